@@ -1,0 +1,255 @@
+//! The command line (clap) and its validation into [`Config`]. Nothing past
+//! this module sees clap.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::config::{
+    Command, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization, OnMiss, RecordConfig,
+    ReplayConfig,
+};
+use crate::error::Error;
+
+/// Record and replay MCP (Model Context Protocol) traffic.
+///
+/// mcp-tape stands between an MCP client (an agent) and an MCP server over
+/// Streamable HTTP. `record` forwards traffic to a real server and stores
+/// each exchange in an SQLite cassette; `replay` answers from cassettes with
+/// nothing upstream, and behaves like a small spec-compliant MCP server where
+/// the cassettes hold no answer. Both protocol eras (handshake 2024-11-05 to
+/// 2025-11-25, stateless 2026-07-28) are served on every path.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-tape", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: CliCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum CliCommand {
+    /// Serve recorded answers from cassettes, with a mock fallback.
+    ///
+    /// Loads every cassette under PATH and serves MCP on every path:
+    /// /agents/servers/{name} (also the tenant and environment forms) is
+    /// server {name}; any other path is a server of its own. A request a
+    /// cassette holds is answered as recorded (caller's id and progress token
+    /// stamped in; repeated requests in recorded order, then the last one
+    /// again). Anything else gets the mock's answer: ping, notifications,
+    /// empty lists, -32602 for unknown tools and prompts, -32601 for unknown
+    /// methods. A request to a server with recordings that matches none of
+    /// them is a miss (see --on-miss).
+    ///
+    /// Also served: GET /health, and the Agent 365 gateway discovery routes
+    /// GET /agents/{agentId}/mcpServers and /agents/v2/{agentId}/mcpServers
+    /// listing the servers the cassettes hold.
+    ///
+    /// Stops on SIGINT or SIGTERM and prints a summary of misses.
+    Replay(ReplayArgs),
+    /// Forward traffic to an upstream MCP server and store each exchange.
+    ///
+    /// The upstream URL is a base: a request to /P goes to URL/P. Exchanges
+    /// are stored in DIR/NAME.sqlite.
+    Record(RecordArgs),
+    /// Write exchanges from JSON Lines (as `export` writes them) into a cassette.
+    Import(ImportArgs),
+    /// Write every exchange of a cassette as canonical JSON Lines, for review.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct Listen {
+    /// Address to listen on. Keep it on loopback unless you mean otherwise.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    host: String,
+    /// Port to listen on; 0 picks a free one (the log says which).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Accept this host name in Host and Origin headers besides loopback
+    /// names (repeatable). Requests naming any other host get 403.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct NormalizationArgs {
+    /// Redact the value of this body key, in stored exchanges and before
+    /// matching (repeatable; on top of built-in credential keys such as
+    /// token, secret, password, api key, authorization, cookie).
+    #[arg(long = "redact-key", value_name = "KEY")]
+    redact_keys: Vec<String>,
+    /// Leave this JSON pointer into params out of the match key, e.g.
+    /// /arguments/requestId (repeatable; give the same ones to record and
+    /// replay).
+    #[arg(long = "ignore-param", value_name = "POINTER")]
+    ignore_params: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// Cassette files, or directories of *.sqlite cassettes.
+    #[arg(value_name = "PATH", default_value = "cassettes")]
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    listen: Listen,
+    /// On a miss: `error` answers -32001 naming the nearest recorded
+    /// requests and what differs; `mock` answers as the mock would.
+    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
+    on_miss: MissPolicy,
+    #[command(flatten)]
+    normalization: NormalizationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum MissPolicy {
+    Error,
+    Mock,
+}
+
+#[derive(Debug, Args)]
+struct RecordArgs {
+    /// Base URL of the upstream MCP server, e.g. https://agent365.svc.cloud.microsoft
+    #[arg(long, value_name = "URL")]
+    upstream: String,
+    /// Directory the cassette is written to.
+    #[arg(long, value_name = "DIR", default_value = "cassettes")]
+    cassettes: PathBuf,
+    /// Cassette name: exchanges go to DIR/NAME.sqlite.
+    #[arg(long, default_value = "default")]
+    name: String,
+    #[command(flatten)]
+    listen: Listen,
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// JSON Lines file to read; `-` reads standard input.
+    #[arg(value_name = "FILE")]
+    input: PathBuf,
+    /// Cassette to write (created if missing; exchanges are appended).
+    #[arg(long, value_name = "FILE")]
+    cassette: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// Cassette to read.
+    #[arg(value_name = "CASSETTE")]
+    cassette: PathBuf,
+    /// Where to write; standard output if not given.
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+impl Cli {
+    /// Validates the parsed command line into a [`Command`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] naming the flag and what is wrong with it.
+    pub fn into_command(self) -> Result<Command, Error> {
+        Ok(match self.command {
+            CliCommand::Replay(args) => Command::Replay(ReplayConfig {
+                front_door: args.listen.validate()?,
+                paths: args.paths,
+                on_miss: match args.on_miss {
+                    MissPolicy::Error => OnMiss::Error,
+                    MissPolicy::Mock => OnMiss::Mock,
+                },
+                normalization: args.normalization.validate()?,
+            }),
+            CliCommand::Record(args) => {
+                if !(args.upstream.starts_with("http://") || args.upstream.starts_with("https://")) {
+                    return Err(Error::Config(format!(
+                        "--upstream {:?}: expected an http:// or https:// URL",
+                        args.upstream
+                    )));
+                }
+                if args.name.is_empty()
+                    || !args.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+                {
+                    return Err(Error::Config(format!(
+                        "--name {:?}: use letters, digits, '_', '.' and '-' only",
+                        args.name
+                    )));
+                }
+                Command::Record(RecordConfig {
+                    front_door: args.listen.validate()?,
+                    upstream: args.upstream.trim_end_matches('/').to_owned(),
+                    cassette: args.cassettes.join(format!("{}.sqlite", args.name)),
+                })
+            }
+            CliCommand::Import(args) => Command::Import(ImportConfig {
+                input: (args.input.as_os_str() != "-").then_some(args.input),
+                cassette: args.cassette,
+            }),
+            CliCommand::Export(args) => {
+                Command::Export(ExportConfig { cassette: args.cassette, output: args.output })
+            }
+        })
+    }
+}
+
+impl Listen {
+    fn validate(self) -> Result<FrontDoor, Error> {
+        let ip = match self.host.as_str() {
+            "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            other => other.parse().map_err(|_| {
+                Error::Config(format!("--host {other:?}: expected an IP address such as 127.0.0.1 or ::1"))
+            })?,
+        };
+        Ok(FrontDoor {
+            listen: SocketAddr::new(ip, self.port),
+            allowed_hosts: self.allow_hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+        })
+    }
+}
+
+impl NormalizationArgs {
+    fn validate(self) -> Result<Normalization, Error> {
+        if let Some(bad) = self.ignore_params.iter().find(|p| !p.starts_with('/')) {
+            return Err(Error::Config(format!(
+                "--ignore-param {bad:?}: expected a JSON pointer into params, such as /arguments/requestId"
+            )));
+        }
+        Ok(Normalization { redact_keys: self.redact_keys, ignore_params: self.ignore_params })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(args: &[&str]) -> Result<Command, Error> {
+        Cli::try_parse_from(args).unwrap().into_command()
+    }
+
+    #[test]
+    fn replay_defaults() {
+        let Command::Replay(config) = command(&["mcp-tape", "replay"]).unwrap() else { panic!("not replay") };
+        assert_eq!(config.front_door.listen, "127.0.0.1:5309".parse().unwrap());
+        assert_eq!(config.paths, [PathBuf::from("cassettes")]);
+        assert_eq!(config.on_miss, OnMiss::Error);
+    }
+
+    #[test]
+    fn record_builds_the_cassette_path() {
+        let Command::Record(config) =
+            command(&["mcp-tape", "record", "--upstream", "https://h/", "--name", "mail"]).unwrap()
+        else {
+            panic!("not record")
+        };
+        assert_eq!(config.cassette, PathBuf::from("cassettes/mail.sqlite"));
+        assert_eq!(config.upstream, "https://h");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = |args: &[&str]| command(args).unwrap_err().to_string();
+        assert!(err(&["mcp-tape", "replay", "--host", "nowhere"]).contains("--host"));
+        assert!(err(&["mcp-tape", "replay", "--ignore-param", "arguments"]).contains("--ignore-param"));
+        assert!(err(&["mcp-tape", "record", "--upstream", "ftp://x"]).contains("--upstream"));
+        assert!(err(&["mcp-tape", "record", "--upstream", "http://x", "--name", "a/b"]).contains("--name"));
+    }
+}

@@ -1,0 +1,74 @@
+//! Plain, validated settings. Built by `cli` from the command line; nothing
+//! here knows of clap.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The port the Agent 365 mock tooling server uses, so mcp-tape drops in.
+pub const DEFAULT_PORT: u16 = 5309;
+
+/// What to do when a server with recordings gets a request none matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnMiss {
+    /// A `-32001` error naming the nearest recordings.
+    Error,
+    /// The mock's answer, as for a server with no recordings.
+    Mock,
+}
+
+/// Settings shared by record and replay so that match keys agree.
+#[derive(Clone, Debug, Default)]
+pub struct Normalization {
+    /// Extra body keys whose values are redacted (`--redact-key`).
+    pub redact_keys: Vec<String>,
+    /// JSON pointers into params left out of the match key (`--ignore-param`).
+    pub ignore_params: Vec<String>,
+}
+
+/// The HTTP front door's rules, the same in every mode.
+#[derive(Clone, Debug)]
+pub struct FrontDoor {
+    pub listen: SocketAddr,
+    /// Host names accepted in `Host`/`Origin` besides loopback ones.
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayConfig {
+    pub front_door: FrontDoor,
+    /// Cassette files and directories of cassettes.
+    pub paths: Vec<PathBuf>,
+    pub on_miss: OnMiss,
+    pub normalization: Normalization,
+}
+
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    pub front_door: FrontDoor,
+    pub upstream: String,
+    /// The cassette file recordings go to: `DIR/NAME.sqlite`.
+    pub cassette: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct ImportConfig {
+    /// JSON Lines input; `None` reads standard input.
+    pub input: Option<PathBuf>,
+    pub cassette: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct ExportConfig {
+    pub cassette: PathBuf,
+    /// JSON Lines output; `None` writes standard output.
+    pub output: Option<PathBuf>,
+}
+
+/// One validated command.
+#[derive(Clone, Debug)]
+pub enum Command {
+    Replay(ReplayConfig),
+    Record(RecordConfig),
+    Import(ImportConfig),
+    Export(ExportConfig),
+}

@@ -1,0 +1,188 @@
+//! The JSON-RPC 2.0 envelope: classifying an incoming value as a request,
+//! notification or response, and building answers. It knows nothing of MCP
+//! (method names, eras) and does no I/O.
+
+use serde_json::{Map, Value, json};
+
+/// The body could not be parsed as JSON.
+pub const PARSE_ERROR: i32 = -32700;
+/// The JSON is not a valid JSON-RPC message.
+pub const INVALID_REQUEST: i32 = -32600;
+/// The method does not exist or is not offered.
+pub const METHOD_NOT_FOUND: i32 = -32601;
+/// The params are invalid for the method.
+pub const INVALID_PARAMS: i32 = -32602;
+/// Something failed inside the server.
+pub const INTERNAL_ERROR: i32 = -32603;
+
+/// A request id: a JSON string or number, kept exactly as the caller sent it
+/// so that it can be echoed back byte for byte.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestId(Value);
+
+impl RequestId {
+    /// Accepts a string or a number; anything else (null included) is not an id.
+    pub fn from_value(value: &Value) -> Option<RequestId> {
+        match value {
+            Value::String(_) | Value::Number(_) => Some(RequestId(value.clone())),
+            _ => None,
+        }
+    }
+
+    pub fn as_value(&self) -> &Value {
+        &self.0
+    }
+}
+
+/// A JSON-RPC error object. Protocol errors are data, not Rust errors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorObject {
+    pub code: i32,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    pub fn new(code: i32, message: impl Into<String>) -> ErrorObject {
+        ErrorObject { code, message: message.into(), data: None }
+    }
+
+    pub fn with_data(mut self, data: Value) -> ErrorObject {
+        self.data = Some(data);
+        self
+    }
+
+    fn to_value(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), self.code.into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        Value::Object(error)
+    }
+}
+
+/// One JSON-RPC message, classified.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// Has a method and an id: expects an answer.
+    Request { id: RequestId, method: String, params: Option<Value> },
+    /// Has a method and no id: gets no answer.
+    Notification { method: String, params: Option<Value> },
+    /// Has `result` or `error` and no method: an answer to a request the
+    /// other side sent.
+    Response { id: Option<RequestId>, body: Value },
+}
+
+impl Message {
+    /// Classifies `value`. On failure returns the error to send back, with the
+    /// id when one could be read.
+    pub fn parse(value: Value) -> Result<Message, (Option<RequestId>, ErrorObject)> {
+        let invalid = |id: Option<RequestId>, why: &str| {
+            Err((id, ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}"))))
+        };
+        let Value::Object(object) = &value else {
+            let why = if value.is_array() {
+                "batches are not supported; send one message per POST"
+            } else {
+                "a JSON-RPC message must be a JSON object"
+            };
+            return invalid(None, why);
+        };
+        let id = object.get("id").and_then(RequestId::from_value);
+        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return invalid(id, "\"jsonrpc\" must be \"2.0\"");
+        }
+        let params = object.get("params").cloned();
+        if params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+            return invalid(id, "\"params\" must be an object or an array");
+        }
+        match (object.get("method"), object.get("id")) {
+            (Some(Value::String(method)), None) => {
+                Ok(Message::Notification { method: method.clone(), params })
+            }
+            (Some(Value::String(method)), Some(_)) => match id {
+                Some(id) => Ok(Message::Request { id, method: method.clone(), params }),
+                None => invalid(None, "\"id\" must be a string or a number"),
+            },
+            (Some(_), _) => invalid(id, "\"method\" must be a string"),
+            (None, _) if object.contains_key("result") || object.contains_key("error") => {
+                Ok(Message::Response { id, body: value })
+            }
+            (None, _) => invalid(id, "no \"method\", \"result\" or \"error\""),
+        }
+    }
+}
+
+/// A success answer to the request with `id`.
+pub fn result(id: &RequestId, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.as_value(), "result": result})
+}
+
+/// An error answer; `id` is `null` when the request's id could not be read.
+pub fn error(id: Option<&RequestId>, error: &ErrorObject) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.map_or(Value::Null, |id| id.as_value().clone()),
+        "error": error.to_value(),
+    })
+}
+
+/// The error object of a response message, if it is an error answer.
+pub fn error_code(message: &Value) -> Option<i64> {
+    message.get("error")?.get("code")?.as_i64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Message, (Option<RequestId>, ErrorObject)> {
+        Message::parse(serde_json::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn classifies_requests_notifications_and_responses() {
+        let request = parse(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#).unwrap();
+        assert!(matches!(request, Message::Request { ref method, .. } if method == "ping"));
+        let note = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(note, Message::Notification { .. }));
+        let response = parse(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#).unwrap();
+        assert!(matches!(response, Message::Response { id: Some(_), .. }));
+    }
+
+    #[test]
+    fn keeps_the_id_exactly() {
+        let Message::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":12.5,"method":"x"}"#).unwrap()
+        else {
+            panic!("not a request")
+        };
+        assert_eq!(result(&id, json!({}))["id"], json!(12.5));
+    }
+
+    #[test]
+    fn rejects_what_is_not_a_message_keeping_a_readable_id() {
+        let (id, err) = parse(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).unwrap_err();
+        assert_eq!(id, RequestId::from_value(&json!(3)));
+        assert_eq!(err.code, INVALID_REQUEST);
+        let (id, err) = parse(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).unwrap_err();
+        assert_eq!((id, err.code), (None, INVALID_REQUEST));
+        assert!(err.message.contains("batches"));
+        let (_, err) = parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err();
+        assert_eq!(err.code, INVALID_REQUEST);
+        let (_, err) = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err();
+        assert_eq!(err.code, INVALID_REQUEST);
+        assert!(parse(r#""text""#).is_err());
+    }
+
+    #[test]
+    fn error_answers_carry_null_when_no_id_was_read() {
+        let answer = error(None, &ErrorObject::new(PARSE_ERROR, "Parse error"));
+        assert_eq!(answer["id"], Value::Null);
+        assert_eq!(error_code(&answer), Some(-32700));
+        let with_data = ErrorObject::new(INVALID_PARAMS, "bad").with_data(json!({"uri": "x"}));
+        let id = RequestId::from_value(&json!("r")).unwrap();
+        assert_eq!(error(Some(&id), &with_data)["error"]["data"]["uri"], "x");
+    }
+}

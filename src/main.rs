@@ -1,0 +1,46 @@
+//! The `mcp-tape` binary: parse the command line, start logging, run the
+//! command, and map its outcome to an exit code (0 ok, 1 failure, 2 usage).
+
+use std::error::Error as _;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use mcp_tape::cli::Cli;
+
+fn main() -> ExitCode {
+    let command = match Cli::parse().into_command() {
+        Ok(command) => command,
+        Err(e) => {
+            eprintln!("mcp-tape: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MCP_TAPE_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("mcp-tape: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(mcp_tape::run(command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-tape: {e}");
+            let mut cause = e.source();
+            while let Some(inner) = cause {
+                eprintln!("  caused by: {inner}");
+                cause = inner.source();
+            }
+            ExitCode::FAILURE
+        }
+    }
+}

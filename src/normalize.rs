@@ -1,0 +1,362 @@
+//! Normalization: canonical JSON, the match key, and turning a raw exchange
+//! into the stored form. The same [`Rules`] serve record and replay, so a
+//! request computes the same key on both sides.
+//!
+//! Match key = sha256 over (server, method, canonical params), where the
+//! canonical params are the params after redaction, with `_meta` and the
+//! user's `--ignore-param` JSON pointers removed, keys sorted. `initialize`
+//! and `server/discover` match on server and method alone. The JSON-RPC id
+//! is never part of a key.
+//!
+//! In a stored exchange the caller's JSON-RPC id and progress token are
+//! replaced by [`ID_PLACEHOLDER`] and [`PROGRESS_TOKEN_PLACEHOLDER`], so
+//! replay can stamp in the new caller's. Normalizing twice changes nothing.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::mcp::{self, Era};
+use crate::redact::Redactor;
+use crate::store::{Direction, Exchange, RecordedMessage};
+
+/// Stands for the caller's JSON-RPC id in a stored exchange.
+pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
+/// Stands for the caller's progress token in a stored exchange.
+pub const PROGRESS_TOKEN_PLACEHOLDER: &str = "mcp-tape:progress-token";
+
+/// sha256 over (server, method, canonical params).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatchKey([u8; 32]);
+
+impl MatchKey {
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(text: &str) -> Option<MatchKey> {
+        if text.len() != 64 || !text.is_ascii() {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(MatchKey(bytes))
+    }
+}
+
+/// JSON text with object keys sorted and no insignificant whitespace: equal
+/// values give equal bytes, whatever order their keys arrived in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by_key(|(key, _)| *key);
+            out.push('{');
+            for (i, (key, inner)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(inner, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// An exchange as it happened on the wire, before normalization.
+#[derive(Clone, Debug)]
+pub struct RawExchange {
+    pub server: String,
+    pub era: Era,
+    pub protocol_version: String,
+    /// The whole JSON-RPC request as the client sent it.
+    pub request: Value,
+    pub status: u16,
+    pub content_type: String,
+    pub messages: Vec<RecordedMessage>,
+}
+
+/// The user's normalization settings, shared by record and replay.
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    redactor: Redactor,
+    /// JSON pointers into params (`--ignore-param`) left out of the key.
+    ignore_params: Vec<String>,
+}
+
+impl Rules {
+    pub fn new(redact_keys: &[String], ignore_params: &[String]) -> Rules {
+        Rules { redactor: Redactor::new(redact_keys), ignore_params: ignore_params.to_vec() }
+    }
+
+    /// Redacts sensitive values in a request's params or an answer, in place.
+    pub fn redact(&self, value: &mut Value) {
+        self.redactor.redact(value);
+    }
+
+    /// The params as the key sees them: `_meta` and ignored pointers
+    /// removed. Expects params already redacted.
+    pub fn canonical_params(&self, params: Option<&Value>) -> Value {
+        let mut params = params.cloned().unwrap_or(Value::Null);
+        if let Some(map) = params.as_object_mut() {
+            map.remove("_meta");
+        }
+        for pointer in &self.ignore_params {
+            remove_pointer(&mut params, pointer);
+        }
+        params
+    }
+
+    /// The match key of a request of `method` to `server` with (redacted) `params`.
+    pub fn match_key(&self, server: &str, method: &str, params: Option<&Value>) -> MatchKey {
+        let mut hash = Sha256::new();
+        for part in [server, method] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        if !matches!(method, "initialize" | "server/discover") {
+            hash.update(canonical_json(&self.canonical_params(params)).as_bytes());
+        }
+        MatchKey(hash.finalize().into())
+    }
+
+    /// The stored form of a raw exchange: redacted, with the caller's id and
+    /// progress token replaced by placeholders, and its match key.
+    pub fn exchange(&self, raw: RawExchange) -> Exchange {
+        let mut request = raw.request;
+        self.redact(&mut request);
+        let id = request.get("id").cloned();
+        let token = mcp::progress_token(request.get("params")).cloned();
+        if id.is_some() {
+            request["id"] = ID_PLACEHOLDER.into();
+        }
+        if token.is_some() {
+            request["params"]["_meta"]["progressToken"] = PROGRESS_TOKEN_PLACEHOLDER.into();
+        }
+        let messages = raw
+            .messages
+            .into_iter()
+            .map(|mut message| {
+                self.redact(&mut message.body);
+                if message.direction == Direction::Server {
+                    stamp_placeholders(&mut message.body, id.as_ref(), token.as_ref());
+                }
+                message
+            })
+            .collect();
+        let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+        Exchange {
+            key: self.match_key(&raw.server, &method, request.get("params")),
+            server: raw.server,
+            era: raw.era,
+            protocol_version: raw.protocol_version,
+            method,
+            request,
+            status: raw.status,
+            content_type: raw.content_type,
+            messages,
+        }
+    }
+}
+
+/// In an upstream message: the answer to the caller's request gets the id
+/// placeholder, a progress notification for the caller's token the token
+/// placeholder.
+fn stamp_placeholders(body: &mut Value, id: Option<&Value>, token: Option<&Value>) {
+    let is_response = body.get("method").is_none();
+    if is_response && id.is_some() && body.get("id") == id {
+        body["id"] = ID_PLACEHOLDER.into();
+    }
+    let is_progress = body.get("method").and_then(Value::as_str) == Some("notifications/progress");
+    if is_progress && token.is_some() && body.get("params").and_then(|p| p.get("progressToken")) == token {
+        body["params"]["progressToken"] = PROGRESS_TOKEN_PLACEHOLDER.into();
+    }
+}
+
+/// One field where two canonical params differ.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference {
+    /// JSON pointer into params; `""` for the params as a whole.
+    pub pointer: String,
+    /// `None` where the field is absent on that side.
+    pub recorded: Option<Value>,
+    pub requested: Option<Value>,
+}
+
+/// The fields where `recorded` and `requested` differ, leaf by leaf through
+/// objects (and arrays of equal length), in pointer order.
+pub fn differences(recorded: &Value, requested: &Value) -> Vec<Difference> {
+    let mut found = Vec::new();
+    diff_into(String::new(), Some(recorded), Some(requested), &mut found);
+    found
+}
+
+fn diff_into(
+    pointer: String,
+    recorded: Option<&Value>,
+    requested: Option<&Value>,
+    found: &mut Vec<Difference>,
+) {
+    let child = |key: &str| format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+    match (recorded, requested) {
+        (Some(a), Some(b)) if a == b => {}
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                diff_into(child(key), a.get(key), b.get(key), found);
+            }
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                diff_into(child(&i.to_string()), Some(x), Some(y), found);
+            }
+        }
+        _ => found.push(Difference { pointer, recorded: recorded.cloned(), requested: requested.cloned() }),
+    }
+}
+
+/// Removes the value at an RFC 6901 JSON pointer, if there is one.
+fn remove_pointer(value: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match value.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.remove(&last);
+        }
+        Some(Value::Array(items)) => {
+            if let Ok(index) = last.parse::<usize>()
+                && index < items.len()
+            {
+                items.remove(index);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"d":1,"c":2}],"x":null}}"#).unwrap();
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[{"c":2,"d":1}]},"b":1}"#);
+    }
+
+    #[test]
+    fn key_ignores_meta_id_and_key_order_but_not_arguments() {
+        let rules = Rules::default();
+        let one = json!({"name": "t", "arguments": {"a": 1, "b": 2}, "_meta": {"progressToken": 1}});
+        let two = json!({"arguments": {"b": 2, "a": 1}, "name": "t"});
+        let three = json!({"name": "t", "arguments": {"a": 1, "b": 3}});
+        let key = |p: &Value| rules.match_key("s", "tools/call", Some(p));
+        assert_eq!(key(&one), key(&two));
+        assert_ne!(key(&one), key(&three));
+        assert_ne!(key(&one), rules.match_key("other", "tools/call", Some(&one)));
+        assert_eq!(
+            rules.match_key("s", "initialize", Some(&json!({"protocolVersion": "a"}))),
+            rules.match_key("s", "initialize", Some(&json!({"protocolVersion": "b"})))
+        );
+    }
+
+    #[test]
+    fn ignored_pointers_leave_the_key() {
+        let rules = Rules::new(&[], &["/arguments/requestId".into(), "/arguments/list/0".into()]);
+        let a = json!({"name": "t", "arguments": {"requestId": "1", "list": [9, 1]}});
+        let b = json!({"name": "t", "arguments": {"requestId": "2", "list": [8, 1]}});
+        assert_eq!(
+            rules.match_key("s", "tools/call", Some(&a)),
+            rules.match_key("s", "tools/call", Some(&b))
+        );
+    }
+
+    #[test]
+    fn differences_name_each_leaf() {
+        let recorded = json!({"name": "t", "arguments": {"a": 1, "list": [1, 2], "gone": true, "x/y": 0}});
+        let requested = json!({"name": "t", "arguments": {"a": 2, "list": [1, 3], "new": "n", "x/y": 0}});
+        let pointers: Vec<_> = differences(&recorded, &requested).into_iter().map(|d| d.pointer).collect();
+        assert_eq!(pointers, ["/arguments/a", "/arguments/gone", "/arguments/list/1", "/arguments/new"]);
+        assert!(differences(&recorded, &recorded).is_empty());
+        assert_eq!(differences(&json!(null), &json!({}))[0].pointer, "");
+    }
+
+    #[test]
+    fn match_key_round_trips_as_hex() {
+        let key = Rules::default().match_key("s", "m", None);
+        assert_eq!(MatchKey::from_hex(&key.to_hex()), Some(key));
+        assert_eq!(MatchKey::from_hex("zz"), None);
+    }
+
+    fn raw() -> RawExchange {
+        RawExchange {
+            server: "s".into(),
+            era: Era::Handshake,
+            protocol_version: "2025-06-18".into(),
+            request: json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+                "params": {"name": "t", "arguments": {"password": "hunter2"}, "_meta": {"progressToken": "p1"}}}),
+            status: 200,
+            content_type: "text/event-stream".into(),
+            messages: vec![
+                RecordedMessage {
+                    offset_ms: 1,
+                    direction: Direction::Server,
+                    body: json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": "p1", "progress": 1}}),
+                },
+                RecordedMessage {
+                    offset_ms: 2,
+                    direction: Direction::Server,
+                    body: json!({"jsonrpc": "2.0", "id": 41, "result": {"secret": "s3"}}),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn exchange_uses_placeholders_and_redacts() {
+        let exchange = Rules::default().exchange(raw());
+        assert_eq!(exchange.request["id"], ID_PLACEHOLDER);
+        assert_eq!(exchange.request["params"]["arguments"]["password"], "[REDACTED]");
+        assert_eq!(exchange.messages[0].body["params"]["progressToken"], PROGRESS_TOKEN_PLACEHOLDER);
+        assert_eq!(exchange.messages[1].body["id"], ID_PLACEHOLDER);
+        assert_eq!(exchange.messages[1].body["result"]["secret"], "[REDACTED]");
+        let live = json!({"name": "t", "arguments": {"password": "[REDACTED]"}});
+        assert_eq!(exchange.key, Rules::default().match_key("s", "tools/call", Some(&live)));
+    }
+
+    #[test]
+    fn normalizing_twice_changes_nothing() {
+        let rules = Rules::default();
+        let once = rules.exchange(raw());
+        let again = rules.exchange(RawExchange {
+            request: once.request.clone(),
+            messages: once.messages.clone(),
+            ..raw()
+        });
+        assert_eq!(once, again);
+    }
+}

@@ -1,0 +1,437 @@
+//! Replay mode: answers each MCP request from the tape, stamping in the
+//! caller's id and progress token, and falls back to the mock
+//! ([`crate::mcp::fallback`]) where no recording answers. It owns the replay
+//! sessions (handshake era) and the miss log. HTTP is `route`'s business:
+//! this module gets a parsed [`Call`] and returns an [`Answer`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{Value, json};
+
+use crate::config::OnMiss;
+use crate::error::Rejection;
+use crate::jsonrpc::{self, ErrorObject, RequestId};
+use crate::mcp::{self, Era, convert, fallback};
+use crate::normalize::{self, ID_PLACEHOLDER, PROGRESS_TOKEN_PLACEHOLDER, Rules};
+use crate::store::{Direction, Exchange};
+use crate::tape::{Cursors, Named, Tape};
+
+/// Live sessions kept at most; the oldest is ended to make room (its client
+/// then gets 404 and starts over, as the spec prescribes).
+const MAX_SESSIONS: usize = 10_000;
+
+/// How many recorded requests a miss error lists.
+const NEAREST_SHOWN: usize = 3;
+
+/// One parsed MCP request, as `route` hands it over.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    pub server: &'a str,
+    pub era: Era,
+    /// The `Mcp-Session-Id` header, if any (handshake era only).
+    pub session: Option<&'a str>,
+    pub id: &'a RequestId,
+    pub method: &'a str,
+    pub params: Option<&'a Value>,
+}
+
+/// Where an answer came from, for the request log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A recorded exchange matched.
+    Hit,
+    /// A server with recordings had none for this request.
+    Miss,
+    /// The mock answered (no recording applies).
+    Mock,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Miss => "miss",
+            Outcome::Mock => "mock",
+        }
+    }
+}
+
+/// The answer to one request, before HTTP framing.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    pub outcome: Outcome,
+    pub status: u16,
+    /// Messages to send in order; the last is the response to the caller's
+    /// request when the recording has one.
+    pub messages: Vec<Value>,
+    /// The recording was an SSE stream (send SSE if the client accepts it).
+    pub recorded_as_stream: bool,
+    /// A session this answer opens (`initialize`).
+    pub session_id: Option<String>,
+}
+
+/// The replay engine, shared by all connections.
+pub struct Replay {
+    tape: Tape,
+    rules: Rules,
+    on_miss: OnMiss,
+    sessions: Mutex<Sessions>,
+    /// Cursors of requests outside any session (stateless era, or a
+    /// handshake client that never initialized), per server.
+    sessionless: Mutex<HashMap<String, Cursors>>,
+    /// Misses so far: "server method [name]" → count.
+    misses: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Replay {
+    pub fn new(tape: Tape, rules: Rules, on_miss: OnMiss) -> Replay {
+        Replay {
+            tape,
+            rules,
+            on_miss,
+            sessions: Mutex::new(Sessions::default()),
+            sessionless: Mutex::new(HashMap::new()),
+            misses: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn tape(&self) -> &Tape {
+        &self.tape
+    }
+
+    /// Refuses a session id we never issued or that has ended.
+    ///
+    /// # Errors
+    ///
+    /// 404, as the spec requires, so the client starts a new session.
+    pub fn check_session(&self, session: Option<&str>) -> Result<(), Rejection> {
+        match session {
+            Some(id) if !lock(&self.sessions).live.contains_key(id) => Err(unknown_session()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends a session (DELETE).
+    ///
+    /// # Errors
+    ///
+    /// 404 for a session we do not know.
+    pub fn end_session(&self, session: &str) -> Result<(), Rejection> {
+        match lock(&self.sessions).live.remove(session) {
+            Some(_) => Ok(()),
+            None => Err(unknown_session()),
+        }
+    }
+
+    /// Misses so far, as "server method [name]" with counts, sorted.
+    pub fn misses(&self) -> Vec<(String, u64)> {
+        lock(&self.misses).iter().map(|(k, v)| (k.clone(), *v)).collect()
+    }
+
+    /// Answers one request.
+    ///
+    /// # Errors
+    ///
+    /// A [`Rejection`] for a session id we do not know.
+    pub fn answer(&self, call: &Call) -> Result<Answer, Rejection> {
+        if call.era == Era::Handshake && call.method != "initialize" {
+            self.check_session(call.session)?;
+        }
+        match (call.era, call.method) {
+            (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
+            (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
+            _ => {}
+        }
+        let mut params = call.params.cloned();
+        if let Some(params) = &mut params {
+            self.rules.redact(params);
+        }
+        let key = self.rules.match_key(call.server, call.method, params.as_ref());
+        if let Some(exchange) = self.next_recorded(call, &key) {
+            return Ok(self.replay_exchange(call, &exchange, Outcome::Hit));
+        }
+        if let Some(error) = self.miss(call, params.as_ref()) {
+            tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
+            if self.on_miss == OnMiss::Error {
+                return Ok(error_answer(call, Outcome::Miss, &error));
+            }
+            return Ok(mock_answer(call, Outcome::Miss));
+        }
+        Ok(mock_answer(call, Outcome::Mock))
+    }
+
+    fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Exchange>> {
+        if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
+            && let Some(cursors) = lock(&self.sessions).live.get_mut(session)
+        {
+            return self.tape.next(key, cursors);
+        }
+        let mut sessionless = lock(&self.sessionless);
+        let cursors = sessionless.entry(call.server.to_owned()).or_default();
+        self.tape.next(key, cursors)
+    }
+
+    /// `initialize`: the recorded result (or one made from a recorded
+    /// discover, or the mock's) with the version negotiated for this client,
+    /// and a new session.
+    fn initialize(&self, call: &Call) -> Answer {
+        let requested = call.params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+        let recorded = self.tape.recorded(call.server, "initialize").first();
+        let mut answer = if let Some(exchange) = recorded {
+            let mut answer = self.replay_exchange(call, exchange, Outcome::Hit);
+            if let Some(result) = answer.messages.last_mut().and_then(|m| m.get_mut("result")) {
+                result["protocolVersion"] = mcp::negotiate(requested).into();
+            }
+            answer
+        } else if let Some(discover) = self.recorded_result(call.server, "server/discover") {
+            result_answer(call, Outcome::Hit, convert::initialize_from_discover(&discover, requested))
+        } else {
+            mock_answer(call, Outcome::Mock)
+        };
+        if answer.messages.last().is_some_and(|m| m.get("result").is_some()) {
+            answer.session_id = Some(lock(&self.sessions).open());
+        }
+        answer
+    }
+
+    /// `server/discover`: as recorded (a recorded probe failure included, so
+    /// the client falls back as it did against the upstream), else made
+    /// from a recorded `initialize`, else the mock's.
+    fn discover(&self, call: &Call) -> Answer {
+        if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
+            self.replay_exchange(call, exchange, Outcome::Hit)
+        } else if let Some(initialize) = self.recorded_result(call.server, "initialize") {
+            result_answer(call, Outcome::Hit, convert::discover_from_initialize(&initialize))
+        } else {
+            mock_answer(call, Outcome::Mock)
+        }
+    }
+
+    /// The result of the first recorded `method` exchange of `server`, if it succeeded.
+    fn recorded_result(&self, server: &str, method: &str) -> Option<Value> {
+        let exchange = self.tape.recorded(server, method).first()?;
+        exchange.messages.iter().rev().find_map(|m| m.body.get("result")).cloned()
+    }
+
+    /// A recorded exchange re-stamped for this caller and era.
+    fn replay_exchange(&self, call: &Call, exchange: &Exchange, outcome: Outcome) -> Answer {
+        let token = mcp::progress_token(call.params);
+        let mut messages = Vec::with_capacity(exchange.messages.len());
+        for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
+            let mut body = message.body.clone();
+            if body.get("id").and_then(Value::as_str) == Some(ID_PLACEHOLDER) {
+                body["id"] = call.id.as_value().clone();
+            }
+            if let Some(recorded_token) = body.get_mut("params").and_then(|p| p.get_mut("progressToken"))
+                && recorded_token == PROGRESS_TOKEN_PLACEHOLDER
+            {
+                match token {
+                    Some(token) => *recorded_token = token.clone(),
+                    None => continue, // the caller asked for no progress
+                }
+            }
+            if call.era == Era::Stateless {
+                to_stateless(call.method, &mut body);
+            }
+            messages.push(body);
+        }
+        let status =
+            if exchange.era == call.era { exchange.status } else { status_of(call.era, messages.last()) };
+        Answer {
+            outcome,
+            status,
+            messages,
+            recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
+            session_id: None,
+        }
+    }
+
+    /// The miss error for a request that a server with recordings should
+    /// have recorded, or `None` when the mock's answer is the right one.
+    fn miss(&self, call: &Call, params: Option<&Value>) -> Option<ErrorObject> {
+        let recorded = self.tape.recorded(call.server, call.method);
+        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        let candidates: Vec<&Arc<Exchange>> = match call.method {
+            "tools/call" | "prompts/get" => {
+                let kind = if call.method == "tools/call" { Named::Tool } else { Named::Prompt };
+                if !self.tape.knows(call.server, kind, name.unwrap_or_default()) {
+                    return None;
+                }
+                let same_name =
+                    |e: &&Arc<Exchange>| e.request.pointer("/params/name").and_then(Value::as_str) == name;
+                recorded.iter().filter(same_name).collect()
+            }
+            method if !recorded.is_empty() && is_unknown_to_mock(call.era, method) => {
+                recorded.iter().collect()
+            }
+            _ => return None,
+        };
+        let key = match name {
+            Some(name) => format!("{} {} {name}", call.server, call.method),
+            None => format!("{} {}", call.server, call.method),
+        };
+        *lock(&self.misses).entry(key.clone()).or_default() += 1;
+        Some(self.miss_error(call, &key, params, &candidates))
+    }
+
+    fn miss_error(
+        &self,
+        call: &Call,
+        what: &str,
+        params: Option<&Value>,
+        candidates: &[&Arc<Exchange>],
+    ) -> ErrorObject {
+        let requested = self.rules.canonical_params(params);
+        let mut nearest: Vec<(usize, Value)> = candidates
+            .iter()
+            .map(|exchange| {
+                let recorded = self.rules.canonical_params(exchange.request.get("params"));
+                let differences = normalize::differences(&recorded, &requested);
+                let listed: Vec<Value> = differences
+                    .iter()
+                    .map(|d| json!({"pointer": d.pointer, "recorded": d.recorded, "requested": d.requested}))
+                    .collect();
+                (differences.len(), json!({"params": recorded, "differences": listed}))
+            })
+            .collect();
+        nearest.sort_by_key(|(count, _)| *count);
+        let shown: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
+        ErrorObject::new(
+            mcp::REPLAY_MISS,
+            format!(
+                "mcp-tape: no recorded answer for {what}: {} recorded request(s) of this kind differ",
+                candidates.len()
+            ),
+        )
+        .with_data(json!({
+            "server": call.server,
+            "method": call.method,
+            "params": requested,
+            "nearest": shown,
+        }))
+    }
+}
+
+/// Whether the mock answers `method` with "method not found" in `era`.
+fn is_unknown_to_mock(era: Era, method: &str) -> bool {
+    matches!(fallback::answer(era, method, None), Err(e) if e.code == jsonrpc::METHOD_NOT_FOUND)
+}
+
+/// One log line's worth of a miss: what, and the nearest difference.
+fn describe_miss(error: &ErrorObject) -> String {
+    let nearest = error.data.as_ref().and_then(|d| d["nearest"].get(0));
+    match nearest.and_then(|n| n["differences"].as_array()) {
+        Some(differences) => {
+            let pointers: Vec<&str> = differences.iter().filter_map(|d| d["pointer"].as_str()).collect();
+            format!("{}; nearest recording differs at {}", error.message, pointers.join(", "))
+        }
+        None => error.message.clone(),
+    }
+}
+
+/// Brings a recorded message into the stateless era's shape.
+fn to_stateless(method: &str, body: &mut Value) {
+    if let Some(result) = body.get_mut("result") {
+        convert::stateless_result(method, result);
+    } else if let Some(code) = body.pointer_mut("/error/code")
+        && let Some(recorded) = code.as_i64()
+    {
+        *code = convert::error_code_for(Era::Stateless, recorded).into();
+    }
+}
+
+/// The HTTP status `era` uses for a final message.
+fn status_of(era: Era, last: Option<&Value>) -> u16 {
+    last.and_then(jsonrpc::error_code).map_or(200, |code| mcp::error_status(era, code))
+}
+
+fn mock_answer(call: &Call, outcome: Outcome) -> Answer {
+    match fallback::answer(call.era, call.method, call.params) {
+        Ok(result) => result_answer(call, outcome, result),
+        Err(error) => error_answer(call, outcome, &error),
+    }
+}
+
+fn result_answer(call: &Call, outcome: Outcome, mut result: Value) -> Answer {
+    if call.era == Era::Stateless {
+        convert::stateless_result(call.method, &mut result);
+    }
+    single(outcome, 200, jsonrpc::result(call.id, result))
+}
+
+fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
+    single(outcome, mcp::error_status(call.era, error.code.into()), jsonrpc::error(Some(call.id), error))
+}
+
+fn single(outcome: Outcome, status: u16, message: Value) -> Answer {
+    Answer { outcome, status, messages: vec![message], recorded_as_stream: false, session_id: None }
+}
+
+fn unknown_session() -> Rejection {
+    Rejection::client(
+        404,
+        jsonrpc::INVALID_REQUEST,
+        "Session not found: it was never issued or has ended; initialize a new session",
+    )
+}
+
+/// A poisoned lock only means another request panicked mid-update; the
+/// maps stay usable, so carry on rather than take the daemon down.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Handshake-era replay sessions and their cursors.
+#[derive(Default)]
+struct Sessions {
+    live: HashMap<String, Cursors>,
+    /// Creation order, for evicting the oldest; may hold ended ids.
+    order: VecDeque<String>,
+}
+
+impl Sessions {
+    /// Opens a session and returns its id: 128 random bits, hex.
+    fn open(&mut self) -> String {
+        while self.live.len() >= MAX_SESSIONS {
+            match self.order.pop_front() {
+                Some(oldest) => {
+                    self.live.remove(&oldest);
+                }
+                None => break,
+            }
+        }
+        if self.order.len() > 2 * MAX_SESSIONS {
+            let live = &self.live;
+            self.order.retain(|id| live.contains_key(id));
+        }
+        let id = new_session_id();
+        self.live.insert(id.clone(), Cursors::default());
+        self.order.push_back(id.clone());
+        id
+    }
+}
+
+fn new_session_id() -> String {
+    let mut bytes = [0u8; 16];
+    // The OS random source failing is not something to serve through.
+    getrandom::fill(&mut bytes).expect("the operating system's random source is unavailable");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_unique_and_bounded() {
+        let mut sessions = Sessions::default();
+        let first = sessions.open();
+        assert_eq!(first.len(), 32);
+        for _ in 0..MAX_SESSIONS {
+            sessions.open();
+        }
+        assert_eq!(sessions.live.len(), MAX_SESSIONS);
+        assert!(!sessions.live.contains_key(&first), "the oldest session makes room");
+    }
+}

@@ -1,0 +1,456 @@
+//! The HTTP front door, done once for every request: Host/Origin check,
+//! path → server identity, HTTP method, session and version headers,
+//! content type and Accept, a bounded body read, JSON-RPC parsing, and the
+//! stateless era's header checks. What survives is handed to the mode as a
+//! [`Call`]; its [`Answer`] is framed as JSON, SSE or an empty 202 here.
+//! Every request leaves one log line.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::config::FrontDoor;
+use crate::error::Rejection;
+use crate::jsonrpc::{self, Message};
+use crate::mcp::{self, Era, RoutingHeaders};
+use crate::replay::{Answer, Call, Replay};
+use crate::sse;
+
+/// Largest POST body accepted; larger ones get 413.
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The response body type of every answer.
+pub type Body = Full<Bytes>;
+
+/// What every request handler shares.
+pub struct App {
+    pub replay: Replay,
+    pub front_door: FrontDoor,
+}
+
+/// What the log line says about a request besides its status.
+struct Logged {
+    server: String,
+    mcp_method: String,
+    outcome: &'static str,
+}
+
+/// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
+pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
+    let started = Instant::now();
+    let http_method = request.method().clone();
+    let mut logged =
+        Logged { server: server_name(request.uri().path()), mcp_method: String::new(), outcome: "rejected" };
+    let response = match dispatch(request, app, &mut logged).await {
+        Ok(response) => response,
+        Err(rejection) => json_response(
+            StatusCode::from_u16(rejection.status).unwrap_or(StatusCode::BAD_REQUEST),
+            &rejection.body(),
+        ),
+    };
+    tracing::info!(
+        "{http_method} server={} method={} {} status={} {:.1}ms",
+        logged.server,
+        if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
+        logged.outcome,
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1e3,
+    );
+    response
+}
+
+async fn dispatch(
+    request: Request<Incoming>,
+    app: &App,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
+    check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
+    let path = request.uri().path().to_owned();
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    if request.method() == Method::GET {
+        match segments.as_slice() {
+            ["health"] => {
+                logged.outcome = "health";
+                return Ok(health(&app.replay));
+            }
+            ["agents", "v2", _, "mcpServers"] => {
+                logged.outcome = "gateway";
+                return Ok(gateway(&app.replay, request.headers(), true));
+            }
+            ["agents", _, "mcpServers"] => {
+                logged.outcome = "gateway";
+                return Ok(gateway(&app.replay, request.headers(), false));
+            }
+            _ => {}
+        }
+    }
+    let era = Era::of_header(header_str(request.headers(), mcp::HEADER_PROTOCOL_VERSION)?);
+    let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?.map(str::to_owned);
+    match *request.method() {
+        Method::POST => post(request, app, era, session.as_deref(), logged).await,
+        Method::GET if era == Era::Handshake => {
+            app.replay.check_session(session.as_deref())?;
+            Err(method_not_allowed("POST, DELETE", "this server offers no standalone SSE stream"))
+        }
+        Method::DELETE if era == Era::Handshake => {
+            let Some(session) = session else {
+                return Err(Rejection::client(
+                    400,
+                    jsonrpc::INVALID_REQUEST,
+                    "DELETE needs an Mcp-Session-Id header",
+                ));
+            };
+            app.replay.end_session(&session)?;
+            logged.outcome = "ended";
+            Ok(empty_response(StatusCode::OK))
+        }
+        Method::GET | Method::DELETE => {
+            Err(method_not_allowed("POST", "the stateless protocol era uses POST only"))
+        }
+        _ => Err(method_not_allowed("GET, POST, DELETE", "MCP endpoints take POST, GET and DELETE")),
+    }
+}
+
+async fn post(
+    request: Request<Incoming>,
+    app: &App,
+    era: Era,
+    session: Option<&str>,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
+    let headers = request.headers();
+    if !is_json_content_type(headers) {
+        return Err(Rejection::client(
+            415,
+            jsonrpc::INVALID_REQUEST,
+            "Content-Type must be application/json",
+        ));
+    }
+    let accepts = Accepts::of(headers);
+    if !accepts.json && !accepts.sse {
+        return Err(Rejection::client(
+            406,
+            jsonrpc::INVALID_REQUEST,
+            "Accept must allow application/json or text/event-stream",
+        ));
+    }
+    let routing = RoutingHeaders {
+        protocol_version: header_str(headers, mcp::HEADER_PROTOCOL_VERSION)?.map(str::to_owned),
+        method: header_str(headers, mcp::HEADER_METHOD)?.map(str::to_owned),
+        name: header_str(headers, mcp::HEADER_NAME)?.map(str::to_owned),
+    };
+    let body = read_body(request.into_body(), logged).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Rejection::client(400, jsonrpc::PARSE_ERROR, format!("Parse error: {e}")))?;
+    let message = Message::parse(value).map_err(|(id, error)| Rejection { status: 400, error, id })?;
+    let (id, method, params) = match message {
+        Message::Request { id, method, params } => (id, method, params),
+        Message::Notification { method, .. } => {
+            logged.mcp_method = method;
+            return accept(app, era, session, logged);
+        }
+        Message::Response { .. } => {
+            logged.mcp_method = "(response)".into();
+            return accept(app, era, session, logged);
+        }
+    };
+    logged.mcp_method.clone_from(&method);
+    if era == Era::Stateless {
+        mcp::check_stateless(&method, params.as_ref(), &routing).map_err(|error| Rejection {
+            status: 400,
+            error,
+            id: Some(id.clone()),
+        })?;
+    }
+    let call =
+        Call { server: &logged.server, era, session, id: &id, method: &method, params: params.as_ref() };
+    let answer = app.replay.answer(&call).map_err(|r| r.with_id(Some(id.clone())))?;
+    logged.outcome = answer.outcome.as_str();
+    Ok(frame(answer, accepts))
+}
+
+/// Notifications and client responses: 202, no body.
+fn accept(
+    app: &App,
+    era: Era,
+    session: Option<&str>,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
+    if era == Era::Handshake {
+        app.replay.check_session(session)?;
+    }
+    logged.outcome = "accepted";
+    Ok(empty_response(StatusCode::ACCEPTED))
+}
+
+async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rejection> {
+    let too_large = || {
+        Rejection::client(
+            413,
+            jsonrpc::INVALID_REQUEST,
+            format!("Request body larger than {MAX_REQUEST_BODY_BYTES} bytes"),
+        )
+    };
+    match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
+        Err(e) => {
+            logged.outcome = "unreadable";
+            Err(Rejection::client(
+                400,
+                jsonrpc::INVALID_REQUEST,
+                format!("Could not read the request body: {e}"),
+            ))
+        }
+    }
+}
+
+/// Turns an answer into JSON (one message) or SSE (every message).
+fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json;
+    let mut response = if stream {
+        let mut body = String::new();
+        for message in &answer.messages {
+            body.push_str(&sse::message_event(&message.to_string()));
+        }
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        response
+    } else {
+        match answer.messages.last().filter(|m| m.get("method").is_none()) {
+            Some(last) => json_response(status, last),
+            None => json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &jsonrpc::error(
+                    None,
+                    &jsonrpc::ErrorObject::new(
+                        jsonrpc::INTERNAL_ERROR,
+                        "The recording of this exchange holds no final answer; ask for text/event-stream to get its events",
+                    ),
+                ),
+            ),
+        }
+    };
+    if let Some(session) = answer.session_id.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        response.headers_mut().insert(mcp::HEADER_SESSION_ID, session);
+    }
+    response
+}
+
+/// The server identity of a path: `{name}` for the Agent 365 forms
+/// (`/agents/servers/{name}`, `/agents/tenants/{tid}/servers/{name}`,
+/// `/mcp/environments/{env}/servers/{name}`), else the path itself. A
+/// trailing slash does not matter.
+pub fn server_name(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+    match segments.as_slice() {
+        ["agents", "servers", name]
+        | ["agents", "tenants", _, "servers", name]
+        | ["mcp", "environments", _, "servers", name] => (*name).to_owned(),
+        _ if trimmed.is_empty() => "/".to_owned(),
+        _ => trimmed.to_owned(),
+    }
+}
+
+/// DNS-rebinding defence: `Host` and `Origin`, when present, must name a
+/// loopback host or one the user allowed.
+fn check_host_and_origin(headers: &HeaderMap, uri: &hyper::Uri, allowed: &[String]) -> Result<(), Rejection> {
+    let forbidden = |what: &str, value: &str| {
+        Rejection::client(
+            403,
+            jsonrpc::INVALID_REQUEST,
+            format!("Forbidden {what} {value:?}: only loopback hosts are served (see --allow-host)"),
+        )
+    };
+    let host = match headers.get(header::HOST) {
+        Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
+        None => uri.authority().map(|a| a.as_str()),
+    };
+    if let Some(host) = host
+        && !is_allowed_host(strip_port(host), allowed)
+    {
+        return Err(forbidden("Host", host));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
+        let authority = origin.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or_default());
+        if !authority.is_some_and(|a| is_allowed_host(strip_port(a), allowed)) {
+            return Err(forbidden("Origin", origin));
+        }
+    }
+    Ok(())
+}
+
+fn strip_port(authority: &str) -> &str {
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    authority.split(':').next().unwrap_or_default()
+}
+
+fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
+    let host = host.to_ascii_lowercase();
+    host == "localhost"
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || allowed.contains(&host)
+}
+
+/// A header's value as text; `None` when absent.
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Rejection> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => value.to_str().map(Some).map_err(|_| {
+            Rejection::client(400, jsonrpc::INVALID_REQUEST, format!("Header {name} is not visible ASCII"))
+        }),
+    }
+}
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Which answer framings the client's `Accept` allows.
+#[derive(Clone, Copy, Debug)]
+struct Accepts {
+    json: bool,
+    sse: bool,
+}
+
+impl Accepts {
+    fn of(headers: &HeaderMap) -> Accepts {
+        let values: Vec<&str> =
+            headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
+        if values.is_empty() {
+            return Accepts { json: true, sse: true };
+        }
+        let mut accepts = Accepts { json: false, sse: false };
+        for range in values.iter().flat_map(|v| v.split(',')) {
+            let media = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            match media.as_str() {
+                "*/*" => accepts = Accepts { json: true, sse: true },
+                "application/*" | "application/json" => accepts.json = true,
+                "text/*" | "text/event-stream" => accepts.sse = true,
+                _ => {}
+            }
+        }
+        accepts
+    }
+}
+
+fn method_not_allowed(allow: &'static str, why: &str) -> Rejection {
+    let mut rejection =
+        Rejection::client(405, jsonrpc::INVALID_REQUEST, format!("Method not allowed: {why}"));
+    rejection.error = rejection.error.with_data(json!({"allow": allow}));
+    rejection
+}
+
+fn health(replay: &Replay) -> Response<Body> {
+    let tape = replay.tape();
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "mode": "replay",
+            "exchanges": tape.len(),
+            "servers": tape.servers().collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// The Agent 365 gateway's discovery answer: the servers the cassettes hold,
+/// as `{"mcpServers": [...]}` (Python, .NET) or a bare array (Node, v2).
+fn gateway(replay: &Replay, headers: &HeaderMap, bare_array: bool) -> Response<Body> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
+    let base = format!("http://{host}");
+    let servers: Vec<Value> = replay
+        .tape()
+        .servers()
+        .filter(|name| !name.starts_with('/'))
+        .map(|name| {
+            json!({
+                "mcpServerName": name,
+                "mcpServerUniqueName": name,
+                "url": format!("{base}/agents/servers/{name}"),
+                "scope": "offline_access",
+                "audience": base,
+            })
+        })
+        .collect();
+    let body = if bare_array { Value::Array(servers) } else { json!({"mcpServers": servers}) };
+    json_response(StatusCode::OK, &body)
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn empty_response(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names_from_paths() {
+        assert_eq!(server_name("/agents/servers/mcp_MailTools"), "mcp_MailTools");
+        assert_eq!(server_name("/agents/servers/mcp_MailTools/"), "mcp_MailTools");
+        assert_eq!(server_name("/agents/tenants/t-1/servers/mcp_MeServer"), "mcp_MeServer");
+        assert_eq!(server_name("/mcp/environments/e/servers/mcp_X"), "mcp_X");
+        assert_eq!(server_name("/mcp"), "/mcp");
+        assert_eq!(server_name("/mcp/"), "/mcp");
+        assert_eq!(server_name("/"), "/");
+    }
+
+    #[test]
+    fn loopback_hosts_only_unless_allowed() {
+        let ok = |h: &str| is_allowed_host(strip_port(h), &["tape.test".into()]);
+        assert!(
+            ok("127.0.0.1:5309")
+                && ok("localhost")
+                && ok("[::1]:80")
+                && ok("LOCALHOST:1")
+                && ok("tape.test:9")
+        );
+        assert!(ok("127.8.9.10"));
+        assert!(!ok("evil.example.com") && !ok("10.0.0.1:5309") && !ok("localhost.evil.com"));
+    }
+
+    #[test]
+    fn accept_header_decides_framing() {
+        let of = |v: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            let a = Accepts::of(&headers);
+            (a.json, a.sse)
+        };
+        assert_eq!(of("application/json, text/event-stream"), (true, true));
+        assert_eq!(of("text/event-stream"), (false, true));
+        assert_eq!(of("application/json;q=0.9"), (true, false));
+        assert_eq!(of("*/*"), (true, true));
+        assert_eq!(of("image/png"), (false, false));
+        assert_eq!((Accepts::of(&HeaderMap::new()).json, Accepts::of(&HeaderMap::new()).sse), (true, true));
+    }
+}

@@ -1,0 +1,101 @@
+//! The accept loop: a bounded number of connections, HTTP/1.1 and HTTP/2 on
+//! one port, a header read timeout, and one graceful shutdown path (stop
+//! accepting, let in-flight requests finish within a grace period).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::route::{self, App};
+
+/// Connections served at once; further ones wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// A client has this long to send its request headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// In-flight requests get this long to finish after a shutdown signal.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Pause after a failed accept (e.g. out of file descriptors) before retrying.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Serves `app` on `listener` until `shutdown` resolves, then drains.
+pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = Arc::clone(&connections).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // the semaphore is never closed
+            },
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let app = Arc::clone(&app);
+        let service = service_fn(move |request| {
+            let app = Arc::clone(&app);
+            async move { Ok::<_, Infallible>(route::handle(request, &app).await) }
+        });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended with an error: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
+        }
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    let interrupted = async {
+        match &mut interrupt {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let terminated = async {
+        match &mut terminate {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = interrupted => tracing::info!("SIGINT: shutting down"),
+        () = terminated => tracing::info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,116 @@
+//! Reading cassettes back: which files a set of paths names, and every
+//! exchange they hold, in recorded order.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use super::{Cassette, Direction, Exchange, RecordedMessage};
+use crate::error::{CassetteError, Error};
+use crate::mcp::Era;
+use crate::normalize::MatchKey;
+
+/// The cassette files that `paths` name: a directory stands for its
+/// `*.sqlite` files (sorted by name), a file for itself.
+///
+/// # Errors
+///
+/// A path that does not exist or a directory that cannot be read.
+pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { path, source }
+    };
+    let mut files = Vec::new();
+    for path in paths {
+        if std::fs::metadata(path).map_err(io(path))?.is_dir() {
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(io(path))? {
+                let entry_path = entry.map_err(io(path))?.path();
+                if entry_path.extension().is_some_and(|ext| ext == "sqlite") {
+                    found.push(entry_path);
+                }
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Every exchange in `files`, file by file, each in recorded order.
+///
+/// # Errors
+///
+/// The first file that cannot be opened or read, named in the error.
+pub fn load(files: &[PathBuf]) -> Result<Vec<Exchange>, Error> {
+    let mut exchanges = Vec::new();
+    for file in files {
+        exchanges.extend(Cassette::open(file)?.exchanges()?);
+    }
+    Ok(exchanges)
+}
+
+pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange>, CassetteError> {
+    let mut exchanges: Vec<(i64, Exchange)> = Vec::new();
+    let mut select = conn.prepare(
+        "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type \
+         FROM exchange ORDER BY id",
+    )?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let damaged = |why: String| CassetteError::Damaged { id, why };
+        let era: String = row.get(2)?;
+        let key: String = row.get(5)?;
+        let request: String = row.get(6)?;
+        exchanges.push((
+            id,
+            Exchange {
+                server: row.get(1)?,
+                era: Era::parse(&era).ok_or_else(|| damaged(format!("unknown era {era:?}")))?,
+                protocol_version: row.get(3)?,
+                method: row.get(4)?,
+                key: MatchKey::from_hex(&key).ok_or_else(|| damaged(format!("bad match key {key:?}")))?,
+                request: parse_json(&request).map_err(damaged)?,
+                status: row.get(7)?,
+                content_type: row.get(8)?,
+                messages: Vec::new(),
+            },
+        ));
+    }
+    let mut select = conn
+        .prepare("SELECT exchange_id, offset_ms, direction, body FROM message ORDER BY exchange_id, seq")?;
+    let mut rows = select.query([])?;
+    let mut slot = 0;
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let damaged = |why: String| CassetteError::Damaged { id, why };
+        while slot < exchanges.len() && exchanges[slot].0 < id {
+            slot += 1;
+        }
+        let exchange = match exchanges.get_mut(slot) {
+            Some((found, exchange)) if *found == id => exchange,
+            _ => return Err(damaged("message without its exchange".into())),
+        };
+        let direction: String = row.get(2)?;
+        let body: String = row.get(3)?;
+        exchange.messages.push(RecordedMessage {
+            offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
+            direction: match direction.as_str() {
+                "server" => Direction::Server,
+                "client" => Direction::Client,
+                other => return Err(damaged(format!("unknown direction {other:?}"))),
+            },
+            body: parse_json(&body).map_err(damaged)?,
+        });
+    }
+    Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
+}
+
+fn parse_json(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("stored JSON does not parse: {e}"))
+}

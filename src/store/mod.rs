@@ -1,0 +1,304 @@
+//! SQLite cassettes. A cassette is one file holding normalized exchanges
+//! (schema in `migrations/`). This module owns opening and migrating a file
+//! and writing one finished exchange per transaction; [`load`] reads
+//! cassettes back for replay. It knows nothing of HTTP.
+//!
+//! ## Compatibility
+//!
+//! A file is recognized by its SQLite header and `application_id`. A file
+//! that is not SQLite, belongs to another application, or was written by a
+//! newer schema is refused with [`CassetteError`] before anything is written
+//! to it. Older cassettes are migrated in place, all pending steps in one
+//! EXCLUSIVE transaction.
+//!
+//! ## Durability
+//!
+//! WAL mode, one transaction per exchange: a crash loses at most the
+//! exchanges not yet handed to [`Cassette::insert`], and never corrupts the
+//! file.
+
+mod load;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, params};
+use serde_json::Value;
+
+pub use load::{cassette_files, load};
+
+use crate::error::{CassetteError, Error};
+use crate::mcp::Era;
+use crate::normalize::{MatchKey, canonical_json};
+
+/// The schema steps, in order; index + 1 is the `user_version` each brings
+/// a cassette to. Be sure to never change the order or edit a released step.
+const MIGRATIONS: [&str; 1] = [include_str!("../../migrations/0001_init.sql")];
+
+/// `PRAGMA application_id` of a cassette: 'MCPT'.
+const APPLICATION_ID: i64 = 0x4d43_5054;
+
+/// How long a writer waits for a lock held by another connection.
+const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Who sent a recorded message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Upstream → client: notifications, server requests, the final answer.
+    Server,
+    /// Client → upstream: a reply to a server→client request.
+    Client,
+}
+
+impl Direction {
+    fn as_str(self) -> &'static str {
+        match self {
+            Direction::Server => "server",
+            Direction::Client => "client",
+        }
+    }
+}
+
+/// One message of a recorded answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedMessage {
+    /// Milliseconds after the request that the message was seen.
+    pub offset_ms: u64,
+    pub direction: Direction,
+    pub body: Value,
+}
+
+/// One finished, normalized request/answer pair: what a cassette holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    pub server: String,
+    pub era: Era,
+    pub protocol_version: String,
+    pub method: String,
+    pub key: MatchKey,
+    /// The normalized JSON-RPC request (id and progress token as placeholders).
+    pub request: Value,
+    pub status: u16,
+    pub content_type: String,
+    pub messages: Vec<RecordedMessage>,
+}
+
+/// An open cassette file.
+pub struct Cassette {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Cassette {
+    /// Opens `path`, creating it if missing, and migrates it to the newest
+    /// schema.
+    ///
+    /// # Errors
+    ///
+    /// A foreign or too-new file ([`CassetteError`]), or an SQLite failure.
+    pub fn open(path: &Path) -> Result<Cassette, Error> {
+        let fail = |kind: CassetteError| Error::Cassette { path: path.to_owned(), kind };
+        check_header(path).map_err(fail)?;
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| fail(e.into()))?;
+        let mut cassette = Cassette { conn, path: path.to_owned() };
+        cassette.prepare().map_err(fail)?;
+        Ok(cassette)
+    }
+
+    /// A cassette that lives in memory, for tests.
+    pub fn open_in_memory() -> Result<Cassette, Error> {
+        let fail = |e: rusqlite::Error| Error::Cassette { path: ":memory:".into(), kind: e.into() };
+        let mut cassette =
+            Cassette { conn: Connection::open_in_memory().map_err(fail)?, path: ":memory:".into() };
+        cassette.prepare().map_err(|kind| Error::Cassette { path: ":memory:".into(), kind })?;
+        Ok(cassette)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn prepare(&mut self) -> Result<(), CassetteError> {
+        let conn = &mut self.conn;
+        let application_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+        if application_id != APPLICATION_ID && (application_id != 0 || version != 0 || tables != 0) {
+            return Err(CassetteError::Foreign(format!(
+                "SQLite database with application_id {application_id}, user_version {version} and {tables} schema objects"
+            )));
+        }
+        let supported = MIGRATIONS.len() as i64;
+        if version > supported {
+            return Err(CassetteError::TooNew { found: version, supported });
+        }
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        if version < supported {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+            for step in &MIGRATIONS[version as usize..] {
+                tx.execute_batch(step)?;
+            }
+            tx.pragma_update(None, "user_version", supported)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Every exchange in the cassette, in recorded order.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid exchange.
+    pub fn exchanges(&self) -> Result<Vec<Exchange>, Error> {
+        load::read_all(&self.conn).map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    /// Writes one finished exchange in its own transaction and returns its
+    /// occurrence number (0 for the first exchange with its match key).
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing of the exchange is then stored.
+    pub fn insert(&mut self, exchange: &Exchange) -> Result<i64, Error> {
+        self.insert_tx(exchange).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let key = exchange.key.to_hex();
+        let occurrence: i64 =
+            tx.query_row("SELECT count(*) FROM exchange WHERE match_key = ?1", params![key], |r| r.get(0))?;
+        tx.execute(
+            "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
+             request, status, content_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                exchange.server,
+                exchange.era.as_str(),
+                exchange.protocol_version,
+                exchange.method,
+                key,
+                occurrence,
+                canonical_json(&exchange.request),
+                exchange.status,
+                exchange.content_type,
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        {
+            let mut insert = tx.prepare(
+                "INSERT INTO message (exchange_id, seq, offset_ms, direction, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (seq, message) in exchange.messages.iter().enumerate() {
+                insert.execute(params![
+                    id,
+                    seq as i64,
+                    message.offset_ms as i64,
+                    message.direction.as_str(),
+                    canonical_json(&message.body),
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(occurrence)
+    }
+}
+
+/// Refuses a non-empty file that does not start with the SQLite header,
+/// before SQLite gets a chance to touch it.
+fn check_header(path: &Path) -> Result<(), CassetteError> {
+    use std::io::Read;
+    const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Ok(()); // missing: SQLite creates it; unreadable: SQLite reports it
+    };
+    let mut header = [0u8; 16];
+    let read = file.read(&mut header).unwrap_or(0);
+    if read == 0 || header == *SQLITE_HEADER {
+        Ok(())
+    } else {
+        Err(CassetteError::Foreign("not an SQLite database".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::normalize::Rules;
+    use serde_json::json;
+
+    fn sample(server: &str, tool: &str, text: &str) -> Exchange {
+        Rules::default().exchange(crate::normalize::RawExchange {
+            server: server.into(),
+            era: Era::Handshake,
+            protocol_version: "2025-06-18".into(),
+            request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}),
+            status: 200,
+            content_type: "application/json".into(),
+            messages: vec![RecordedMessage {
+                offset_ms: 3,
+                direction: Direction::Server,
+                body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
+            }],
+        })
+    }
+
+    #[test]
+    fn migrations_apply_once_and_reopen_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.sqlite");
+        Cassette::open(&path).unwrap();
+        let cassette = Cassette::open(&path).unwrap();
+        let version: i64 = cassette.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+    }
+
+    #[test]
+    fn insert_numbers_occurrences_and_round_trips() {
+        let mut cassette = Cassette::open_in_memory().unwrap();
+        let first = sample("mcp_MailTools", "GetMessage", "one");
+        assert_eq!(cassette.insert(&first).unwrap(), 0);
+        assert_eq!(cassette.insert(&sample("mcp_MailTools", "GetMessage", "two")).unwrap(), 1);
+        assert_eq!(cassette.insert(&sample("mcp_MeServer", "GetMessage", "x")).unwrap(), 0);
+        let loaded = cassette.exchanges().unwrap();
+        assert_eq!(loaded.len(), 3);
+        assert_eq!(loaded[0], first);
+    }
+
+    #[test]
+    fn refuses_a_newer_schema_without_touching_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.sqlite");
+        drop(Cassette::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let before = std::fs::read(&path).unwrap();
+        let err = Cassette::open(&path).err().unwrap().to_string();
+        assert!(err.contains("newer mcp-tape (schema 99"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn refuses_foreign_files_without_touching_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("notes.sqlite");
+        std::fs::write(&text, "hello, not a database").unwrap();
+        let err = Cassette::open(&text).err().unwrap().to_string();
+        assert!(err.contains("not an SQLite database"), "{err}");
+        assert_eq!(std::fs::read(&text).unwrap(), b"hello, not a database");
+
+        let other = dir.path().join("other.sqlite");
+        Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
+        let before = std::fs::read(&other).unwrap();
+        let err = Cassette::open(&other).err().unwrap().to_string();
+        assert!(err.contains("not an mcp-tape cassette"), "{err}");
+        assert_eq!(std::fs::read(&other).unwrap(), before);
+    }
+}
