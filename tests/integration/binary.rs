@@ -1,0 +1,218 @@
+//! The real `mcp-tape` binary: its help, its exit codes on unusable input,
+//! clean shutdown on SIGINT/SIGTERM with the miss summary, and the JSON
+//! Lines import/export round trip.
+
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::support::*;
+
+/// Bound on any wait for the daemon (start-up, shutdown).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
+
+fn run(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// The binary serving replay on a free port.
+struct Daemon {
+    child: Child,
+    url: String,
+    log: tokio::task::JoinHandle<String>,
+}
+
+impl Daemon {
+    async fn start(args: &[&str]) -> Daemon {
+        let mut child = Command::new(BIN)
+            .args(["replay", "--port", "0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        let url = tokio::time::timeout(PATIENCE, async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push_str(&line);
+                seen.push('\n');
+                if let Some(at) = line.find("listening on http://") {
+                    return line[at + "listening on ".len()..].trim().to_owned();
+                }
+            }
+            panic!("the daemon exited before listening:\n{seen}");
+        })
+        .await
+        .expect("the daemon did not start listening in time");
+        let log = tokio::spawn(async move {
+            let mut rest = String::new();
+            while let Ok(Some(line)) = lines.next_line().await {
+                rest.push_str(&line);
+                rest.push('\n');
+            }
+            rest
+        });
+        Daemon { child, url, log }
+    }
+
+    /// Sends `signal` and returns the exit status and everything logged after start-up.
+    async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
+        let pid = self.child.id().unwrap().to_string();
+        let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(sent.success());
+        let status =
+            tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("no exit in time").unwrap();
+        (status, self.log.await.unwrap())
+    }
+}
+
+#[test]
+fn help_reads_like_a_manual() {
+    let top = run(&["--help"]);
+    assert!(top.status.success());
+    let text = String::from_utf8_lossy(&top.stdout);
+    for word in ["replay", "record", "import", "export", "Streamable HTTP"] {
+        assert!(text.contains(word), "--help lacks {word}:\n{text}");
+    }
+    let replay = String::from_utf8_lossy(&run(&["replay", "--help"]).stdout).into_owned();
+    for word in [
+        "--on-miss",
+        "--port",
+        "5309",
+        "--host",
+        "127.0.0.1",
+        "--ignore-param",
+        "/agents/servers/{name}",
+        "SIGTERM",
+    ] {
+        assert!(replay.contains(word), "replay --help lacks {word}:\n{replay}");
+    }
+    let record = String::from_utf8_lossy(&run(&["record", "--help"]).stdout).into_owned();
+    for word in ["--upstream", "--cassettes", "--name", "--host", "--port"] {
+        assert!(record.contains(word), "record --help lacks {word}:\n{record}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(run(&["replay", "--port", "many"]).status.code(), Some(2));
+    let bad_host = run(&["replay", "--host", "example.com"]);
+    assert_eq!(bad_host.status.code(), Some(2));
+    assert!(stderr(&bad_host).contains("--host"), "{}", stderr(&bad_host));
+}
+
+#[test]
+fn unusable_cassettes_stop_start_up_with_a_clear_message() {
+    let cassettes = Cassettes::new();
+    let dir = cassettes.path();
+    let not_sqlite = dir.join("notes.sqlite");
+    std::fs::write(&not_sqlite, "meeting notes, not a cassette").unwrap();
+    let output = run(&["replay", not_sqlite.to_str().unwrap(), "--port", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(message.contains("notes.sqlite") && message.contains("not an SQLite database"), "{message}");
+    assert_eq!(std::fs::read(&not_sqlite).unwrap(), b"meeting notes, not a cassette", "left untouched");
+
+    let damaged = dir.join("damaged.sqlite");
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xA5u8, 4096));
+    std::fs::write(&damaged, &bytes).unwrap();
+    let output = run(&["replay", damaged.to_str().unwrap(), "--port", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("damaged.sqlite"), "{}", stderr(&output));
+
+    let output = run(&["replay", dir.join("missing").to_str().unwrap(), "--port", "0"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("cannot read"), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
+    let cassettes = Cassettes::new();
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello")]);
+    let daemon = Daemon::start(&[cassettes.path().to_str().unwrap()]).await;
+    let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    let hit = call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": "1"}})).await;
+    assert_eq!(hit.json()["result"]["content"][0]["text"], "hello");
+    for id in ["2", "3"] {
+        let miss =
+            call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": id}})).await;
+        assert_eq!(miss.json()["error"]["code"], -32001);
+    }
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("POST server=mcp_MailTools method=tools/call hit status=200"), "{log}");
+    assert!(log.contains("method=tools/call miss status=200"), "{log}");
+    assert!(log.contains("nearest recording differs at /arguments/id"), "{log}");
+    assert!(log.contains("2 misses: mcp_MailTools tools/call GetMessage ×2"), "{log}");
+}
+
+#[tokio::test]
+async fn sigint_stops_cleanly() {
+    let cassettes = Cassettes::new();
+    let daemon = Daemon::start(&[cassettes.path().to_str().unwrap()]).await;
+    let reply = call(&format!("{}/mcp", daemon.url), &[], "ping", json!({})).await;
+    assert_eq!(reply.json()["result"], json!({}));
+    let (status, log) = daemon.stop("INT").await;
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("SIGINT") && log.contains("no misses"), "{log}");
+}
+
+#[tokio::test]
+async fn import_export_round_trip_and_replay() {
+    let dir = Cassettes::new();
+    let input = dir.path().join("in.jsonl");
+    let line = json!({
+        "server": "mcp_CalendarTools", "era": "handshake", "protocolVersion": "2025-06-18",
+        "request": {"jsonrpc": "2.0", "id": 12, "method": "tools/call",
+            "params": {"name": "GetRooms", "arguments": {}}},
+        "status": 200, "contentType": "application/json",
+        "messages": [{"offsetMs": 4, "direction": "server",
+            "body": {"jsonrpc": "2.0", "id": 12, "result": {"content": [{"type": "text", "text": "Room 1"}]}}}],
+    });
+    std::fs::write(&input, format!("{line}\n")).unwrap();
+    let cassette = dir.path().join("cal.sqlite");
+    let imported = run(&["import", input.to_str().unwrap(), "--cassette", cassette.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+
+    let exported = run(&["export", cassette.to_str().unwrap()]);
+    assert!(exported.status.success());
+    let text = String::from_utf8(exported.stdout).unwrap();
+    let parsed: Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!(parsed["request"]["id"], "mcp-tape:request-id");
+    assert_eq!(parsed["messages"][0]["body"]["result"], line["messages"][0]["body"]["result"]);
+
+    let again = dir.path().join("again.sqlite");
+    std::fs::write(dir.path().join("out.jsonl"), &text).unwrap();
+    let reimported = run(&[
+        "import",
+        dir.path().join("out.jsonl").to_str().unwrap(),
+        "--cassette",
+        again.to_str().unwrap(),
+    ]);
+    assert!(reimported.status.success());
+    let re_exported = run(&["export", again.to_str().unwrap()]);
+    assert_eq!(String::from_utf8(re_exported.stdout).unwrap(), text, "export is canonical and stable");
+
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"server\": 1}\n").unwrap();
+    let refused = run(&["import", bad.to_str().unwrap(), "--cassette", again.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("line 1"), "{}", stderr(&refused));
+
+    let daemon = Daemon::start(&[cassette.to_str().unwrap()]).await;
+    let url = format!("{}/agents/servers/mcp_CalendarTools", daemon.url);
+    let reply = call(&url, &[], "tools/call", json!({"name": "GetRooms", "arguments": {}})).await;
+    assert_eq!(reply.json()["result"]["content"][0]["text"], "Room 1");
+    daemon.stop("TERM").await;
+}

@@ -1,0 +1,376 @@
+//! The replay contract's mock rows and HTTP rules, over raw HTTP against an
+//! empty replay (no cassettes), in both protocol eras.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const PATHS: [&str; 4] = [
+    "/agents/servers/mcp_Unknown",
+    "/agents/servers/mcp_Unknown/",
+    "/mcp",
+    "/agents/tenants/t1/servers/mcp_X",
+];
+
+#[tokio::test]
+async fn initialize_negotiates_and_opens_distinct_sessions() {
+    let (_c, replay) = Replayer::empty().await;
+    for path in PATHS {
+        let url = replay.url(path);
+        for (asked, expected) in [
+            ("2025-06-18", "2025-06-18"),
+            ("2024-11-05", "2024-11-05"),
+            ("2025-09-01", "2025-06-18"),
+            ("2099-01-01", "2025-11-25"),
+            ("1999-01-01", "2025-11-25"),
+        ] {
+            let reply =
+                call(&url, &[], "initialize", json!({"protocolVersion": asked, "capabilities": {}})).await;
+            assert_eq!(reply.status, 200);
+            let result = &reply.json()["result"];
+            assert_eq!(result["protocolVersion"], expected, "asked {asked}");
+            assert_eq!(result["serverInfo"]["name"], "mcp-tape");
+            assert_eq!(
+                result["capabilities"],
+                json!({"tools": {}, "prompts": {}, "resources": {"subscribe": true}, "logging": {}, "completions": {}})
+            );
+        }
+        let (a, b) = (initialize(&url).await, initialize(&url).await);
+        assert_ne!(a, b);
+        assert!(a.len() >= 32 && a.bytes().all(|c| (0x21..=0x7e).contains(&c)), "{a}");
+    }
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn handshake_mock_answers_every_row_with_the_callers_id() {
+    let (_c, replay) = Replayer::empty().await;
+    for path in PATHS {
+        let url = replay.url(path);
+        let session = initialize(&url).await;
+        let s = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+        let note = post(&url, &s, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+        assert_eq!((note.status, note.text.as_str()), (202, ""));
+        let client_reply = post(&url, &s, r#"{"jsonrpc":"2.0","id":"srv-1","result":{}}"#).await;
+        assert_eq!((client_reply.status, client_reply.text.as_str()), (202, ""));
+
+        for (method, params, expected) in [
+            ("ping", json!({}), json!({})),
+            ("tools/list", json!({}), json!({"tools": []})),
+            ("prompts/list", json!({}), json!({"prompts": []})),
+            ("resources/list", json!({}), json!({"resources": []})),
+            ("resources/templates/list", json!({}), json!({"resourceTemplates": []})),
+            ("logging/setLevel", json!({"level": "debug"}), json!({})),
+            ("resources/subscribe", json!({"uri": "test://w"}), json!({})),
+            ("resources/unsubscribe", json!({"uri": "test://w"}), json!({})),
+            (
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "v"}}),
+                json!({"completion": {"values": [], "total": 0, "hasMore": false}}),
+            ),
+        ] {
+            let body =
+                json!({"jsonrpc": "2.0", "id": format!("id-{method}"), "method": method, "params": params});
+            let reply = post(&url, &s, &body.to_string()).await;
+            assert_eq!(reply.status, 200, "{method}");
+            assert_eq!(
+                reply.json(),
+                json!({"jsonrpc": "2.0", "id": format!("id-{method}"), "result": expected})
+            );
+        }
+
+        for (method, params, code) in [
+            ("tools/call", json!({"name": "SendEmail", "arguments": {}}), -32602),
+            ("prompts/get", json!({"name": "summarize"}), -32602),
+            ("resources/read", json!({"uri": "test://missing"}), -32002),
+            ("sampling/createMessage", json!({}), -32601),
+            ("server/discover", json!({}), -32601),
+        ] {
+            let body = json!({"jsonrpc": "2.0", "id": 99, "method": method, "params": params});
+            let reply = post(&url, &s, &body.to_string()).await;
+            assert_eq!(reply.status, 200, "{method}");
+            let answer = reply.json();
+            assert_eq!(
+                (answer["id"].clone(), answer["error"]["code"].clone()),
+                (json!(99), json!(code)),
+                "{method}"
+            );
+        }
+        let unknown_tool = call(&url, &s, "tools/call", json!({"name": "SendEmail"})).await.json();
+        assert_eq!(unknown_tool["error"]["message"], "Unknown tool: SendEmail");
+        let missing = call(&url, &s, "resources/read", json!({"uri": "test://missing"})).await.json();
+        assert_eq!(missing["error"]["data"]["uri"], "test://missing");
+    }
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn requests_without_a_session_are_answered() {
+    let (_c, replay) = Replayer::empty().await;
+    let reply = call(&replay.url("/agents/servers/mcp_MailTools"), &[], "tools/list", json!({})).await;
+    assert_eq!((reply.status, reply.json()["result"].clone()), (200, json!({"tools": []})));
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn get_and_delete_follow_the_session_rules() {
+    let (_c, replay) = Replayer::empty().await;
+    let url = replay.url("/mcp");
+    let session = initialize(&url).await;
+    let s = [("mcp-session-id", session.as_str()), ("accept", "text/event-stream")];
+    let get = raw(Method::GET, &url, &s, String::new()).await;
+    assert_eq!(get.status, 405);
+    assert_eq!(get.json()["id"], Value::Null);
+
+    let unknown = [("mcp-session-id", "never-issued")];
+    assert_eq!(raw(Method::GET, &url, &unknown, String::new()).await.status, 404);
+    assert_eq!(raw(Method::DELETE, &url, &unknown, String::new()).await.status, 404);
+    assert_eq!(raw(Method::DELETE, &url, &[], String::new()).await.status, 400);
+    let unknown_post = call(&url, &unknown, "ping", json!({})).await;
+    assert_eq!((unknown_post.status, unknown_post.json()["id"].clone()), (404, json!(1)));
+
+    let s = [("mcp-session-id", session.as_str())];
+    assert_eq!(call(&url, &s, "ping", json!({})).await.status, 200);
+    assert_eq!(raw(Method::DELETE, &url, &s, String::new()).await.status, 200);
+    assert_eq!(call(&url, &s, "ping", json!({})).await.status, 404, "an ended session is gone");
+    let note = post(&url, &s, r#"{"jsonrpc":"2.0","method":"notifications/cancelled"}"#).await;
+    assert_eq!(note.status, 404);
+    assert_eq!(raw(Method::DELETE, &url, &s, String::new()).await.status, 404);
+    assert_eq!(raw(Method::PUT, &url, &[], String::new()).await.status, 405);
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error_and_the_daemon_keeps_serving() {
+    let (_c, replay) = Replayer::empty().await;
+    let url = replay.url("/agents/servers/mcp_Unknown");
+
+    let parse = post(&url, &[], "{\"jsonrpc\": \"2.0\", \"id\": 1, ").await;
+    assert_eq!(parse.status, 400);
+    assert_eq!(
+        (parse.json()["id"].clone(), parse.json()["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
+
+    let not_a_request = post(&url, &[], r#"{"jsonrpc":"2.0","id":5}"#).await;
+    assert_eq!((not_a_request.status, not_a_request.json()["error"]["code"].clone()), (400, json!(-32600)));
+    assert_eq!(not_a_request.json()["id"], 5, "the id that could be read is echoed");
+    let batch = post(&url, &[], r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).await;
+    assert_eq!((batch.status, batch.json()["error"]["code"].clone()), (400, json!(-32600)));
+    let null_id = post(&url, &[], r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).await;
+    assert_eq!(null_id.status, 400);
+    let scalar = post(&url, &[], "42").await;
+    assert_eq!(scalar.json()["error"]["code"], -32600);
+
+    let huge =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(5 << 20));
+    let too_large = post(&url, &[], &huge).await;
+    assert_eq!((too_large.status, too_large.json()["error"]["code"].clone()), (413, json!(-32600)));
+
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    assert_eq!(post(&url, &[("content-type", "text/plain")], ping).await.status, 415);
+    assert_eq!(raw(Method::POST, &url, &[], ping.into()).await.status, 415, "no content type");
+    assert_eq!(post(&url, &[("accept", "image/png")], ping).await.status, 406);
+    let sse_only = post(&url, &[("accept", "text/event-stream")], ping).await;
+    assert_eq!(sse_only.events(), [json!({"jsonrpc": "2.0", "id": 1, "result": {}})]);
+
+    let bad_version = post(&url, &[("mcp-protocol-version", "not-a-version")], ping).await;
+    assert_eq!(bad_version.status, 400);
+    let bad_version = post(&url, &[("mcp-protocol-version", "2099-01-01")], ping).await;
+    assert_eq!((bad_version.status, bad_version.json()["error"]["code"].clone()), (400, json!(-32022)));
+
+    let garbage = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", reqwest::header::HeaderValue::from_bytes(b"\xff\xfe").unwrap())
+        .body(ping)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), 400);
+
+    assert_eq!(post(&url, &[], ping).await.json()["result"], json!({}), "still serving");
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn foreign_host_or_origin_is_forbidden() {
+    let (_c, replay) = Replayer::empty().await;
+    let url = replay.url("/mcp");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let port = replay.addr.port().to_string();
+    let evil_host = format!("evil.example.com:{port}");
+    for headers in [
+        vec![("host", evil_host.as_str())],
+        vec![("origin", "http://evil.example.com")],
+        vec![("origin", "null")],
+        vec![("host", evil_host.as_str()), ("origin", "http://evil.example.com")],
+    ] {
+        let reply = post(&url, &headers, ping).await;
+        assert_eq!(reply.status, 403, "{headers:?}");
+        assert_eq!(reply.json()["error"]["code"], -32600);
+    }
+    let local_host = format!("localhost:{port}");
+    for headers in [
+        vec![("host", local_host.as_str())],
+        vec![("origin", "http://localhost:3000")],
+        vec![("origin", "http://127.0.0.1")],
+        vec![("origin", "http://[::1]:8080")],
+    ] {
+        assert_eq!(post(&url, &headers, ping).await.status, 200, "{headers:?}");
+    }
+    replay.stop().await.unwrap();
+
+    let cassettes = Cassettes::new();
+    let options = Options { allowed_hosts: vec!["tape.test".into()], ..Options::default() };
+    let replay = Replayer::start_with(&[cassettes.path()], options).await;
+    let url = replay.url("/mcp");
+    assert_eq!(post(&url, &[("origin", "http://tape.test:9")], ping).await.status, 200);
+    assert_eq!(post(&url, &[("origin", "http://other.test")], ping).await.status, 403);
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn stateless_mock_answers_with_era_fields_and_statuses() {
+    let (_c, replay) = Replayer::empty().await;
+    for path in PATHS {
+        let url = replay.url(path);
+        let discover = stateless(&url, "server/discover", json!({})).await;
+        assert_eq!(discover.status, 200);
+        let result = &discover.json()["result"];
+        assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!((result["resultType"].clone(), result["ttlMs"].clone()), (json!("complete"), json!(0)));
+        assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-tape");
+        assert_eq!(
+            result["capabilities"],
+            json!({"tools": {}, "prompts": {}, "resources": {}, "completions": {}})
+        );
+
+        for (method, field) in [
+            ("tools/list", "tools"),
+            ("prompts/list", "prompts"),
+            ("resources/list", "resources"),
+            ("resources/templates/list", "resourceTemplates"),
+        ] {
+            let reply = stateless(&url, method, json!({})).await;
+            let result = &reply.json()["result"];
+            assert_eq!((reply.status, result[field].clone()), (200, json!([])), "{method}");
+            assert_eq!(
+                (result["cacheScope"].clone(), result["resultType"].clone()),
+                (json!("private"), json!("complete"))
+            );
+        }
+        let completion = stateless(
+            &url,
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": ""}}),
+        )
+        .await;
+        assert_eq!(completion.json()["result"]["completion"]["values"], json!([]));
+        assert!(completion.json()["result"].get("ttlMs").is_none(), "completions are not cacheable");
+
+        for (method, extra, status, code) in [
+            ("tools/call", json!({"name": "SendEmail", "arguments": {}}), 400, -32602),
+            ("prompts/get", json!({"name": "p"}), 400, -32602),
+            ("resources/read", json!({"uri": "test://missing"}), 400, -32602),
+            ("ping", json!({}), 404, -32601),
+            ("logging/setLevel", json!({"level": "info"}), 404, -32601),
+            ("initialize", json!({}), 404, -32601),
+            ("resources/subscribe", json!({"uri": "x"}), 404, -32601),
+        ] {
+            let reply = stateless(&url, method, extra).await;
+            assert_eq!(
+                (reply.status, reply.json()["error"]["code"].clone()),
+                (status, json!(code)),
+                "{method}"
+            );
+            assert_eq!(reply.json()["id"], 1);
+        }
+        let note = post(
+            &url,
+            &[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "notifications/x")],
+            r#"{"jsonrpc":"2.0","method":"notifications/x"}"#,
+        )
+        .await;
+        assert_eq!(note.status, 202);
+        let v = [("mcp-protocol-version", "2026-07-28")];
+        assert_eq!(raw(Method::GET, &url, &v, String::new()).await.status, 405);
+        assert_eq!(raw(Method::DELETE, &url, &v, String::new()).await.status, 405);
+    }
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn stateless_checks_reject_inconsistent_requests() {
+    let (_c, replay) = Replayer::empty().await;
+    let url = replay.url("/agents/servers/mcp_MailTools");
+    let version = ("mcp-protocol-version", "2026-07-28");
+    let no_envelope = call(&url, &[version, ("mcp-method", "tools/list")], "tools/list", json!({})).await;
+    assert_eq!((no_envelope.status, no_envelope.json()["error"]["code"].clone()), (400, json!(-32602)));
+    let wrong_method =
+        call(&url, &[version, ("mcp-method", "tools/call")], "tools/list", enveloped(json!({}))).await;
+    assert_eq!((wrong_method.status, wrong_method.json()["error"]["code"].clone()), (400, json!(-32020)));
+    let no_method = call(&url, &[version], "tools/list", enveloped(json!({}))).await;
+    assert_eq!(no_method.json()["error"]["code"], -32020);
+    let wrong_name = call(
+        &url,
+        &[version, ("mcp-method", "tools/call"), ("mcp-name", "Other")],
+        "tools/call",
+        enveloped(json!({"name": "SendEmail"})),
+    )
+    .await;
+    assert_eq!((wrong_name.status, wrong_name.json()["error"]["code"].clone()), (400, json!(-32020)));
+    assert_eq!(wrong_name.json()["id"], 1);
+    let mut mismatched = enveloped(json!({}));
+    mismatched["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let version_mismatch =
+        call(&url, &[version, ("mcp-method", "tools/list")], "tools/list", mismatched).await;
+    assert_eq!(version_mismatch.json()["error"]["code"], -32020);
+    let unsupported = call(
+        &url,
+        &[("mcp-protocol-version", "2027-01-01"), ("mcp-method", "tools/list")],
+        "tools/list",
+        enveloped(json!({})),
+    )
+    .await;
+    let error = &unsupported.json()["error"];
+    assert_eq!((unsupported.status, error["code"].clone()), (400, json!(-32022)));
+    assert_eq!(error["data"], json!({"supported": ["2026-07-28"], "requested": "2027-01-01"}));
+    let stray_session = call(
+        &url,
+        &[version, ("mcp-method", "tools/list"), ("mcp-session-id", "whatever")],
+        "tools/list",
+        enveloped(json!({})),
+    )
+    .await;
+    assert_eq!(stray_session.status, 200, "the stateless era ignores session ids");
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn health_and_gateway_list_the_recorded_servers() {
+    let cassettes = Cassettes::new();
+    cassettes.write(
+        "demo",
+        vec![
+            tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello"),
+            tool_call("mcp_MeServer", "GetMyDetails", json!({}), "me"),
+            tool_call("/mcp", "echo", json!({}), "echo"),
+        ],
+    );
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let health = raw(Method::GET, &replay.url("/health"), &[], String::new()).await.json();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(health["exchanges"], 3);
+
+    let object = raw(Method::GET, &replay.url("/agents/agent-1/mcpServers"), &[], String::new()).await.json();
+    let servers = object["mcpServers"].as_array().unwrap();
+    let names: Vec<&str> = servers.iter().map(|s| s["mcpServerName"].as_str().unwrap()).collect();
+    assert_eq!(names, ["mcp_MailTools", "mcp_MeServer"]);
+    assert_eq!(servers[0]["url"], replay.url("/agents/servers/mcp_MailTools"));
+    let array =
+        raw(Method::GET, &replay.url("/agents/v2/agent-1/mcpServers/"), &[], String::new()).await.json();
+    assert_eq!(array.as_array().unwrap(), servers);
+    replay.stop().await.unwrap();
+}

@@ -1,0 +1,9 @@
+//! Integration tests: the real replay server on 127.0.0.1 port 0, driven over
+//! real sockets by raw HTTP, by the official Rust MCP SDK (rmcp), and the
+//! real binary for what only the process shows (exit codes, signals, logs).
+
+mod binary;
+mod http_rules;
+mod recorded;
+mod rmcp_clients;
+mod support;

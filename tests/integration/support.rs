@@ -1,0 +1,231 @@
+//! Test fixtures: cassettes written through the store API, a replay server
+//! started on port 0, and raw HTTP helpers.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use mcp_tape::config::{FrontDoor, Normalization, OnMiss, ReplayConfig};
+use mcp_tape::mcp::Era;
+use mcp_tape::normalize::{RawExchange, Rules};
+use mcp_tape::store::{Cassette, Direction, RecordedMessage};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// A directory of cassettes that lives as long as the test.
+pub struct Cassettes {
+    dir: tempfile::TempDir,
+}
+
+impl Cassettes {
+    pub fn new() -> Cassettes {
+        Cassettes { dir: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `exchanges` into `NAME.sqlite` through the store's writer.
+    pub fn write(&self, name: &str, exchanges: Vec<RawExchange>) -> PathBuf {
+        let path = self.dir.path().join(format!("{name}.sqlite"));
+        let mut cassette = Cassette::open(&path).unwrap();
+        let rules = Rules::default();
+        for exchange in exchanges {
+            cassette.insert(&rules.exchange(exchange)).unwrap();
+        }
+        path
+    }
+}
+
+/// A recorded exchange: `request` answered by `messages` (all from the server).
+pub fn exchange(
+    server: &str,
+    era: Era,
+    request: Value,
+    content_type: &str,
+    messages: Vec<Value>,
+) -> RawExchange {
+    RawExchange {
+        server: server.into(),
+        era,
+        protocol_version: match era {
+            Era::Handshake => "2025-06-18".into(),
+            Era::Stateless => "2026-07-28".into(),
+        },
+        request,
+        status: 200,
+        content_type: content_type.into(),
+        messages: messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, body)| RecordedMessage { offset_ms: 10 * i as u64, direction: Direction::Server, body })
+            .collect(),
+    }
+}
+
+/// A recorded handshake-era `tools/call` with a JSON answer of one text block.
+pub fn tool_call(server: &str, tool: &str, arguments: Value, text: &str) -> RawExchange {
+    exchange(
+        server,
+        Era::Handshake,
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}),
+        "application/json",
+        vec![json!({"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": text}]}})],
+    )
+}
+
+/// A replay server running in this process on 127.0.0.1 port 0.
+pub struct Replayer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), mcp_tape::error::Error>>,
+}
+
+pub struct Options {
+    pub on_miss: OnMiss,
+    pub allowed_hosts: Vec<String>,
+    pub normalization: Normalization,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { on_miss: OnMiss::Error, allowed_hosts: Vec::new(), normalization: Normalization::default() }
+    }
+}
+
+impl Replayer {
+    pub async fn start(paths: &[&Path]) -> Replayer {
+        Replayer::start_with(paths, Options::default()).await
+    }
+
+    pub async fn start_with(paths: &[&Path], options: Options) -> Replayer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let config = ReplayConfig {
+            front_door: FrontDoor { listen: addr, allowed_hosts: options.allowed_hosts },
+            paths: paths.iter().map(|p| p.to_path_buf()).collect(),
+            on_miss: options.on_miss,
+            normalization: options.normalization,
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(mcp_tape::replay(config, listener, async {
+            let _ = stopped.await;
+        }));
+        Replayer { addr, stop: Some(stop), task }
+    }
+
+    /// An empty replay: no cassettes, pure mock.
+    pub async fn empty() -> (Cassettes, Replayer) {
+        let cassettes = Cassettes::new();
+        let replayer = Replayer::start(&[cassettes.path()]).await;
+        (cassettes, replayer)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the server and returns what `replay` returned.
+    pub async fn stop(mut self) -> Result<(), mcp_tape::error::Error> {
+        let _ = self.stop.take().unwrap().send(());
+        (&mut self.task).await.unwrap()
+    }
+}
+
+/// An HTTP answer, read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The JSON-RPC messages of an SSE answer, in order.
+    pub fn events(&self) -> Vec<Value> {
+        assert_eq!(self.header("content-type"), Some("text/event-stream"), "{self:?}");
+        self.text
+            .split("\n\n")
+            .filter(|event| !event.trim().is_empty())
+            .map(|event| {
+                let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                serde_json::from_str(&data.join("\n")).unwrap()
+            })
+            .collect()
+    }
+}
+
+pub const BOTH: &str = "application/json, text/event-stream";
+
+/// POSTs `body` with JSON content type, `Accept` for both framings, plus `headers`.
+pub async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
+    for (name, value) in headers {
+        all.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        all.push((name, value));
+    }
+    raw(reqwest::Method::POST, url, &all, body.to_owned()).await
+}
+
+/// Any request with exactly `headers`.
+pub async fn raw(method: reqwest::Method, url: &str, headers: &[(&str, &str)], body: String) -> Reply {
+    let mut request = reqwest::Client::new().request(method, url).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    Reply { status, headers, text: response.text().await.unwrap() }
+}
+
+/// POSTs a JSON-RPC request `method` with `params` and numeric id 1.
+pub async fn call(url: &str, headers: &[(&str, &str)], method: &str, params: Value) -> Reply {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    post(url, headers, &body.to_string()).await
+}
+
+/// Initializes a handshake session at `url` and returns its id.
+pub async fn initialize(url: &str) -> String {
+    let reply = call(
+        url,
+        &[],
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    reply.header("mcp-session-id").expect("initialize opens a session").to_owned()
+}
+
+/// Params carrying the stateless era's envelope, plus `extra`.
+pub fn enveloped(extra: Value) -> Value {
+    let mut params = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    }});
+    params.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    params
+}
+
+/// A stateless-era request: envelope, and headers that agree with the body.
+pub async fn stateless(url: &str, method: &str, extra: Value) -> Reply {
+    let params = enveloped(extra);
+    let name = params.get("name").or(params.get("uri")).and_then(Value::as_str).map(str::to_owned);
+    let mut headers = vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)];
+    if let Some(name) = &name {
+        headers.push(("mcp-name", name));
+    }
+    call(url, &headers, method, params).await
+}
