@@ -115,9 +115,13 @@ impl Rules {
     }
 
     /// The params as the key sees them: `_meta` and ignored pointers
-    /// removed. Expects params already redacted.
+    /// removed; absent or `null` params are the same as `{}` (clients differ
+    /// in which they send). Expects params already redacted.
     pub fn canonical_params(&self, params: Option<&Value>) -> Value {
-        let mut params = params.cloned().unwrap_or(Value::Null);
+        let mut params = match params {
+            None | Some(Value::Null) => Value::Object(serde_json::Map::new()),
+            Some(params) => params.clone(),
+        };
         if let Some(map) = params.as_object_mut() {
             map.remove("_meta");
         }
@@ -281,6 +285,17 @@ mod tests {
             rules.match_key("s", "initialize", Some(&json!({"protocolVersion": "a"}))),
             rules.match_key("s", "initialize", Some(&json!({"protocolVersion": "b"})))
         );
+    }
+
+    #[test]
+    fn absent_null_empty_and_meta_only_params_share_a_key() {
+        let rules = Rules::default();
+        let key = |p: Option<&Value>| rules.match_key("s", "tools/list", p);
+        let none = key(None);
+        assert_eq!(key(Some(&Value::Null)), none);
+        assert_eq!(key(Some(&json!({}))), none);
+        assert_eq!(key(Some(&json!({"_meta": {"progressToken": 1}}))), none);
+        assert_ne!(key(Some(&json!({"cursor": "2"}))), none);
     }
 
     #[test]

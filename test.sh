@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Every test mcp-tape has, installing what they need (pinned): style checks, `cargo test` (unit tests
+# and integration tests with the rmcp client), then the interop suite (official Python and
+# TypeScript SDK clients and the official conformance suite against the real binary).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo test --locked
+tests/interop/run.sh
