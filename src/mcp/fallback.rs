@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Era, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, negotiate, server_info};
+use super::{Era, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_removed, negotiate, server_info};
 use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// The handshake era mock answers lists, tool/prompt lookups, resource reads
@@ -49,6 +49,9 @@ pub fn discover() -> Value {
 /// The mock's answer to a request of `method` in `era`.
 pub fn answer(era: Era, method: &str, params: Option<&Value>) -> Result<Value, ErrorObject> {
     let param = |key: &str| params.and_then(|p| p.get(key)).and_then(Value::as_str).unwrap_or_default();
+    if is_removed(era, method) {
+        return Err(method_not_found(method));
+    }
     match (era, method) {
         (Era::Handshake, "initialize") => {
             Ok(initialize(params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str)))

@@ -100,6 +100,18 @@ pub fn error_status(era: Era, code: i64) -> u16 {
     }
 }
 
+/// Whether `method` does not exist in `era`: replay answers these with
+/// "method not found" whatever a cassette holds, as a server of that era would.
+pub fn is_removed(era: Era, method: &str) -> bool {
+    match era {
+        Era::Handshake => matches!(method, "server/discover" | "subscriptions/listen"),
+        Era::Stateless => matches!(
+            method,
+            "initialize" | "ping" | "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+        ),
+    }
+}
+
 /// Whether a stateless-era result of `method` must carry `ttlMs`/`cacheScope`.
 pub fn is_cacheable(method: &str) -> bool {
     matches!(

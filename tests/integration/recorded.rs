@@ -265,3 +265,37 @@ async fn initialize_and_discover_are_served_from_either_eras_recording() {
     assert_eq!(legacy.json()["error"]["code"], -32000);
     replay.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn methods_an_era_removed_are_not_found_even_when_recorded() {
+    let cassettes = Cassettes::new();
+    let handshake = |id: u64, method: &str, result: Value| {
+        exchange(
+            "mcp_MeServer",
+            Era::Handshake,
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}}),
+            "application/json",
+            vec![json!({"jsonrpc": "2.0", "id": id, "result": result})],
+        )
+    };
+    cassettes.write(
+        "me",
+        vec![
+            handshake(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "Me", "version": "1"}})),
+            handshake(1, "ping", json!({})),
+            handshake(2, "logging/setLevel", json!({})),
+        ],
+    );
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url("/agents/servers/mcp_MeServer");
+    for method in ["initialize", "ping", "logging/setLevel"] {
+        let reply = stateless(&url, method, json!({})).await;
+        assert_eq!((reply.status, reply.json()["error"]["code"].clone()), (404, json!(-32601)), "{method}");
+    }
+    assert_eq!(
+        call(&url, &[], "ping", json!({})).await.json()["result"],
+        json!({}),
+        "still served to handshake clients"
+    );
+    replay.stop().await.unwrap();
+}
