@@ -6,11 +6,14 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use std::time::Duration;
+
 use crate::config::{
     Command, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization, OnMiss, RecordConfig,
-    ReplayConfig,
+    RecordMode, ReplayConfig,
 };
 use crate::error::Error;
+use crate::upstream::Timeouts;
 
 /// Record and replay MCP (Model Context Protocol) traffic.
 ///
@@ -49,8 +52,18 @@ enum CliCommand {
     Replay(ReplayArgs),
     /// Forward traffic to an upstream MCP server and store each exchange.
     ///
-    /// The upstream URL is a base: a request to /P goes to URL/P. Exchanges
-    /// are stored in DIR/NAME.sqlite.
+    /// A transparent proxy: every path and method is forwarded to the
+    /// upstream (a base URL: a request to /P goes to URL/P), and its status,
+    /// headers and body come back unchanged; SSE answers are relayed event by
+    /// event. Each finished JSON-RPC exchange is normalized (ids and progress
+    /// tokens as placeholders, credentials redacted: the bearer token seen on
+    /// a request never reaches the cassette) and committed to
+    /// DIR/NAME.sqlite before the client sees its final answer.
+    ///
+    /// An upstream that cannot be reached, fails or stays silent gets the
+    /// client a 502 with a JSON-RPC error; nothing is stored for it.
+    ///
+    /// Stops on SIGINT or SIGTERM with a one-line summary.
     Record(RecordArgs),
     /// Write exchanges from JSON Lines (as `export` writes them) into a cassette.
     Import(ImportArgs),
@@ -118,8 +131,33 @@ struct RecordArgs {
     /// Cassette name: exchanges go to DIR/NAME.sqlite.
     #[arg(long, default_value = "default")]
     name: String,
+    /// `all` forwards and stores everything; `missing` answers what the
+    /// cassette already holds and forwards and stores only the rest.
+    #[arg(long, value_enum, default_value_t = ModeArg::All)]
+    mode: ModeArg,
+    /// Also trust the CA certificates in this PEM file for the upstream's TLS.
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Option<PathBuf>,
+    /// Seconds to wait for a connection to the upstream.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Seconds to wait for the upstream's answer to begin.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    upstream_timeout: f64,
+    /// Longest silence, in seconds, inside an answer to a POST before the
+    /// answer is given up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    idle_timeout: f64,
     #[command(flatten)]
     listen: Listen,
+    #[command(flatten)]
+    normalization: NormalizationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    All,
+    Missing,
 }
 
 #[derive(Debug, Args)]
@@ -174,10 +212,26 @@ impl Cli {
                         args.name
                     )));
                 }
+                let seconds = |flag: &str, value: f64| {
+                    Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+                        Error::Config(format!("{flag} {value}: expected a positive number of seconds"))
+                    })
+                };
                 Command::Record(RecordConfig {
                     front_door: args.listen.validate()?,
                     upstream: args.upstream.trim_end_matches('/').to_owned(),
+                    upstream_ca: args.upstream_ca,
+                    timeouts: Timeouts {
+                        connect: seconds("--connect-timeout", args.connect_timeout)?,
+                        response: seconds("--upstream-timeout", args.upstream_timeout)?,
+                        idle: seconds("--idle-timeout", args.idle_timeout)?,
+                    },
                     cassette: args.cassettes.join(format!("{}.sqlite", args.name)),
+                    mode: match args.mode {
+                        ModeArg::All => RecordMode::All,
+                        ModeArg::Missing => RecordMode::Missing,
+                    },
+                    normalization: args.normalization.validate()?,
                 })
             }
             CliCommand::Import(args) => Command::Import(ImportConfig {
@@ -251,5 +305,7 @@ mod tests {
         assert!(err(&["mcp-tape", "replay", "--ignore-param", "arguments"]).contains("--ignore-param"));
         assert!(err(&["mcp-tape", "record", "--upstream", "ftp://x"]).contains("--upstream"));
         assert!(err(&["mcp-tape", "record", "--upstream", "http://x", "--name", "a/b"]).contains("--name"));
+        let zero = err(&["mcp-tape", "record", "--upstream", "http://x", "--idle-timeout", "0"]);
+        assert!(zero.contains("--idle-timeout"), "{zero}");
     }
 }

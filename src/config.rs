@@ -42,12 +42,27 @@ pub struct ReplayConfig {
     pub normalization: Normalization,
 }
 
+/// What record forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordMode {
+    /// Forward and store everything.
+    All,
+    /// Answer what the cassette already holds; forward and store the rest.
+    Missing,
+}
+
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
     pub front_door: FrontDoor,
+    /// Base URL; request paths are appended.
     pub upstream: String,
+    /// Extra trusted CA certificates (PEM) for the upstream's TLS.
+    pub upstream_ca: Option<PathBuf>,
+    pub timeouts: crate::upstream::Timeouts,
     /// The cassette file recordings go to: `DIR/NAME.sqlite`.
     pub cassette: PathBuf,
+    pub mode: RecordMode,
+    pub normalization: Normalization,
 }
 
 #[derive(Clone, Debug)]

@@ -8,7 +8,9 @@
 //!                                            └──▶ mcp fallback (mock answers)
 //! ```
 //!
-//! Replay is built; record mode has its command line but no proxy yet.
+//! Both modes share the front door (`server`, `route`) and the
+//! normalization rules, so that a recording made by `record` is matched by
+//! `replay` with the same keys.
 //!
 //! # Layout
 //!
@@ -20,14 +22,16 @@
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
 //! - [`normalize`]: canonical JSON, match keys, placeholders, field diffs.
-//! - [`redact`]: sensitive body keys.
-//! - [`sse`]: the `text/event-stream` encoder.
-//! - [`store`]: SQLite cassettes: open + migrate, writer, loader.
+//! - [`redact`]: sensitive body keys and header credentials.
+//! - [`sse`]: the `text/event-stream` encoder and incremental parser.
+//! - [`store`]: SQLite cassettes: open + migrate, writer thread, loader.
 //! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
 //! - [`tape`]: the replay index and per-session cursors.
 //! - [`server`]: accept loop, connection limit, graceful shutdown, signals.
-//! - [`route`]: HTTP → parsed MCP call → mode → HTTP answer; one log line each.
+//! - [`route`]: the front door, replay's HTTP rules, framing; one log line each.
 //! - [`replay`]: answers from the tape, else the mock; sessions; misses.
+//! - [`record`]: forward, tee, and hand each finished exchange to the writer.
+//! - [`upstream`]: the one pooled hyper client over hyper-rustls.
 
 pub mod cli;
 pub mod config;
@@ -36,6 +40,7 @@ pub mod jsonl;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod normalize;
+pub mod record;
 pub mod redact;
 pub mod replay;
 pub mod route;
@@ -43,18 +48,21 @@ pub mod server;
 pub mod sse;
 pub mod store;
 pub mod tape;
+pub mod upstream;
 
 use std::future::Future;
 use std::io::{BufReader, Write};
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::net::TcpListener;
 
-use config::{Command, ReplayConfig};
+use config::{Command, FrontDoor, RecordConfig, RecordMode, ReplayConfig};
 use error::Error;
 use normalize::Rules;
+use record::Record;
 use replay::Replay;
-use route::App;
+use route::{App, Mode};
 use tape::Tape;
 
 /// Runs one command to completion.
@@ -66,15 +74,13 @@ use tape::Tape;
 pub async fn run(command: Command) -> Result<(), Error> {
     match command {
         Command::Replay(config) => {
-            let listener = TcpListener::bind(config.front_door.listen)
-                .await
-                .map_err(|source| Error::Bind { addr: config.front_door.listen.to_string(), source })?;
+            let listener = bind(&config.front_door).await?;
             replay(config, listener, server::shutdown_signal()).await
         }
-        Command::Record(config) => Err(Error::Config(format!(
-            "record mode (upstream {}) is not implemented in this build yet; replay is",
-            config.upstream
-        ))),
+        Command::Record(config) => {
+            let listener = bind(&config.front_door).await?;
+            record(config, listener, server::shutdown_signal()).await
+        }
         Command::Import(config) => {
             let mut cassette = store::Cassette::open(&config.cassette)?;
             let count = match &config.input {
@@ -105,6 +111,23 @@ pub async fn run(command: Command) -> Result<(), Error> {
     }
 }
 
+async fn bind(front_door: &FrontDoor) -> Result<TcpListener, Error> {
+    TcpListener::bind(front_door.listen)
+        .await
+        .map_err(|source| Error::Bind { addr: front_door.listen.to_string(), source })
+}
+
+fn local_address(listener: &TcpListener, front_door: &FrontDoor) -> Result<SocketAddr, Error> {
+    listener.local_addr().map_err(|source| Error::Bind { addr: front_door.listen.to_string(), source })
+}
+
+/// Locks a mutex whatever happened to its last holder: a panic mid-update in
+/// one request must not take every later request down with it, and the maps
+/// behind these locks stay usable.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Loads the cassettes, serves replay on `listener` until `shutdown`, then
 /// logs the miss summary.
 ///
@@ -125,14 +148,12 @@ pub async fn replay(
         tape.servers().count(),
         files.len()
     );
-    let address = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { addr: config.front_door.listen.to_string(), source })?;
-    let app =
-        Arc::new(App { replay: Replay::new(tape, rules, config.on_miss), front_door: config.front_door });
+    let address = local_address(&listener, &config.front_door)?;
+    let replay = Arc::new(Replay::new(tape, rules, config.on_miss));
+    let app = Arc::new(App { mode: Mode::Replay(Arc::clone(&replay)), front_door: config.front_door });
     tracing::info!("replay listening on http://{address}");
-    server::run(listener, Arc::clone(&app), shutdown).await;
-    let misses = app.replay.misses();
+    server::run(listener, app, shutdown).await;
+    let misses = replay.misses();
     if misses.is_empty() {
         tracing::info!("stopped; no misses");
     } else {
@@ -140,5 +161,47 @@ pub async fn replay(
         let listed: Vec<String> = misses.iter().map(|(what, n)| format!("{what} ×{n}")).collect();
         tracing::warn!("stopped; {total} misses: {}", listed.join("; "));
     }
+    Ok(())
+}
+
+/// Opens the cassette, records through `listener` until `shutdown`, then
+/// logs a one-line summary.
+///
+/// # Errors
+///
+/// An unusable cassette, upstream URL or CA file.
+pub async fn record(
+    config: RecordConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    if let Some(dir) = config.cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_owned(), source })?;
+    }
+    let cassette = store::Cassette::open(&config.cassette)?;
+    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let existing = match config.mode {
+        RecordMode::All => None,
+        RecordMode::Missing => Some(Tape::new(cassette.exchanges()?, &rules)),
+    };
+    let upstream = upstream::Upstream::new(&config.upstream, config.upstream_ca.as_deref(), config.timeouts)?;
+    let address = local_address(&listener, &config.front_door)?;
+    let writer = store::Writer::start(cassette);
+    let app = Arc::new(App {
+        mode: Mode::Record(Box::new(Record::new(upstream, rules, writer.handle(), existing))),
+        front_door: config.front_door,
+    });
+    tracing::info!("record listening on http://{address}, forwarding to {}", config.upstream);
+    server::run(listener, app, shutdown).await;
+    let report = writer.finish();
+    let per_server: Vec<String> =
+        report.per_server.iter().map(|(server, n)| format!("{server} {n}")).collect();
+    tracing::info!(
+        "stopped; recorded {} exchanges ({}) to {}{}",
+        report.total(),
+        if per_server.is_empty() { "none".to_owned() } else { per_server.join(", ") },
+        report.path.display(),
+        if report.failed > 0 { format!("; {} failed to store", report.failed) } else { String::new() },
+    );
     Ok(())
 }

@@ -5,13 +5,14 @@
 //! this module gets a parsed [`Call`] and returns an [`Answer`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::config::OnMiss;
 use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, RequestId};
+use crate::lock;
 use crate::mcp::{self, Era, convert, fallback};
 use crate::normalize::{self, ID_PLACEHOLDER, PROGRESS_TOKEN_PLACEHOLDER, Rules};
 use crate::store::{Direction, Exchange};
@@ -150,7 +151,7 @@ impl Replay {
         }
         let key = self.rules.match_key(call.server, call.method, params.as_ref());
         if let Some(exchange) = self.next_recorded(call, &key) {
-            return Ok(self.replay_exchange(call, &exchange, Outcome::Hit));
+            return Ok(recorded_answer(call, &exchange, Outcome::Hit));
         }
         if let Some(error) = self.miss(call, params.as_ref()) {
             tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
@@ -180,7 +181,7 @@ impl Replay {
         let requested = call.params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
-            let mut answer = self.replay_exchange(call, exchange, Outcome::Hit);
+            let mut answer = recorded_answer(call, exchange, Outcome::Hit);
             if let Some(result) = answer.messages.last_mut().and_then(|m| m.get_mut("result")) {
                 result["protocolVersion"] = mcp::negotiate(requested).into();
             }
@@ -201,7 +202,7 @@ impl Replay {
     /// from a recorded `initialize`, else the mock's.
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
-            self.replay_exchange(call, exchange, Outcome::Hit)
+            recorded_answer(call, exchange, Outcome::Hit)
         } else if let Some(initialize) = self.recorded_result(call.server, "initialize") {
             result_answer(call, Outcome::Hit, convert::discover_from_initialize(&initialize))
         } else {
@@ -213,39 +214,6 @@ impl Replay {
     fn recorded_result(&self, server: &str, method: &str) -> Option<Value> {
         let exchange = self.tape.recorded(server, method).first()?;
         exchange.messages.iter().rev().find_map(|m| m.body.get("result")).cloned()
-    }
-
-    /// A recorded exchange re-stamped for this caller and era.
-    fn replay_exchange(&self, call: &Call, exchange: &Exchange, outcome: Outcome) -> Answer {
-        let token = mcp::progress_token(call.params);
-        let mut messages = Vec::with_capacity(exchange.messages.len());
-        for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
-            let mut body = message.body.clone();
-            if body.get("id").and_then(Value::as_str) == Some(ID_PLACEHOLDER) {
-                body["id"] = call.id.as_value().clone();
-            }
-            if let Some(recorded_token) = body.get_mut("params").and_then(|p| p.get_mut("progressToken"))
-                && recorded_token == PROGRESS_TOKEN_PLACEHOLDER
-            {
-                match token {
-                    Some(token) => *recorded_token = token.clone(),
-                    None => continue, // the caller asked for no progress
-                }
-            }
-            if call.era == Era::Stateless {
-                to_stateless(call.method, &mut body);
-            }
-            messages.push(body);
-        }
-        let status =
-            if exchange.era == call.era { exchange.status } else { status_of(call.era, messages.last()) };
-        Answer {
-            outcome,
-            status,
-            messages,
-            recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
-            session_id: None,
-        }
     }
 
     /// The miss error for a request that a server with recordings should
@@ -314,6 +282,41 @@ impl Replay {
     }
 }
 
+/// A recorded exchange re-stamped for this caller and era: the caller's id
+/// and progress token in place of the placeholders (progress notifications
+/// dropped for a caller that asked for none), stateless-era fields added.
+pub fn recorded_answer(call: &Call, exchange: &Exchange, outcome: Outcome) -> Answer {
+    let token = mcp::progress_token(call.params);
+    let mut messages = Vec::with_capacity(exchange.messages.len());
+    for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
+        let mut body = message.body.clone();
+        if body.get("id").and_then(Value::as_str) == Some(ID_PLACEHOLDER) {
+            body["id"] = call.id.as_value().clone();
+        }
+        if let Some(recorded_token) = body.get_mut("params").and_then(|p| p.get_mut("progressToken"))
+            && recorded_token == PROGRESS_TOKEN_PLACEHOLDER
+        {
+            match token {
+                Some(token) => *recorded_token = token.clone(),
+                None => continue, // the caller asked for no progress
+            }
+        }
+        if call.era == Era::Stateless {
+            to_stateless(call.method, &mut body);
+        }
+        messages.push(body);
+    }
+    let status =
+        if exchange.era == call.era { exchange.status } else { status_of(call.era, messages.last()) };
+    Answer {
+        outcome,
+        status,
+        messages,
+        recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
+        session_id: None,
+    }
+}
+
 /// Whether the mock answers `method` with "method not found" in `era`.
 fn is_unknown_to_mock(era: Era, method: &str) -> bool {
     matches!(fallback::answer(era, method, None), Err(e) if e.code == jsonrpc::METHOD_NOT_FOUND)
@@ -375,12 +378,6 @@ fn unknown_session() -> Rejection {
         jsonrpc::INVALID_REQUEST,
         "Session not found: it was never issued or has ended; initialize a new session",
     )
-}
-
-/// A poisoned lock only means another request panicked mid-update; the
-/// maps stay usable, so carry on rather than take the daemon down.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Handshake-era replay sessions and their cursors.

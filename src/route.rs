@@ -1,16 +1,21 @@
-//! The HTTP front door, done once for every request: Host/Origin check,
-//! path → server identity, HTTP method, session and version headers,
-//! content type and Accept, a bounded body read, JSON-RPC parsing, and the
-//! stateless era's header checks. What survives is handed to the mode as a
-//! [`Call`]; its [`Answer`] is framed as JSON, SSE or an empty 202 here.
-//! Every request leaves one log line.
+//! The HTTP front door, done once for every request in both modes:
+//! Host/Origin check, path → server identity, and for a POST the content
+//! type, Accept, a bounded body read and JSON-RPC parsing ([`read_post`]).
+//! Replay's own HTTP rules (sessions, versions, the stateless era's header
+//! checks) follow here too; what survives is handed to replay as a [`Call`]
+//! and its [`Answer`] framed as JSON, SSE or an empty 202. Record gets the
+//! checked request and forwards it. Every request leaves one log line.
 
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -18,26 +23,43 @@ use crate::config::FrontDoor;
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era, RoutingHeaders};
+use crate::record::Record;
 use crate::replay::{Answer, Call, Replay};
 use crate::sse;
 
 /// Largest POST body accepted; larger ones get 413.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 
-/// The response body type of every answer.
-pub type Body = Full<Bytes>;
+/// The response body type of every answer: whole or streamed.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// What the daemon does with requests that pass the front door.
+pub enum Mode {
+    /// Shared with the caller, which reads the misses after shutdown.
+    Replay(Arc<Replay>),
+    Record(Box<Record>),
+}
 
 /// What every request handler shares.
 pub struct App {
-    pub replay: Replay,
+    pub mode: Mode,
     pub front_door: FrontDoor,
 }
 
 /// What the log line says about a request besides its status.
-struct Logged {
-    server: String,
-    mcp_method: String,
-    outcome: &'static str,
+pub struct Logged {
+    pub server: String,
+    pub mcp_method: String,
+    pub outcome: &'static str,
+}
+
+/// A POST that passed the front door.
+pub struct Post {
+    pub parts: Parts,
+    /// The body exactly as received.
+    pub body: Bytes,
+    pub message: Message,
+    pub accepts: Accepts,
 }
 
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
@@ -70,21 +92,36 @@ async fn dispatch(
     logged: &mut Logged,
 ) -> Result<Response<Body>, Rejection> {
     check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
+    match &app.mode {
+        Mode::Replay(replay) => replay_dispatch(request, replay, logged).await,
+        Mode::Record(record) if request.method() == Method::POST => {
+            let post = read_post(request, logged).await?;
+            record.post(post, logged).await
+        }
+        Mode::Record(record) => record.pass_through(request, logged).await,
+    }
+}
+
+async fn replay_dispatch(
+    request: Request<Incoming>,
+    replay: &Replay,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
     let path = request.uri().path().to_owned();
     let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     if request.method() == Method::GET {
         match segments.as_slice() {
             ["health"] => {
                 logged.outcome = "health";
-                return Ok(health(&app.replay));
+                return Ok(health(replay));
             }
             ["agents", "v2", _, "mcpServers"] => {
                 logged.outcome = "gateway";
-                return Ok(gateway(&app.replay, request.headers(), true));
+                return Ok(gateway(replay, request.headers(), true));
             }
             ["agents", _, "mcpServers"] => {
                 logged.outcome = "gateway";
-                return Ok(gateway(&app.replay, request.headers(), false));
+                return Ok(gateway(replay, request.headers(), false));
             }
             _ => {}
         }
@@ -92,9 +129,12 @@ async fn dispatch(
     let era = Era::of_header(header_str(request.headers(), mcp::HEADER_PROTOCOL_VERSION)?);
     let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?.map(str::to_owned);
     match *request.method() {
-        Method::POST => post(request, app, era, session.as_deref(), logged).await,
+        Method::POST => {
+            let post = read_post(request, logged).await?;
+            replay_post(post, replay, era, session.as_deref(), logged)
+        }
         Method::GET if era == Era::Handshake => {
-            app.replay.check_session(session.as_deref())?;
+            replay.check_session(session.as_deref())?;
             Err(method_not_allowed("POST, DELETE", "this server offers no standalone SSE stream"))
         }
         Method::DELETE if era == Era::Handshake => {
@@ -105,7 +145,7 @@ async fn dispatch(
                     "DELETE needs an Mcp-Session-Id header",
                 ));
             };
-            app.replay.end_session(&session)?;
+            replay.end_session(&session)?;
             logged.outcome = "ended";
             Ok(empty_response(StatusCode::OK))
         }
@@ -116,22 +156,22 @@ async fn dispatch(
     }
 }
 
-async fn post(
-    request: Request<Incoming>,
-    app: &App,
-    era: Era,
-    session: Option<&str>,
-    logged: &mut Logged,
-) -> Result<Response<Body>, Rejection> {
-    let headers = request.headers();
-    if !is_json_content_type(headers) {
+/// The front door's checks on a POST: JSON content type, an acceptable
+/// `Accept`, a body under the size limit that parses as one JSON-RPC message.
+///
+/// # Errors
+///
+/// 415, 406, 413 or 400 (`-32700`/`-32600`) with a JSON-RPC error.
+pub async fn read_post(request: Request<Incoming>, logged: &mut Logged) -> Result<Post, Rejection> {
+    let (parts, body) = request.into_parts();
+    if !is_json_content_type(&parts.headers) {
         return Err(Rejection::client(
             415,
             jsonrpc::INVALID_REQUEST,
             "Content-Type must be application/json",
         ));
     }
-    let accepts = Accepts::of(headers);
+    let accepts = Accepts::of(&parts.headers);
     if !accepts.json && !accepts.sse {
         return Err(Rejection::client(
             406,
@@ -139,27 +179,38 @@ async fn post(
             "Accept must allow application/json or text/event-stream",
         ));
     }
+    let body = read_body(body, logged).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Rejection::client(400, jsonrpc::PARSE_ERROR, format!("Parse error: {e}")))?;
+    let message = Message::parse(value).map_err(|(id, error)| Rejection { status: 400, error, id })?;
+    logged.mcp_method = match &message {
+        Message::Request { method, .. } | Message::Notification { method, .. } => method.clone(),
+        Message::Response { .. } => "(response)".into(),
+    };
+    Ok(Post { parts, body, message, accepts })
+}
+
+fn replay_post(
+    post: Post,
+    replay: &Replay,
+    era: Era,
+    session: Option<&str>,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
+    let headers = &post.parts.headers;
     let routing = RoutingHeaders {
         protocol_version: header_str(headers, mcp::HEADER_PROTOCOL_VERSION)?.map(str::to_owned),
         method: header_str(headers, mcp::HEADER_METHOD)?.map(str::to_owned),
         name: header_str(headers, mcp::HEADER_NAME)?.map(str::to_owned),
     };
-    let body = read_body(request.into_body(), logged).await?;
-    let value: Value = serde_json::from_slice(&body)
-        .map_err(|e| Rejection::client(400, jsonrpc::PARSE_ERROR, format!("Parse error: {e}")))?;
-    let message = Message::parse(value).map_err(|(id, error)| Rejection { status: 400, error, id })?;
-    let (id, method, params) = match message {
-        Message::Request { id, method, params } => (id, method, params),
-        Message::Notification { method, .. } => {
-            logged.mcp_method = method;
-            return accept(app, era, session, logged);
+    let Message::Request { id, method, params } = post.message else {
+        // Notifications and client responses: 202, no body.
+        if era == Era::Handshake {
+            replay.check_session(session)?;
         }
-        Message::Response { .. } => {
-            logged.mcp_method = "(response)".into();
-            return accept(app, era, session, logged);
-        }
+        logged.outcome = "accepted";
+        return Ok(empty_response(StatusCode::ACCEPTED));
     };
-    logged.mcp_method.clone_from(&method);
     if era == Era::Stateless {
         mcp::check_stateless(&method, params.as_ref(), &routing).map_err(|error| Rejection {
             status: 400,
@@ -169,26 +220,17 @@ async fn post(
     }
     let call =
         Call { server: &logged.server, era, session, id: &id, method: &method, params: params.as_ref() };
-    let answer = app.replay.answer(&call).map_err(|r| r.with_id(Some(id.clone())))?;
+    let answer = replay.answer(&call).map_err(|r| r.with_id(Some(id.clone())))?;
     logged.outcome = answer.outcome.as_str();
-    Ok(frame(answer, accepts))
+    Ok(frame(answer, post.accepts))
 }
 
-/// Notifications and client responses: 202, no body.
-fn accept(
-    app: &App,
-    era: Era,
-    session: Option<&str>,
-    logged: &mut Logged,
-) -> Result<Response<Body>, Rejection> {
-    if era == Era::Handshake {
-        app.replay.check_session(session)?;
-    }
-    logged.outcome = "accepted";
-    Ok(empty_response(StatusCode::ACCEPTED))
-}
-
-async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rejection> {
+/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`].
+///
+/// # Errors
+///
+/// 413 over the limit, 400 when the body cannot be read.
+pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rejection> {
     let too_large = || {
         Rejection::client(
             413,
@@ -211,7 +253,7 @@ async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rejecti
 }
 
 /// Turns an answer into JSON (one message) or SSE (every message).
-fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
+pub fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json;
     let mut response = if stream {
@@ -219,7 +261,7 @@ fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
         for message in &answer.messages {
             body.push_str(&sse::message_event(&message.to_string()));
         }
-        let mut response = Response::new(Full::new(Bytes::from(body)));
+        let mut response = Response::new(full(Bytes::from(body)));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -308,7 +350,7 @@ fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
 }
 
 /// A header's value as text; `None` when absent.
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Rejection> {
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Rejection> {
     match headers.get(name) {
         None => Ok(None),
         Some(value) => value.to_str().map(Some).map_err(|_| {
@@ -327,9 +369,9 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
 
 /// Which answer framings the client's `Accept` allows.
 #[derive(Clone, Copy, Debug)]
-struct Accepts {
-    json: bool,
-    sse: bool,
+pub struct Accepts {
+    pub json: bool,
+    pub sse: bool,
 }
 
 impl Accepts {
@@ -396,15 +438,20 @@ fn gateway(replay: &Replay, headers: &HeaderMap, bare_array: bool) -> Response<B
     json_response(StatusCode::OK, &body)
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
+/// A whole body.
+pub fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).boxed()
+}
+
+pub fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::from(body.to_string())));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
 fn empty_response(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let mut response = Response::new(full(Bytes::new()));
     *response.status_mut() = status;
     response
 }

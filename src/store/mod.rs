@@ -18,6 +18,7 @@
 //! file.
 
 mod load;
+mod writer;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,7 @@ use rusqlite::{Connection, OpenFlags, params};
 use serde_json::Value;
 
 pub use load::{cassette_files, load};
+pub use writer::{Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
 use crate::mcp::Era;
