@@ -264,7 +264,7 @@ impl Record {
             }
         };
         match serde_json::from_slice::<Value>(&bytes) {
-            Ok(message) if message.is_object() => {
+            Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 capture.push(Direction::Server, message);
                 let committed = self.sink.store(capture).await.unwrap_or(false);
                 logged.outcome = if committed { "recorded" } else { "not-stored" };

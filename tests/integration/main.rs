@@ -4,6 +4,8 @@
 
 mod binary;
 mod http_rules;
+mod record;
 mod recorded;
 mod rmcp_clients;
 mod support;
+mod upstream;

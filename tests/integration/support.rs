@@ -229,3 +229,62 @@ pub async fn stateless(url: &str, method: &str, extra: Value) -> Reply {
     }
     call(url, &headers, method, params).await
 }
+
+/// A recorder running in this process on 127.0.0.1 port 0.
+pub struct Recorder {
+    pub addr: SocketAddr,
+    pub cassette: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), mcp_tape::error::Error>>,
+}
+
+pub struct RecordOptions {
+    pub mode: mcp_tape::config::RecordMode,
+    pub timeouts: mcp_tape::upstream::Timeouts,
+    pub upstream_ca: Option<PathBuf>,
+}
+
+impl Default for RecordOptions {
+    fn default() -> RecordOptions {
+        let patient = std::time::Duration::from_secs(30);
+        RecordOptions {
+            mode: mcp_tape::config::RecordMode::All,
+            timeouts: mcp_tape::upstream::Timeouts { connect: patient, response: patient, idle: patient },
+            upstream_ca: None,
+        }
+    }
+}
+
+impl Recorder {
+    pub async fn start(upstream: &str, dir: &Path, options: RecordOptions) -> Recorder {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cassette = dir.join("recorded.sqlite");
+        let config = mcp_tape::config::RecordConfig {
+            front_door: FrontDoor { listen: addr, allowed_hosts: Vec::new() },
+            upstream: upstream.to_owned(),
+            upstream_ca: options.upstream_ca,
+            timeouts: options.timeouts,
+            cassette: cassette.clone(),
+            mode: options.mode,
+            normalization: Normalization::default(),
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(mcp_tape::record(config, listener, async {
+            let _ = stopped.await;
+        }));
+        Recorder { addr, cassette, stop: Some(stop), task }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops the recorder (everything finished is committed by then) and
+    /// returns the cassette's exchanges.
+    pub async fn stop(mut self) -> Vec<mcp_tape::store::Exchange> {
+        let _ = self.stop.take().unwrap().send(());
+        (&mut self.task).await.unwrap().unwrap();
+        Cassette::open(&self.cassette).unwrap().exchanges().unwrap()
+    }
+}

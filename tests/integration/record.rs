@@ -1,0 +1,449 @@
+//! Record mode against the fixture upstream: transparency, streaming,
+//! capture and round trip through replay, redaction of the bearer token,
+//! upstream faults, server→client requests, `--mode missing`, HTTPS with a
+//! private CA, and a `kill -9` in the middle of a busy recording.
+
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mcp_tape::config::RecordMode;
+use mcp_tape::store::{Cassette, Direction};
+use mcp_tape::upstream::Timeouts;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::support::*;
+use crate::upstream::{self, SHORT_TIMEOUT, TOKEN};
+
+const MAIL: &str = "/agents/servers/mcp_MailTools";
+
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
+}
+
+/// A tools/call through `url` with the bearer token and a fresh id.
+async fn call_tool(url: &str, id: u64, tool: &str, arguments: Value, meta: Value) -> Reply {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": meta}});
+    post(url, &[("authorization", &bearer())], &body.to_string()).await
+}
+
+#[tokio::test]
+async fn records_json_and_sse_answers_and_replays_them() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    let auth = bearer();
+    let init =
+        call(&url, &[("authorization", &auth)], "initialize", json!({"protocolVersion": "2025-06-18"})).await;
+    assert_eq!(
+        init.header("mcp-session-id"),
+        Some("upstream-session-1"),
+        "the upstream's session id passes through"
+    );
+    let session = [("authorization", auth.as_str()), ("mcp-session-id", "upstream-session-1")];
+    let listed = call(&url, &session, "tools/list", json!({})).await;
+    let direct = call(&format!("{}{MAIL}", upstream.url()), &session, "tools/list", json!({})).await;
+    assert_eq!(listed.text, direct.text, "bodies come back unchanged");
+    let progress =
+        call_tool(&url, 5, "progress", json!({"q": 1}), json!({"progressToken": "p-5"})).await.events();
+    assert_eq!(progress.len(), 4);
+    assert_eq!(progress[0]["params"]["progressToken"], "p-5");
+    let exchanges = recorder.stop().await;
+
+    let methods: Vec<&str> = exchanges.iter().map(|e| e.method.as_str()).collect();
+    assert_eq!(methods, ["initialize", "tools/list", "tools/call"]);
+    assert_eq!(exchanges[2].content_type, "text/event-stream");
+    assert_eq!(exchanges[2].messages.len(), 4, "every event of the stream, in order");
+    assert!(exchanges[2].messages.windows(2).all(|w| w[0].offset_ms <= w[1].offset_ms));
+    assert_eq!(exchanges[0].protocol_version, "2025-06-18");
+    assert_eq!(exchanges[1].protocol_version, "2025-06-18", "the session's negotiated version");
+
+    let replay = Replayer::start(&[dir.path()]).await;
+    let url = replay.url(MAIL);
+    let replayed =
+        call_tool(&url, 9, "progress", json!({"q": 1}), json!({"progressToken": "again"})).await.events();
+    assert_eq!(replayed.len(), 4);
+    assert_eq!(replayed[2]["params"]["progressToken"], "again");
+    assert_eq!(replayed[3]["id"], 9);
+    assert_eq!(
+        replayed[3]["result"]["content"][0]["text"], "progress echoed [REDACTED]",
+        "the echoed token was scrubbed"
+    );
+    let listed_again = call(&url, &[], "tools/list", json!({})).await.json();
+    assert_eq!(listed_again["result"], listed.json()["result"]);
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn sse_events_reach_the_client_before_the_upstream_finishes() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "gated"}});
+    let mut response = reqwest::Client::new()
+        .post(recorder.url(MAIL))
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .header("authorization", bearer())
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let first =
+        tokio::time::timeout(Duration::from_secs(30), response.chunk()).await.expect("first event in time");
+    let first = String::from_utf8(first.unwrap().unwrap().to_vec()).unwrap();
+    assert!(first.contains("started") && !first.contains("released"), "{first}");
+    assert_eq!(upstream.state.calls("tools/call"), 1);
+    upstream.state.gate.notify_one();
+    let rest = response.text().await.unwrap();
+    assert!(rest.contains("released"), "{rest}");
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1);
+    assert_eq!(exchanges[0].messages.len(), 2);
+}
+
+#[tokio::test]
+async fn the_bearer_token_never_reaches_the_cassette() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    let echoed = call_tool(&url, 1, "echo_auth", json!({}), json!({})).await;
+    assert_eq!(echoed.header("x-echo-authorization"), Some(bearer().as_str()), "the client still sees it");
+    assert!(echoed.text.contains(TOKEN));
+    let streamed = call_tool(&url, 2, "progress", json!({"token": TOKEN}), json!({"progressToken": 1})).await;
+    assert!(streamed.text.contains(TOKEN));
+    call_tool(&url, 3, "plain", json!({"note": format!("copy of {}", bearer())}), json!({})).await;
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 3);
+
+    let needle = TOKEN.as_bytes();
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        files += 1;
+        assert!(!bytes.windows(needle.len()).any(|w| w == needle), "the token is in a cassette file");
+    }
+    assert!(files >= 1);
+    let dump = std::process::Command::new("sqlite3")
+        .arg(dir.path().join("recorded.sqlite"))
+        .arg(".dump")
+        .output()
+        .expect("the sqlite3 command line tool (Debian package sqlite3) is needed for this test");
+    assert!(dump.status.success());
+    let dump = String::from_utf8(dump.stdout).unwrap();
+    assert!(dump.contains("INSERT INTO exchange"), "{dump}");
+    assert!(!dump.contains(TOKEN) && !dump.contains("c2VjcmV0LXBheWxvYWQ"), "the token is in the dump");
+    assert!(dump.contains("you are [REDACTED]"), "{dump}");
+}
+
+#[tokio::test]
+async fn upstream_faults_get_clear_errors_and_store_nothing() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let short = Timeouts { connect: SHORT_TIMEOUT, response: SHORT_TIMEOUT, idle: SHORT_TIMEOUT };
+    let recorder = Recorder::start(
+        &upstream.url(),
+        dir.path(),
+        RecordOptions { timeouts: short, ..RecordOptions::default() },
+    )
+    .await;
+    let url = recorder.url(MAIL);
+
+    let silent = call_tool(&url, 11, "silent", json!({}), json!({})).await;
+    assert_eq!(silent.status, 502);
+    assert_eq!(silent.json()["id"], 11);
+    assert!(
+        silent.json()["error"]["message"].as_str().unwrap().contains("did not answer within"),
+        "{silent:?}"
+    );
+
+    let body = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "break"}});
+    let mut broken = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("authorization", bearer())
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(broken.status(), 200);
+    let first = String::from_utf8(broken.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(first.contains("about to break"), "{first}");
+    upstream.state.gate.notify_one();
+    let rest = broken.text().await.expect("the stream ends cleanly after the upstream broke");
+    assert_eq!(rest, "", "nothing after the break");
+
+    let stalled = call_tool(&url, 13, "silent_stream", json!({}), json!({})).await;
+    assert_eq!(stalled.events().len(), 1, "a stream silent past the idle timeout ends cleanly");
+
+    let not_json = call_tool(&url, 14, "not_json", json!({}), json!({})).await;
+    assert_eq!((not_json.status, not_json.text.as_str()), (200, "this is not JSON"), "relayed unchanged");
+
+    let fine = call_tool(&url, 15, "plain", json!({"ok": true}), json!({})).await;
+    assert_eq!(fine.json()["result"]["echo"]["arguments"]["ok"], true, "the daemon keeps serving");
+    let exchanges = recorder.stop().await;
+    let tools: Vec<&str> = exchanges.iter().filter_map(|e| e.request["params"]["name"].as_str()).collect();
+    assert_eq!(tools, ["plain"], "nothing half-written is stored");
+
+    for (what, address) in [("refused", upstream::refused().await), ("garbage", upstream::garbage().await)] {
+        let dir = Cassettes::new();
+        let recorder =
+            Recorder::start(&format!("http://{address}"), dir.path(), RecordOptions::default()).await;
+        let reply = call_tool(&recorder.url(MAIL), 21, "plain", json!({}), json!({})).await;
+        assert_eq!(reply.status, 502, "{what}");
+        let error = &reply.json()["error"];
+        assert_eq!((reply.json()["id"].clone(), error["code"].clone()), (json!(21), json!(-32000)), "{what}");
+        assert!(
+            error["message"].as_str().unwrap().contains(&address.to_string()),
+            "{what}: names the upstream"
+        );
+        let note =
+            post(&recorder.url(MAIL), &[], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+        assert_eq!((note.status, note.json()["id"].clone()), (502, Value::Null), "{what}");
+        assert!(recorder.stop().await.is_empty(), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn statuses_headers_and_paths_pass_through() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder =
+        Recorder::start(&format!("{}/", upstream.url()), dir.path(), RecordOptions::default()).await;
+    let unauthorized = call(&recorder.url(MAIL), &[], "tools/list", json!({})).await;
+    assert_eq!((unauthorized.status, unauthorized.text.as_str()), (401, r#"{"error":"invalid_token"}"#));
+
+    let auth = bearer();
+    let probe = stateless(&recorder.url("/mcp"), "server/discover", json!({})).await;
+    assert_eq!(probe.status, 401);
+    let probe = post(
+        &recorder.url("/mcp?tenant=contoso"),
+        &[
+            ("authorization", &auth),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "server/discover"),
+            ("connection", "x-hop"),
+            ("x-hop", "1"),
+            ("x-custom", "kept"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": enveloped(json!({}))})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(probe.status, 400, "the upstream's own probe failure, so the client falls back");
+    assert_eq!(probe.json()["error"]["message"], "Bad Request: Server not initialized");
+    let get =
+        raw(reqwest::Method::GET, &recorder.url(MAIL), &[("accept", "text/event-stream")], String::new())
+            .await;
+    assert_eq!(get.status, 405);
+    let delete =
+        raw(reqwest::Method::DELETE, &recorder.url(MAIL), &[("mcp-session-id", "s")], String::new()).await;
+    assert_eq!(delete.status, 405);
+
+    let seen = upstream.state.seen.lock().unwrap().clone();
+    let discover = seen
+        .iter()
+        .find(|s| s.body["method"] == "server/discover" && s.headers.contains_key("x-custom"))
+        .unwrap();
+    assert_eq!(discover.path, "/mcp");
+    assert_eq!(discover.headers["host"], upstream.addr.to_string().as_str(), "Host is set for the upstream");
+    assert_eq!(discover.headers["mcp-method"], "server/discover");
+    assert!(!discover.headers.contains_key("x-hop"), "headers named by Connection are hop-by-hop");
+    assert!(seen.iter().any(|s| s.method == hyper::Method::DELETE && s.headers["mcp-session-id"] == "s"));
+    let exchanges = recorder.stop().await;
+    let stored: Vec<(&str, u16)> = exchanges.iter().map(|e| (e.method.as_str(), e.status)).collect();
+    assert_eq!(
+        stored,
+        [("server/discover", 400)],
+        "the recorded probe failure; a 401 without a JSON-RPC body is not"
+    );
+}
+
+#[tokio::test]
+async fn server_requests_and_client_replies_join_their_exchange() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "elicit"}});
+    let mut response = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .header("authorization", bearer())
+        .header("mcp-session-id", "upstream-session-1")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let asked = String::from_utf8(response.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(asked.contains("elicitation/create"), "{asked}");
+    let reply =
+        json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"action": "accept", "content": {"name": "Ada"}}});
+    let accepted = post(
+        &url,
+        &[("authorization", &bearer()), ("mcp-session-id", "upstream-session-1")],
+        &reply.to_string(),
+    )
+    .await;
+    assert_eq!(accepted.status, 202);
+    let rest = response.text().await.unwrap();
+    assert!(rest.contains("Hello, Ada"), "{rest}");
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1, "the reply is part of the exchange, not one of its own");
+    let directions: Vec<Direction> = exchanges[0].messages.iter().map(|m| m.direction).collect();
+    assert_eq!(directions, [Direction::Server, Direction::Client, Direction::Server]);
+    assert_eq!(exchanges[0].messages[1].body["result"]["content"]["name"], "Ada");
+}
+
+#[tokio::test]
+async fn missing_mode_forwards_only_what_the_cassette_lacks() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    call_tool(&recorder.url(MAIL), 1, "plain", json!({"n": 1}), json!({})).await;
+    recorder.stop().await;
+    assert_eq!(upstream.state.calls("tools/call"), 1);
+
+    let options = RecordOptions { mode: RecordMode::Missing, ..RecordOptions::default() };
+    let recorder = Recorder::start(&upstream.url(), dir.path(), options).await;
+    let again = call_tool(&recorder.url(MAIL), 40, "plain", json!({"n": 1}), json!({})).await;
+    assert_eq!(
+        (again.json()["id"].clone(), again.json()["result"]["echo"]["arguments"]["n"].clone()),
+        (json!(40), json!(1))
+    );
+    assert_eq!(upstream.state.calls("tools/call"), 1, "answered from the cassette");
+    call_tool(&recorder.url(MAIL), 41, "plain", json!({"n": 2}), json!({})).await;
+    assert_eq!(upstream.state.calls("tools/call"), 2, "forwarded");
+    let exchanges = recorder.stop().await;
+    let ns: Vec<Value> = exchanges.iter().map(|e| e.request["params"]["arguments"]["n"].clone()).collect();
+    assert_eq!(ns, [json!(1), json!(2)]);
+}
+
+#[tokio::test]
+async fn https_upstream_with_a_private_ca_over_http2() {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let upstream = upstream::start_tls(&certified).await;
+    let dir = Cassettes::new();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, certified.cert.pem()).unwrap();
+    let base = format!("https://localhost:{}", upstream.addr.port());
+
+    let trusted = Recorder::start(
+        &base,
+        dir.path(),
+        RecordOptions { upstream_ca: Some(ca), ..RecordOptions::default() },
+    )
+    .await;
+    let reply = call_tool(&trusted.url(MAIL), 1, "plain", json!({"tls": true}), json!({})).await;
+    assert_eq!(reply.json()["result"]["echo"]["arguments"]["tls"], true);
+    assert_eq!(upstream.state.seen.lock().unwrap()[0].version, hyper::Version::HTTP_2, "ALPN chose HTTP/2");
+    assert_eq!(trusted.stop().await.len(), 1);
+
+    let other = Cassettes::new();
+    let untrusted = Recorder::start(&base, other.path(), RecordOptions::default()).await;
+    let refused = call_tool(&untrusted.url(MAIL), 2, "plain", json!({}), json!({})).await;
+    assert_eq!(refused.status, 502);
+    let message = refused.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.to_lowercase().contains("certificate"), "{message}");
+    assert!(untrusted.stop().await.is_empty());
+}
+
+#[tokio::test]
+async fn kill_9_during_a_busy_recording_keeps_every_completed_exchange() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args(["record", "--upstream", &upstream.url(), "--port", "0", "--name", "busy", "--cassettes"])
+        .arg(dir.path())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(at) = line.find("listening on ") {
+                return line[at + "listening on ".len()..].split(',').next().unwrap().to_owned();
+            }
+        }
+        panic!("record exited before listening");
+    })
+    .await
+    .unwrap();
+    let url = format!("{base}{MAIL}");
+
+    const WORKERS: u64 = 8;
+    const PER_WORKER: u64 = 250;
+    const KILL_AFTER: usize = 200;
+    let completed = Arc::new(std::sync::Mutex::new(BTreeSet::new()));
+    let busy = Arc::new(tokio::sync::Notify::new());
+    let killed = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for worker in 0..WORKERS {
+        let (url, completed, busy, killed) =
+            (url.clone(), Arc::clone(&completed), Arc::clone(&busy), Arc::clone(&killed));
+        workers.push(tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            for i in 0..PER_WORKER {
+                if killed.load(Ordering::SeqCst) {
+                    return;
+                }
+                let n = worker * PER_WORKER + i;
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": "plain", "arguments": {"n": n}}});
+                let sent = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("authorization", bearer())
+                    .body(body.to_string())
+                    .send()
+                    .await;
+                let Ok(response) = sent else { return };
+                if let Ok(answer) = response.json::<Value>().await
+                    && answer["result"]["echo"]["arguments"]["n"] == n
+                {
+                    let mut done = completed.lock().unwrap();
+                    done.insert(n);
+                    if done.len() == KILL_AFTER {
+                        busy.notify_one();
+                    }
+                }
+            }
+        }));
+    }
+    tokio::time::timeout(Duration::from_secs(60), busy.notified())
+        .await
+        .expect("the recording got busy in time");
+    child.start_kill().unwrap(); // SIGKILL
+    killed.store(true, Ordering::SeqCst);
+    child.wait().await.unwrap();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+
+    let completed = completed.lock().unwrap().clone();
+    let stored: BTreeSet<u64> = Cassette::open(&dir.path().join("busy.sqlite"))
+        .expect("the cassette opens after kill -9")
+        .exchanges()
+        .unwrap()
+        .iter()
+        .map(|e| e.request["params"]["arguments"]["n"].as_u64().unwrap())
+        .collect();
+    let lost: Vec<&u64> = completed.difference(&stored).collect();
+    assert!(lost.is_empty(), "{} completed exchanges lost: {lost:?}", lost.len());
+    assert!(completed.len() >= KILL_AFTER);
+
+    let replay = Replayer::start(&[dir.path()]).await;
+    for n in completed.iter().take(20) {
+        let reply = call_tool(&replay.url(MAIL), 1, "plain", json!({"n": n}), json!({})).await;
+        assert_eq!(reply.json()["result"]["echo"]["arguments"]["n"], json!(n));
+    }
+    replay.stop().await.unwrap();
+}

@@ -1,0 +1,289 @@
+//! Upstreams for record tests, on 127.0.0.1 port 0: a small MCP-shaped
+//! server whose behaviour is chosen by tool name (echoing the bearer token,
+//! SSE with progress, a stream held at a gate, a stream that breaks, silence,
+//! a server→client request), and raw TCP peers that are not HTTP at all.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
+
+/// The bearer token the fixture requires on every POST.
+pub const TOKEN: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.c2VjcmV0LXBheWxvYWQ.ZmFrZS1zaWduYXR1cmU";
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// One request the upstream saw.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub version: hyper::Version,
+    pub method: hyper::Method,
+    pub path: String,
+    pub headers: hyper::HeaderMap,
+    pub body: Value,
+}
+
+/// Shared state of a running fixture upstream.
+#[derive(Default)]
+pub struct State {
+    pub seen: Mutex<Vec<Seen>>,
+    /// Released by a test to let the `gated` tool finish (or `break` break).
+    pub gate: Notify,
+    /// The client's reply to the `elicit` tool's server request.
+    replies: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+}
+
+impl State {
+    pub fn calls(&self, method: &str) -> usize {
+        self.seen.lock().unwrap().iter().filter(|s| s.body["method"] == method).count()
+    }
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub state: Arc<State>,
+}
+
+impl Upstream {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Starts the MCP-shaped fixture over plain HTTP.
+pub async fn start() -> Upstream {
+    serve(None).await
+}
+
+/// Starts the fixture over TLS with `certified` (HTTP/2 or HTTP/1.1 by ALPN).
+pub async fn start_tls(certified: &rcgen::CertifiedKey<rcgen::KeyPair>) -> Upstream {
+    let key = rustls::pki_types::PrivateKeyDer::try_from(certified.signing_key.serialize_der()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    serve(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await
+}
+
+async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let state = Arc::new(State::default());
+    let shared = Arc::clone(&state);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let state = Arc::clone(&shared);
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| answer(request, Arc::clone(&state)));
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let _ = match tls {
+                    None => builder.serve_connection(TokioIo::new(stream), service).await,
+                    Some(tls) => match tls.accept(stream).await {
+                        Ok(stream) => builder.serve_connection(TokioIo::new(stream), service).await,
+                        Err(_) => return, // a client that does not trust us
+                    },
+                };
+            });
+        }
+    });
+    Upstream { addr, state }
+}
+
+fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).map_err(|never| match never {}).boxed());
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+    if let Some(content_type) = content_type {
+        response.headers_mut().insert("content-type", content_type.parse().unwrap());
+    }
+    response
+}
+
+fn json_answer(message: Value) -> Response<Body> {
+    full(200, Some("application/json"), message.to_string())
+}
+
+fn event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+/// An SSE answer whose events come from `events` as they are sent.
+fn stream(events: mpsc::UnboundedReceiver<Result<Bytes, std::io::Error>>) -> Response<Body> {
+    let mut response = Response::new(BodyExt::boxed(Channel(events)));
+    response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    response
+}
+
+/// A body fed through a channel; an `Err` breaks it, a closed channel ends it.
+struct Channel(mpsc::UnboundedReceiver<Result<Bytes, std::io::Error>>);
+
+impl hyper::body::Body for Channel {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        self.0.poll_recv(cx).map(|item| item.map(|chunk| chunk.map(Frame::data)))
+    }
+}
+
+async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    state.seen.lock().unwrap().push(Seen {
+        version: parts.version,
+        method: parts.method.clone(),
+        path: parts.uri.path().to_owned(),
+        headers: parts.headers.clone(),
+        body: body.clone(),
+    });
+    if parts.method != hyper::Method::POST {
+        return Ok(full(405, None, ""));
+    }
+    let auth =
+        parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    if auth != format!("Bearer {TOKEN}") {
+        return Ok(full(401, Some("application/json"), r#"{"error":"invalid_token"}"#));
+    }
+    let id = body["id"].clone();
+    if body.get("method").is_none() {
+        // A client's reply to a server request.
+        if let Some(sender) = state.replies.lock().unwrap().as_ref() {
+            let _ = sender.send(body.clone());
+        }
+        return Ok(full(202, None, ""));
+    }
+    if id.is_null() {
+        return Ok(full(202, None, ""));
+    }
+    let result = move |result: Value| json!({"jsonrpc": "2.0", "id": id.clone(), "result": result});
+    let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
+    let method = body["method"].as_str().unwrap_or_default();
+    let tool = body["params"]["name"].as_str().unwrap_or_default();
+    let token = body["params"]["_meta"]["progressToken"].clone();
+    Ok(match (method, tool) {
+        ("initialize", _) => {
+            let mut response = json_answer(result(json!({"protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "fixture", "version": "1"}})));
+            response.headers_mut().insert("mcp-session-id", "upstream-session-1".parse().unwrap());
+            response
+        }
+        ("server/discover", _) => full(
+            400,
+            Some("application/json"),
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}})
+                .to_string(),
+        ),
+        ("tools/call", "echo_auth") => {
+            let mut response = json_answer(result(text(format!("you are {auth}"))));
+            response.headers_mut().insert("x-echo-authorization", auth.parse().unwrap());
+            response
+        }
+        ("tools/call", "progress") => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            for step in 1..=3 {
+                if !token.is_null() {
+                    let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": step, "total": 3}});
+                    tx.send(Ok(event(&note))).unwrap();
+                }
+            }
+            tx.send(Ok(event(&result(text(format!("progress echoed {auth}")))))).unwrap();
+            stream(rx)
+        }
+        ("tools/call", "gated") => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let first = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "started"}});
+            tx.send(Ok(event(&first))).unwrap();
+            let final_answer = result(text("released".into()));
+            tokio::spawn(async move {
+                state.gate.notified().await;
+                let _ = tx.send(Ok(event(&final_answer)));
+            });
+            stream(rx)
+        }
+        ("tools/call", "break") => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let first = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "about to break"}});
+            tx.send(Ok(event(&first))).unwrap();
+            tokio::spawn(async move {
+                state.gate.notified().await;
+                let _ = tx.send(Err(std::io::Error::other("upstream fell over")));
+            });
+            stream(rx)
+        }
+        ("tools/call", "silent") => {
+            std::future::pending::<()>().await;
+            unreachable!()
+        }
+        ("tools/call", "silent_stream") => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let first = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "thinking"}});
+            tx.send(Ok(event(&first))).unwrap();
+            tokio::spawn(async move {
+                tx.closed().await; // keep the stream open, silent, until the reader goes
+            });
+            stream(rx)
+        }
+        ("tools/call", "elicit") => {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (reply_tx, mut reply_rx) = mpsc::unbounded_channel();
+            *state.replies.lock().unwrap() = Some(reply_tx);
+            let ask = json!({"jsonrpc": "2.0", "id": "srv-1", "method": "elicitation/create",
+                "params": {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}});
+            tx.send(Ok(event(&ask))).unwrap();
+            tokio::spawn(async move {
+                if let Some(reply) = reply_rx.recv().await {
+                    let name = reply["result"]["content"]["name"].as_str().unwrap_or_default().to_owned();
+                    let _ = tx.send(Ok(event(&result(text(format!("Hello, {name}"))))));
+                }
+            });
+            stream(rx)
+        }
+        ("tools/call", "not_json") => full(200, Some("application/json"), "this is not JSON"),
+        _ => json_answer(result(json!({"echo": body["params"]}))),
+    })
+}
+
+/// A peer that answers any connection with bytes that are not HTTP.
+pub async fn garbage() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer).await;
+            let _ = stream.write_all(b"SSH-2.0-OpenSSH_9.6 this is not HTTP\r\n\r\n").await;
+        }
+    });
+    addr
+}
+
+/// An address where nothing listens.
+pub async fn refused() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// How long a test lets the recorder wait on a silent upstream.
+pub const SHORT_TIMEOUT: Duration = Duration::from_millis(300);
