@@ -71,3 +71,84 @@ async def recorded_flow(url, mode, fixture_path):
             result = await client.call_tool(name, arguments, progress_callback=on_progress)
             assert result.content[0].text == text, (name, result)
             assert len(seen) == progress_count, (name, seen)
+
+
+# The round trip: one flow over every server of agent365_upstream.py. Each
+# step's outcome goes into a transcript; runs directly against the fixture,
+# through `mcp-tape record` and against `mcp-tape replay` must give equal
+# transcripts. Keys the fixture makes volatile on purpose are dropped.
+
+VOLATILE_KEYS = {"currentDateTime", "sentDateTime"}
+
+
+def stable(value):
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
+
+
+def text_of(block):
+    try:
+        return stable(json.loads(block.text))
+    except ValueError:
+        return block.text
+
+
+def tool_outcome(result):
+    return {"isError": bool(result.is_error), "content": [text_of(b) for b in result.content]}
+
+
+def connect(base, server, mode, token):
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    return Client(streamable_http_client(f"{base}/agents/servers/{server}", http_client=http), mode=mode)
+
+
+async def round_trip_flow(base, mode, token):
+    transcript = []
+
+    def note(server, step, value):
+        transcript.append([server, step, value])
+
+    async def call(client, server, name, arguments):
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append(progress)
+
+        result = await client.call_tool(name, arguments, progress_callback=on_progress)
+        note(server, f"call {name} {json.dumps(arguments, sort_keys=True)}", tool_outcome(result))
+        if seen:
+            note(server, f"progress {name}", seen)
+
+    async with connect(base, "mcp_MailTools", mode, token) as client:
+        tools = (await client.list_tools()).tools
+        note("mcp_MailTools", "tools", sorted((t.name, json.dumps(t.input_schema, sort_keys=True)) for t in tools))
+        await call(client, "mcp_MailTools", "SearchMessages", {"message": "invoice from Fabrikam"})
+        await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMkAGI2TG93AAA=", "bodyPreviewOnly": True})
+        await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMk-missing"})
+        await call(client, "mcp_MailTools", "SendEmailWithAttachments",
+                   {"to": ["adele.vance@contoso.com"], "subject": "Budget", "body": "See you Thursday."})
+    async with connect(base, "mcp_CalendarTools", mode, token) as client:
+        note("mcp_CalendarTools", "tools", sorted(t.name for t in (await client.list_tools()).tools))
+        await call(client, "mcp_CalendarTools", "ListEvents", {"meetingTitle": "budget"})
+        await call(client, "mcp_CalendarTools", "GetUserDateAndTimeZoneSettings", {})
+    async with connect(base, "mcp_MeServer", mode, token) as client:
+        await call(client, "mcp_MeServer", "GetMyDetails", {"select": "displayName,jobTitle"})
+        await call(client, "mcp_MeServer", "GetManagerDetails", {"userId": "me"})
+    async with connect(base, "mcp_KnowledgeTools", mode, token) as client:
+        await call(client, "mcp_KnowledgeTools", "query_federated_knowledge",
+                   {"consumerId": "agent-1", "query": "How do I use the vpn?"})
+    async with connect(base, "mcp_WritingPrompts", mode, token) as client:
+        note("mcp_WritingPrompts", "prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
+        prompt = await client.get_prompt("draft_reply", {"tone": "friendly", "points": "thanks; next steps"})
+        note("mcp_WritingPrompts", "get draft_reply", [[m.role, m.content.text] for m in prompt.messages])
+    async with connect(base, "mcp_PolicyLibrary", mode, token) as client:
+        note("mcp_PolicyLibrary", "resources", sorted(str(r.uri) for r in (await client.list_resources()).resources))
+        travel = await client.read_resource("policy://travel")
+        note("mcp_PolicyLibrary", "read policy://travel", [c.text for c in travel.contents])
+    return transcript

@@ -1,16 +1,24 @@
-"""Interop checks for mcp-tape replay with official MCP clients.
+"""Interop checks for mcp-tape with official MCP clients.
 
-Starts the real `mcp-tape` binary on 127.0.0.1 port 0 (readiness = its
-"listening on" log line), then drives it with the official Python SDK
-(auto and legacy modes), the official TypeScript SDK and the official
-conformance suite. Prints one line per check and closes with
-"interop: N passed, N failed"; exits 1 if any check failed.
+Starts the real `mcp-tape` binary (and the fixture upstream) on 127.0.0.1
+port 0, readiness being their "listening on" log line, then drives them
+with the official Python SDK (auto and legacy modes), the official
+TypeScript SDK and the official conformance suite:
+- replay of an empty directory and of an imported cassette;
+- the round trip: each client's flow directly against agent365_upstream.py,
+  through `mcp-tape record`, then against `mcp-tape replay` with the
+  upstream stopped; the three transcripts must agree;
+- the conformance suite through `mcp-tape record` to the fixture upstream.
+Prints one line per check and closes with "interop: N passed, N failed";
+exits 1 if any check failed.
 """
 
 import argparse
 import asyncio
+import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -22,7 +30,9 @@ import clients
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixture.jsonl")
+UPSTREAM = os.path.join(HERE, "agent365_upstream.py")
 EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
+FIXTURE_EXPECTED_FAILURES = os.path.join(HERE, "conformance-fixture-expected-failures.yml")
 PATHS = ["/agents/servers/mcp_Unknown", "/mcp"]
 # Bounds on every wait: start-up, shutdown, one client flow, one conformance run.
 START_TIMEOUT_S = 30
@@ -31,11 +41,12 @@ CONFORMANCE_TIMEOUT_S = 600
 
 
 class Daemon:
-    """`mcp-tape replay PATHS --port 0`, its log collected as it runs."""
+    """A server process that logs "listening on http://..." once ready; its
+    log is collected as it runs. By default `mcp-tape replay PATHS`."""
 
-    def __init__(self, binary, paths):
+    def __init__(self, binary, paths, command=None):
         self.proc = subprocess.Popen(
-            [binary, "replay", *paths, "--port", "0"],
+            command or [binary, "replay", *paths, "--port", "0"],
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -47,10 +58,11 @@ class Daemon:
             for line in self.proc.stderr:
                 self.lines.append(line)
                 if "listening on http://" in line:
-                    ready.put(line.split("listening on ", 1)[1].strip())
+                    ready.put(line.split("listening on ", 1)[1].split(",")[0].strip())
             ready.put(None)
 
-        threading.Thread(target=read, daemon=True).start()
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
         try:
             self.base = ready.get(timeout=START_TIMEOUT_S)
         except queue.Empty:
@@ -66,7 +78,7 @@ class Daemon:
         """SIGTERM; returns (exit code, whole log)."""
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=START_TIMEOUT_S)
-        self.proc.stderr.close()
+        self.reader.join(timeout=START_TIMEOUT_S)
         return code, "".join(self.lines)
 
 
@@ -101,7 +113,118 @@ def run_process(command, timeout, env=None, log_path=None):
 
 
 def python_flow(coroutine):
-    asyncio.run(asyncio.wait_for(coroutine, CLIENT_TIMEOUT_S))
+    return asyncio.run(asyncio.wait_for(coroutine, CLIENT_TIMEOUT_S))
+
+
+def cassette_bytes(directory):
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name), "rb") as f:
+            yield name, f.read()
+
+
+def round_trip(args, node_env, checks):
+    """Each client's flow directly, through record, then from replay."""
+    token = "eyJhbGciOiJub25lIn0." + secrets.token_urlsafe(32)
+    flows = {
+        "python-sdk auto": lambda base: python_flow(clients.round_trip_flow(base, "auto", token)),
+        "python-sdk legacy": lambda base: python_flow(clients.round_trip_flow(base, "legacy", token)),
+        "typescript-sdk": lambda base: json.loads(
+            run_process([args.node, "ts_client.mjs", base, "round-trip", token], CLIENT_TIMEOUT_S, node_env)
+        ),
+    }
+    transcripts = {name: {} for name in flows}
+
+    def run_all(stage, base):
+        for name, flow in flows.items():
+
+            def one(name=name, flow=flow):
+                transcripts[name][stage] = flow(base)
+                assert len(transcripts[name][stage]) >= 15, transcripts[name][stage]
+
+            checks.run(f"round trip: {name} flow {stage}", one)
+
+    upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--token", token])
+    with tempfile.TemporaryDirectory() as cassettes:
+        try:
+            run_all("directly against the fixture upstream", upstream.base)
+            recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
+                                           "--cassettes", cassettes, "--name", "round-trip", "--port", "0"])
+            run_all("through mcp-tape record", recorder.base)
+            code, log = recorder.stop()
+            with open(os.path.join(args.logs, "record-round-trip.log"), "w") as out:
+                out.write(log)
+        finally:
+            upstream.stop()
+
+        def recorded_and_clean():
+            assert code == 0, f"record exited {code}"
+            assert "stopped; recorded" in log, log[-2000:]
+            for name, data in cassette_bytes(cassettes):
+                assert token.encode() not in data, f"the bearer token is in {name}"
+
+        checks.run("round trip: record stopped cleanly; the token is in no cassette byte", recorded_and_clean)
+        replayer = Daemon(args.binary, [cassettes])
+        run_all("against mcp-tape replay, upstream stopped", replayer.base)
+        code, log = replayer.stop()
+        with open(os.path.join(args.logs, "replay-round-trip.log"), "w") as out:
+            out.write(log)
+
+    def agree(name):
+        stages = list(transcripts[name].values())
+        assert len(stages) == 3, f"only {len(stages)} of 3 stages ran"
+        steps = {step: value for _, step, value in stages[0]}
+        assert steps.get("progress SearchMessages") == [1, 2, 3], "SSE progress was not exercised"
+        assert any(isinstance(v, dict) and v.get("isError") for v in steps.values()), "no isError result"
+        for stage, transcript in transcripts[name].items():
+            assert transcript == stages[0], f"{stage} differs:\n{json.dumps(transcript)[:3000]}"
+
+    for name in flows:
+        checks.run(f"round trip: {name} transcripts agree (direct, record, replay)", lambda name=name: agree(name))
+    def no_misses():
+        assert code == 0, f"replay exited {code}"
+        assert "no misses" in log, log[-3000:]
+
+    checks.run("round trip: replay had no misses", no_misses)
+
+
+def summary(output):
+    return output[output.index("=== SUMMARY ==="):] if "=== SUMMARY ===" in output else output
+
+
+def conformance_through_record(args, node_env, conformance, checks):
+    """The conformance suite directly against the fixture upstream, then
+    through `mcp-tape record` in front of it: the same scenarios must pass."""
+    upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--no-auth"])
+    summaries = {}
+
+    def suite(name, url):
+        command = [*conformance, "server", "--url", url, "--suite", "all",
+                   "--expected-failures", FIXTURE_EXPECTED_FAILURES]
+        log = os.path.join(args.logs, f"conformance-{name}.log")
+        summaries[name] = summary(run_process(command, CONFORMANCE_TIMEOUT_S, node_env, log))
+
+    with tempfile.TemporaryDirectory() as cassettes:
+        try:
+            path = "/agents/servers/mcp_MailTools"
+            checks.run("conformance 0.1.16 --suite all directly against the fixture upstream",
+                       lambda: suite("fixture-direct", upstream.url(path)))
+            recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
+                                           "--cassettes", cassettes, "--port", "0"])
+            checks.run("conformance 0.1.16 --suite all through mcp-tape record to the fixture upstream",
+                       lambda: suite("fixture-through-record", recorder.url(path)))
+            code, log = recorder.stop()
+        finally:
+            upstream.stop()
+        with open(os.path.join(args.logs, "record-conformance.log"), "w") as out:
+            out.write(log)
+
+    def same_outcomes():
+        assert code == 0, f"record exited {code}:\n{log[-2000:]}"
+        assert len(summaries) == 2, "a suite run failed"
+        direct, through = summaries["fixture-direct"], summaries["fixture-through-record"]
+        assert direct == through, f"direct:\n{direct}\nthrough record:\n{through}"
+
+    checks.run("conformance: every scenario has the same outcome through record as directly", same_outcomes)
 
 
 def main():
@@ -171,6 +294,9 @@ def main():
             assert all(" hit status=200" in line for line in recorded), "\n".join(recorded)
 
         checks.run("recorded replay answered every client request from the cassette", all_hits)
+
+    round_trip(args, node_env, checks)
+    conformance_through_record(args, node_env, conformance, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
     return 1 if checks.failed else 0
