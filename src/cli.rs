@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization, OnMiss, RecordConfig,
+    Command, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization, OnMiss, Pace, RecordConfig,
     RecordMode, ReplayConfig,
 };
 use crate::error::Error;
@@ -110,8 +110,22 @@ struct ReplayArgs {
     /// requests and what differs; `mock` answers as the mock would.
     #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
     on_miss: MissPolicy,
+    /// Exit with status 1 at shutdown if any request missed, so a CI run
+    /// fails loudly.
+    #[arg(long)]
+    fail_on_miss: bool,
+    /// `instant` sends a recorded stream's events as fast as the client
+    /// reads them; `recorded` keeps the gaps the recording saw.
+    #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
+    pace: PaceArg,
     #[command(flatten)]
     normalization: NormalizationArgs,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum PaceArg {
+    Instant,
+    Recorded,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -194,6 +208,11 @@ impl Cli {
                 on_miss: match args.on_miss {
                     MissPolicy::Error => OnMiss::Error,
                     MissPolicy::Mock => OnMiss::Mock,
+                },
+                fail_on_miss: args.fail_on_miss,
+                pace: match args.pace {
+                    PaceArg::Instant => Pace::Instant,
+                    PaceArg::Recorded => Pace::Recorded,
                 },
                 normalization: args.normalization.validate()?,
             }),

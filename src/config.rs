@@ -16,6 +16,15 @@ pub enum OnMiss {
     Mock,
 }
 
+/// How fast replay sends the events of a recorded stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// As fast as the client reads them.
+    Instant,
+    /// With the gaps the recording saw.
+    Recorded,
+}
+
 /// Settings shared by record and replay so that match keys agree.
 #[derive(Clone, Debug, Default)]
 pub struct Normalization {
@@ -39,6 +48,9 @@ pub struct ReplayConfig {
     /// Cassette files and directories of cassettes.
     pub paths: Vec<PathBuf>,
     pub on_miss: OnMiss,
+    /// Exit non-zero at shutdown if any request missed.
+    pub fail_on_miss: bool,
+    pub pace: Pace,
     pub normalization: Normalization,
 }
 

@@ -21,6 +21,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0} requests missed the recordings (--fail-on-miss)")]
+    Misses(u64),
     #[error("cannot listen on {addr}")]
     Bind {
         addr: String,

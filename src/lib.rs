@@ -133,7 +133,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// # Errors
 ///
-/// A cassette path that cannot be read or a cassette that cannot be used.
+/// A cassette path that cannot be read or a cassette that cannot be used;
+/// with `--fail-on-miss`, any miss.
 pub async fn replay(
     config: ReplayConfig,
     listener: TcpListener,
@@ -149,7 +150,7 @@ pub async fn replay(
         files.len()
     );
     let address = local_address(&listener, &config.front_door)?;
-    let replay = Arc::new(Replay::new(tape, rules, config.on_miss));
+    let replay = Arc::new(Replay::new(tape, rules, config.on_miss, config.pace));
     let app = Arc::new(App { mode: Mode::Replay(Arc::clone(&replay)), front_door: config.front_door });
     tracing::info!("replay listening on http://{address}");
     server::run(listener, app, shutdown).await;
@@ -160,6 +161,9 @@ pub async fn replay(
         let total: u64 = misses.iter().map(|(_, n)| n).sum();
         let listed: Vec<String> = misses.iter().map(|(what, n)| format!("{what} ×{n}")).collect();
         tracing::warn!("stopped; {total} misses: {}", listed.join("; "));
+        if config.fail_on_miss {
+            return Err(Error::Misses(total));
+        }
     }
     Ok(())
 }

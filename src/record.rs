@@ -41,7 +41,7 @@ use crate::lock;
 use crate::mcp::{self, Era};
 use crate::normalize::{RawExchange, Rules, canonical_json};
 use crate::redact;
-use crate::replay::{self, Call, Outcome};
+use crate::replay::{self, Call, LogFilter, Outcome};
 use crate::route::{self, Body, Logged, Post};
 use crate::sse;
 use crate::store::{Direction, Exchange, RecordedMessage, WriterHandle};
@@ -139,7 +139,7 @@ impl Record {
                     self.cassette_answer(&parts, &logged.server, &id, &method, params.as_ref())
                 {
                     logged.outcome = "cassette";
-                    return Ok(route::frame(answer, accepts));
+                    return Ok(route::frame(answer, accepts, None));
                 }
                 Ok(self.exchange(parts, body, id, logged).await)
             }
@@ -201,7 +201,7 @@ impl Record {
             missing.tape.next(&key, cursors.entry(scope).or_default())?
         };
         let call = Call { server, era, session, id, method, params };
-        Some(replay::recorded_answer(&call, &exchange, Outcome::Hit))
+        Some(replay::recorded_answer(&call, &exchange, Outcome::Hit, LogFilter::Everything))
     }
 
     /// Forwards a JSON-RPC request and records its answer.

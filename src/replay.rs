@@ -7,9 +7,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::oneshot;
+
 use serde_json::{Value, json};
 
-use crate::config::OnMiss;
+use crate::config::{OnMiss, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, RequestId};
 use crate::lock;
@@ -58,6 +60,23 @@ impl Outcome {
     }
 }
 
+/// One message of an answer, with what replay needs to re-enact it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outgoing {
+    pub body: Value,
+    /// When the recording saw it, in milliseconds after the request.
+    pub offset_ms: u64,
+    /// A server→client request the recording shows answered: the stream
+    /// waits for the client's reply before going on.
+    pub awaits_reply: bool,
+}
+
+impl Outgoing {
+    fn now(body: Value) -> Outgoing {
+        Outgoing { body, offset_ms: 0, awaits_reply: false }
+    }
+}
+
 /// The answer to one request, before HTTP framing.
 #[derive(Clone, Debug)]
 pub struct Answer {
@@ -65,7 +84,7 @@ pub struct Answer {
     pub status: u16,
     /// Messages to send in order; the last is the response to the caller's
     /// request when the recording has one.
-    pub messages: Vec<Value>,
+    pub messages: Vec<Outgoing>,
     /// The recording was an SSE stream (send SSE if the client accepts it).
     pub recorded_as_stream: bool,
     /// A session this answer opens (`initialize`).
@@ -77,7 +96,10 @@ pub struct Replay {
     tape: Tape,
     rules: Rules,
     on_miss: OnMiss,
+    pace: Pace,
     sessions: Mutex<Sessions>,
+    /// Server→client requests being re-enacted, waiting for the client's reply.
+    replies: Arc<Replies>,
     /// Cursors of requests outside any session (stateless era, or a
     /// handshake client that never initialized), per server.
     sessionless: Mutex<HashMap<String, Cursors>>,
@@ -86,12 +108,14 @@ pub struct Replay {
 }
 
 impl Replay {
-    pub fn new(tape: Tape, rules: Rules, on_miss: OnMiss) -> Replay {
+    pub fn new(tape: Tape, rules: Rules, on_miss: OnMiss, pace: Pace) -> Replay {
         Replay {
             tape,
             rules,
             on_miss,
+            pace,
             sessions: Mutex::new(Sessions::default()),
+            replies: Arc::default(),
             sessionless: Mutex::new(HashMap::new()),
             misses: Mutex::new(BTreeMap::new()),
         }
@@ -99,6 +123,15 @@ impl Replay {
 
     pub fn tape(&self) -> &Tape {
         &self.tape
+    }
+
+    pub fn pace(&self) -> Pace {
+        self.pace
+    }
+
+    /// Where re-enacted server→client requests wait for the client's reply.
+    pub fn replies(&self) -> &Arc<Replies> {
+        &self.replies
     }
 
     /// Refuses a session id we never issued or that has ended.
@@ -149,9 +182,12 @@ impl Replay {
         if let Some(params) = &mut params {
             self.rules.redact(params);
         }
+        if call.method == "logging/setLevel" {
+            self.remember_log_level(call);
+        }
         let key = self.rules.match_key(call.server, call.method, params.as_ref());
         if let Some(exchange) = self.next_recorded(call, &key) {
-            return Ok(recorded_answer(call, &exchange, Outcome::Hit));
+            return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call)));
         }
         if let Some(error) = self.miss(call, params.as_ref()) {
             tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
@@ -163,11 +199,39 @@ impl Replay {
         Ok(mock_answer(call, Outcome::Mock))
     }
 
+    /// `logging/setLevel` in a session: later log notifications below this
+    /// level are not replayed to it.
+    fn remember_log_level(&self, call: &Call) {
+        let level = call.params.and_then(|p| p.get("level")).and_then(Value::as_str);
+        if let (Some(session), Some(level)) = (call.session, level)
+            && let Some(state) = lock(&self.sessions).live.get_mut(session)
+        {
+            state.log_level = Some(level.to_owned());
+        }
+    }
+
+    /// Which log notifications this call gets: in the handshake era what its
+    /// session asked for (all, before any `logging/setLevel`); in the
+    /// stateless era only what its `_meta` log level opts in to.
+    fn log_filter(&self, call: &Call) -> LogFilter {
+        match call.era {
+            Era::Stateless => {
+                let level =
+                    call.params.and_then(|p| p.pointer("/_meta")).and_then(|m| m.get(mcp::META_LOG_LEVEL));
+                level.and_then(Value::as_str).map_or(LogFilter::Nothing, |l| LogFilter::AtLeast(l.to_owned()))
+            }
+            Era::Handshake => call
+                .session
+                .and_then(|s| lock(&self.sessions).live.get(s).and_then(|state| state.log_level.clone()))
+                .map_or(LogFilter::Everything, LogFilter::AtLeast),
+        }
+    }
+
     fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Exchange>> {
         if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
-            && let Some(cursors) = lock(&self.sessions).live.get_mut(session)
+            && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
-            return self.tape.next(key, cursors);
+            return self.tape.next(key, &mut state.cursors);
         }
         let mut sessionless = lock(&self.sessionless);
         let cursors = sessionless.entry(call.server.to_owned()).or_default();
@@ -181,8 +245,8 @@ impl Replay {
         let requested = call.params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
-            let mut answer = recorded_answer(call, exchange, Outcome::Hit);
-            if let Some(result) = answer.messages.last_mut().and_then(|m| m.get_mut("result")) {
+            let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything);
+            if let Some(result) = answer.messages.last_mut().and_then(|m| m.body.get_mut("result")) {
                 result["protocolVersion"] = mcp::negotiate(requested).into();
             }
             answer
@@ -191,7 +255,7 @@ impl Replay {
         } else {
             mock_answer(call, Outcome::Mock)
         };
-        if answer.messages.last().is_some_and(|m| m.get("result").is_some()) {
+        if answer.messages.last().is_some_and(|m| m.body.get("result").is_some()) {
             answer.session_id = Some(lock(&self.sessions).open());
         }
         answer
@@ -202,7 +266,7 @@ impl Replay {
     /// from a recorded `initialize`, else the mock's.
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
-            recorded_answer(call, exchange, Outcome::Hit)
+            recorded_answer(call, exchange, Outcome::Hit, LogFilter::Nothing)
         } else if let Some(initialize) = self.recorded_result(call.server, "initialize") {
             result_answer(call, Outcome::Hit, convert::discover_from_initialize(&initialize))
         } else {
@@ -282,11 +346,45 @@ impl Replay {
     }
 }
 
+/// Which log notifications (`notifications/message`) a caller gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogFilter {
+    Everything,
+    /// This level and more severe ones.
+    AtLeast(String),
+    Nothing,
+}
+
+impl LogFilter {
+    fn lets_through(&self, body: &Value) -> bool {
+        if body.get("method").and_then(Value::as_str) != Some("notifications/message") {
+            return true;
+        }
+        match self {
+            LogFilter::Everything => true,
+            LogFilter::Nothing => false,
+            LogFilter::AtLeast(threshold) => {
+                let level = body.pointer("/params/level").and_then(Value::as_str).unwrap_or_default();
+                mcp::log_severity(level) >= mcp::log_severity(threshold)
+            }
+        }
+    }
+}
+
 /// A recorded exchange re-stamped for this caller and era: the caller's id
 /// and progress token in place of the placeholders (progress notifications
-/// dropped for a caller that asked for none), stateless-era fields added.
-pub fn recorded_answer(call: &Call, exchange: &Exchange, outcome: Outcome) -> Answer {
+/// dropped for a caller that asked for none), log notifications the caller
+/// did not ask for left out, the fields of the caller's era, and each
+/// server→client request the recording shows answered marked as awaiting
+/// the client's reply.
+pub fn recorded_answer(call: &Call, exchange: &Exchange, outcome: Outcome, logs: LogFilter) -> Answer {
     let token = mcp::progress_token(call.params);
+    let replied: Vec<&Value> = exchange
+        .messages
+        .iter()
+        .filter(|m| m.direction == Direction::Client)
+        .filter_map(|m| m.body.get("id"))
+        .collect();
     let mut messages = Vec::with_capacity(exchange.messages.len());
     for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
         let mut body = message.body.clone();
@@ -301,13 +399,23 @@ pub fn recorded_answer(call: &Call, exchange: &Exchange, outcome: Outcome) -> An
                 None => continue, // the caller asked for no progress
             }
         }
-        if call.era == Era::Stateless {
-            to_stateless(call.method, &mut body);
+        if !logs.lets_through(&body) {
+            continue;
         }
-        messages.push(body);
+        match (call.era, exchange.era) {
+            (Era::Stateless, _) => to_stateless(call.method, &mut body),
+            (Era::Handshake, Era::Stateless) => to_handshake(&mut body),
+            (Era::Handshake, Era::Handshake) => {}
+        }
+        let awaits_reply =
+            body.get("method").is_some() && body.get("id").is_some_and(|id| replied.contains(&id));
+        messages.push(Outgoing { body, offset_ms: message.offset_ms, awaits_reply });
     }
-    let status =
-        if exchange.era == call.era { exchange.status } else { status_of(call.era, messages.last()) };
+    let status = if exchange.era == call.era {
+        exchange.status
+    } else {
+        status_of(call.era, messages.last().map(|m| &m.body))
+    };
     Answer {
         outcome,
         status,
@@ -345,6 +453,22 @@ fn to_stateless(method: &str, body: &mut Value) {
     }
 }
 
+/// Takes the stateless era's own fields out of a recorded result for a
+/// handshake-era client.
+fn to_handshake(body: &mut Value) {
+    if let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) {
+        for field in ["resultType", "ttlMs", "cacheScope"] {
+            result.remove(field);
+        }
+        if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.remove(mcp::META_SERVER_INFO);
+            if meta.is_empty() {
+                result.remove("_meta");
+            }
+        }
+    }
+}
+
 /// The HTTP status `era` uses for a final message.
 fn status_of(era: Era, last: Option<&Value>) -> u16 {
     last.and_then(jsonrpc::error_code).map_or(200, |code| mcp::error_status(era, code))
@@ -369,7 +493,13 @@ fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
 }
 
 fn single(outcome: Outcome, status: u16, message: Value) -> Answer {
-    Answer { outcome, status, messages: vec![message], recorded_as_stream: false, session_id: None }
+    Answer {
+        outcome,
+        status,
+        messages: vec![Outgoing::now(message)],
+        recorded_as_stream: false,
+        session_id: None,
+    }
 }
 
 fn unknown_session() -> Rejection {
@@ -380,10 +510,42 @@ fn unknown_session() -> Rejection {
     )
 }
 
-/// Handshake-era replay sessions and their cursors.
+/// One handshake-era replay session.
+#[derive(Default)]
+struct Session {
+    cursors: Cursors,
+    /// Set by `logging/setLevel`.
+    log_level: Option<String>,
+}
+
+/// Server→client requests on replayed streams, waiting for the client's
+/// reply, by (session, request id).
+#[derive(Default)]
+pub struct Replies(Mutex<HashMap<String, oneshot::Sender<()>>>);
+
+impl Replies {
+    fn key(session: Option<&str>, id: &Value) -> String {
+        format!("{}|{}", session.unwrap_or_default(), normalize::canonical_json(id))
+    }
+
+    /// Registers a request about to be sent; the receiver fires when the
+    /// client's reply arrives.
+    pub fn expect(&self, session: Option<&str>, id: &Value) -> oneshot::Receiver<()> {
+        let (arrived, receiver) = oneshot::channel();
+        lock(&self.0).insert(Replies::key(session, id), arrived);
+        receiver
+    }
+
+    /// The client replied to `id`; false if nothing was waiting for it.
+    pub fn arrived(&self, session: Option<&str>, id: &Value) -> bool {
+        lock(&self.0).remove(&Replies::key(session, id)).is_some_and(|waiting| waiting.send(()).is_ok())
+    }
+}
+
+/// Handshake-era replay sessions.
 #[derive(Default)]
 struct Sessions {
-    live: HashMap<String, Cursors>,
+    live: HashMap<String, Session>,
     /// Creation order, for evicting the oldest; may hold ended ids.
     order: VecDeque<String>,
 }
@@ -404,7 +566,7 @@ impl Sessions {
             self.order.retain(|id| live.contains_key(id));
         }
         let id = new_session_id();
-        self.live.insert(id.clone(), Cursors::default());
+        self.live.insert(id.clone(), Session::default());
         self.order.push_back(id.clone());
         id
     }

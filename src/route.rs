@@ -8,7 +8,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
@@ -18,13 +18,14 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
-use crate::config::FrontDoor;
+use crate::config::{FrontDoor, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era, RoutingHeaders};
 use crate::record::Record;
-use crate::replay::{Answer, Call, Replay};
+use crate::replay::{Answer, Call, Outgoing, Replay, Replies};
 use crate::sse;
 
 /// Largest POST body accepted; larger ones get 413.
@@ -203,13 +204,20 @@ fn replay_post(
         method: header_str(headers, mcp::HEADER_METHOD)?.map(str::to_owned),
         name: header_str(headers, mcp::HEADER_NAME)?.map(str::to_owned),
     };
-    let Message::Request { id, method, params } = post.message else {
-        // Notifications and client responses: 202, no body.
-        if era == Era::Handshake {
-            replay.check_session(session)?;
+    let (id, method, params) = match post.message {
+        Message::Request { id, method, params } => (id, method, params),
+        other => {
+            // Notifications and client responses: 202, no body; a reply to a
+            // re-enacted server request lets its stream go on.
+            if era == Era::Handshake {
+                replay.check_session(session)?;
+            }
+            if let Message::Response { id: Some(id), .. } = &other {
+                replay.replies().arrived(session, id.as_value());
+            }
+            logged.outcome = "accepted";
+            return Ok(empty_response(StatusCode::ACCEPTED));
         }
-        logged.outcome = "accepted";
-        return Ok(empty_response(StatusCode::ACCEPTED));
     };
     if era == Era::Stateless {
         mcp::check_stateless(&method, params.as_ref(), &routing).map_err(|error| Rejection {
@@ -222,7 +230,66 @@ fn replay_post(
         Call { server: &logged.server, era, session, id: &id, method: &method, params: params.as_ref() };
     let answer = replay.answer(&call).map_err(|r| r.with_id(Some(id.clone())))?;
     logged.outcome = answer.outcome.as_str();
-    Ok(frame(answer, post.accepts))
+    let live = Reenact {
+        replies: Arc::clone(replay.replies()),
+        session: session.map(str::to_owned),
+        pace: replay.pace(),
+    };
+    Ok(frame(answer, post.accepts, Some(live)))
+}
+
+/// How long a replayed stream waits for the client's reply to a re-enacted
+/// server→client request before it gives up and ends.
+pub const REPLY_WAIT: Duration = Duration::from_secs(60);
+
+/// What a replayed stream needs to re-enact its recording as it happened.
+pub struct Reenact {
+    pub replies: Arc<Replies>,
+    pub session: Option<String>,
+    pub pace: Pace,
+}
+
+/// Sends an answer's events one by one: at their recorded offsets if asked,
+/// pausing after each re-enacted server request until the client replies.
+fn reenact(messages: Vec<Outgoing>, live: Reenact) -> Body {
+    let (events, body) = mpsc::channel::<Bytes>(1);
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        for message in messages {
+            if live.pace == Pace::Recorded {
+                tokio::time::sleep_until(started + Duration::from_millis(message.offset_ms)).await;
+            }
+            let id = message.body.get("id").cloned().unwrap_or(Value::Null);
+            let reply = message.awaits_reply.then(|| live.replies.expect(live.session.as_deref(), &id));
+            if events.send(Bytes::from(sse::message_event(&message.body.to_string()))).await.is_err() {
+                return; // the client went away
+            }
+            if let Some(reply) = reply
+                && !matches!(tokio::time::timeout(REPLY_WAIT, reply).await, Ok(Ok(())))
+            {
+                tracing::warn!(
+                    "no reply to the replayed server request {id} within {REPLY_WAIT:?}; stream ended"
+                );
+                return;
+            }
+        }
+    });
+    Channel(body).boxed()
+}
+
+/// A body fed by a channel; ends when the sender is dropped.
+struct Channel(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Channel {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|event| event.map(|bytes| Ok(hyper::body::Frame::data(bytes))))
+    }
 }
 
 /// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`].
@@ -252,16 +319,26 @@ pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rej
     }
 }
 
-/// Turns an answer into JSON (one message) or SSE (every message).
-pub fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
+/// Turns an answer into JSON (one message) or SSE (every message). With
+/// `live`, an SSE answer that must pace or wait for client replies is
+/// streamed as it is re-enacted; otherwise it is sent whole.
+pub fn frame(answer: Answer, accepts: Accepts, live: Option<Reenact>) -> Response<Body> {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json;
     let mut response = if stream {
-        let mut body = String::new();
-        for message in &answer.messages {
-            body.push_str(&sse::message_event(&message.to_string()));
-        }
-        let mut response = Response::new(full(Bytes::from(body)));
+        let needs_time =
+            |live: &Reenact| live.pace == Pace::Recorded || answer.messages.iter().any(|m| m.awaits_reply);
+        let body = match live.filter(needs_time) {
+            Some(live) => reenact(answer.messages, live),
+            None => {
+                let mut body = String::new();
+                for message in &answer.messages {
+                    body.push_str(&sse::message_event(&message.body.to_string()));
+                }
+                full(Bytes::from(body))
+            }
+        };
+        let mut response = Response::new(body);
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -269,8 +346,8 @@ pub fn frame(answer: Answer, accepts: Accepts) -> Response<Body> {
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
         response
     } else {
-        match answer.messages.last().filter(|m| m.get("method").is_none()) {
-            Some(last) => json_response(status, last),
+        match answer.messages.last().filter(|m| m.body.get("method").is_none()) {
+            Some(last) => json_response(status, &last.body),
             None => json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &jsonrpc::error(

@@ -223,6 +223,14 @@ pub fn unsupported_version(requested: &str) -> ErrorObject {
         .with_data(json!({"supported": STATELESS_VERSIONS, "requested": requested}))
 }
 
+/// RFC 5424 severity order of MCP log levels: higher is more severe;
+/// unknown levels rank lowest.
+pub fn log_severity(level: &str) -> usize {
+    const LEVELS: [&str; 8] =
+        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+    LEVELS.iter().position(|l| *l == level).map_or(0, |at| at + 1)
+}
+
 /// The progress token a request asked for, if any.
 pub fn progress_token(params: Option<&Value>) -> Option<&Value> {
     params?.get("_meta")?.get("progressToken")

@@ -84,13 +84,19 @@ pub struct Replayer {
 
 pub struct Options {
     pub on_miss: OnMiss,
+    pub pace: mcp_tape::config::Pace,
     pub allowed_hosts: Vec<String>,
     pub normalization: Normalization,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { on_miss: OnMiss::Error, allowed_hosts: Vec::new(), normalization: Normalization::default() }
+        Options {
+            on_miss: OnMiss::Error,
+            pace: mcp_tape::config::Pace::Instant,
+            allowed_hosts: Vec::new(),
+            normalization: Normalization::default(),
+        }
     }
 }
 
@@ -106,6 +112,8 @@ impl Replayer {
             front_door: FrontDoor { listen: addr, allowed_hosts: options.allowed_hosts },
             paths: paths.iter().map(|p| p.to_path_buf()).collect(),
             on_miss: options.on_miss,
+            fail_on_miss: false,
+            pace: options.pace,
             normalization: options.normalization,
         };
         let (stop, stopped) = oneshot::channel::<()>();

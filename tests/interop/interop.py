@@ -8,7 +8,12 @@ TypeScript SDK and the official conformance suite:
 - the round trip: each client's flow directly against agent365_upstream.py,
   through `mcp-tape record`, then against `mcp-tape replay` with the
   upstream stopped; the three transcripts must agree;
-- the conformance suite through `mcp-tape record` to the fixture upstream.
+- the conformance suite through `mcp-tape record` to the fixture upstream;
+- the conformance suite 32/32 against our conformance fixture
+  (conformance_upstream.mjs) directly, through `mcp-tape record`, and
+  against `mcp-tape replay` of that recording with the fixture stopped;
+- cross-era replay: a recording made by handshake-era clients only, replayed
+  to a stateless client, and the reverse.
 Prints one line per check and closes with "interop: N passed, N failed";
 exits 1 if any check failed.
 """
@@ -31,6 +36,7 @@ import clients
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixture.jsonl")
 UPSTREAM = os.path.join(HERE, "agent365_upstream.py")
+CONFORMANCE_UPSTREAM = os.path.join(HERE, "conformance_upstream.mjs")
 EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
 FIXTURE_EXPECTED_FAILURES = os.path.join(HERE, "conformance-fixture-expected-failures.yml")
 PATHS = ["/agents/servers/mcp_Unknown", "/mcp"]
@@ -122,16 +128,21 @@ def cassette_bytes(directory):
             yield name, f.read()
 
 
-def round_trip(args, node_env, checks):
-    """Each client's flow directly, through record, then from replay."""
-    token = "eyJhbGciOiJub25lIn0." + secrets.token_urlsafe(32)
-    flows = {
+def round_trip_flows(args, node_env, token):
+    return {
         "python-sdk auto": lambda base: python_flow(clients.round_trip_flow(base, "auto", token)),
         "python-sdk legacy": lambda base: python_flow(clients.round_trip_flow(base, "legacy", token)),
         "typescript-sdk": lambda base: json.loads(
             run_process([args.node, "ts_client.mjs", base, "round-trip", token], CLIENT_TIMEOUT_S, node_env)
         ),
     }
+
+
+def round_trip(args, node_env, checks):
+    """Each client's flow directly, through record, then from replay.
+    Returns the transcripts of the direct runs."""
+    token = "eyJhbGciOiJub25lIn0." + secrets.token_urlsafe(32)
+    flows = round_trip_flows(args, node_env, token)
     transcripts = {name: {} for name in flows}
 
     def run_all(stage, base):
@@ -185,6 +196,84 @@ def round_trip(args, node_env, checks):
         assert "no misses" in log, log[-3000:]
 
     checks.run("round trip: replay had no misses", no_misses)
+    return {name: stages.get("directly against the fixture upstream") for name, stages in transcripts.items()}
+
+
+def cross_era(args, node_env, checks, direct):
+    """A recording made only by clients of one era, replayed to a client of
+    the other: its transcript must equal that client's direct run."""
+    token = "eyJhbGciOiJub25lIn0." + secrets.token_urlsafe(32)
+    flows = round_trip_flows(args, node_env, token)
+    for recorded_by, replayed_to in [
+        (["python-sdk legacy", "typescript-sdk"], "python-sdk auto"),
+        (["python-sdk auto"], "python-sdk legacy"),
+        (["python-sdk auto"], "typescript-sdk"),
+    ]:
+        title = f"cross-era: {replayed_to} replays a recording made by {' and '.join(recorded_by)}"
+        with tempfile.TemporaryDirectory() as cassettes:
+            upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--token", token])
+            try:
+                recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
+                                               "--cassettes", cassettes, "--port", "0"])
+                try:
+                    for name in recorded_by:
+                        flows[name](recorder.base)
+                finally:
+                    recorder.stop()
+            finally:
+                upstream.stop()
+            replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+            try:
+                replayed = flows[replayed_to](replayer.base)
+            finally:
+                code, log = replayer.stop()
+
+        def agrees(replayed=replayed, code=code, log=log, replayed_to=replayed_to):
+            assert direct.get(replayed_to), "no direct transcript to compare with"
+            assert replayed == direct[replayed_to], json.dumps(replayed)[:3000]
+            assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
+
+        checks.run(title, agrees)
+
+
+def conformance_three_ways(args, node_env, conformance, checks):
+    """The whole suite against our conformance fixture, through record, and
+    against replay of that recording with the fixture stopped."""
+    suite = [*conformance, "server", "--suite", "all"]
+
+    def run_suite(name, url):
+        log = os.path.join(args.logs, f"conformance-{name}.log")
+        output = run_process([*suite, "--url", url], CONFORMANCE_TIMEOUT_S, node_env, log)
+        assert "Total: 44 passed, 0 failed" in output, summary(output)
+
+    with tempfile.TemporaryDirectory() as cassettes:
+        upstream = Daemon(None, None, [args.node, CONFORMANCE_UPSTREAM])
+        try:
+            checks.run("conformance 0.1.16 --suite all: 32/32 against our conformance fixture",
+                       lambda: run_suite("fixture", upstream.url("/mcp")))
+            recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
+                                           "--cassettes", cassettes, "--name", "conformance", "--port", "0"])
+            try:
+                checks.run("conformance 0.1.16 --suite all: 32/32 through mcp-tape record",
+                           lambda: run_suite("record", recorder.url("/mcp")))
+            finally:
+                recorder.stop()
+        finally:
+            upstream.stop()
+        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+        try:
+            checks.run("conformance 0.1.16 --suite all: 32/32 against mcp-tape replay, fixture stopped",
+                       lambda: run_suite("replay", replayer.url("/mcp")))
+        finally:
+            code, log = replayer.stop()
+        with open(os.path.join(args.logs, "replay-conformance.log"), "w") as out:
+            out.write(log)
+
+        def every_request_a_hit():
+            assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
+            assert " mock " not in log, [line for line in log.splitlines() if " mock " in line][:5]
+
+        checks.run("conformance replay: every request answered from the recording", every_request_a_hit)
 
 
 def summary(output):
@@ -295,8 +384,10 @@ def main():
 
         checks.run("recorded replay answered every client request from the cassette", all_hits)
 
-    round_trip(args, node_env, checks)
+    direct = round_trip(args, node_env, checks)
+    cross_era(args, node_env, checks, direct)
     conformance_through_record(args, node_env, conformance, checks)
+    conformance_three_ways(args, node_env, conformance, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
     return 1 if checks.failed else 0
