@@ -158,6 +158,19 @@ async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
 }
 
 #[tokio::test]
+async fn fail_on_miss_makes_the_exit_status_say_so() {
+    let cassettes = Cassettes::new();
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello")]);
+    let daemon = Daemon::start(&[cassettes.path().to_str().unwrap(), "--fail-on-miss"]).await;
+    let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    let miss = call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": "7"}})).await;
+    assert_eq!(miss.json()["error"]["code"], -32001);
+    let (status, log) = daemon.stop("TERM").await;
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("1 requests missed the recordings (--fail-on-miss)"), "{log}");
+}
+
+#[tokio::test]
 async fn sigint_stops_cleanly() {
     let cassettes = Cassettes::new();
     let daemon = Daemon::start(&[cassettes.path().to_str().unwrap()]).await;

@@ -3,6 +3,7 @@
 //! real binary for what only the process shows (exit codes, signals, logs).
 
 mod binary;
+mod fidelity;
 mod http_rules;
 mod record;
 mod recorded;
