@@ -142,7 +142,7 @@ pub async fn replay(
 ) -> Result<(), Error> {
     let files = store::cassette_files(&config.paths)?;
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
-    let tape = Tape::new(store::load(&files)?, &rules);
+    let tape = Tape::new(store::load_as_text(&files)?, &rules);
     tracing::info!(
         "loaded {} exchanges for {} servers from {} cassettes",
         tape.len(),
@@ -186,7 +186,7 @@ pub async fn record(
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
     let existing = match config.mode {
         RecordMode::All => None,
-        RecordMode::Missing => Some(Tape::new(cassette.exchanges()?, &rules)),
+        RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, &rules)),
     };
     let upstream = upstream::Upstream::new(&config.upstream, config.upstream_ca.as_deref(), config.timeouts)?;
     let address = local_address(&listener, &config.front_door)?;

@@ -16,8 +16,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Log lines go through a writer thread that drains every queued line
+    // before one flush, so a busy daemon pays for a channel send per request,
+    // not a write to stderr; lossless, it slows callers rather than drop lines.
+    let (writer, flush_on_drop) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("mcp-tape-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
@@ -31,7 +38,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(mcp_tape::run(command)) {
+    let outcome = runtime.block_on(mcp_tape::run(command));
+    drop(runtime);
+    drop(flush_on_drop); // every log line out before the final word
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcp-tape: {e}");

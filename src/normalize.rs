@@ -24,6 +24,25 @@ pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
 /// Stands for the caller's progress token in a stored exchange.
 pub const PROGRESS_TOKEN_PLACEHOLDER: &str = "mcp-tape:progress-token";
 
+/// A stored message (canonical JSON text) with the caller's JSON-RPC id and
+/// progress token (both as JSON text) in place of the placeholders.
+pub fn stamp(json: &str, id: &str, progress_token: Option<&str>) -> String {
+    const ID_FIELD: &str = "\"id\":\"mcp-tape:request-id\"";
+    const TOKEN_FIELD: &str = "\"progressToken\":\"mcp-tape:progress-token\"";
+    let mut stamped = json.replacen(ID_FIELD, &format!("\"id\":{id}"), 1);
+    if let Some(token) = progress_token
+        && stamped.contains(TOKEN_FIELD)
+    {
+        stamped = stamped.replace(TOKEN_FIELD, &format!("\"progressToken\":{token}"));
+    }
+    stamped
+}
+
+/// Whether a stored message carries the progress-token placeholder.
+pub fn has_progress_placeholder(json: &str) -> bool {
+    json.contains(PROGRESS_TOKEN_PLACEHOLDER)
+}
+
 /// sha256 over (server, method, canonical params).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatchKey([u8; 32]);
@@ -361,6 +380,18 @@ mod tests {
         assert_eq!(exchange.messages[1].body["result"]["secret"], "[REDACTED]");
         let live = json!({"name": "t", "arguments": {"password": "[REDACTED]"}});
         assert_eq!(exchange.key, Rules::default().match_key("s", "tools/call", Some(&live)));
+    }
+
+    #[test]
+    fn stamping_fills_the_placeholders_of_stored_text() {
+        let exchange = Rules::default().exchange(raw());
+        let progress = canonical_json(&exchange.messages[0].body);
+        let answer = canonical_json(&exchange.messages[1].body);
+        let stamped: Value = serde_json::from_str(&stamp(&progress, "7", Some("\"tok\""))).unwrap();
+        assert_eq!(stamped["params"]["progressToken"], "tok");
+        let stamped: Value = serde_json::from_str(&stamp(&answer, "\"caller-1\"", None)).unwrap();
+        assert_eq!(stamped["id"], "caller-1");
+        assert!(has_progress_placeholder(&progress) && !has_progress_placeholder(&answer));
     }
 
     #[test]

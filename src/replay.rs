@@ -16,9 +16,9 @@ use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, RequestId};
 use crate::lock;
 use crate::mcp::{self, Era, convert, fallback};
-use crate::normalize::{self, ID_PLACEHOLDER, PROGRESS_TOKEN_PLACEHOLDER, Rules};
-use crate::store::{Direction, Exchange};
-use crate::tape::{Cursors, Named, Tape};
+use crate::normalize::{self, Rules};
+use crate::store::Direction;
+use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 
 /// Live sessions kept at most; the oldest is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
@@ -60,20 +60,29 @@ impl Outcome {
     }
 }
 
-/// One message of an answer, with what replay needs to re-enact it.
+/// One message of an answer, ready to send, with what replay needs to
+/// re-enact it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outgoing {
-    pub body: Value,
+    /// The message as JSON text.
+    pub json: String,
+    /// An answer (to the caller's request), not a request or notification.
+    pub is_answer: bool,
     /// When the recording saw it, in milliseconds after the request.
     pub offset_ms: u64,
-    /// A server→client request the recording shows answered: the stream
-    /// waits for the client's reply before going on.
-    pub awaits_reply: bool,
+    /// The id of a server→client request the recording shows answered: the
+    /// stream waits for the client's reply to it before going on.
+    pub awaits_reply: Option<Value>,
 }
 
 impl Outgoing {
-    fn now(body: Value) -> Outgoing {
-        Outgoing { body, offset_ms: 0, awaits_reply: false }
+    fn answer(message: &Value) -> Outgoing {
+        Outgoing { json: message.to_string(), is_answer: true, offset_ms: 0, awaits_reply: None }
+    }
+
+    /// The message parsed (for the rare answers replay rewrites).
+    pub fn parsed(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
     }
 }
 
@@ -227,7 +236,7 @@ impl Replay {
         }
     }
 
-    fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Exchange>> {
+    fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Recorded>> {
         if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
@@ -246,8 +255,12 @@ impl Replay {
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
             let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything);
-            if let Some(result) = answer.messages.last_mut().and_then(|m| m.body.get_mut("result")) {
-                result["protocolVersion"] = mcp::negotiate(requested).into();
+            if let Some(last) = answer.messages.last_mut() {
+                let mut message = last.parsed();
+                if let Some(result) = message.get_mut("result") {
+                    result["protocolVersion"] = mcp::negotiate(requested).into();
+                    last.json = message.to_string();
+                }
             }
             answer
         } else if let Some(discover) = self.recorded_result(call.server, "server/discover") {
@@ -255,7 +268,7 @@ impl Replay {
         } else {
             mock_answer(call, Outcome::Mock)
         };
-        if answer.messages.last().is_some_and(|m| m.body.get("result").is_some()) {
+        if answer.messages.last().is_some_and(|m| m.is_answer && m.parsed().get("result").is_some()) {
             answer.session_id = Some(lock(&self.sessions).open());
         }
         answer
@@ -276,8 +289,7 @@ impl Replay {
 
     /// The result of the first recorded `method` exchange of `server`, if it succeeded.
     fn recorded_result(&self, server: &str, method: &str) -> Option<Value> {
-        let exchange = self.tape.recorded(server, method).first()?;
-        exchange.messages.iter().rev().find_map(|m| m.body.get("result")).cloned()
+        self.tape.recorded(server, method).first()?.result()
     }
 
     /// The miss error for a request that a server with recordings should
@@ -285,18 +297,19 @@ impl Replay {
     fn miss(&self, call: &Call, params: Option<&Value>) -> Option<ErrorObject> {
         let recorded = self.tape.recorded(call.server, call.method);
         let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        let candidates: Vec<&Arc<Exchange>> = match call.method {
+        let candidates: Vec<(Option<Value>, &Arc<Recorded>)> = match call.method {
             "tools/call" | "prompts/get" => {
                 let kind = if call.method == "tools/call" { Named::Tool } else { Named::Prompt };
                 if !self.tape.knows(call.server, kind, name.unwrap_or_default()) {
                     return None;
                 }
-                let same_name =
-                    |e: &&Arc<Exchange>| e.request.pointer("/params/name").and_then(Value::as_str) == name;
-                recorded.iter().filter(same_name).collect()
+                let same_name = |(params, _): &(Option<Value>, &Arc<Recorded>)| {
+                    params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str) == name
+                };
+                recorded.iter().map(|r| (r.params(), r)).filter(same_name).collect()
             }
             method if !recorded.is_empty() && is_unknown_to_mock(call.era, method) => {
-                recorded.iter().collect()
+                recorded.iter().map(|r| (r.params(), r)).collect()
             }
             _ => return None,
         };
@@ -313,13 +326,13 @@ impl Replay {
         call: &Call,
         what: &str,
         params: Option<&Value>,
-        candidates: &[&Arc<Exchange>],
+        candidates: &[(Option<Value>, &Arc<Recorded>)],
     ) -> ErrorObject {
         let requested = self.rules.canonical_params(params);
         let mut nearest: Vec<(usize, Value)> = candidates
             .iter()
-            .map(|exchange| {
-                let recorded = self.rules.canonical_params(exchange.request.get("params"));
+            .map(|(params, _)| {
+                let recorded = self.rules.canonical_params(params.as_ref());
                 let differences = normalize::differences(&recorded, &requested);
                 let listed: Vec<Value> = differences
                     .iter()
@@ -356,15 +369,15 @@ pub enum LogFilter {
 }
 
 impl LogFilter {
-    fn lets_through(&self, body: &Value) -> bool {
-        if body.get("method").and_then(Value::as_str) != Some("notifications/message") {
+    fn lets_through(&self, message: &Message) -> bool {
+        if message.method.as_deref() != Some("notifications/message") {
             return true;
         }
         match self {
             LogFilter::Everything => true,
             LogFilter::Nothing => false,
             LogFilter::AtLeast(threshold) => {
-                let level = body.pointer("/params/level").and_then(Value::as_str).unwrap_or_default();
+                let level = message.log_level.as_deref().unwrap_or_default();
                 mcp::log_severity(level) >= mcp::log_severity(threshold)
             }
         }
@@ -377,44 +390,49 @@ impl LogFilter {
 /// did not ask for left out, the fields of the caller's era, and each
 /// server→client request the recording shows answered marked as awaiting
 /// the client's reply.
-pub fn recorded_answer(call: &Call, exchange: &Exchange, outcome: Outcome, logs: LogFilter) -> Answer {
-    let token = mcp::progress_token(call.params);
+pub fn recorded_answer(call: &Call, exchange: &Recorded, outcome: Outcome, logs: LogFilter) -> Answer {
+    let id = call.id.as_value().to_string();
+    let token = mcp::progress_token(call.params).map(Value::to_string);
     let replied: Vec<&Value> = exchange
         .messages
         .iter()
         .filter(|m| m.direction == Direction::Client)
-        .filter_map(|m| m.body.get("id"))
+        .filter_map(|m| m.id.as_ref())
         .collect();
+    // Era conversions need the structure; the usual case is plain text work.
+    let convert = call.era == Era::Stateless || exchange.era == Era::Stateless;
     let mut messages = Vec::with_capacity(exchange.messages.len());
     for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
-        let mut body = message.body.clone();
-        if body.get("id").and_then(Value::as_str) == Some(ID_PLACEHOLDER) {
-            body["id"] = call.id.as_value().clone();
+        if token.is_none() && normalize::has_progress_placeholder(&message.json) {
+            continue; // the caller asked for no progress
         }
-        if let Some(recorded_token) = body.get_mut("params").and_then(|p| p.get_mut("progressToken"))
-            && recorded_token == PROGRESS_TOKEN_PLACEHOLDER
-        {
-            match token {
-                Some(token) => *recorded_token = token.clone(),
-                None => continue, // the caller asked for no progress
-            }
-        }
-        if !logs.lets_through(&body) {
+        if !logs.lets_through(message) {
             continue;
         }
-        match (call.era, exchange.era) {
-            (Era::Stateless, _) => to_stateless(call.method, &mut body),
-            (Era::Handshake, Era::Stateless) => to_handshake(&mut body),
-            (Era::Handshake, Era::Handshake) => {}
+        let mut json = normalize::stamp(&message.json, &id, token.as_deref());
+        if convert {
+            let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+            match call.era {
+                Era::Stateless => to_stateless(call.method, &mut body),
+                Era::Handshake => to_handshake(&mut body),
+            }
+            json = body.to_string();
         }
-        let awaits_reply =
-            body.get("method").is_some() && body.get("id").is_some_and(|id| replied.contains(&id));
-        messages.push(Outgoing { body, offset_ms: message.offset_ms, awaits_reply });
+        let awaits_reply = match (&message.method, &message.id) {
+            (Some(_), Some(id)) if replied.contains(&id) => Some(id.clone()),
+            _ => None,
+        };
+        messages.push(Outgoing {
+            json,
+            is_answer: message.method.is_none(),
+            offset_ms: message.offset_ms,
+            awaits_reply,
+        });
     }
     let status = if exchange.era == call.era {
         exchange.status
     } else {
-        status_of(call.era, messages.last().map(|m| &m.body))
+        status_of(call.era, messages.last().map(Outgoing::parsed).as_ref())
     };
     Answer {
         outcome,
@@ -496,7 +514,7 @@ fn single(outcome: Outcome, status: u16, message: Value) -> Answer {
     Answer {
         outcome,
         status,
-        messages: vec![Outgoing::now(message)],
+        messages: vec![Outgoing::answer(&message)],
         recorded_as_stream: false,
         session_id: None,
     }

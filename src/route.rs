@@ -259,12 +259,14 @@ fn reenact(messages: Vec<Outgoing>, live: Reenact) -> Body {
             if live.pace == Pace::Recorded {
                 tokio::time::sleep_until(started + Duration::from_millis(message.offset_ms)).await;
             }
-            let id = message.body.get("id").cloned().unwrap_or(Value::Null);
-            let reply = message.awaits_reply.then(|| live.replies.expect(live.session.as_deref(), &id));
-            if events.send(Bytes::from(sse::message_event(&message.body.to_string()))).await.is_err() {
+            let reply = message
+                .awaits_reply
+                .as_ref()
+                .map(|id| (id, live.replies.expect(live.session.as_deref(), id)));
+            if events.send(Bytes::from(sse::message_event(&message.json))).await.is_err() {
                 return; // the client went away
             }
-            if let Some(reply) = reply
+            if let Some((id, reply)) = reply
                 && !matches!(tokio::time::timeout(REPLY_WAIT, reply).await, Ok(Ok(())))
             {
                 tracing::warn!(
@@ -326,14 +328,15 @@ pub fn frame(answer: Answer, accepts: Accepts, live: Option<Reenact>) -> Respons
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json;
     let mut response = if stream {
-        let needs_time =
-            |live: &Reenact| live.pace == Pace::Recorded || answer.messages.iter().any(|m| m.awaits_reply);
+        let needs_time = |live: &Reenact| {
+            live.pace == Pace::Recorded || answer.messages.iter().any(|m| m.awaits_reply.is_some())
+        };
         let body = match live.filter(needs_time) {
             Some(live) => reenact(answer.messages, live),
             None => {
                 let mut body = String::new();
                 for message in &answer.messages {
-                    body.push_str(&sse::message_event(&message.body.to_string()));
+                    body.push_str(&sse::message_event(&message.json));
                 }
                 full(Bytes::from(body))
             }
@@ -346,8 +349,8 @@ pub fn frame(answer: Answer, accepts: Accepts, live: Option<Reenact>) -> Respons
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
         response
     } else {
-        match answer.messages.last().filter(|m| m.body.get("method").is_none()) {
-            Some(last) => json_response(status, &last.body),
+        match answer.messages.into_iter().last().filter(|m| m.is_answer) {
+            Some(last) => json_text_response(status, last.json),
             None => json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 &jsonrpc::error(
@@ -521,7 +524,11 @@ pub fn full(bytes: Bytes) -> Body {
 }
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::from(body.to_string())));
+    json_text_response(status, body.to_string())
+}
+
+fn json_text_response(status: StatusCode, json: String) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::from(json)));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response

@@ -42,7 +42,13 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, _)) => {
+                    // Answers are small and streamed event by event: send each at once.
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!("TCP_NODELAY not set: {e}");
+                    }
+                    stream
+                }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;

@@ -1,15 +1,20 @@
 //! The replay index: every loaded exchange by match key and by (server,
 //! method), built once at start-up and shared read-only by all connections.
-//! Per-session progress through repeated requests lives in [`Cursors`],
-//! owned by whoever owns the session.
+//! Recordings stay as the cassette stores them, canonical JSON text, with
+//! what replay must know about each message read once at load; a hit is
+//! served by stamping the caller's id and token into that text. Per-session
+//! progress through repeated requests lives in [`Cursors`], owned by
+//! whoever owns the session.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::Value;
 
+use crate::mcp::Era;
 use crate::normalize::{MatchKey, Rules};
-use crate::store::Exchange;
+use crate::store::{Direction, Exchange, Text};
 
 /// What kind of named thing a request addresses, for "never seen" checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,13 +23,85 @@ pub enum Named {
     Prompt,
 }
 
+/// One recorded message, as replay serves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub offset_ms: u64,
+    pub direction: Direction,
+    /// Canonical JSON text, placeholders and all.
+    pub json: Text,
+    /// Its method, for a request or notification; `None` for an answer.
+    pub method: Option<Box<str>>,
+    /// Its id, if it has one.
+    pub id: Option<Value>,
+    /// `params.level` of a log notification.
+    pub log_level: Option<Box<str>>,
+}
+
+/// The few fields of a message replay decides on, read without building
+/// the rest.
+#[derive(Deserialize)]
+struct Peek {
+    method: Option<Box<str>>,
+    id: Option<Value>,
+    params: Option<Value>,
+}
+
+impl Message {
+    fn new(offset_ms: u64, direction: Direction, json: Text) -> Message {
+        let peek: Option<Peek> = serde_json::from_str(&json).ok();
+        let (method, id, params) = peek.map_or((None, None, None), |p| (p.method, p.id, p.params));
+        let log_level = match method.as_deref() {
+            Some("notifications/message") => {
+                params.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).map(Box::from)
+            }
+            _ => None,
+        };
+        Message { offset_ms, direction, json, method, id, log_level }
+    }
+
+    /// The message parsed.
+    pub fn parsed(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    }
+}
+
+/// One recorded exchange, as replay serves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recorded {
+    pub server: String,
+    pub era: Era,
+    pub method: String,
+    pub key: MatchKey,
+    /// The normalized request, canonical JSON text.
+    pub request: Text,
+    pub status: u16,
+    pub content_type: String,
+    pub messages: Vec<Message>,
+}
+
+impl Recorded {
+    /// The request's params, parsed (for miss diagnostics).
+    pub fn params(&self) -> Option<Value> {
+        let request: Value = serde_json::from_str(&self.request).ok()?;
+        request.get("params").cloned()
+    }
+
+    /// The result of the final answer, parsed, if the exchange succeeded.
+    pub fn result(&self) -> Option<Value> {
+        let last =
+            self.messages.iter().rev().find(|m| m.direction == Direction::Server && m.method.is_none())?;
+        last.parsed().get("result").cloned()
+    }
+}
+
 /// All loaded exchanges, indexed.
 #[derive(Default)]
 pub struct Tape {
     /// Exchanges with the same key, in recorded order.
-    by_key: HashMap<MatchKey, Vec<Arc<Exchange>>>,
+    by_key: HashMap<MatchKey, Vec<Arc<Recorded>>>,
     /// Exchanges of one server and method, in recorded order.
-    by_method: HashMap<(String, String), Vec<Arc<Exchange>>>,
+    by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
     names: HashSet<(String, Named, String)>,
     servers: BTreeSet<String>,
@@ -34,42 +111,56 @@ pub struct Tape {
 impl Tape {
     /// Indexes `exchanges`, recomputing each key with `rules` so that replay's
     /// `--ignore-param`s apply to recordings made without them.
-    pub fn new(exchanges: Vec<Exchange>, rules: &Rules) -> Tape {
+    pub fn new(exchanges: Vec<Exchange<Text>>, rules: &Rules) -> Tape {
         let mut tape = Tape { len: exchanges.len(), ..Tape::default() };
-        for mut exchange in exchanges {
-            exchange.key =
-                rules.match_key(&exchange.server, &exchange.method, exchange.request.get("params"));
-            tape.learn_names(&exchange);
-            tape.servers.insert(exchange.server.clone());
-            let exchange = Arc::new(exchange);
-            tape.by_key.entry(exchange.key).or_default().push(Arc::clone(&exchange));
+        for exchange in exchanges {
+            let request: Value = serde_json::from_str(&exchange.request).unwrap_or(Value::Null);
+            let key = rules.match_key(&exchange.server, &exchange.method, request.get("params"));
+            let messages: Vec<Message> = exchange
+                .messages
+                .into_iter()
+                .map(|m| Message::new(m.offset_ms, m.direction, m.body))
+                .collect();
+            let recorded = Recorded {
+                server: exchange.server,
+                era: exchange.era,
+                method: exchange.method,
+                key,
+                request: exchange.request,
+                status: exchange.status,
+                content_type: exchange.content_type,
+                messages,
+            };
+            tape.learn_names(&recorded, &request);
+            tape.servers.insert(recorded.server.clone());
+            let recorded = Arc::new(recorded);
+            tape.by_key.entry(key).or_default().push(Arc::clone(&recorded));
             tape.by_method
-                .entry((exchange.server.clone(), exchange.method.clone()))
+                .entry((recorded.server.clone(), recorded.method.clone()))
                 .or_default()
-                .push(exchange);
+                .push(recorded);
         }
         tape
     }
 
-    fn learn_names(&mut self, exchange: &Exchange) {
-        let server = &exchange.server;
-        let (kind, list_field) = match exchange.method.as_str() {
+    fn learn_names(&mut self, recorded: &Recorded, request: &Value) {
+        let (kind, list_field) = match recorded.method.as_str() {
             "tools/call" | "tools/list" => (Named::Tool, "tools"),
             "prompts/get" | "prompts/list" => (Named::Prompt, "prompts"),
             _ => return,
         };
         let mut names: Vec<String> = Vec::new();
-        if let Some(name) = exchange.request.pointer("/params/name").and_then(Value::as_str) {
+        if let Some(name) = request.pointer("/params/name").and_then(Value::as_str) {
             names.push(name.to_owned());
         }
-        for message in &exchange.messages {
-            let listed = message.body.pointer(&format!("/result/{list_field}")).and_then(Value::as_array);
-            for item in listed.into_iter().flatten() {
+        if recorded.method.ends_with("/list") {
+            let listed = recorded.result().and_then(|r| r.get(list_field).cloned());
+            for item in listed.as_ref().and_then(Value::as_array).into_iter().flatten() {
                 names.extend(item.get("name").and_then(Value::as_str).map(str::to_owned));
             }
         }
         for name in names {
-            self.names.insert((server.clone(), kind, name));
+            self.names.insert((recorded.server.clone(), kind, name));
         }
     }
 
@@ -88,7 +179,7 @@ impl Tape {
     }
 
     /// The recorded exchanges of `method` on `server`, in recorded order.
-    pub fn recorded(&self, server: &str, method: &str) -> &[Arc<Exchange>] {
+    pub fn recorded(&self, server: &str, method: &str) -> &[Arc<Recorded>] {
         self.by_method.get(&(server.to_owned(), method.to_owned())).map_or(&[], Vec::as_slice)
     }
 
@@ -99,7 +190,7 @@ impl Tape {
 
     /// The next recorded answer for `key`: recorded order per `cursors`, then
     /// the last one again once the recording runs out.
-    pub fn next(&self, key: &MatchKey, cursors: &mut Cursors) -> Option<Arc<Exchange>> {
+    pub fn next(&self, key: &MatchKey, cursors: &mut Cursors) -> Option<Arc<Recorded>> {
         let recorded = self.by_key.get(key)?;
         let position = cursors.0.entry(*key).or_insert(0);
         let exchange = &recorded[(*position).min(recorded.len() - 1)];
@@ -118,11 +209,11 @@ mod tests {
     use super::*;
     use crate::mcp::Era;
     use crate::normalize::RawExchange;
-    use crate::store::{Direction, RecordedMessage};
+    use crate::store::RecordedMessage;
     use serde_json::json;
 
-    fn call(server: &str, tool: &str, text: &str) -> Exchange {
-        Rules::default().exchange(RawExchange {
+    fn call(server: &str, tool: &str, text: &str) -> Exchange<Text> {
+        let exchange = Rules::default().exchange(RawExchange {
             server: server.into(),
             era: Era::Handshake,
             protocol_version: "2025-06-18".into(),
@@ -134,11 +225,12 @@ mod tests {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": 1, "result": {"text": text}}),
             }],
-        })
+        });
+        exchange.to_text()
     }
 
-    fn text(exchange: &Exchange) -> &str {
-        exchange.messages[0].body["result"]["text"].as_str().unwrap()
+    fn text(recorded: &Recorded) -> String {
+        recorded.result().unwrap()["text"].as_str().unwrap().to_owned()
     }
 
     #[test]

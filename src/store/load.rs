@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
-use serde_json::Value;
 
-use super::{Cassette, Direction, Exchange, RecordedMessage};
+use super::{Cassette, Direction, Exchange, RecordedMessage, Text};
 use crate::error::{CassetteError, Error};
 use crate::mcp::Era;
 use crate::normalize::MatchKey;
@@ -54,8 +53,21 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Exchange>, Error> {
     Ok(exchanges)
 }
 
-pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange>, CassetteError> {
-    let mut exchanges: Vec<(i64, Exchange)> = Vec::new();
+/// [`load`], with the JSON left as stored (what replay indexes).
+///
+/// # Errors
+///
+/// The first file that cannot be opened or read, named in the error.
+pub fn load_as_text(files: &[PathBuf]) -> Result<Vec<Exchange<Text>>, Error> {
+    let mut exchanges = Vec::new();
+    for file in files {
+        exchanges.extend(Cassette::open(file)?.exchanges_as_text()?);
+    }
+    Ok(exchanges)
+}
+
+pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, CassetteError> {
+    let mut exchanges: Vec<(i64, Exchange<Text>)> = Vec::new();
     let mut select = conn.prepare(
         "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type \
          FROM exchange ORDER BY id",
@@ -75,7 +87,7 @@ pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange>, CassetteError
                 protocol_version: row.get(3)?,
                 method: row.get(4)?,
                 key: MatchKey::from_hex(&key).ok_or_else(|| damaged(format!("bad match key {key:?}")))?,
-                request: parse_json(&request).map_err(damaged)?,
+                request: checked_json(request).map_err(damaged)?,
                 status: row.get(7)?,
                 content_type: row.get(8)?,
                 messages: Vec::new(),
@@ -105,12 +117,17 @@ pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange>, CassetteError
                 "client" => Direction::Client,
                 other => return Err(damaged(format!("unknown direction {other:?}"))),
             },
-            body: parse_json(&body).map_err(damaged)?,
+            body: checked_json(body).map_err(damaged)?,
         });
     }
     Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
 }
 
-fn parse_json(text: &str) -> Result<Value, String> {
-    serde_json::from_str(text).map_err(|e| format!("stored JSON does not parse: {e}"))
+/// Stored JSON as it is, once its syntax is known to be sound (checked
+/// without building it, so a damaged row is reported here, with its id).
+fn checked_json(text: String) -> Result<Text, String> {
+    match serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+        Ok(_) => Ok(text.into_boxed_str()),
+        Err(e) => Err(format!("stored JSON does not parse: {e}")),
+    }
 }

@@ -13,9 +13,10 @@
 //!
 //! ## Durability
 //!
-//! WAL mode, one transaction per exchange: a crash loses at most the
-//! exchanges not yet handed to [`Cassette::insert`], and never corrupts the
-//! file.
+//! WAL mode with `synchronous = NORMAL`, one transaction per exchange: a
+//! crashed or killed process loses at most the exchanges not yet handed to
+//! [`Cassette::insert`], and never corrupts the file (a power cut may also
+//! lose the last commits).
 
 mod load;
 mod writer;
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 use serde_json::Value;
 
-pub use load::{cassette_files, load};
+pub use load::{cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
@@ -60,28 +61,89 @@ impl Direction {
     }
 }
 
-/// One message of a recorded answer.
+/// JSON as the cassette stores it: canonical text, unparsed. Replay keeps
+/// recordings in this form (smaller, and served without re-serializing).
+pub type Text = Box<str>;
+
+/// One message of a recorded answer. `J` is how its JSON is held: parsed
+/// ([`Value`], the default) or as stored ([`Text`]).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RecordedMessage {
+pub struct RecordedMessage<J = Value> {
     /// Milliseconds after the request that the message was seen.
     pub offset_ms: u64,
     pub direction: Direction,
-    pub body: Value,
+    pub body: J,
 }
 
 /// One finished, normalized request/answer pair: what a cassette holds.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Exchange {
+pub struct Exchange<J = Value> {
     pub server: String,
     pub era: Era,
     pub protocol_version: String,
     pub method: String,
     pub key: MatchKey,
     /// The normalized JSON-RPC request (id and progress token as placeholders).
-    pub request: Value,
+    pub request: J,
     pub status: u16,
     pub content_type: String,
-    pub messages: Vec<RecordedMessage>,
+    pub messages: Vec<RecordedMessage<J>>,
+}
+
+impl Exchange<Text> {
+    /// The same exchange with its JSON parsed.
+    ///
+    /// # Errors
+    ///
+    /// Why stored text does not parse.
+    pub fn parse(self) -> Result<Exchange, String> {
+        let parse =
+            |text: &str| serde_json::from_str(text).map_err(|e| format!("stored JSON does not parse: {e}"));
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for message in self.messages {
+            messages.push(RecordedMessage {
+                offset_ms: message.offset_ms,
+                direction: message.direction,
+                body: parse(&message.body)?,
+            });
+        }
+        Ok(Exchange {
+            request: parse(&self.request)?,
+            server: self.server,
+            era: self.era,
+            protocol_version: self.protocol_version,
+            method: self.method,
+            key: self.key,
+            status: self.status,
+            content_type: self.content_type,
+            messages,
+        })
+    }
+}
+
+impl Exchange {
+    /// The same exchange with its JSON as canonical text, as a cassette holds it.
+    pub fn to_text(&self) -> Exchange<Text> {
+        Exchange {
+            server: self.server.clone(),
+            era: self.era,
+            protocol_version: self.protocol_version.clone(),
+            method: self.method.clone(),
+            key: self.key,
+            request: canonical_json(&self.request).into(),
+            status: self.status,
+            content_type: self.content_type.clone(),
+            messages: self
+                .messages
+                .iter()
+                .map(|m| RecordedMessage {
+                    offset_ms: m.offset_ms,
+                    direction: m.direction,
+                    body: canonical_json(&m.body).into(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// An open cassette file.
@@ -141,6 +203,10 @@ impl Cassette {
         }
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
+        // In WAL mode NORMAL syncs at checkpoints, not at every commit: a
+        // committed exchange survives the process being killed, which is the
+        // guarantee record makes; only a power cut can lose the last commits.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         if version < supported {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
@@ -159,6 +225,18 @@ impl Cassette {
     ///
     /// An SQLite failure, or a row that does not hold a valid exchange.
     pub fn exchanges(&self) -> Result<Vec<Exchange>, Error> {
+        let damaged = |why: String| CassetteError::Damaged { id: 0, why };
+        let parsed: Result<Vec<Exchange>, CassetteError> =
+            self.exchanges_as_text()?.into_iter().map(|e| e.parse().map_err(damaged)).collect();
+        parsed.map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    /// Every exchange in the cassette, in recorded order, JSON left as stored.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid exchange.
+    pub fn exchanges_as_text(&self) -> Result<Vec<Exchange<Text>>, Error> {
         load::read_all(&self.conn).map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
@@ -175,8 +253,12 @@ impl Cassette {
     fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let key = exchange.key.to_hex();
-        let occurrence: i64 =
-            tx.query_row("SELECT count(*) FROM exchange WHERE match_key = ?1", params![key], |r| r.get(0))?;
+        // One index probe on (match_key, occurrence), however many repeats.
+        let occurrence: i64 = tx.query_row(
+            "SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1",
+            params![key],
+            |r| r.get(0),
+        )?;
         tx.execute(
             "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
              request, status, content_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",

@@ -1,0 +1,221 @@
+"""mcp-tape benchmarks, in one run, on loopback, bounded in time.
+
+Measures, side by side:
+- the floor (bench/floor.rs), `mcp-tape replay` (a recorded JSON answer, a
+  recorded SSE answer with 3 progress notifications) and the mock fallback
+  (`ping`, empty `tools/list`) at 1 and 32 connections with wrk: requests/s,
+  p50/p99/p99.9 latency, and the ratio to the floor of the same run;
+- record's overhead: the floor called directly vs through `mcp-tape record`
+  (added latency at 1 connection, throughput at 32), and the time to the
+  first SSE event;
+- scale: cassettes of 1k, 10k and 100k exchanges written through the store
+  API: file size, start to first answer, peak RSS, lookup latency.
+
+Prints a Markdown table and writes it to --out.
+"""
+
+import argparse
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+SECONDS_PER_LOAD = 5
+SCALE_SECONDS = 3
+FIRST_EVENT_SAMPLES = 2000
+START_TIMEOUT_S = 60
+
+LUA = """
+wrk.method = "POST"
+wrk.body = [[%s]]
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Accept"] = "application/json, text/event-stream"
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests":%%d,"duration_us":%%d,"errors":%%d,"non2xx":%%d,"p50":%%d,"p99":%%d,"p999":%%d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+
+def request(method, params=None, id=1):
+    body = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return json.dumps(body)
+
+
+LOOKUP = lambda n: request("tools/call", {"name": "lookup", "arguments": {"n": n}})  # noqa: E731
+PROGRESS = request("tools/call", {"name": "progress", "arguments": {}, "_meta": {"progressToken": 7}})
+
+
+class Server:
+    """A process that logs "listening on http://..." once ready."""
+
+    def __init__(self, command, log_path):
+        self.started = time.monotonic()
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        ready = queue.Queue()
+
+        def read():
+            for line in self.proc.stderr:
+                self.log.write(line)
+                if "listening on http://" in line:
+                    ready.put(line.split("listening on ", 1)[1].split(",")[0].strip())
+            ready.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        self.base = ready.get(timeout=START_TIMEOUT_S)
+        if self.base is None:
+            raise RuntimeError(f"{command[0]} exited before listening; see {log_path}")
+        self.ready_at = time.monotonic()
+
+    def peak_rss_mib(self):
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=START_TIMEOUT_S)
+        self.log.close()
+
+
+def wrk(url, body, connections, seconds, scratch):
+    script = os.path.join(scratch, "load.lua")
+    with open(script, "w") as f:
+        f.write(LUA % body)
+    threads = min(connections, 2)
+    output = subprocess.run(
+        ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "-s", script, url],
+        capture_output=True, text=True, timeout=seconds + 60, check=True,
+    ).stdout
+    result = json.loads(output.strip().splitlines()[-1])
+    if result["errors"] or result["non2xx"]:
+        raise RuntimeError(f"wrk saw errors against {url}: {result}")
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    return result
+
+
+def post(url, body):
+    data = urllib.request.Request(url, data=body.encode(), method="POST",
+                                  headers={"Content-Type": "application/json", "Accept": "application/json"})
+    with urllib.request.urlopen(data, timeout=START_TIMEOUT_S) as answer:
+        return answer.read()
+
+
+def first_event(tool, url, body):
+    output = subprocess.run([tool, url, body, str(FIRST_EVENT_SAMPLES)], capture_output=True, text=True,
+                            timeout=120, check=True).stdout
+    return json.loads(output)
+
+
+def ms(us):
+    return f"{us / 1000:.3f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
+    lines = []
+
+    def emit(line=""):
+        print(line, flush=True)
+        lines.append(line)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        log = lambda name: os.path.join(scratch, f"{name}.log")  # noqa: E731
+        cassettes = os.path.join(scratch, "cassettes")
+        os.makedirs(cassettes)
+        subprocess.run([tool("gen-cassette"), "1000", os.path.join(cassettes, "bench.sqlite")], check=True)
+
+        floor = Server([tool("floor")], log("floor"))
+        replay = Server([tool("mcp-tape"), "replay", cassettes, "--port", "0"], log("replay"))
+        bench_url = replay.base + "/agents/servers/mcp_Bench"
+        cases = [
+            ("floor (fixed JSON result)", floor.base + "/", LOOKUP(500)),
+            ("replay: recorded JSON answer", bench_url, LOOKUP(500)),
+            ("replay: recorded SSE answer, 3 progress notifications", bench_url, PROGRESS),
+            ("mock: ping", replay.base + "/mcp", request("ping")),
+            ("mock: empty tools/list", replay.base + "/mcp", request("tools/list")),
+        ]
+        emit("## Replay and mock vs the floor")
+        emit()
+        emit("| scenario | conns | requests/s | p50 ms | p99 ms | p99.9 ms | rps vs floor | p99 vs floor |")
+        emit("|---|---:|---:|---:|---:|---:|---:|---:|")
+        floors = {}
+        for connections in (1, 32):
+            for name, url, body in cases:
+                result = wrk(url, body, connections, SECONDS_PER_LOAD, scratch)
+                base = floors.setdefault(connections, result)
+                emit(f"| {name} | {connections} | {result['rps']:.0f} | {ms(result['p50'])} | {ms(result['p99'])} | "
+                     f"{ms(result['p999'])} | {result['rps'] / base['rps']:.0%} | {result['p99'] / base['p99']:.2f}× |")
+        replay.stop()
+
+        emit()
+        emit("## Record overhead (the floor as a fast upstream)")
+        emit()
+        record = Server([tool("mcp-tape"), "record", "--upstream", floor.base, "--cassettes", scratch,
+                         "--name", "overhead", "--port", "0"], log("record"))
+        path = "/agents/servers/mcp_Bench"
+        emit("| measure | direct | through record | added / ratio |")
+        emit("|---|---:|---:|---:|")
+        direct = wrk(floor.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        through = wrk(record.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        for q in ("p50", "p99"):
+            emit(f"| JSON latency {q}, 1 conn (ms) | {ms(direct[q])} | {ms(through[q])} | "
+                 f"+{ms(through[q] - direct[q])} ms |")
+        direct = wrk(floor.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
+        through = wrk(record.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
+        emit(f"| JSON requests/s, 32 conns | {direct['rps']:.0f} | {through['rps']:.0f} | "
+             f"{through['rps'] / direct['rps']:.0%} |")
+        direct = first_event(tool("first-event"), floor.base + "/sse", PROGRESS)
+        through = first_event(tool("first-event"), record.base + "/sse", PROGRESS)
+        for q in ("p50", "p99"):
+            emit(f"| SSE time to first event {q} (ms) | {ms(direct[q + '_us'])} | {ms(through[q + '_us'])} | "
+                 f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
+        record.stop()
+        floor.stop()
+
+        emit()
+        emit("## Scale: cassettes written through the store API")
+        emit()
+        emit("| exchanges | file MiB | write s | start → first answer ms | peak RSS MiB | lookup p50 ms | lookup p99 ms |")
+        emit("|---:|---:|---:|---:|---:|---:|---:|")
+        for count in (1_000, 10_000, 100_000):
+            directory = os.path.join(scratch, f"scale-{count}")
+            os.makedirs(directory)
+            file = os.path.join(directory, "scale.sqlite")
+            began = time.monotonic()
+            subprocess.run([tool("gen-cassette"), str(count), file], check=True)
+            written = time.monotonic() - began
+            server = Server([tool("mcp-tape"), "replay", directory, "--port", "0"], log(f"scale-{count}"))
+            url = server.base + "/agents/servers/mcp_Bench"
+            post(url, LOOKUP(count // 2))
+            first_answer = time.monotonic() - server.started
+            result = wrk(url, LOOKUP(count // 2), 1, SCALE_SECONDS, scratch)
+            rss = server.peak_rss_mib()
+            server.stop()
+            emit(f"| {count} | {os.path.getsize(file) / 2**20:.1f} | {written:.1f} | {first_answer * 1000:.0f} | "
+                 f"{rss:.0f} | {ms(result['p50'])} | {ms(result['p99'])} |")
+
+    with open(args.out, "w") as out:
+        out.write("\n".join(lines) + "\n")
+    print(f"\nwritten to {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+//! The floor: the smallest hyper 1 server that reads a POST body and answers
+//! a fixed JSON-RPC result, the physical limit for any HTTP replay server on
+//! this machine. `POST /sse` answers the same with three progress
+//! notifications first, as an SSE stream, so it also serves as the fast
+//! upstream for measuring record's overhead.
+//!
+//! Usage: floor [PORT]   (prints "listening on http://127.0.0.1:PORT")
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+const RESULT: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"floor"}]}}"#;
+
+fn sse() -> String {
+    let mut body = String::new();
+    for step in 1..=3 {
+        body.push_str(&format!(
+            "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{{\"progressToken\":1,\"progress\":{step},\"total\":3}}}}\n\n"
+        ));
+    }
+    body.push_str(&format!("event: message\ndata: {RESULT}\n\n"));
+    body
+}
+
+async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let streamed = request.uri().path() == "/sse";
+    let _ = request.into_body().collect().await;
+    let (content_type, body) = if streamed {
+        ("text/event-stream", Bytes::from(sse()))
+    } else {
+        ("application/json", Bytes::from(RESULT))
+    };
+    let mut response = Response::new(Full::new(body));
+    response.headers_mut().insert("content-type", content_type.parse().expect("a valid header value"));
+    Ok(response)
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let port: u16 = std::env::args().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    eprintln!("listening on http://{}", listener.local_addr()?);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(async move {
+            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(answer)).await;
+        });
+    }
+}
