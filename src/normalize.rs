@@ -128,6 +128,11 @@ impl Rules {
         Rules { redactor: Redactor::new(redact_keys), ignore_params: ignore_params.to_vec() }
     }
 
+    /// Whether [`Rules::redact`] would change `value`.
+    pub fn needs_redaction(&self, value: &Value) -> bool {
+        self.redactor.finds_sensitive(value)
+    }
+
     /// Redacts sensitive values in a request's params or an answer, in place.
     pub fn redact(&self, value: &mut Value) {
         self.redactor.redact(value);

@@ -40,6 +40,17 @@ impl Redactor {
         SENSITIVE_ENDINGS.iter().any(|ending| folded.ends_with(ending)) || self.extra.contains(&folded)
     }
 
+    /// Whether any key of `value`, at any depth, is sensitive.
+    pub fn finds_sensitive(&self, value: &Value) -> bool {
+        match value {
+            Value::Object(map) => {
+                map.iter().any(|(key, inner)| self.is_sensitive(key) || self.finds_sensitive(inner))
+            }
+            Value::Array(items) => items.iter().any(|item| self.finds_sensitive(item)),
+            _ => false,
+        }
+    }
+
     /// Replaces, at any depth, every value under a sensitive key.
     pub fn redact(&self, value: &mut Value) {
         match value {
@@ -136,6 +147,8 @@ mod tests {
             "_meta": {"progressToken": 3},
             "refresh-token": {"deep": "x"},
         });
+        assert!(redactor.finds_sensitive(&value));
+        assert!(!redactor.finds_sensitive(&json!({"a": [{"b": 1}], "_meta": {"progressToken": 1}})));
         redactor.redact(&mut value);
         assert_eq!(
             value,

@@ -187,18 +187,21 @@ impl Replay {
             (era, method) if mcp::is_removed(era, method) => return Ok(mock_answer(call, Outcome::Mock)),
             _ => {}
         }
-        let mut params = call.params.cloned();
-        if let Some(params) = &mut params {
-            self.rules.redact(params);
-        }
+        // Redact a copy only when something needs it: the usual request has no credentials.
+        let redacted = call.params.filter(|p| self.rules.needs_redaction(p)).map(|p| {
+            let mut copy = p.clone();
+            self.rules.redact(&mut copy);
+            copy
+        });
+        let params = redacted.as_ref().or(call.params);
         if call.method == "logging/setLevel" {
             self.remember_log_level(call);
         }
-        let key = self.rules.match_key(call.server, call.method, params.as_ref());
+        let key = self.rules.match_key(call.server, call.method, params);
         if let Some(exchange) = self.next_recorded(call, &key) {
             return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call)));
         }
-        if let Some(error) = self.miss(call, params.as_ref()) {
+        if let Some(error) = self.miss(call, params) {
             tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
             if self.on_miss == OnMiss::Error {
                 return Ok(error_answer(call, Outcome::Miss, &error));
