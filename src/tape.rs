@@ -207,30 +207,14 @@ pub struct Cursors(HashMap<MatchKey, usize>);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::Era;
-    use crate::normalize::RawExchange;
-    use crate::store::RecordedMessage;
     use serde_json::json;
 
     fn call(server: &str, tool: &str, text: &str) -> Exchange<Text> {
-        let exchange = Rules::default().exchange(RawExchange {
-            server: server.into(),
-            era: Era::Handshake,
-            protocol_version: "2025-06-18".into(),
-            request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}),
-            status: 200,
-            content_type: "application/json".into(),
-            messages: vec![RecordedMessage {
-                offset_ms: 0,
-                direction: Direction::Server,
-                body: json!({"jsonrpc": "2.0", "id": 1, "result": {"text": text}}),
-            }],
-        });
-        exchange.to_text()
+        crate::store::tests::sample(server, tool, text).to_text()
     }
 
     fn text(recorded: &Recorded) -> String {
-        recorded.result().unwrap()["text"].as_str().unwrap().to_owned()
+        recorded.result().unwrap()["content"][0]["text"].as_str().unwrap().to_owned()
     }
 
     #[test]

@@ -312,12 +312,13 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::normalize::Rules;
     use serde_json::json;
 
-    fn sample(server: &str, tool: &str, text: &str) -> Exchange {
+    /// A recorded `tools/call` of `tool` on `server` answered with one text block.
+    pub(crate) fn sample(server: &str, tool: &str, text: &str) -> Exchange {
         Rules::default().exchange(crate::normalize::RawExchange {
             server: server.into(),
             era: Era::Handshake,

@@ -230,3 +230,62 @@ async fn thirty_two_concurrent_sessions_each_get_their_own_recorded_order() {
     assert_eq!(sessions.len(), CLIENTS, "isolated sessions");
     replay.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn stateless_input_required_round_trips_replay() {
+    let cassettes = Cassettes::new();
+    let stateless_call = |params: Value, result: Value| {
+        exchange(
+            "mcp_Fixture",
+            Era::Stateless,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+            "application/json",
+            vec![json!({"jsonrpc": "2.0", "id": 1, "result": result})],
+        )
+    };
+    let ask = json!({"resultType": "input_required", "requestState": "v1.sealed-state-from-the-upstream",
+        "inputRequests": {"who": {"method": "elicitation/create",
+            "params": {"message": "Name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}}}});
+    let answered = json!({"name": "book_room", "arguments": {"room": "4.12"},
+        "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": "v1.sealed-state-from-the-upstream"});
+    cassettes.write(
+        "fixture",
+        vec![
+            stateless_call(json!({"name": "book_room", "arguments": {"room": "4.12"}}), ask.clone()),
+            stateless_call(
+                answered.clone(),
+                json!({"resultType": "complete", "content": [{"type": "text", "text": "Booked for Ada"}]}),
+            ),
+        ],
+    );
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url(SERVER);
+    let first = stateless(&url, "tools/call", json!({"name": "book_room", "arguments": {"room": "4.12"}}))
+        .await
+        .json();
+    assert_eq!(first["result"]["resultType"], "input_required");
+    let state = first["result"]["requestState"].clone();
+    let retry = stateless(
+        &url,
+        "tools/call",
+        json!({"name": "book_room", "arguments": {"room": "4.12"}, "requestState": state,
+            "inputResponses": {"who": {"action": "accept", "content": {"name": "Ada"}}}}),
+    )
+    .await
+    .json();
+    assert_eq!(
+        retry["result"]["content"][0]["text"], "Booked for Ada",
+        "the retry matched on its responses and state"
+    );
+    let other = stateless(
+        &url,
+        "tools/call",
+        json!({"name": "book_room", "arguments": {"room": "4.12"}, "requestState": state,
+            "inputResponses": {"who": {"action": "accept", "content": {"name": "Bob"}}}}),
+    )
+    .await
+    .json();
+    assert_eq!(other["error"]["code"], -32001, "other input responses are a miss, not the recorded answer");
+    replay.stop().await.unwrap();
+}

@@ -80,12 +80,17 @@ class Daemon:
     def url(self, path):
         return self.base + path
 
-    def stop(self):
-        """SIGTERM; returns (exit code, whole log)."""
+    def stop(self, keep_log_as=None):
+        """SIGTERM; returns (exit code, whole log), the log also written to
+        `keep_log_as` (a path) if given."""
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=START_TIMEOUT_S)
         self.reader.join(timeout=START_TIMEOUT_S)
-        return code, "".join(self.lines)
+        log = "".join(self.lines)
+        if keep_log_as:
+            with open(keep_log_as, "w") as out:
+                out.write(log)
+        return code, log
 
 
 class Checks:
@@ -161,9 +166,7 @@ def round_trip(args, node_env, checks):
             recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
                                            "--cassettes", cassettes, "--name", "round-trip", "--port", "0"])
             run_all("through mcp-tape record", recorder.base)
-            code, log = recorder.stop()
-            with open(os.path.join(args.logs, "record-round-trip.log"), "w") as out:
-                out.write(log)
+            code, log = recorder.stop(os.path.join(args.logs, "record-round-trip.log"))
         finally:
             upstream.stop()
 
@@ -176,9 +179,7 @@ def round_trip(args, node_env, checks):
         checks.run("round trip: record stopped cleanly; the token is in no cassette byte", recorded_and_clean)
         replayer = Daemon(args.binary, [cassettes])
         run_all("against mcp-tape replay, upstream stopped", replayer.base)
-        code, log = replayer.stop()
-        with open(os.path.join(args.logs, "replay-round-trip.log"), "w") as out:
-            out.write(log)
+        code, log = replayer.stop(os.path.join(args.logs, "replay-round-trip.log"))
 
     def agree(name):
         stages = list(transcripts[name].values())
@@ -265,9 +266,7 @@ def conformance_three_ways(args, node_env, conformance, checks):
             checks.run("conformance 0.1.16 --suite all: 32/32 against mcp-tape replay, fixture stopped",
                        lambda: run_suite("replay", replayer.url("/mcp")))
         finally:
-            code, log = replayer.stop()
-        with open(os.path.join(args.logs, "replay-conformance.log"), "w") as out:
-            out.write(log)
+            code, log = replayer.stop(os.path.join(args.logs, "replay-conformance.log"))
 
         def every_request_a_hit():
             assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
@@ -301,11 +300,9 @@ def conformance_through_record(args, node_env, conformance, checks):
                                            "--cassettes", cassettes, "--port", "0"])
             checks.run("conformance 0.1.16 --suite all through mcp-tape record to the fixture upstream",
                        lambda: suite("fixture-through-record", recorder.url(path)))
-            code, log = recorder.stop()
+            code, log = recorder.stop(os.path.join(args.logs, "record-conformance.log"))
         finally:
             upstream.stop()
-        with open(os.path.join(args.logs, "record-conformance.log"), "w") as out:
-            out.write(log)
 
     def same_outcomes():
         assert code == 0, f"record exited {code}:\n{log[-2000:]}"
@@ -347,9 +344,7 @@ def main():
                     log,
                 ),
             )
-        code, log = daemon.stop()
-        with open(os.path.join(args.logs, "replay-empty.log"), "w") as out:
-            out.write(log)
+        code, log = daemon.stop(os.path.join(args.logs, "replay-empty.log"))
 
         def stopped_cleanly():
             assert code == 0, f"exit code {code}"
@@ -371,9 +366,7 @@ def main():
             "typescript-sdk: recorded results from an imported cassette",
             lambda: run_process([args.node, "ts_client.mjs", url, "recorded", FIXTURE], CLIENT_TIMEOUT_S, node_env),
         )
-        code, log = daemon.stop()
-        with open(os.path.join(args.logs, "replay-recorded.log"), "w") as out:
-            out.write(log)
+        code, log = daemon.stop(os.path.join(args.logs, "replay-recorded.log"))
 
         def all_hits():
             assert code == 0, f"exit code {code}"
