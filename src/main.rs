@@ -8,6 +8,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use mcp_tape::cli::Cli;
 
+/// Requests allocate many small, short-lived objects (JSON trees, header
+/// maps); mimalloc serves those faster than the system allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let command = match Cli::parse().into_command() {
         Ok(command) => command,
