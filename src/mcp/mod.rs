@@ -133,13 +133,6 @@ pub struct RoutingHeaders {
     pub name: Option<String>,
 }
 
-/// What the stateless envelope told us about a request that passed the checks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Envelope {
-    pub protocol_version: String,
-    pub log_level: Option<String>,
-}
-
 /// The stateless era's checks on one request, in the order the spec's
 /// validation section reads: served version, envelope, then headers against
 /// the body. Each failure is the exact error to send (HTTP 400).
@@ -147,7 +140,7 @@ pub fn check_stateless(
     method: &str,
     params: Option<&Value>,
     headers: &RoutingHeaders,
-) -> Result<Envelope, ErrorObject> {
+) -> Result<(), ErrorObject> {
     let header_version = headers.protocol_version.as_deref().unwrap_or_default();
     if !STATELESS_VERSIONS.contains(&header_version) {
         return Err(unsupported_version(header_version));
@@ -180,10 +173,7 @@ pub fn check_stateless(
             )));
         }
     }
-    Ok(Envelope {
-        protocol_version: version.to_owned(),
-        log_level: meta_str(META_LOG_LEVEL).map(str::to_owned),
-    })
+    Ok(())
 }
 
 /// The value `Mcp-Name` must carry for `method`, if it needs one.
@@ -286,7 +276,7 @@ mod tests {
         let name = "=?base64?Y2Fmw6k=?=";
         let ok =
             check_stateless("tools/call", Some(&params), &headers("2026-07-28", "tools/call", Some(name)));
-        assert_eq!(ok.unwrap().log_level.as_deref(), Some("info"));
+        assert_eq!(ok, Ok(()));
     }
 
     #[test]
