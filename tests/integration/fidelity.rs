@@ -63,16 +63,8 @@ async fn server_requests_are_re_enacted_and_wait_for_the_reply() {
     let url = replay.url(SERVER);
     let session = initialize(&url).await;
     let body = json!({"jsonrpc": "2.0", "id": "c-1", "method": "tools/call", "params": tool("ask")});
-    let mut stream = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", BOTH)
-        .header("mcp-session-id", &session)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let first = String::from_utf8(stream.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    let mut stream = open_stream(&url, &[("mcp-session-id", &session)], &body).await;
+    let first = next_chunk(&mut stream).await;
     assert!(first.contains("elicitation/create") && !first.contains("Hi Ada"), "{first}");
     let accepted = post(&url, &[("mcp-session-id", &session)], &reply.to_string()).await;
     assert_eq!((accepted.status, accepted.text.as_str()), (202, ""));
@@ -150,17 +142,10 @@ async fn recorded_pace_keeps_the_gaps() {
     let options = Options { pace: Pace::Recorded, ..Options::default() };
     let replay = Replayer::start_with(&[cassettes.path()], options).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": tool("slow")});
-    let mut stream = reqwest::Client::new()
-        .post(replay.url(SERVER))
-        .header("content-type", "application/json")
-        .header("accept", BOTH)
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let first = stream.chunk().await.unwrap().unwrap();
+    let mut stream = open_stream(&replay.url(SERVER), &[], &body).await;
+    let first = next_chunk(&mut stream).await;
     let after_first = Instant::now();
-    assert!(String::from_utf8_lossy(&first).contains("notifications/message"));
+    assert!(first.contains("notifications/message"));
     let rest = stream.text().await.unwrap();
     assert!(rest.contains("late"));
     assert!(

@@ -85,18 +85,10 @@ async fn sse_events_reach_the_client_before_the_upstream_finishes() {
     let dir = Cassettes::new();
     let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "gated"}});
-    let mut response = reqwest::Client::new()
-        .post(recorder.url(MAIL))
-        .header("content-type", "application/json")
-        .header("accept", BOTH)
-        .header("authorization", bearer())
-        .body(body.to_string())
-        .send()
+    let mut response = open_stream(&recorder.url(MAIL), &[("authorization", &bearer())], &body).await;
+    let first = tokio::time::timeout(Duration::from_secs(30), next_chunk(&mut response))
         .await
-        .unwrap();
-    let first =
-        tokio::time::timeout(Duration::from_secs(30), response.chunk()).await.expect("first event in time");
-    let first = String::from_utf8(first.unwrap().unwrap().to_vec()).unwrap();
+        .expect("first event in time");
     assert!(first.contains("started") && !first.contains("released"), "{first}");
     assert_eq!(upstream.state.calls("tools/call"), 1);
     upstream.state.gate.notify_one();
@@ -164,16 +156,9 @@ async fn upstream_faults_get_clear_errors_and_store_nothing() {
     );
 
     let body = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "break"}});
-    let mut broken = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("authorization", bearer())
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let mut broken = open_stream(&url, &[("authorization", &bearer())], &body).await;
     assert_eq!(broken.status(), 200);
-    let first = String::from_utf8(broken.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    let first = next_chunk(&mut broken).await;
     assert!(first.contains("about to break"), "{first}");
     upstream.state.gate.notify_one();
     let rest = broken.text().await.expect("the stream ends cleanly after the upstream broke");
@@ -272,17 +257,10 @@ async fn server_requests_and_client_replies_join_their_exchange() {
     let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
     let url = recorder.url(MAIL);
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "elicit"}});
-    let mut response = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", BOTH)
-        .header("authorization", bearer())
-        .header("mcp-session-id", "upstream-session-1")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    let asked = String::from_utf8(response.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    let mut response =
+        open_stream(&url, &[("authorization", &bearer()), ("mcp-session-id", "upstream-session-1")], &body)
+            .await;
+    let asked = next_chunk(&mut response).await;
     assert!(asked.contains("elicitation/create"), "{asked}");
     let reply =
         json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"action": "accept", "content": {"name": "Ada"}}});

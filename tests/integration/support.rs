@@ -196,6 +196,25 @@ pub async fn raw(method: reqwest::Method, url: &str, headers: &[(&str, &str)], b
     Reply { status, headers, text: response.text().await.unwrap() }
 }
 
+/// POSTs `body` (JSON, `Accept` for both framings, plus `headers`) and returns
+/// the response unread, to read a streamed answer chunk by chunk.
+pub async fn open_stream(url: &str, headers: &[(&str, &str)], body: &serde_json::Value) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .body(body.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// The next chunk of a streamed answer, as text.
+pub async fn next_chunk(response: &mut reqwest::Response) -> String {
+    String::from_utf8(response.chunk().await.unwrap().expect("a chunk before the end").to_vec()).unwrap()
+}
+
 /// POSTs a JSON-RPC request `method` with `params` and numeric id 1.
 pub async fn call(url: &str, headers: &[(&str, &str)], method: &str, params: Value) -> Reply {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});

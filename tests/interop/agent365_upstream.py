@@ -88,11 +88,15 @@ def short_id(*parts):
     return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:12]
 
 
+def text_tools(mcp):
+    """A decorator that registers a tool answering with plain text blocks."""
+    return lambda description: mcp.tool(description=description, structured_output=False)
+
+
 def mail_server():
     mcp = MCPServer(name="mcp_MailTools", version="2026.2", instructions="Work with the signed-in user's mailbox.")
 
-    def tool(description):
-        return mcp.tool(description=description, structured_output=False)
+    tool = text_tools(mcp)
 
     @tool("Send a new email, optionally with attachments, to people named by address or display name.")
     def SendEmailWithAttachments(to: list[str] | None = None, cc: list[str] | None = None,
@@ -219,8 +223,7 @@ def mail_server():
 def calendar_server():
     mcp = MCPServer(name="mcp_CalendarTools", version="2026.2")
 
-    def tool(description):
-        return mcp.tool(description=description, structured_output=False)
+    tool = text_tools(mcp)
 
     @tool("List the signed-in user's calendar events (series masters, not occurrences).")
     def ListEvents(startDateTime: str | None = None, endDateTime: str | None = None,
@@ -305,8 +308,7 @@ def calendar_server():
 def me_server():
     mcp = MCPServer(name="mcp_MeServer", version="2026.2")
 
-    def tool(description):
-        return mcp.tool(description=description, structured_output=False)
+    tool = text_tools(mcp)
 
     def pick(person, select):
         if not select:
@@ -355,8 +357,7 @@ def me_server():
 def knowledge_server():
     mcp = MCPServer(name="mcp_KnowledgeTools", version="2026.2")
 
-    def tool(description):
-        return mcp.tool(description=description, structured_output=False)
+    tool = text_tools(mcp)
 
     @tool("Register a knowledge source (a SharePoint site, a file share, ...) for a consumer.")
     def configure_federated_knowledge(consumerId: str, knowledgeConfig: str, sourceType: str, displayName: str,

@@ -133,6 +133,21 @@ def cassette_bytes(directory):
             yield name, f.read()
 
 
+def record_through(args, upstream_command, cassettes, drive, name="default"):
+    """Starts the upstream, `mcp-tape record` in front of it into `cassettes`,
+    runs drive(upstream, recorder), and stops both."""
+    upstream = Daemon(None, None, upstream_command)
+    try:
+        recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
+                                       "--cassettes", cassettes, "--name", name, "--port", "0"])
+        try:
+            drive(upstream, recorder)
+        finally:
+            recorder.stop(os.path.join(args.logs, f"record-{name}.log"))
+    finally:
+        upstream.stop()
+
+
 def round_trip_flows(args, node_env, token):
     return {
         "python-sdk auto": lambda base: python_flow(clients.round_trip_flow(base, "auto", token)),
@@ -212,17 +227,12 @@ def cross_era(args, node_env, checks, direct):
     ]:
         title = f"cross-era: {replayed_to} replays a recording made by {' and '.join(recorded_by)}"
         with tempfile.TemporaryDirectory() as cassettes:
-            upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--token", token])
-            try:
-                recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
-                                               "--cassettes", cassettes, "--port", "0"])
-                try:
-                    for name in recorded_by:
-                        flows[name](recorder.base)
-                finally:
-                    recorder.stop()
-            finally:
-                upstream.stop()
+
+            def drive(_upstream, recorder, recorded_by=recorded_by):
+                for name in recorded_by:
+                    flows[name](recorder.base)
+
+            record_through(args, [sys.executable, UPSTREAM, "--token", token], cassettes, drive, "cross-era")
             replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
             try:
                 replayed = flows[replayed_to](replayer.base)
@@ -248,19 +258,14 @@ def conformance_three_ways(args, node_env, conformance, checks):
         assert "Total: 44 passed, 0 failed" in output, summary(output)
 
     with tempfile.TemporaryDirectory() as cassettes:
-        upstream = Daemon(None, None, [args.node, CONFORMANCE_UPSTREAM])
-        try:
+
+        def drive(upstream, recorder):
             checks.run("conformance 0.1.16 --suite all: 32/32 against our conformance fixture",
                        lambda: run_suite("fixture", upstream.url("/mcp")))
-            recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
-                                           "--cassettes", cassettes, "--name", "conformance", "--port", "0"])
-            try:
-                checks.run("conformance 0.1.16 --suite all: 32/32 through mcp-tape record",
-                           lambda: run_suite("record", recorder.url("/mcp")))
-            finally:
-                recorder.stop()
-        finally:
-            upstream.stop()
+            checks.run("conformance 0.1.16 --suite all: 32/32 through mcp-tape record",
+                       lambda: run_suite("record", recorder.url("/mcp")))
+
+        record_through(args, [args.node, CONFORMANCE_UPSTREAM], cassettes, drive, "conformance")
         replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
         try:
             checks.run("conformance 0.1.16 --suite all: 32/32 against mcp-tape replay, fixture stopped",
