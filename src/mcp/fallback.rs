@@ -74,11 +74,11 @@ pub fn answer(era: Era, method: &str, params: Option<&Value>) -> Result<Value, E
     }
 }
 
-pub fn unknown_tool(name: &str) -> ErrorObject {
+fn unknown_tool(name: &str) -> ErrorObject {
     ErrorObject::new(INVALID_PARAMS, format!("Unknown tool: {name}"))
 }
 
-pub fn method_not_found(method: &str) -> ErrorObject {
+fn method_not_found(method: &str) -> ErrorObject {
     ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
 }
 
