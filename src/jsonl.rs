@@ -1,24 +1,26 @@
 //! Cassettes as canonical JSON Lines, for review in a pull request: one
-//! exchange per line, keys sorted, in recorded order. Import reads the same
-//! form back through the store's writer (normalizing again, which changes
-//! nothing for exported lines).
+//! exchange per line, keys sorted, in recorded order, then one line per
+//! Agent 365 service answer (`"service": ROUTE`). Import reads the same form
+//! back (normalizing exchanges again, which changes nothing for exported
+//! lines).
 
 use std::io::{BufRead, Write};
 
 use serde_json::{Value, json};
 
+use crate::agent365::ServiceRoute;
 use crate::error::Error;
 use crate::mcp::Era;
 use crate::normalize::{RawExchange, Rules, canonical_json};
-use crate::store::{Cassette, Direction, Exchange, RecordedMessage};
+use crate::store::{Cassette, Direction, Exchange, Loaded, RecordedMessage, ServiceAnswer};
 
-/// Writes every exchange of `exchanges` as one line each.
+/// Writes every exchange and service answer of `loaded` as one line each.
 ///
 /// # Errors
 ///
 /// Write failures of `out`.
-pub fn export(exchanges: &[Exchange], out: &mut impl Write) -> std::io::Result<()> {
-    for exchange in exchanges {
+pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
+    for exchange in &loaded.exchanges {
         let messages: Vec<Value> = exchange
             .messages
             .iter()
@@ -41,7 +43,26 @@ pub fn export(exchanges: &[Exchange], out: &mut impl Write) -> std::io::Result<(
         });
         writeln!(out, "{}", canonical_json(&line))?;
     }
+    for answer in &loaded.service_answers {
+        let mut line = json!({
+            "service": answer.route.as_str(),
+            "upstream": answer.upstream,
+            "status": answer.status,
+            "contentType": answer.content_type,
+        });
+        match serde_json::from_str::<Value>(&answer.body) {
+            Ok(body) => line["body"] = body,
+            Err(_) => line["bodyText"] = answer.body.clone().into(),
+        }
+        writeln!(out, "{}", canonical_json(&line))?;
+    }
     Ok(())
+}
+
+/// One line of the JSON Lines form.
+enum Line {
+    Exchange(Exchange),
+    Service(ServiceAnswer),
 }
 
 /// Reads JSON Lines and writes each exchange into `cassette`. Every line is
@@ -52,7 +73,7 @@ pub fn export(exchanges: &[Exchange], out: &mut impl Write) -> std::io::Result<(
 /// The first bad line (by number and reason), or a store failure.
 pub fn import(input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Error> {
     let rules = Rules::default();
-    let mut exchanges = Vec::new();
+    let mut lines = Vec::new();
     for (index, line) in input.lines().enumerate() {
         let bad = |why: String| Error::Config(format!("line {}: {why}", index + 1));
         let line = line.map_err(|e| bad(e.to_string()))?;
@@ -60,12 +81,37 @@ pub fn import(input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Err
             continue;
         }
         let value: Value = serde_json::from_str(&line).map_err(|e| bad(format!("not JSON: {e}")))?;
-        exchanges.push(rules.exchange(parse_line(&value).map_err(bad)?));
+        lines.push(match value.get("service") {
+            Some(_) => Line::Service(parse_service_line(&value).map_err(bad)?),
+            None => Line::Exchange(rules.exchange(parse_line(&value).map_err(bad)?)),
+        });
     }
-    for exchange in &exchanges {
-        cassette.insert(exchange)?;
+    for line in &lines {
+        match line {
+            Line::Exchange(exchange) => drop(cassette.insert(exchange)?),
+            Line::Service(answer) => cassette.insert_service(answer)?,
+        }
     }
-    Ok(exchanges.len())
+    Ok(lines.len())
+}
+
+fn parse_service_line(value: &Value) -> Result<ServiceAnswer, String> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
+    let route = ServiceRoute::parse(text("service")?)
+        .ok_or("\"service\" must be \"gateway\", \"gateway-v2\" or \"chat-message\"")?;
+    let status = value.get("status").and_then(Value::as_u64).filter(|s| (100..600).contains(s));
+    let body = match (value.get("body"), value.get("bodyText").and_then(Value::as_str)) {
+        (Some(body), None) => canonical_json(body),
+        (None, Some(text)) => text.to_owned(),
+        _ => return Err("a service answer needs either \"body\" (JSON) or \"bodyText\" (text)".into()),
+    };
+    Ok(ServiceAnswer {
+        route,
+        upstream: text("upstream")?.to_owned(),
+        status: status.ok_or("\"status\" must be an HTTP status code")? as u16,
+        content_type: text("contentType")?.to_owned(),
+        body,
+    })
 }
 
 fn parse_line(value: &Value) -> Result<RawExchange, String> {
@@ -102,17 +148,25 @@ mod tests {
 
     const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"server":"mcp_MeServer","status":200}"#;
 
+    const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
+    const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
+
     #[test]
     fn import_then_export_round_trips_in_canonical_form() {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        assert_eq!(import(format!("{LINE}\n\n").as_bytes(), &mut cassette).unwrap(), 1);
-        let exchanges = cassette.exchanges().unwrap();
+        let input = format!("{LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n");
+        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 3);
+        assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
+        let loaded = |c: &Cassette| Loaded {
+            exchanges: c.exchanges().unwrap(),
+            service_answers: c.service_answers().unwrap(),
+        };
         let mut first = Vec::new();
-        export(&exchanges, &mut first).unwrap();
+        export(&loaded(&cassette), &mut first).unwrap();
         let mut again = Cassette::open_in_memory().unwrap();
         import(first.as_slice(), &mut again).unwrap();
         let mut second = Vec::new();
-        export(&again.exchanges().unwrap(), &mut second).unwrap();
+        export(&loaded(&again), &mut second).unwrap();
         assert_eq!(first, second);
         assert!(String::from_utf8(first).unwrap().contains("\"id\":\"mcp-tape:request-id\""));
     }

@@ -15,6 +15,8 @@
 //! # Layout
 //!
 //! - `main.rs`: thin: parse the command line, start logging, [`run`], exit code.
+//! - [`agent365`]: the Agent 365 service endpoints that are not MCP
+//!   (gateway discovery, chat history): routes, listings, url rewriting.
 //! - [`cli`]: clap definitions, validated into a [`config::Command`].
 //! - [`config`]: plain validated settings.
 //! - [`error`]: start-up/store errors and HTTP-level rejections, each mapped once.
@@ -33,6 +35,7 @@
 //! - [`record`]: forward, tee, and hand each finished exchange to the writer.
 //! - [`upstream`]: the one pooled hyper client over hyper-rustls.
 
+pub mod agent365;
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -61,7 +64,7 @@ use config::{Command, FrontDoor, RecordConfig, RecordMode, ReplayConfig};
 use error::Error;
 use normalize::Rules;
 use record::Record;
-use replay::Replay;
+use replay::{Replay, ServiceAnswers};
 use route::{App, Mode};
 use tape::Tape;
 
@@ -91,17 +94,17 @@ pub async fn run(command: Command) -> Result<(), Error> {
                 }
                 None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
             };
-            eprintln!("imported {count} exchanges into {}", config.cassette.display());
+            eprintln!("imported {count} lines into {}", config.cassette.display());
             Ok(())
         }
         Command::Export(config) => {
-            let exchanges = store::load(std::slice::from_ref(&config.cassette))?;
+            let loaded = store::load(std::slice::from_ref(&config.cassette))?;
             let written = match &config.output {
                 Some(path) => std::fs::File::create(path).and_then(|mut file| {
-                    jsonl::export(&exchanges, &mut file)?;
+                    jsonl::export(&loaded, &mut file)?;
                     file.flush()
                 }),
-                None => jsonl::export(&exchanges, &mut std::io::stdout().lock()),
+                None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
             };
             written.map_err(|source| Error::Io {
                 path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),
@@ -142,7 +145,8 @@ pub async fn replay(
 ) -> Result<(), Error> {
     let files = store::cassette_files(&config.paths)?;
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
-    let tape = Tape::new(store::load_as_text(&files)?, &rules);
+    let loaded = store::load_as_text(&files)?;
+    let tape = Tape::new(loaded.exchanges, &rules);
     tracing::info!(
         "loaded {} exchanges for {} servers from {} cassettes",
         tape.len(),
@@ -150,7 +154,8 @@ pub async fn replay(
         files.len()
     );
     let address = local_address(&listener, &config.front_door)?;
-    let replay = Arc::new(Replay::new(tape, rules, config.on_miss, config.pace));
+    let service = ServiceAnswers::new(loaded.service_answers);
+    let replay = Arc::new(Replay::new(tape, service, rules, config.on_miss, config.pace));
     let app = Arc::new(App { mode: Mode::Replay(Arc::clone(&replay)), front_door: config.front_door });
     tracing::info!("replay listening on http://{address}");
     server::run(listener, app, shutdown).await;

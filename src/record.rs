@@ -35,6 +35,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Sleep;
 
+use crate::agent365::{self, ServiceRoute};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, Message, RequestId};
 use crate::lock;
@@ -42,9 +43,9 @@ use crate::mcp::{self, Era};
 use crate::normalize::{RawExchange, Rules, canonical_json};
 use crate::redact;
 use crate::replay::{self, Call, LogFilter, Outcome};
-use crate::route::{self, Body, Logged, Post};
+use crate::route::{self, Body, Logged};
 use crate::sse;
-use crate::store::{Direction, Exchange, RecordedMessage, WriterHandle};
+use crate::store::{Direction, Exchange, RecordedMessage, ServiceAnswer, WriterHandle};
 use crate::tape::{Cursors, Tape};
 use crate::upstream::{self, Upstream};
 
@@ -126,13 +127,25 @@ impl Record {
         }
     }
 
-    /// A POST that passed the front door.
+    /// A POST: a JSON-RPC message is forwarded and recorded; anything else
+    /// is forwarded as it is, its answer relayed unchanged and not stored.
     ///
     /// # Errors
     ///
-    /// None of its own; upstream failures are 502 answers.
-    pub async fn post(&self, post: Post, logged: &mut Logged) -> Result<Response<Body>, Rejection> {
-        let Post { parts, body, message, accepts } = post;
+    /// 413 for a body over the limit; upstream failures are 502 answers.
+    pub async fn post(
+        &self,
+        request: Request<Incoming>,
+        logged: &mut Logged,
+    ) -> Result<Response<Body>, Rejection> {
+        let (parts, body) = request.into_parts();
+        let body = route::read_body(body, logged).await?;
+        let parsed = route::check_post_headers(&parts.headers)
+            .and_then(|accepts| Ok((route::parse_message(&body, logged)?, accepts)));
+        let Ok((message, accepts)) = parsed else {
+            logged.outcome = "forwarded";
+            return Ok(self.relay(&parts, body, None).await);
+        };
         match message {
             Message::Request { id, method, params } => {
                 if let Some(answer) =
@@ -172,6 +185,84 @@ impl Record {
         let body = route::read_body(body, logged).await?;
         logged.outcome = "forwarded";
         Ok(self.relay(&parts, body, None).await)
+    }
+
+    /// An Agent 365 service endpoint ([`ServiceRoute`]): forwarded, and a
+    /// 2xx answer stored (committed before the client gets it) for replay
+    /// to give; a gateway listing's server urls that point at the upstream
+    /// are pointed at this recorder, so the agent's MCP traffic comes
+    /// through here too. What a failure looks like depends on the request's
+    /// credentials, so it is relayed, not stored.
+    ///
+    /// # Errors
+    ///
+    /// 413 for a body over the limit; upstream failures are 502 answers.
+    pub async fn service(
+        &self,
+        request: Request<Incoming>,
+        route: ServiceRoute,
+        logged: &mut Logged,
+    ) -> Result<Response<Body>, Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let body = route::read_body(body, logged).await?;
+        let recorder = route::origin(&parts.headers, &parts.uri);
+        let secrets = redact::header_secrets(
+            parts.headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+        );
+        if route.is_gateway() {
+            // A compressed listing could not be rewritten: ask for it plain.
+            parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        }
+        let response = match self.forward(&parts, body, None).await {
+            Ok(response) => response,
+            Err(failed) => {
+                logged.outcome = "upstream-error";
+                return Ok(failed);
+            }
+        };
+        let (mut head, body) = response.into_parts();
+        let bytes = match read_whole(body, self.upstream.timeouts().idle).await {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                tracing::warn!("{why}");
+                logged.outcome = "upstream-error";
+                return Ok(bad_gateway(None, &format!("upstream {}: {why}", self.upstream.base())));
+            }
+        };
+        logged.outcome = "forwarded";
+        if !head.status.is_success() {
+            return Ok(Response::from_parts(relay_head(head), route::full(bytes)));
+        }
+        let content_type =
+            head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let parsed = serde_json::from_slice::<Value>(&bytes).ok();
+        let mut stored = match &parsed {
+            Some(json) => json.clone(),
+            None => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+        };
+        self.sink.rules.redact(&mut stored);
+        redact::scrub(&mut stored, &secrets);
+        let answer = ServiceAnswer {
+            route,
+            upstream: agent365::origin(self.upstream.base()).unwrap_or_default(),
+            status: head.status.as_u16(),
+            content_type: content_type.to_owned(),
+            body: match (&parsed, stored) {
+                (Some(_), json) => canonical_json(&json),
+                (None, Value::String(text)) => text,
+                (None, other) => other.to_string(),
+            },
+        };
+        let committed = self.sink.writer.write_service(answer).await.unwrap_or(false);
+        logged.outcome = if committed { "recorded" } else { "not-stored" };
+        let mut relayed = bytes;
+        if let Some(mut listing) = parsed.filter(|_| route.is_gateway()) {
+            let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), &recorder);
+            tracing::debug!("pointed {rewritten} listed server url(s) at this recorder");
+            relayed = Bytes::from(listing.to_string());
+            head.headers.remove(header::CONTENT_LENGTH);
+        }
+        Ok(Response::from_parts(relay_head(head), route::full(relayed)))
     }
 
     /// `--mode missing`: the recorded answer, if the cassette holds one.

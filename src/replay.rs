@@ -2,7 +2,9 @@
 //! caller's id and progress token, and falls back to the mock
 //! ([`crate::mcp::fallback`]) where no recording answers. It owns the replay
 //! sessions (handshake era) and the miss log. HTTP is `route`'s business:
-//! this module gets a parsed [`Call`] and returns an [`Answer`].
+//! this module gets a parsed [`Call`] and returns an [`Answer`]. It also
+//! answers the Agent 365 service endpoints that are not MCP
+//! ([`Replay::service`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -11,13 +13,14 @@ use tokio::sync::oneshot;
 
 use serde_json::{Value, json};
 
+use crate::agent365::{self, ServiceRoute};
 use crate::config::{OnMiss, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, RequestId};
 use crate::lock;
 use crate::mcp::{self, Era, convert, fallback};
 use crate::normalize::{self, Rules};
-use crate::store::Direction;
+use crate::store::{Direction, ServiceAnswer};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 
 /// Live sessions kept at most; the oldest is ended to make room (its client
@@ -100,9 +103,39 @@ pub struct Answer {
     pub session_id: Option<String>,
 }
 
+/// The answer to an Agent 365 service endpoint, before HTTP framing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceReply {
+    /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
+    pub outcome: Outcome,
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+/// The newest recorded answer of each Agent 365 service endpoint; both
+/// gateway shapes share one slot, since either answers the other.
+#[derive(Debug, Default)]
+pub struct ServiceAnswers {
+    gateway: Option<ServiceAnswer>,
+    chat_message: Option<ServiceAnswer>,
+}
+
+impl ServiceAnswers {
+    pub fn new(answers: Vec<ServiceAnswer>) -> ServiceAnswers {
+        let mut newest = ServiceAnswers::default();
+        for answer in answers {
+            let slot = if answer.route.is_gateway() { &mut newest.gateway } else { &mut newest.chat_message };
+            *slot = Some(answer);
+        }
+        newest
+    }
+}
+
 /// The replay engine, shared by all connections.
 pub struct Replay {
     tape: Tape,
+    service: ServiceAnswers,
     rules: Rules,
     on_miss: OnMiss,
     pace: Pace,
@@ -117,9 +150,10 @@ pub struct Replay {
 }
 
 impl Replay {
-    pub fn new(tape: Tape, rules: Rules, on_miss: OnMiss, pace: Pace) -> Replay {
+    pub fn new(tape: Tape, service: ServiceAnswers, rules: Rules, on_miss: OnMiss, pace: Pace) -> Replay {
         Replay {
             tape,
+            service,
             rules,
             on_miss,
             pace,
@@ -164,6 +198,51 @@ impl Replay {
         match lock(&self.sessions).live.remove(session) {
             Some(_) => Ok(()),
             None => Err(unknown_session()),
+        }
+    }
+
+    /// Answers an Agent 365 service endpoint as the cassette recorded it,
+    /// else as the service would. `origin` (`http://host:port`, as the
+    /// client reached us) is where listed servers point: a recorded listing's
+    /// urls at the upstream it came from are pointed here, and a synthesized
+    /// one lists every server the cassettes hold with the Agent 365 Tools
+    /// audience and scope.
+    pub fn service(&self, route: ServiceRoute, origin: &str) -> ServiceReply {
+        let json = |outcome, body: &Value| ServiceReply {
+            outcome,
+            status: 200,
+            content_type: "application/json".into(),
+            body: body.to_string(),
+        };
+        if route == ServiceRoute::ChatMessage {
+            return match &self.service.chat_message {
+                Some(recorded) => ServiceReply {
+                    outcome: Outcome::Hit,
+                    status: recorded.status,
+                    content_type: recorded.content_type.clone(),
+                    body: recorded.body.clone(),
+                },
+                None => json(Outcome::Mock, &agent365::chat_message_answer()),
+            };
+        }
+        let recorded = self.service.gateway.as_ref().and_then(|recorded| {
+            let mut listing: Value = serde_json::from_str(&recorded.body).ok()?;
+            agent365::rewrite_urls(&mut listing, &recorded.upstream, origin);
+            Some((recorded, agent365::listing_entries(&listing)?.clone()))
+        });
+        match recorded {
+            Some((answer, entries)) => {
+                ServiceReply { status: answer.status, ..json(Outcome::Hit, &route.wrap(entries)) }
+            }
+            None => {
+                let entries = self
+                    .tape
+                    .servers()
+                    .filter(|name| !name.starts_with('/'))
+                    .map(|name| agent365::gateway_entry(origin, name))
+                    .collect();
+                json(Outcome::Mock, &route.wrap(entries))
+            }
         }
     }
 

@@ -1,6 +1,8 @@
 //! The HTTP front door, done once for every request in both modes:
-//! Host/Origin check, path → server identity, and for a POST the content
-//! type, Accept, a bounded body read and JSON-RPC parsing ([`read_post`]).
+//! Host/Origin check, path → server identity, the Agent 365 service
+//! endpoints that are not MCP (to [`Replay::service`] or
+//! [`Record::service`]), and for a POST the content type, Accept, a bounded
+//! body read and JSON-RPC parsing ([`read_post`]).
 //! Replay's own HTTP rules (sessions, versions, the stateless era's header
 //! checks) follow here too; what survives is handed to replay as a [`Call`]
 //! and its [`Answer`] framed as JSON, SSE or an empty 202. Record gets the
@@ -20,6 +22,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::agent365::ServiceRoute;
 use crate::config::{FrontDoor, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
@@ -57,8 +60,6 @@ pub struct Logged {
 /// A POST that passed the front door.
 pub struct Post {
     pub parts: Parts,
-    /// The body exactly as received.
-    pub body: Bytes,
     pub message: Message,
     pub accepts: Accepts,
 }
@@ -93,14 +94,42 @@ async fn dispatch(
     logged: &mut Logged,
 ) -> Result<Response<Body>, Rejection> {
     check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
-    match &app.mode {
-        Mode::Replay(replay) => replay_dispatch(request, replay, logged).await,
-        Mode::Record(record) if request.method() == Method::POST => {
-            let post = read_post(request, logged).await?;
-            record.post(post, logged).await
+    let service = ServiceRoute::of(request.method().as_str(), request.uri().path());
+    match (&app.mode, service) {
+        (Mode::Replay(replay), Some(route)) => replay_service(request, route, replay, logged).await,
+        (Mode::Replay(replay), None) => replay_dispatch(request, replay, logged).await,
+        (Mode::Record(record), Some(route)) => record.service(request, route, logged).await,
+        (Mode::Record(record), None) if request.method() == Method::POST => {
+            record.post(request, logged).await
         }
-        Mode::Record(record) => record.pass_through(request, logged).await,
+        (Mode::Record(record), None) => record.pass_through(request, logged).await,
     }
+}
+
+/// An Agent 365 service endpoint: answered by replay, whatever the body
+/// (a chat-message body, the user's conversation, is logged at debug level
+/// and dropped).
+async fn replay_service(
+    request: Request<Incoming>,
+    route: ServiceRoute,
+    replay: &Replay,
+    logged: &mut Logged,
+) -> Result<Response<Body>, Rejection> {
+    let origin = origin(request.headers(), request.uri());
+    let body = read_body(request.into_body(), logged).await?;
+    if route == ServiceRoute::ChatMessage {
+        tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
+    }
+    let reply = replay.service(route, &origin);
+    logged.outcome = reply.outcome.as_str();
+    let mut response = Response::new(full(Bytes::from(reply.body)));
+    *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+    if let Ok(content_type) = HeaderValue::from_str(&reply.content_type)
+        && !reply.content_type.is_empty()
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    Ok(response)
 }
 
 async fn replay_dispatch(
@@ -108,24 +137,9 @@ async fn replay_dispatch(
     replay: &Replay,
     logged: &mut Logged,
 ) -> Result<Response<Body>, Rejection> {
-    let path = request.uri().path().to_owned();
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    if request.method() == Method::GET {
-        match segments.as_slice() {
-            ["health"] => {
-                logged.outcome = "health";
-                return Ok(health(replay));
-            }
-            ["agents", "v2", _, "mcpServers"] => {
-                logged.outcome = "gateway";
-                return Ok(gateway(replay, request.headers(), true));
-            }
-            ["agents", _, "mcpServers"] => {
-                logged.outcome = "gateway";
-                return Ok(gateway(replay, request.headers(), false));
-            }
-            _ => {}
-        }
+    if request.method() == Method::GET && request.uri().path().trim_end_matches('/') == "/health" {
+        logged.outcome = "health";
+        return Ok(health(replay));
     }
     let era = Era::of_header(header_str(request.headers(), mcp::HEADER_PROTOCOL_VERSION)?);
     let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?.map(str::to_owned);
@@ -165,14 +179,27 @@ async fn replay_dispatch(
 /// 415, 406, 413 or 400 (`-32700`/`-32600`) with a JSON-RPC error.
 pub async fn read_post(request: Request<Incoming>, logged: &mut Logged) -> Result<Post, Rejection> {
     let (parts, body) = request.into_parts();
-    if !is_json_content_type(&parts.headers) {
+    let accepts = check_post_headers(&parts.headers)?;
+    let body = read_body(body, logged).await?;
+    let message = parse_message(&body, logged)?;
+    Ok(Post { parts, message, accepts })
+}
+
+/// A POST's `Content-Type` (JSON) and `Accept` (JSON or SSE); returns the
+/// framings the client accepts.
+///
+/// # Errors
+///
+/// 415 or 406 with a JSON-RPC error.
+pub fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, Rejection> {
+    if !is_json_content_type(headers) {
         return Err(Rejection::client(
             415,
             jsonrpc::INVALID_REQUEST,
             "Content-Type must be application/json",
         ));
     }
-    let accepts = Accepts::of(&parts.headers);
+    let accepts = Accepts::of(headers);
     if !accepts.json && !accepts.sse {
         return Err(Rejection::client(
             406,
@@ -180,15 +207,23 @@ pub async fn read_post(request: Request<Incoming>, logged: &mut Logged) -> Resul
             "Accept must allow application/json or text/event-stream",
         ));
     }
-    let body = read_body(body, logged).await?;
-    let value: Value = serde_json::from_slice(&body)
+    Ok(accepts)
+}
+
+/// A POST body as one JSON-RPC message; notes its method for the log line.
+///
+/// # Errors
+///
+/// 400 with `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
+pub fn parse_message(body: &[u8], logged: &mut Logged) -> Result<Message, Rejection> {
+    let value: Value = serde_json::from_slice(body)
         .map_err(|e| Rejection::client(400, jsonrpc::PARSE_ERROR, format!("Parse error: {e}")))?;
     let message = Message::parse(value).map_err(|(id, error)| Rejection { status: 400, error, id })?;
     logged.mcp_method = match &message {
         Message::Request { method, .. } | Message::Notification { method, .. } => method.clone(),
         Message::Response { .. } => "(response)".into(),
     };
-    Ok(Post { parts, body, message, accepts })
+    Ok(message)
 }
 
 fn replay_post(
@@ -495,27 +530,11 @@ fn health(replay: &Replay) -> Response<Body> {
     )
 }
 
-/// The Agent 365 gateway's discovery answer: the servers the cassettes hold,
-/// as `{"mcpServers": [...]}` (Python, .NET) or a bare array (Node, v2).
-fn gateway(replay: &Replay, headers: &HeaderMap, bare_array: bool) -> Response<Body> {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("127.0.0.1");
-    let base = format!("http://{host}");
-    let servers: Vec<Value> = replay
-        .tape()
-        .servers()
-        .filter(|name| !name.starts_with('/'))
-        .map(|name| {
-            json!({
-                "mcpServerName": name,
-                "mcpServerUniqueName": name,
-                "url": format!("{base}/agents/servers/{name}"),
-                "scope": "offline_access",
-                "audience": base,
-            })
-        })
-        .collect();
-    let body = if bare_array { Value::Array(servers) } else { json!({"mcpServers": servers}) };
-    json_response(StatusCode::OK, &body)
+/// Where the client reached us, as an origin (`http://host:port`): from
+/// `Host`, else the request target, else loopback.
+pub fn origin(headers: &HeaderMap, uri: &hyper::Uri) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    format!("http://{}", host.or(uri.authority().map(|a| a.as_str())).unwrap_or("127.0.0.1"))
 }
 
 /// A whole body.

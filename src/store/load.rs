@@ -1,11 +1,12 @@
 //! Reading cassettes back: which files a set of paths names, and every
-//! exchange they hold, in recorded order.
+//! exchange and service answer they hold, in recorded order.
 
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{Cassette, Direction, Exchange, RecordedMessage, Text};
+use super::{Cassette, Direction, Exchange, RecordedMessage, ServiceAnswer, Text};
+use crate::agent365::ServiceRoute;
 use crate::error::{CassetteError, Error};
 use crate::mcp::Era;
 use crate::normalize::MatchKey;
@@ -40,30 +41,63 @@ pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(files)
 }
 
-/// Every exchange in `files`, file by file, each in recorded order.
-///
-/// # Errors
-///
-/// The first file that cannot be opened or read, named in the error.
-pub fn load(files: &[PathBuf]) -> Result<Vec<Exchange>, Error> {
-    let mut exchanges = Vec::new();
-    for file in files {
-        exchanges.extend(Cassette::open(file)?.exchanges()?);
-    }
-    Ok(exchanges)
+/// What a set of cassettes holds. `J` is how exchanges hold their JSON.
+#[derive(Debug, Default)]
+pub struct Loaded<J = serde_json::Value> {
+    pub exchanges: Vec<Exchange<J>>,
+    pub service_answers: Vec<ServiceAnswer>,
 }
 
-/// [`load`], with the JSON left as stored (what replay indexes).
+/// Everything in `files`, file by file, each in recorded order.
 ///
 /// # Errors
 ///
 /// The first file that cannot be opened or read, named in the error.
-pub fn load_as_text(files: &[PathBuf]) -> Result<Vec<Exchange<Text>>, Error> {
-    let mut exchanges = Vec::new();
+pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
+    let mut loaded = Loaded::default();
     for file in files {
-        exchanges.extend(Cassette::open(file)?.exchanges_as_text()?);
+        let cassette = Cassette::open(file)?;
+        loaded.exchanges.extend(cassette.exchanges()?);
+        loaded.service_answers.extend(cassette.service_answers()?);
     }
-    Ok(exchanges)
+    Ok(loaded)
+}
+
+/// [`load`], with the JSON of exchanges left as stored (what replay indexes).
+///
+/// # Errors
+///
+/// The first file that cannot be opened or read, named in the error.
+pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
+    let mut loaded = Loaded::default();
+    for file in files {
+        let cassette = Cassette::open(file)?;
+        loaded.exchanges.extend(cassette.exchanges_as_text()?);
+        loaded.service_answers.extend(cassette.service_answers()?);
+    }
+    Ok(loaded)
+}
+
+pub(super) fn read_service_answers(conn: &Connection) -> Result<Vec<ServiceAnswer>, CassetteError> {
+    let mut select = conn
+        .prepare("SELECT id, route, upstream, status, content_type, body FROM service_answer ORDER BY id")?;
+    let mut rows = select.query([])?;
+    let mut answers = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let route: String = row.get(1)?;
+        answers.push(ServiceAnswer {
+            route: ServiceRoute::parse(&route).ok_or_else(|| CassetteError::Damaged {
+                id,
+                why: format!("unknown service route {route:?}"),
+            })?,
+            upstream: row.get(2)?,
+            status: row.get(3)?,
+            content_type: row.get(4)?,
+            body: row.get(5)?,
+        });
+    }
+    Ok(answers)
 }
 
 pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, CassetteError> {

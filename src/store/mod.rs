@@ -26,16 +26,20 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 use serde_json::Value;
 
-pub use load::{cassette_files, load, load_as_text};
+pub use load::{Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
+use crate::agent365::ServiceRoute;
 use crate::error::{CassetteError, Error};
 use crate::mcp::Era;
 use crate::normalize::{MatchKey, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 1] = [include_str!("../../migrations/0001_init.sql")];
+const MIGRATIONS: [&str; 2] = [
+    include_str!("../../migrations/0001_init.sql"),
+    include_str!("../../migrations/0002_service_answers.sql"),
+];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
 const APPLICATION_ID: i64 = 0x4d43_5054;
@@ -146,6 +150,19 @@ impl Exchange {
     }
 }
 
+/// The answer of an Agent 365 service endpoint that is not MCP (gateway
+/// discovery, chat history), as record saw it; see [`crate::agent365`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceAnswer {
+    pub route: ServiceRoute,
+    /// Origin of the upstream it came from (`scheme://host:port`).
+    pub upstream: String,
+    pub status: u16,
+    pub content_type: String,
+    /// The body as text, scrubbed; canonical JSON when it is JSON.
+    pub body: String,
+}
+
 /// An open cassette file.
 pub struct Cassette {
     conn: Connection,
@@ -248,6 +265,38 @@ impl Cassette {
     /// An SQLite failure; nothing of the exchange is then stored.
     pub fn insert(&mut self, exchange: &Exchange) -> Result<i64, Error> {
         self.insert_tx(exchange).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// Every service answer in the cassette, in recorded order.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid answer.
+    pub fn service_answers(&self) -> Result<Vec<ServiceAnswer>, Error> {
+        load::read_service_answers(&self.conn)
+            .map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    /// Writes one service answer in its own transaction.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing is then stored.
+    pub fn insert_service(&mut self, answer: &ServiceAnswer) -> Result<(), Error> {
+        self.conn
+            .execute(
+                "INSERT INTO service_answer (route, upstream, status, content_type, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    answer.route.as_str(),
+                    answer.upstream,
+                    answer.status,
+                    answer.content_type,
+                    answer.body
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
     fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
@@ -354,6 +403,24 @@ pub(crate) mod tests {
         let loaded = cassette.exchanges().unwrap();
         assert_eq!(loaded.len(), 3);
         assert_eq!(loaded[0], first);
+    }
+
+    #[test]
+    fn service_answers_round_trip_in_order() {
+        let mut cassette = Cassette::open_in_memory().unwrap();
+        let answer = |route, body: &str| ServiceAnswer {
+            route,
+            upstream: "https://gateway.example:443".into(),
+            status: 200,
+            content_type: "application/json".into(),
+            body: body.into(),
+        };
+        let listed = answer(ServiceRoute::GatewayV2, "[]");
+        let chat = answer(ServiceRoute::ChatMessage, "{}");
+        cassette.insert_service(&listed).unwrap();
+        cassette.insert_service(&chat).unwrap();
+        assert_eq!(cassette.service_answers().unwrap(), [listed, chat]);
+        assert!(cassette.exchanges().unwrap().is_empty());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The one writer of a cassette while recording: a thread that owns the
-//! connection and inserts each finished exchange in its own transaction, in
-//! the order they finish. Senders get an acknowledgement once the exchange is
+//! connection and inserts each finished exchange (or service answer) in its
+//! own transaction, in the order they finish. Senders get an acknowledgement once the exchange is
 //! committed, so a proxy can hold back the last bytes of an answer until the
 //! exchange is safe on disk.
 
@@ -11,10 +11,11 @@ use std::thread;
 
 use tokio::sync::oneshot;
 
-use super::{Cassette, Exchange};
+use super::{Cassette, Exchange, ServiceAnswer};
 
 enum Job {
     Write(Box<Exchange>, oneshot::Sender<bool>),
+    Service(Box<ServiceAnswer>, oneshot::Sender<bool>),
     Stop,
 }
 
@@ -22,7 +23,7 @@ enum Job {
 #[derive(Clone, Debug, Default)]
 pub struct WriterReport {
     pub path: PathBuf,
-    /// Exchanges committed, per server.
+    /// Exchanges committed, per server (service answers per route).
     pub per_server: BTreeMap<String, u64>,
     /// Exchanges that failed to commit (each was logged).
     pub failed: u64,
@@ -53,24 +54,33 @@ impl Writer {
         let thread = thread::spawn(move || {
             let mut report = WriterReport { path: cassette.path().to_owned(), ..WriterReport::default() };
             for job in queue {
-                let Job::Write(exchange, done) = job else { break };
-                let committed = match cassette.insert(&exchange) {
-                    Ok(_) => {
-                        *report.per_server.entry(exchange.server.clone()).or_default() += 1;
-                        true
+                let (stored, label, done) = match job {
+                    Job::Write(exchange, done) => {
+                        let stored = cassette.insert(&exchange).map(drop);
+                        if let Err(e) = &stored {
+                            tracing::error!(
+                                "not stored: {} {} on {}: {e}",
+                                exchange.method,
+                                exchange.key.to_hex(),
+                                exchange.server
+                            );
+                        }
+                        (stored, exchange.server, done)
                     }
-                    Err(e) => {
-                        report.failed += 1;
-                        tracing::error!(
-                            "not stored: {} {} on {}: {e}",
-                            exchange.method,
-                            exchange.key.to_hex(),
-                            exchange.server
-                        );
-                        false
+                    Job::Service(answer, done) => {
+                        let stored = cassette.insert_service(&answer);
+                        if let Err(e) = &stored {
+                            tracing::error!("not stored: the {} answer: {e}", answer.route.as_str());
+                        }
+                        (stored, answer.route.as_str().to_owned(), done)
                     }
+                    Job::Stop => break,
                 };
-                let _ = done.send(committed); // the sender may have gone; the exchange is stored anyway
+                match stored {
+                    Ok(()) => *report.per_server.entry(label).or_default() += 1,
+                    Err(_) => report.failed += 1,
+                }
+                let _ = done.send(stored.is_ok()); // the sender may have gone; the entry is stored anyway
             }
             report
         });
@@ -100,6 +110,18 @@ impl WriterHandle {
             self.jobs.send(Job::Write(Box::new(exchange), done))
         {
             tracing::error!("not stored: {} on {}: the writer has stopped", exchange.method, exchange.server);
+            let _ = done.send(false);
+        }
+        committed
+    }
+
+    /// Queues a service answer; the receiver says whether it was committed.
+    pub fn write_service(&self, answer: ServiceAnswer) -> oneshot::Receiver<bool> {
+        let (done, committed) = oneshot::channel();
+        if let Err(mpsc::SendError(Job::Service(answer, done))) =
+            self.jobs.send(Job::Service(Box::new(answer), done))
+        {
+            tracing::error!("not stored: the {} answer: the writer has stopped", answer.route.as_str());
             let _ = done.send(false);
         }
         committed

@@ -2,6 +2,7 @@
 //! real sockets by raw HTTP, by the official Rust MCP SDK (rmcp), and the
 //! real binary for what only the process shows (exit codes, signals, logs).
 
+mod agent365;
 mod binary;
 mod fidelity;
 mod http_rules;

@@ -146,6 +146,27 @@ impl hyper::body::Body for Channel {
     }
 }
 
+/// The Agent 365 gateway listings (one server here, one elsewhere) and
+/// chat history, whose answer echoes the caller's credentials.
+fn agent365_service(parts: &hyper::http::request::Parts, body: &Value, auth: &str) -> Option<Response<Body>> {
+    let path = parts.uri.path();
+    if parts.method == hyper::Method::POST && path == "/agents/real-time-threat-protection/chat-message" {
+        let answer = json!({"received": body["messageId"], "caller": auth});
+        return Some(full(200, Some("application/json"), answer.to_string()));
+    }
+    if parts.method != hyper::Method::GET || !path.ends_with("/mcpServers") {
+        return None;
+    }
+    let host = parts.headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let entries = json!([
+        {"mcpServerName": "mcp_MailTools", "url": format!("http://{host}/agents/servers/mcp_MailTools"),
+         "scope": "McpServers.Mail.All", "audience": "ea9ffc3e-8a23-4a7d-836d-234d7c7565c1", "publisher": "Microsoft"},
+        {"mcpServerName": "mcp_Partner", "url": "https://tools.partner.example/mcp"},
+    ]);
+    let listing = if path.starts_with("/agents/v2/") { entries } else { json!({"mcpServers": entries}) };
+    Some(full(200, Some("application/json"), listing.to_string()))
+}
+
 async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -157,11 +178,14 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
         headers: parts.headers.clone(),
         body: body.clone(),
     });
+    let auth =
+        parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    if let Some(answer) = agent365_service(&parts, &body, &auth) {
+        return Ok(answer);
+    }
     if parts.method != hyper::Method::POST {
         return Ok(full(405, None, ""));
     }
-    let auth =
-        parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     if auth != format!("Bearer {TOKEN}") {
         return Ok(full(401, Some("application/json"), r#"{"error":"invalid_token"}"#));
     }
