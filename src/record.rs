@@ -289,10 +289,11 @@ impl Record {
         let exchange = {
             let mut cursors = lock(&missing.cursors);
             let scope = session.unwrap_or(server).to_owned();
-            missing.tape.next(&key, cursors.entry(scope).or_default())?
+            missing.tape.next(&key, era, cursors.entry(scope).or_default())?
         };
         let call = Call { server, era, session, id, method, params };
-        Some(replay::recorded_answer(&call, &exchange, Outcome::Hit, LogFilter::Everything))
+        let identity = missing.tape.server_info(server).cloned().unwrap_or_else(mcp::server_info);
+        Some(replay::recorded_answer(&call, &exchange, Outcome::Hit, LogFilter::Everything, &identity))
     }
 
     /// Forwards a JSON-RPC request and records its answer.

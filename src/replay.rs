@@ -7,7 +7,7 @@
 //! ([`Replay::service`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use tokio::sync::oneshot;
 
@@ -26,6 +26,9 @@ use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 /// Live sessions kept at most; the oldest is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
 const MAX_SESSIONS: usize = 10_000;
+
+/// mcp-tape's own `serverInfo`, for servers no recording introduces.
+static OWN_SERVER_INFO: LazyLock<Value> = LazyLock::new(mcp::server_info);
 
 /// How many recorded requests a miss error lists.
 const NEAREST_SHOWN: usize = 3;
@@ -260,10 +263,13 @@ impl Replay {
         if call.era == Era::Handshake && call.method != "initialize" {
             self.check_session(call.session)?;
         }
+        let identity = self.identity(call.server);
         match (call.era, call.method) {
             (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
             (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
-            (era, method) if mcp::is_removed(era, method) => return Ok(mock_answer(call, Outcome::Mock)),
+            (era, method) if mcp::is_removed(era, method) => {
+                return Ok(mock_answer(call, Outcome::Mock, identity));
+            }
             _ => {}
         }
         // Redact a copy only when something needs it: the usual request has no credentials.
@@ -278,16 +284,22 @@ impl Replay {
         }
         let key = self.rules.match_key(call.server, call.method, params);
         if let Some(exchange) = self.next_recorded(call, &key) {
-            return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call)));
+            return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity));
         }
         if let Some(error) = self.miss(call, params) {
             tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
             if self.on_miss == OnMiss::Error {
                 return Ok(error_answer(call, Outcome::Miss, &error));
             }
-            return Ok(mock_answer(call, Outcome::Miss));
+            return Ok(mock_answer(call, Outcome::Miss, identity));
         }
-        Ok(mock_answer(call, Outcome::Mock))
+        Ok(mock_answer(call, Outcome::Mock, identity))
+    }
+
+    /// The `serverInfo` answers of `server` carry: its own as recorded, else
+    /// mcp-tape's.
+    fn identity(&self, server: &str) -> &Value {
+        self.tape.server_info(server).unwrap_or(&OWN_SERVER_INFO)
     }
 
     /// `logging/setLevel` in a session: later log notifications below this
@@ -322,11 +334,11 @@ impl Replay {
         if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
-            return self.tape.next(key, &mut state.cursors);
+            return self.tape.next(key, call.era, &mut state.cursors);
         }
         let mut sessionless = lock(&self.sessionless);
         let cursors = sessionless.entry(call.server.to_owned()).or_default();
-        self.tape.next(key, cursors)
+        self.tape.next(key, call.era, cursors)
     }
 
     /// `initialize`: the recorded result (or one made from a recorded
@@ -336,7 +348,8 @@ impl Replay {
         let requested = call.params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
-            let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything);
+            let identity = self.identity(call.server);
+            let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything, identity);
             if let Some(last) = answer.messages.last_mut() {
                 let mut message = last.parsed();
                 if let Some(result) = message.get_mut("result") {
@@ -346,9 +359,10 @@ impl Replay {
             }
             answer
         } else if let Some(discover) = self.recorded_result(call.server, "server/discover") {
-            result_answer(call, Outcome::Hit, convert::initialize_from_discover(&discover, requested))
+            let initialize = convert::initialize_from_discover(&discover, requested);
+            result_answer(call, Outcome::Hit, initialize, self.identity(call.server))
         } else {
-            mock_answer(call, Outcome::Mock)
+            mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         };
         if answer.messages.last().is_some_and(|m| m.is_answer && m.parsed().get("result").is_some()) {
             answer.session_id = Some(lock(&self.sessions).open());
@@ -361,11 +375,12 @@ impl Replay {
     /// from a recorded `initialize`, else the mock's.
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
-            recorded_answer(call, exchange, Outcome::Hit, LogFilter::Nothing)
+            recorded_answer(call, exchange, Outcome::Hit, LogFilter::Nothing, self.identity(call.server))
         } else if let Some(initialize) = self.recorded_result(call.server, "initialize") {
-            result_answer(call, Outcome::Hit, convert::discover_from_initialize(&initialize))
+            let discover = convert::discover_from_initialize(&initialize);
+            result_answer(call, Outcome::Hit, discover, self.identity(call.server))
         } else {
-            mock_answer(call, Outcome::Mock)
+            mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         }
     }
 
@@ -471,8 +486,15 @@ impl LogFilter {
 /// dropped for a caller that asked for none), log notifications the caller
 /// did not ask for left out, the fields of the caller's era, and each
 /// server→client request the recording shows answered marked as awaiting
-/// the client's reply.
-pub fn recorded_answer(call: &Call, exchange: &Recorded, outcome: Outcome, logs: LogFilter) -> Answer {
+/// the client's reply. `identity` is the `serverInfo` a result converted to
+/// the stateless era carries.
+pub fn recorded_answer(
+    call: &Call,
+    exchange: &Recorded,
+    outcome: Outcome,
+    logs: LogFilter,
+    identity: &Value,
+) -> Answer {
     let id = call.id.as_value().to_string();
     let token = mcp::progress_token(call.params).map(Value::to_string);
     let replied: Vec<&Value> = exchange
@@ -495,7 +517,7 @@ pub fn recorded_answer(call: &Call, exchange: &Recorded, outcome: Outcome, logs:
         if convert {
             let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
             match call.era {
-                Era::Stateless => to_stateless(call.method, &mut body),
+                Era::Stateless => to_stateless(call.method, &mut body, identity),
                 Era::Handshake => to_handshake(&mut body),
             }
             json = body.to_string();
@@ -543,9 +565,9 @@ fn describe_miss(error: &ErrorObject) -> String {
 }
 
 /// Brings a recorded message into the stateless era's shape.
-fn to_stateless(method: &str, body: &mut Value) {
+fn to_stateless(method: &str, body: &mut Value, identity: &Value) {
     if let Some(result) = body.get_mut("result") {
-        convert::stateless_result(method, result);
+        convert::stateless_result(method, result, identity);
     } else if let Some(code) = body.pointer_mut("/error/code")
         && let Some(recorded) = code.as_i64()
     {
@@ -574,16 +596,16 @@ fn status_of(era: Era, last: Option<&Value>) -> u16 {
     last.and_then(jsonrpc::error_code).map_or(200, |code| mcp::error_status(era, code))
 }
 
-fn mock_answer(call: &Call, outcome: Outcome) -> Answer {
+fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
     match fallback::answer(call.era, call.method, call.params) {
-        Ok(result) => result_answer(call, outcome, result),
+        Ok(result) => result_answer(call, outcome, result, identity),
         Err(error) => error_answer(call, outcome, &error),
     }
 }
 
-fn result_answer(call: &Call, outcome: Outcome, mut result: Value) -> Answer {
+fn result_answer(call: &Call, outcome: Outcome, mut result: Value, identity: &Value) -> Answer {
     if call.era == Era::Stateless {
-        convert::stateless_result(call.method, &mut result);
+        convert::stateless_result(call.method, &mut result, identity);
     }
     single(outcome, 200, jsonrpc::result(call.id, result))
 }

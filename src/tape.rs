@@ -95,15 +95,45 @@ impl Recorded {
     }
 }
 
+/// The exchanges of one match key, in recorded order, apart by era: a
+/// request is answered from its own era's recordings first.
+#[derive(Default)]
+struct ByEra {
+    handshake: Vec<Arc<Recorded>>,
+    stateless: Vec<Arc<Recorded>>,
+}
+
+impl ByEra {
+    fn of(&mut self, era: Era) -> &mut Vec<Arc<Recorded>> {
+        match era {
+            Era::Handshake => &mut self.handshake,
+            Era::Stateless => &mut self.stateless,
+        }
+    }
+
+    /// `era`'s recordings if it has any, else the other era's; with the era
+    /// they were made in.
+    fn for_era(&self, era: Era) -> (Era, &[Arc<Recorded>]) {
+        let (own, other, other_era) = match era {
+            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
+            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
+        };
+        if own.is_empty() { (other_era, other) } else { (era, own) }
+    }
+}
+
 /// All loaded exchanges, indexed.
 #[derive(Default)]
 pub struct Tape {
-    /// Exchanges with the same key, in recorded order.
-    by_key: HashMap<MatchKey, Vec<Arc<Recorded>>>,
+    /// Exchanges with the same key, by era.
+    by_key: HashMap<MatchKey, ByEra>,
     /// Exchanges of one server and method, in recorded order.
     by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
     names: HashSet<(String, Named, String)>,
+    /// Each server's own `serverInfo`, from its first recorded `initialize`
+    /// or `server/discover` result.
+    server_info: HashMap<String, Value>,
     servers: BTreeSet<String>,
     len: usize,
 }
@@ -132,9 +162,10 @@ impl Tape {
                 messages,
             };
             tape.learn_names(&recorded, &request);
+            tape.learn_server_info(&recorded);
             tape.servers.insert(recorded.server.clone());
             let recorded = Arc::new(recorded);
-            tape.by_key.entry(key).or_default().push(Arc::clone(&recorded));
+            tape.by_key.entry(key).or_default().of(recorded.era).push(Arc::clone(&recorded));
             tape.by_method
                 .entry((recorded.server.clone(), recorded.method.clone()))
                 .or_default()
@@ -164,6 +195,27 @@ impl Tape {
         }
     }
 
+    fn learn_server_info(&mut self, recorded: &Recorded) {
+        if self.server_info.contains_key(&recorded.server) {
+            return;
+        }
+        let pointer = match recorded.method.as_str() {
+            "initialize" => "/serverInfo",
+            "server/discover" => "/_meta/io.modelcontextprotocol~1serverInfo",
+            _ => return,
+        };
+        if let Some(info) =
+            recorded.result().and_then(|r| r.pointer(pointer).cloned()).filter(Value::is_object)
+        {
+            self.server_info.insert(recorded.server.clone(), info);
+        }
+    }
+
+    /// The recorded server's own `serverInfo`, if a recording shows it.
+    pub fn server_info(&self, server: &str) -> Option<&Value> {
+        self.server_info.get(server)
+    }
+
     /// Number of exchanges loaded.
     pub fn len(&self) -> usize {
         self.len
@@ -188,11 +240,15 @@ impl Tape {
         self.names.contains(&(server.to_owned(), kind, name.to_owned()))
     }
 
-    /// The next recorded answer for `key`: recorded order per `cursors`, then
-    /// the last one again once the recording runs out.
-    pub fn next(&self, key: &MatchKey, cursors: &mut Cursors) -> Option<Arc<Recorded>> {
-        let recorded = self.by_key.get(key)?;
-        let position = cursors.0.entry(*key).or_insert(0);
+    /// The next recorded answer for `key` to a request of `era`: from that
+    /// era's recordings if it has any, else the other's; recorded order per
+    /// `cursors`, then the last one again once the recording runs out.
+    pub fn next(&self, key: &MatchKey, era: Era, cursors: &mut Cursors) -> Option<Arc<Recorded>> {
+        let (recorded_in, recorded) = self.by_key.get(key)?.for_era(era);
+        if recorded.is_empty() {
+            return None;
+        }
+        let position = cursors.0.entry((*key, recorded_in)).or_insert(0);
         let exchange = &recorded[(*position).min(recorded.len() - 1)];
         *position += 1;
         Some(Arc::clone(exchange))
@@ -202,7 +258,7 @@ impl Tape {
 /// How far one replay session (or one stateless server) has got through
 /// each run of identical requests.
 #[derive(Debug, Default)]
-pub struct Cursors(HashMap<MatchKey, usize>);
+pub struct Cursors(HashMap<(MatchKey, Era), usize>);
 
 #[cfg(test)]
 mod tests {
@@ -222,11 +278,27 @@ mod tests {
         let tape = Tape::new(vec![call("s", "t", "1"), call("s", "t", "2")], &Rules::default());
         let key = Rules::default().match_key("s", "tools/call", Some(&json!({"name": "t"})));
         let mut cursors = Cursors::default();
-        let answers: Vec<_> =
-            (0..3).map(|_| text(&tape.next(&key, &mut cursors).unwrap()).to_owned()).collect();
+        let answers: Vec<_> = (0..3)
+            .map(|_| text(&tape.next(&key, Era::Handshake, &mut cursors).unwrap()).to_owned())
+            .collect();
         assert_eq!(answers, ["1", "2", "2"]);
         let mut fresh = Cursors::default();
-        assert_eq!(text(&tape.next(&key, &mut fresh).unwrap()), "1");
+        assert_eq!(text(&tape.next(&key, Era::Handshake, &mut fresh).unwrap()), "1");
+    }
+
+    #[test]
+    fn answers_from_the_requests_own_era_first() {
+        let mut stateless = crate::store::tests::sample("s", "t", "stateless");
+        stateless.era = Era::Stateless;
+        let tape = Tape::new(vec![stateless.to_text(), call("s", "t", "handshake")], &Rules::default());
+        let key = Rules::default().match_key("s", "tools/call", Some(&json!({"name": "t"})));
+        let mut cursors = Cursors::default();
+        for era in [Era::Handshake, Era::Stateless, Era::Handshake] {
+            let expected = if era == Era::Handshake { "handshake" } else { "stateless" };
+            assert_eq!(text(&tape.next(&key, era, &mut cursors).unwrap()), expected);
+        }
+        let only_handshake = Tape::new(vec![call("s", "t", "handshake")], &Rules::default());
+        assert_eq!(text(&only_handshake.next(&key, Era::Stateless, &mut cursors).unwrap()), "handshake");
     }
 
     #[test]

@@ -61,8 +61,9 @@ pub fn initialize_from_discover(discover: &Value, requested: Option<&str>) -> Va
 
 /// Fills in what a stateless-era result must carry and the recording may
 /// lack: `resultType`, the cache fields for cacheable methods, and
-/// `_meta.serverInfo`. Fields already present are kept as recorded.
-pub fn stateless_result(method: &str, result: &mut Value) {
+/// `_meta.serverInfo` (`server_info`: the recorded server's own where a
+/// recording shows it). Fields already present are kept as recorded.
+pub fn stateless_result(method: &str, result: &mut Value, server_info: &Value) {
     let Some(map) = result.as_object_mut() else {
         return;
     };
@@ -73,7 +74,7 @@ pub fn stateless_result(method: &str, result: &mut Value) {
     }
     let meta = map.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = meta.as_object_mut() {
-        meta.entry(META_SERVER_INFO).or_insert_with(server_info);
+        meta.entry(META_SERVER_INFO).or_insert_with(|| server_info.clone());
     }
 }
 
@@ -121,13 +122,14 @@ mod tests {
     #[test]
     fn stateless_result_fills_only_what_is_missing() {
         let mut listed = json!({"tools": [], "ttlMs": 5000});
-        stateless_result("tools/list", &mut listed);
+        stateless_result("tools/list", &mut listed, &super::server_info());
         assert_eq!(listed["ttlMs"], 5000);
         assert_eq!(listed["cacheScope"], "private");
         assert_eq!(listed["resultType"], "complete");
         let mut called = json!({"content": []});
-        stateless_result("tools/call", &mut called);
+        let upstream = json!({"name": "upstream", "version": "2.0"});
+        stateless_result("tools/call", &mut called, &upstream);
         assert!(called.get("ttlMs").is_none());
-        assert_eq!(called["_meta"][META_SERVER_INFO]["name"], "mcp-tape");
+        assert_eq!(called["_meta"][META_SERVER_INFO], upstream);
     }
 }

@@ -182,6 +182,45 @@ async fn stateless_recordings_lose_their_era_fields_for_handshake_clients() {
 }
 
 #[tokio::test]
+async fn each_era_gets_its_own_recording_and_the_recorded_server_info() {
+    let cassettes = Cassettes::new();
+    let upstream_info = json!({"name": "mcp_Fixture", "version": "3.1"});
+    let initialize = exchange(
+        "mcp_Fixture",
+        Era::Handshake,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+        "application/json",
+        vec![json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}}, "serverInfo": upstream_info}})],
+    );
+    let mut modern = streamed("t", vec![(0, Direction::Server, done("stateless answer"))]);
+    modern.era = Era::Stateless;
+    let only_handshake = tool_call("mcp_Fixture", "u", json!({}), "converted");
+    // Recorded stateless first: a handshake client must still get the handshake one.
+    let cassette = vec![
+        initialize,
+        modern,
+        streamed("t", vec![(0, Direction::Server, done("handshake answer"))]),
+        only_handshake,
+    ];
+    cassettes.write("fixture", cassette);
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url(SERVER);
+    let text = |reply: &Reply| reply.events().last().unwrap()["result"]["content"][0]["text"].clone();
+    let old = call(&url, &[], "tools/call", tool("t")).await;
+    assert_eq!(text(&old), "handshake answer");
+    let new = stateless(&url, "tools/call", tool("t")).await;
+    assert_eq!(text(&new), "stateless answer");
+    let converted = stateless(&url, "tools/call", json!({"name": "u", "arguments": {}})).await.json();
+    assert_eq!(converted["result"]["content"][0]["text"], "converted");
+    assert_eq!(
+        converted["result"]["_meta"]["io.modelcontextprotocol/serverInfo"], upstream_info,
+        "the recorded server's identity, not mcp-tape's"
+    );
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
 async fn thirty_two_concurrent_sessions_each_get_their_own_recorded_order() {
     const CLIENTS: usize = 32;
     let cassettes = Cassettes::new();
