@@ -13,7 +13,10 @@ TypeScript SDK and the official conformance suite:
   (conformance_upstream.mjs) directly, through `mcp-tape record`, and
   against `mcp-tape replay` of that recording with the fixture stopped;
 - cross-era replay: a recording made by handshake-era clients only, replayed
-  to a stateless client, and the reverse.
+  to a stateless client, and the reverse;
+- the real Agent 365 tooling SDKs (Python and Node) against `replay
+  cassettes/`, through `mcp-tape record` in front of that replay, and
+  against a replay of what record stored.
 Prints one line per check and closes with "interop: N passed, N failed";
 exits 1 if any check failed.
 """
@@ -22,8 +25,13 @@ import argparse
 import asyncio
 import json
 import os
+import base64
+import collections
 import queue
+import re
 import secrets
+import sqlite3
+import time
 import signal
 import subprocess
 import sys
@@ -39,6 +47,15 @@ UPSTREAM = os.path.join(HERE, "agent365_upstream.py")
 CONFORMANCE_UPSTREAM = os.path.join(HERE, "conformance_upstream.mjs")
 EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
 FIXTURE_EXPECTED_FAILURES = os.path.join(HERE, "conformance-fixture-expected-failures.yml")
+SHIPPED_CASSETTES = os.path.join(HERE, "..", "..", "cassettes")
+DEMO_JSONL = os.path.join(SHIPPED_CASSETTES, "agent365-demo.jsonl")
+TOOLS_AUDIENCE = "ea9ffc3e-8a23-4a7d-836d-234d7c7565c1"
+A365_FLOWS = ["dev-urlless", "dev-urls", "gateway-legacy", "gateway-auth"]
+# Recorded calls of the demo cassette: one JSON answer, one SSE answer.
+A365_CALLS = [
+    ["mcp_MeServer", "GetMyDetails", {"select": "displayName,jobTitle"}],
+    ["mcp_MailTools", "GetMessage", {"bodyPreviewOnly": True, "id": "AAMkAGI2TG93AAA="}],
+]
 PATHS = ["/agents/servers/mcp_Unknown", "/mcp"]
 # Bounds on every wait: start-up, shutdown, one client flow, one conformance run.
 START_TIMEOUT_S = 30
@@ -280,6 +297,126 @@ def conformance_three_ways(args, node_env, conformance, checks):
         checks.run("conformance replay: every request answered from the recording", every_request_a_hit)
 
 
+def jwt(lifetime_s=3600):
+    """An unsigned three-part JWT that has not expired (the Node SDK checks `exp`)."""
+    part = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+    claims = {"exp": int(time.time()) + lifetime_s, "appid": "app-1", "nonce": secrets.token_hex(16)}
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.{secrets.token_urlsafe(16)}"
+
+
+def demo_result(server, tool, arguments):
+    """The result the demo cassette recorded for this call (its input, not
+    anything mcp-tape produced)."""
+    with open(DEMO_JSONL) as f:
+        for line in f:
+            exchange = json.loads(line)
+            params = exchange["request"].get("params", {})
+            if (exchange["server"], params.get("name"), params.get("arguments")) == (server, tool, arguments):
+                return exchange["messages"][-1]["body"]["result"]
+    raise AssertionError(f"the demo cassette has no {server} {tool} {arguments}")
+
+
+REQUEST_LINE = re.compile(r"INFO (GET|POST|DELETE) server=(\S+) method=(\S+) ")
+
+
+def requests_in(log):
+    """The requests a daemon's log shows: (HTTP method, server, MCP method)."""
+    return collections.Counter(m.groups() for m in map(REQUEST_LINE.search, log.splitlines()) if m)
+
+
+def agent365_sdks(args, node_env, checks):
+    """The real Agent 365 tooling SDKs, each discovery flow, against `replay
+    cassettes/`, through `record` in front of that replay (every request must
+    reach it), then against a replay of what record stored."""
+    token = jwt()
+    calls = json.dumps(A365_CALLS)
+    sdks = {
+        "python": lambda base, flow: run_process(
+            [args.python, "a365_python.py", base, flow, token, calls], CLIENT_TIMEOUT_S),
+        "node": lambda base, flow: run_process(
+            [args.node, "a365_node.mjs", base, flow, token, calls], CLIENT_TIMEOUT_S, node_env),
+    }
+    transcripts = collections.defaultdict(dict)
+
+    def run_all(stage, base):
+        for sdk, run in sdks.items():
+            for flow in A365_FLOWS:
+                def one(sdk=sdk, flow=flow, run=run):
+                    transcript = json.loads(run(base, flow))
+                    transcripts[(sdk, flow)][stage] = transcript
+                    gateway = flow.startswith("gateway")
+                    for server in transcript["discovery"]:
+                        assert server["path"] == f"/agents/servers/{server['name']}", server
+                        if gateway:
+                            assert (server["audience"], server["scope"]) != (None, None), server
+                            assert server["audience"] == TOOLS_AUDIENCE, server
+                    assert transcript["tools"]["mcp_MailTools"], transcript["tools"]
+                    assert len(transcript["calls"]) == len(A365_CALLS), transcript["calls"]
+                    for call, (server, tool, arguments) in zip(transcript["calls"], A365_CALLS):
+                        recorded = demo_result(server, tool, arguments)
+                        assert call["result"]["content"] == recorded["content"], call
+                        assert bool(call["result"].get("isError")) == bool(recorded.get("isError")), call
+                    assert transcript["unknown tool"]["code"] == -32602, transcript["unknown tool"]
+                    assert transcript["chat history"]["succeeded"], transcript["chat history"]
+                    if flow == "gateway-auth":
+                        assert transcript["token exchanges"] == [f"{TOOLS_AUDIENCE}/.default"], transcript
+
+                checks.run(f"agent 365 {sdk} sdk: {flow} {stage}", one)
+
+    demo = Daemon(args.binary, [SHIPPED_CASSETTES])
+    with tempfile.TemporaryDirectory() as cassettes:
+        try:
+            run_all("against replay cassettes/", demo.base)
+            recorder = Daemon(None, None, [args.binary, "record", "--upstream", demo.base, "--cassettes", cassettes,
+                                           "--name", "agent365", "--port", "0"])
+            first_stage_lines = len(demo.lines)
+            run_all("through record in front of that replay", recorder.base)
+            record_code, record_log = recorder.stop(os.path.join(args.logs, "record-agent365.log"))
+        finally:
+            demo_code, _ = demo.stop(os.path.join(args.logs, "replay-agent365-upstream.log"))
+
+        def every_request_reached_the_upstream():
+            assert record_code == 0 and demo_code == 0, (record_code, demo_code)
+            # The upstream saw exactly what the SDKs sent through record:
+            # nothing answered by record alone, nothing that went around it.
+            through = requests_in(record_log)
+            upstream = requests_in("".join(demo.lines[first_stage_lines:]))
+            assert through == upstream, f"through record: {through}\nat the upstream: {upstream}"
+            gateway = [key for key in through if key[1].endswith("/mcpServers")]
+            chat = [key for key in through if key[1].endswith("/chat-message")]
+            mcp = [key for key in through if key[1].startswith("mcp_") and key[2] == "tools/call"]
+            assert gateway and chat and mcp, through
+
+        checks.run("agent 365 sdks: every request through record reached the upstream", every_request_reached_the_upstream)
+
+        def token_never_stored():
+            for name, data in cassette_bytes(cassettes):
+                assert token.encode() not in data, f"the bearer token is in {name}"
+            for name in os.listdir(cassettes):
+                if name.endswith(".sqlite"):
+                    dump = "\n".join(sqlite3.connect(os.path.join(cassettes, name)).iterdump())
+                    assert token not in dump and "chat-message" in dump, name
+
+        checks.run("agent 365 sdks: the bearer token is in no cassette byte nor its SQL dump", token_never_stored)
+        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+        try:
+            run_all("against replay of what record stored", replayer.base)
+        finally:
+            code, log = replayer.stop(os.path.join(args.logs, "replay-agent365.log"))
+
+    def same_everywhere():
+        assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
+        for (sdk, flow), stages in transcripts.items():
+            first = next(iter(stages.values()))
+            assert len(stages) == 3, f"{sdk} {flow}: only {list(stages)}"
+            for stage, transcript in stages.items():
+                differs = sorted(k for k in first.keys() | transcript.keys() if first.get(k) != transcript.get(k))
+                assert not differs, f"{sdk} {flow} {stage} differs in {differs}:\n" + "\n".join(
+                    f"{k}: {json.dumps(first.get(k))[:1500]}\n  vs {json.dumps(transcript.get(k))[:1500]}" for k in differs)
+
+    checks.run("agent 365 sdks: the same transcripts against replay, through record, against its replay", same_everywhere)
+
+
 def summary(output):
     return output[output.index("=== SUMMARY ==="):] if "=== SUMMARY ===" in output else output
 
@@ -322,6 +459,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--binary", required=True)
     parser.add_argument("--node", required=True, help="Node 22 executable")
+    parser.add_argument("--python", default=sys.executable, help="Python with the pinned SDKs")
     parser.add_argument("--logs", required=True, help="directory for conformance and daemon logs")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
@@ -382,6 +520,7 @@ def main():
 
         checks.run("recorded replay answered every client request from the cassette", all_hits)
 
+    agent365_sdks(args, node_env, checks)
     direct = round_trip(args, node_env, checks)
     cross_era(args, node_env, checks, direct)
     conformance_through_record(args, node_env, conformance, checks)
