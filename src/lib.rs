@@ -148,10 +148,14 @@ pub async fn replay(
     let loaded = store::load_as_text(&files)?;
     let tape = Tape::new(loaded.exchanges, &rules);
     tracing::info!(
-        "loaded {} exchanges for {} servers from {} cassettes",
+        "loaded {} exchanges for {} servers from {} cassettes{}",
         tape.len(),
         tape.servers().count(),
-        files.len()
+        files.len(),
+        match tape.rejections() {
+            0 => String::new(),
+            n => format!(" ({n} recorded transport-level rejections left out: replay decides those itself)"),
+        }
     );
     let address = local_address(&listener, &config.front_door)?;
     let service = ServiceAnswers::new(loaded.service_answers);

@@ -104,6 +104,9 @@ pub struct Answer {
     pub recorded_as_stream: bool,
     /// A session this answer opens (`initialize`).
     pub session_id: Option<String>,
+    /// The stream stays open after the messages, until the client closes
+    /// it (`subscriptions/listen`).
+    pub hold_open: bool,
 }
 
 /// The answer to an Agent 365 service endpoint, before HTTP framing.
@@ -249,6 +252,26 @@ impl Replay {
         }
     }
 
+    /// The stateless era's tool argument headers of a `tools/call`, checked
+    /// against the `x-mcp-header`s of the tool's recorded schema.
+    ///
+    /// # Errors
+    ///
+    /// `-32020` for a missing, malformed or different `Mcp-Param-*` header.
+    pub fn check_param_headers(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+        sent: &[(String, String)],
+    ) -> Result<(), ErrorObject> {
+        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        match tool.filter(|_| method == "tools/call").and_then(|t| self.tape.tool_schema(server, t)) {
+            Some(schema) => mcp::check_param_headers(schema, params.and_then(|p| p.get("arguments")), sent),
+            None => Ok(()),
+        }
+    }
+
     /// Misses so far, as "server method [name]" with counts, sorted.
     pub fn misses(&self) -> Vec<(String, u64)> {
         lock(&self.misses).iter().map(|(k, v)| (k.clone(), *v)).collect()
@@ -267,6 +290,7 @@ impl Replay {
         match (call.era, call.method) {
             (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
             (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
+            (Era::Stateless, "subscriptions/listen") => return Ok(listen(call)),
             (era, method) if mcp::is_removed(era, method) => {
                 return Ok(mock_answer(call, Outcome::Mock, identity));
             }
@@ -283,6 +307,15 @@ impl Replay {
             self.remember_log_level(call);
         }
         let key = self.rules.match_key(call.server, call.method, params);
+        if call.era == Era::Stateless {
+            let declared = call
+                .params
+                .and_then(|p| p.pointer("/_meta"))
+                .and_then(|m| m.get(mcp::META_CLIENT_CAPABILITIES));
+            if let Some(refusal) = self.tape.capability_refusal(&key, declared) {
+                return Ok(recorded_answer(call, &refusal, Outcome::Hit, LogFilter::Nothing, identity));
+            }
+        }
         if let Some(exchange) = self.next_recorded(call, &key) {
             return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity));
         }
@@ -544,6 +577,27 @@ pub fn recorded_answer(
         messages,
         recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
         session_id: None,
+        hold_open: false,
+    }
+}
+
+/// `subscriptions/listen`: the stream every stateless client may open for
+/// change notifications. Replay sends none, so it acknowledges that it
+/// honours none of the asked-for kinds and keeps the stream open, as the
+/// spec lets a server do, until the client closes it.
+fn listen(call: &Call) -> Answer {
+    let acknowledged = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {}, "_meta": {mcp::META_SUBSCRIPTION_ID: call.id.as_value()}},
+    });
+    Answer {
+        outcome: Outcome::Mock,
+        status: 200,
+        messages: vec![Outgoing { is_answer: false, ..Outgoing::answer(&acknowledged) }],
+        recorded_as_stream: true,
+        session_id: None,
+        hold_open: true,
     }
 }
 
@@ -621,6 +675,7 @@ fn single(outcome: Outcome, status: u16, message: Value) -> Answer {
         messages: vec![Outgoing::answer(&message)],
         recorded_as_stream: false,
         session_id: None,
+        hold_open: false,
     }
 }
 

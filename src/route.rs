@@ -238,6 +238,13 @@ fn replay_post(
         protocol_version: header_str(headers, mcp::HEADER_PROTOCOL_VERSION)?.map(str::to_owned),
         method: header_str(headers, mcp::HEADER_METHOD)?.map(str::to_owned),
         name: header_str(headers, mcp::HEADER_NAME)?.map(str::to_owned),
+        params: headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let suffix = name.as_str().strip_prefix(mcp::HEADER_PARAM_PREFIX)?;
+                Some((suffix.to_owned(), value.to_str().ok()?.trim().to_owned()))
+            })
+            .collect(),
     };
     let (id, method, params) = match post.message {
         Message::Request { id, method, params } => (id, method, params),
@@ -255,11 +262,11 @@ fn replay_post(
         }
     };
     if era == Era::Stateless {
-        mcp::check_stateless(&method, params.as_ref(), &routing).map_err(|error| Rejection {
-            status: 400,
-            error,
-            id: Some(id.clone()),
-        })?;
+        mcp::check_stateless(&method, params.as_ref(), &routing)
+            .and_then(|()| {
+                replay.check_param_headers(&logged.server, &method, params.as_ref(), &routing.params)
+            })
+            .map_err(|error| Rejection { status: 400, error, id: Some(id.clone()) })?;
     }
     let call =
         Call { server: &logged.server, era, session, id: &id, method: &method, params: params.as_ref() };
@@ -277,6 +284,10 @@ fn replay_post(
 /// server→client request before it gives up and ends.
 pub const REPLY_WAIT: Duration = Duration::from_secs(60);
 
+/// How often a stream held open (`subscriptions/listen`) sends an SSE
+/// comment, which is also how soon it notices that the client has gone.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+
 /// What a replayed stream needs to re-enact its recording as it happened.
 pub struct Reenact {
     pub replies: Arc<Replies>,
@@ -285,8 +296,9 @@ pub struct Reenact {
 }
 
 /// Sends an answer's events one by one: at their recorded offsets if asked,
-/// pausing after each re-enacted server request until the client replies.
-fn reenact(messages: Vec<Outgoing>, live: Reenact) -> Body {
+/// pausing after each re-enacted server request until the client replies;
+/// then, if `hold_open`, keep-alive comments until the client goes away.
+fn reenact(messages: Vec<Outgoing>, live: Reenact, hold_open: bool) -> Body {
     let (events, body) = mpsc::channel::<Bytes>(1);
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
@@ -308,6 +320,15 @@ fn reenact(messages: Vec<Outgoing>, live: Reenact) -> Body {
                     "no reply to the replayed server request {id} within {REPLY_WAIT:?}; stream ended"
                 );
                 return;
+            }
+        }
+        if !hold_open {
+            return;
+        }
+        loop {
+            tokio::time::sleep(KEEPALIVE_INTERVAL).await;
+            if events.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                return; // the client went away
             }
         }
     });
@@ -361,13 +382,15 @@ pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rej
 /// streamed as it is re-enacted; otherwise it is sent whole.
 pub fn frame(answer: Answer, accepts: Accepts, live: Option<Reenact>) -> Response<Body> {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
-    let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json;
+    let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
     let mut response = if stream {
         let needs_time = |live: &Reenact| {
-            live.pace == Pace::Recorded || answer.messages.iter().any(|m| m.awaits_reply.is_some())
+            live.pace == Pace::Recorded
+                || answer.hold_open
+                || answer.messages.iter().any(|m| m.awaits_reply.is_some())
         };
         let body = match live.filter(needs_time) {
-            Some(live) => reenact(answer.messages, live),
+            Some(live) => reenact(answer.messages, live, answer.hold_open),
             None => {
                 let mut body = String::new();
                 for message in &answer.messages {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::mcp::Era;
+use crate::mcp::{self, Era};
 use crate::normalize::{MatchKey, Rules};
 use crate::store::{Direction, Exchange, Text};
 
@@ -87,11 +87,26 @@ impl Recorded {
         request.get("params").cloned()
     }
 
-    /// The result of the final answer, parsed, if the exchange succeeded.
-    pub fn result(&self) -> Option<Value> {
+    /// The final answer, parsed.
+    pub fn answer(&self) -> Option<Value> {
         let last =
             self.messages.iter().rev().find(|m| m.direction == Direction::Server && m.method.is_none())?;
-        last.parsed().get("result").cloned()
+        Some(last.parsed())
+    }
+
+    /// The result of the final answer, parsed, if the exchange succeeded.
+    pub fn result(&self) -> Option<Value> {
+        self.answer()?.get("result").cloned()
+    }
+
+    /// The client capabilities a `-32021` answer names as missing.
+    fn required_capabilities(&self) -> Option<Value> {
+        let answer = self.answer()?;
+        let error = answer.get("error")?;
+        if error.get("code").and_then(Value::as_i64) != Some(mcp::MISSING_CLIENT_CAPABILITY as i64) {
+            return None;
+        }
+        error.pointer("/data/requiredCapabilities").filter(|c| c.is_object()).cloned()
     }
 }
 
@@ -131,18 +146,25 @@ pub struct Tape {
     by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
     names: HashSet<(String, Named, String)>,
+    /// Each listed tool's `inputSchema`, by (server, tool).
+    tool_schemas: HashMap<(String, String), Value>,
     /// Each server's own `serverInfo`, from its first recorded `initialize`
     /// or `server/discover` result.
     server_info: HashMap<String, Value>,
+    /// Recorded `-32021` refusals by key, with the capabilities they name:
+    /// they answer a live request only when it lacks one of those.
+    capability_refusals: HashMap<MatchKey, (Value, Arc<Recorded>)>,
     servers: BTreeSet<String>,
     len: usize,
+    /// Recorded transport-level rejections left out ([`mcp::is_transport_rejection`]).
+    rejections: usize,
 }
 
 impl Tape {
     /// Indexes `exchanges`, recomputing each key with `rules` so that replay's
     /// `--ignore-param`s apply to recordings made without them.
     pub fn new(exchanges: Vec<Exchange<Text>>, rules: &Rules) -> Tape {
-        let mut tape = Tape { len: exchanges.len(), ..Tape::default() };
+        let mut tape = Tape::default();
         for exchange in exchanges {
             let request: Value = serde_json::from_str(&exchange.request).unwrap_or(Value::Null);
             let key = rules.match_key(&exchange.server, &exchange.method, request.get("params"));
@@ -161,9 +183,19 @@ impl Tape {
                 content_type: exchange.content_type,
                 messages,
             };
+            let answer = recorded.answer();
+            if mcp::is_transport_rejection(recorded.era, &request, recorded.status, answer.as_ref()) {
+                tape.rejections += 1;
+                continue;
+            }
+            tape.len += 1;
+            tape.servers.insert(recorded.server.clone());
+            if let Some(required) = recorded.required_capabilities() {
+                tape.capability_refusals.insert(key, (required, Arc::new(recorded)));
+                continue;
+            }
             tape.learn_names(&recorded, &request);
             tape.learn_server_info(&recorded);
-            tape.servers.insert(recorded.server.clone());
             let recorded = Arc::new(recorded);
             tape.by_key.entry(key).or_default().of(recorded.era).push(Arc::clone(&recorded));
             tape.by_method
@@ -187,7 +219,13 @@ impl Tape {
         if recorded.method.ends_with("/list") {
             let listed = recorded.result().and_then(|r| r.get(list_field).cloned());
             for item in listed.as_ref().and_then(Value::as_array).into_iter().flatten() {
-                names.extend(item.get("name").and_then(Value::as_str).map(str::to_owned));
+                let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
+                names.push(name.to_owned());
+                if let Some(schema) = item.get("inputSchema").filter(|_| kind == Named::Tool) {
+                    self.tool_schemas
+                        .entry((recorded.server.clone(), name.to_owned()))
+                        .or_insert(schema.clone());
+                }
             }
         }
         for name in names {
@@ -216,7 +254,25 @@ impl Tape {
         self.server_info.get(server)
     }
 
-    /// Number of exchanges loaded.
+    /// The `inputSchema` a recorded `tools/list` gave `tool` on `server`.
+    pub fn tool_schema(&self, server: &str, tool: &str) -> Option<&Value> {
+        self.tool_schemas.get(&(server.to_owned(), tool.to_owned()))
+    }
+
+    /// Recorded transport-level rejections left out at load.
+    pub fn rejections(&self) -> usize {
+        self.rejections
+    }
+
+    /// The recorded `-32021` refusal for `key` if `declared` (the live
+    /// request's client capabilities) lacks a capability it names.
+    pub fn capability_refusal(&self, key: &MatchKey, declared: Option<&Value>) -> Option<Arc<Recorded>> {
+        let (required, recorded) = self.capability_refusals.get(key)?;
+        let lacks = required.as_object()?.keys().any(|name| declared.and_then(|d| d.get(name)).is_none());
+        lacks.then(|| Arc::clone(recorded))
+    }
+
+    /// Number of exchanges loaded (rejections left out).
     pub fn len(&self) -> usize {
         self.len
     }

@@ -29,6 +29,7 @@ pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// MCP's resource-not-found code (handshake era only).
 pub const RESOURCE_NOT_FOUND: i32 = -32002;
@@ -36,8 +37,14 @@ pub const RESOURCE_NOT_FOUND: i32 = -32002;
 pub const REPLAY_MISS: i32 = -32001;
 /// Stateless era: routing headers disagree with the body.
 pub const HEADER_MISMATCH: i32 = -32020;
+/// Stateless era: the client lacks a capability the request needs.
+pub const MISSING_CLIENT_CAPABILITY: i32 = -32021;
 /// Stateless era: the requested protocol version is not served.
 pub const UNSUPPORTED_VERSION: i32 = -32022;
+
+/// HTTP statuses that refuse a request before it is read as MCP: a foreign
+/// Host/Origin, a method, Accept, size or content type not served.
+const TRANSPORT_REFUSALS: [u16; 5] = [403, 405, 406, 413, 415];
 
 /// The two protocol generations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -131,6 +138,61 @@ pub struct RoutingHeaders {
     pub protocol_version: Option<String>,
     pub method: Option<String>,
     pub name: Option<String>,
+    /// `Mcp-Param-{Name}` headers: (name lowercased, value).
+    pub params: Vec<(String, String)>,
+}
+
+/// The prefix of the headers that mirror tool arguments (SEP-2243).
+pub const HEADER_PARAM_PREFIX: &str = "mcp-param-";
+
+/// The tool argument header checks (SEP-2243): every argument whose schema
+/// property names an `x-mcp-header` and that the body sets must be mirrored
+/// in `Mcp-Param-{header}`, literally or as `=?base64?…?=` (strictly
+/// decoded), with the argument's text (strings as they are, other values as
+/// JSON).
+///
+/// # Errors
+///
+/// `-32020` naming the argument whose header is missing, malformed or different.
+pub fn check_param_headers(
+    input_schema: &Value,
+    arguments: Option<&Value>,
+    sent: &[(String, String)],
+) -> Result<(), ErrorObject> {
+    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    for (argument, property) in properties {
+        let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) else { continue };
+        let Some(value) = arguments.and_then(|a| a.get(argument)).filter(|v| !v.is_null()) else { continue };
+        let expected = match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        let wanted = header.to_ascii_lowercase();
+        let Some((_, raw)) = sent.iter().find(|(name, _)| *name == wanted) else {
+            return Err(mismatch(format!(
+                "argument {argument:?} is set but the Mcp-Param-{header} header is missing"
+            )));
+        };
+        let decoded = match raw.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) {
+            Some(encoded) => {
+                use base64::Engine;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|e| mismatch(format!("Mcp-Param-{header} is not valid Base64: {e}")))?;
+                String::from_utf8(bytes)
+                    .map_err(|_| mismatch(format!("Mcp-Param-{header} does not decode to UTF-8")))?
+            }
+            None => raw.clone(),
+        };
+        if decoded != expected {
+            return Err(mismatch(format!(
+                "Mcp-Param-{header} header {decoded:?} differs from argument {argument:?} = {expected:?}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The stateless era's checks on one request, in the order the spec's
@@ -174,6 +236,35 @@ pub fn check_stateless(
         }
     }
     Ok(())
+}
+
+/// Whether a recorded answer was the upstream refusing a request for what
+/// its headers, session or envelope said rather than for its body: a
+/// transport-level refusal status, a header/body mismatch (`-32020`), an
+/// unsupported version (`-32022`), an error that names no request (`id`
+/// null: the session was unknown, or the request was not read as one), or
+/// a stateless-era request recorded without its envelope. Replay decides
+/// all of these on the live request, so such a recording never answers
+/// another. A `server/discover` probe failure is the exception to the `id`
+/// rule: it is the upstream telling a client its era is not served.
+pub fn is_transport_rejection(era: Era, request: &Value, status: u16, answer: Option<&Value>) -> bool {
+    if TRANSPORT_REFUSALS.contains(&status) {
+        return true;
+    }
+    let error = answer.and_then(|a| a.get("error"));
+    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
+    if code.is_some_and(|c| c == HEADER_MISMATCH as i64 || c == UNSUPPORTED_VERSION as i64) {
+        return true;
+    }
+    let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
+    let unattributed = error.is_some() && answer.and_then(|a| a.get("id")).is_none_or(Value::is_null);
+    if unattributed && method != "server/discover" {
+        return true;
+    }
+    let meta = request.pointer("/params/_meta");
+    let enveloped = meta.and_then(|m| m.get(META_PROTOCOL_VERSION)).is_some_and(Value::is_string)
+        && meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object);
+    era == Era::Stateless && !enveloped
 }
 
 /// The value `Mcp-Name` must carry for `method`, if it needs one.
@@ -257,7 +348,72 @@ mod tests {
             protocol_version: Some(version.into()),
             method: Some(method.into()),
             name: name.map(str::to_owned),
+            params: Vec::new(),
         }
+    }
+
+    #[test]
+    fn argument_headers_mirror_annotated_arguments() {
+        let schema = json!({"properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "priority": {"type": "integer", "x-mcp-header": "Priority"},
+            "query": {"type": "string"},
+        }});
+        let sent = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect()
+        };
+        let check = |arguments: Value, headers: &[(&str, &str)]| {
+            check_param_headers(&schema, Some(&arguments), &sent(headers)).map_err(|e| e.code)
+        };
+        let hello = json!({"region": "Hello", "query": "x"});
+        assert_eq!(check(hello.clone(), &[("region", "Hello")]), Ok(()));
+        assert_eq!(check(hello.clone(), &[("region", "=?base64?SGVsbG8=?=")]), Ok(()));
+        assert_eq!(check(json!({"region": "=?base64?SGVsbG8"}), &[("region", "=?base64?SGVsbG8")]), Ok(()));
+        assert_eq!(
+            check(json!({"region": "a", "priority": 3}), &[("region", "a"), ("priority", "3")]),
+            Ok(())
+        );
+        assert_eq!(check(json!({"query": "no header needed"}), &[]), Ok(()));
+        for bad in [
+            &[("region", "=?base64?SGVsbG8?=")][..],
+            &[("region", "=?base64?SGVs!!!bG8=?=")],
+            &[],
+            &[("region", "Bye")],
+        ] {
+            assert_eq!(check(hello.clone(), bad), Err(HEADER_MISMATCH), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn recorded_rejections_are_told_apart_from_answers() {
+        let request =
+            |method: &str, meta: Value| json!({"id": 1, "method": method, "params": {"_meta": meta}});
+        let envelope = json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}});
+        let error = |id: Value, code: i32| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}});
+        let stateless = |method, meta, status, answer: Value| {
+            is_transport_rejection(Era::Stateless, &request(method, meta), status, Some(&answer))
+        };
+        assert!(
+            stateless("tools/list", json!({}), 400, error(json!(1), -32602)),
+            "recorded without its envelope"
+        );
+        assert!(stateless("tools/list", envelope.clone(), 400, error(json!(1), HEADER_MISMATCH)));
+        assert!(stateless("tools/list", envelope.clone(), 400, error(json!(1), UNSUPPORTED_VERSION)));
+        assert!(stateless("tools/list", envelope.clone(), 403, json!({"error": "forbidden"})));
+        assert!(
+            !stateless("tools/call", envelope.clone(), 400, error(json!(1), -32602)),
+            "an unknown tool is an answer"
+        );
+        assert!(!stateless("tools/list", envelope, 404, error(json!(1), -32601)));
+        let handshake = |method, status, answer: Value| {
+            is_transport_rejection(Era::Handshake, &request(method, json!({})), status, Some(&answer))
+        };
+        assert!(handshake("tools/list", 404, error(Value::Null, -32001)), "session not found");
+        assert!(
+            !handshake("server/discover", 400, error(Value::Null, -32000)),
+            "a probe failure is replayed"
+        );
+        assert!(!handshake("tools/call", 200, json!({"jsonrpc": "2.0", "id": 1, "result": {}})));
     }
 
     fn enveloped(extra: Value) -> Value {
