@@ -346,6 +346,10 @@ mod tests {
     fn answers_from_the_requests_own_era_first() {
         let mut stateless = crate::store::tests::sample("s", "t", "stateless");
         stateless.era = Era::Stateless;
+        stateless.request["params"]["_meta"] = json!({
+            mcp::META_PROTOCOL_VERSION: "2026-07-28",
+            mcp::META_CLIENT_CAPABILITIES: {},
+        });
         let tape = Tape::new(vec![stateless.to_text(), call("s", "t", "handshake")], &Rules::default());
         let key = Rules::default().match_key("s", "tools/call", Some(&json!({"name": "t"})));
         let mut cursors = Cursors::default();

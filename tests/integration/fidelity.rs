@@ -195,6 +195,7 @@ async fn each_era_gets_its_own_recording_and_the_recorded_server_info() {
     );
     let mut modern = streamed("t", vec![(0, Direction::Server, done("stateless answer"))]);
     modern.era = Era::Stateless;
+    recorded_with_envelope(&mut modern.request);
     let only_handshake = tool_call("mcp_Fixture", "u", json!({}), "converted");
     // Recorded stateless first: a handshake client must still get the handshake one.
     let cassette = vec![

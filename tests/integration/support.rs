@@ -38,14 +38,19 @@ impl Cassettes {
     }
 }
 
-/// A recorded exchange: `request` answered by `messages` (all from the server).
+/// A recorded exchange: `request` answered by `messages` (all from the
+/// server). A stateless-era request carries its envelope, as every real
+/// recording of one does.
 pub fn exchange(
     server: &str,
     era: Era,
-    request: Value,
+    mut request: Value,
     content_type: &str,
     messages: Vec<Value>,
 ) -> RawExchange {
+    if era == Era::Stateless {
+        recorded_with_envelope(&mut request);
+    }
     RawExchange {
         server: server.into(),
         era,
@@ -233,6 +238,12 @@ pub async fn initialize(url: &str) -> String {
     .await;
     assert_eq!(reply.status, 200, "{reply:?}");
     reply.header("mcp-session-id").expect("initialize opens a session").to_owned()
+}
+
+/// Puts the stateless era's envelope into a recorded request's `_meta`.
+pub fn recorded_with_envelope(request: &mut Value) {
+    let params = request.as_object_mut().unwrap().entry("params").or_insert_with(|| json!({}));
+    params["_meta"] = enveloped(json!({}))["_meta"].clone();
 }
 
 /// Params carrying the stateless era's envelope, plus `extra`.
