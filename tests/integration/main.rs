@@ -4,6 +4,7 @@
 
 mod agent365;
 mod binary;
+mod eras;
 mod fidelity;
 mod http_rules;
 mod record;
