@@ -46,6 +46,14 @@ FIXTURE = os.path.join(HERE, "fixture.jsonl")
 UPSTREAM = os.path.join(HERE, "agent365_upstream.py")
 CONFORMANCE_UPSTREAM = os.path.join(HERE, "conformance_upstream.mjs")
 EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
+NEXT_EXPECTED_FAILURES = os.path.join(HERE, "conformance-next-expected-failures.yml")
+CONFORMANCE_UPSTREAM_V2 = os.path.join(HERE, "conformance_upstream_v2.mjs")
+# The two legs of conformance 0.2.0-alpha.12: each scenario at its own version, and the
+# 2026-07-28 scenarios forced to that version.
+NEXT_LEGS = {"all": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
+# What conformance_upstream_v2.mjs does not implement: the tasks extension (as the SDK it is
+# written on), so these fail the same way directly, through record and on replay.
+NEXT_FIXTURE_GAPS = "tasks-"
 FIXTURE_EXPECTED_FAILURES = os.path.join(HERE, "conformance-fixture-expected-failures.yml")
 SHIPPED_CASSETTES = os.path.join(HERE, "..", "..", "cassettes")
 DEMO_JSONL = os.path.join(SHIPPED_CASSETTES, "agent365-demo.jsonl")
@@ -417,6 +425,70 @@ def agent365_sdks(args, node_env, checks):
     checks.run("agent 365 sdks: the same transcripts against replay, through record, against its replay", same_everywhere)
 
 
+SCENARIO_LINE = re.compile(r"^[✓✗] [a-z0-9-]+: \d+ passed, \d+ failed$", re.M)
+
+
+def scenario_outcomes(command, node_env, log_path):
+    """Runs the suite (a failing scenario is an outcome, not an error) and
+    returns its per-scenario lines: name, checks passed and failed."""
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=CONFORMANCE_TIMEOUT_S, env=node_env, cwd=HERE)
+    with open(log_path, "w") as log:
+        log.write(result.stdout + result.stderr)
+    assert "Total:" in result.stdout, (result.stdout + result.stderr)[-3000:]
+    return SCENARIO_LINE.findall(result.stdout)
+
+
+def conformance_next_three_ways(args, node_env, conformance_next, checks):
+    """Conformance 0.2.0-alpha.12, both legs, against our dual-era fixture on
+    the TypeScript SDK v2: directly, through `mcp-tape record` with both legs
+    into one cassette, then against `replay --fail-on-miss` of that cassette
+    with the fixture stopped. Every scenario's outcome must be the same."""
+    outcomes = {}
+
+    def leg(name, stage, url):
+        log = os.path.join(args.logs, f"conformance-next-{name}-{stage}.log")
+        command = [*conformance_next, "server", "--url", url, "--suite", "all", *NEXT_LEGS[name]]
+        outcomes[(name, stage)] = scenario_outcomes(command, node_env, log)
+
+    with tempfile.TemporaryDirectory() as cassettes:
+
+        def drive(upstream, recorder):
+            for name in NEXT_LEGS:
+                checks.run(f"conformance 0.2.0-alpha.12 {name} leg directly against our dual-era fixture",
+                           lambda name=name: leg(name, "direct", upstream.url("/mcp")))
+                checks.run(f"conformance 0.2.0-alpha.12 {name} leg through mcp-tape record",
+                           lambda name=name: leg(name, "record", recorder.url("/mcp")))
+
+        record_through(args, [args.node, CONFORMANCE_UPSTREAM_V2], cassettes, drive, "conformance-next")
+        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+        try:
+            for name in NEXT_LEGS:
+                checks.run(f"conformance 0.2.0-alpha.12 {name} leg against mcp-tape replay of the one cassette",
+                           lambda name=name: leg(name, "replay", replayer.url("/mcp")))
+        finally:
+            code, log = replayer.stop(os.path.join(args.logs, "replay-conformance-next.log"))
+
+    def fixture_complete():
+        for name in NEXT_LEGS:
+            failing = [line for line in outcomes[(name, "direct")] if line.startswith("✗")]
+            assert all(line[2:].startswith(NEXT_FIXTURE_GAPS) for line in failing), failing
+            assert len(outcomes[(name, "direct")]) >= 40, outcomes[(name, "direct")]
+
+    checks.run("conformance 0.2.0-alpha.12: the fixture fails nothing but the tasks extension", fixture_complete)
+
+    def same_everywhere():
+        assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
+        for name in NEXT_LEGS:
+            direct = outcomes[(name, "direct")]
+            for stage in ["record", "replay"]:
+                differ = [(d, o) for d, o in zip(direct, outcomes[(name, stage)]) if d != o]
+                assert len(direct) == len(outcomes[(name, stage)]) and not differ, f"{name} {stage}: {differ}"
+
+    checks.run("conformance 0.2.0-alpha.12: every scenario's outcome the same directly, through record and on replay",
+               same_everywhere)
+
+
 def summary(output):
     return output[output.index("=== SUMMARY ==="):] if "=== SUMMARY ===" in output else output
 
@@ -465,6 +537,7 @@ def main():
     os.makedirs(args.logs, exist_ok=True)
     node_env = dict(os.environ, PATH=os.path.dirname(args.node) + os.pathsep + os.environ["PATH"])
     conformance = [args.node, "node_modules/@modelcontextprotocol/conformance/dist/index.js"]
+    conformance_next = [args.node, "node_modules/conformance-next/dist/index.js"]
     checks = Checks()
 
     with tempfile.TemporaryDirectory() as empty:
@@ -487,6 +560,18 @@ def main():
                     log,
                 ),
             )
+            for name, leg_args in NEXT_LEGS.items():
+                log = os.path.join(args.logs, f"conformance-next-{name}{path.replace('/', '_')}.log")
+                checks.run(
+                    f"conformance 0.2.0-alpha.12 {name} leg on {path} (expected failures: fixture scenarios only)",
+                    lambda leg_args=leg_args, log=log: run_process(
+                        [*conformance_next, "server", "--url", url, "--suite", "all", *leg_args,
+                         "--expected-failures", NEXT_EXPECTED_FAILURES],
+                        CONFORMANCE_TIMEOUT_S,
+                        node_env,
+                        log,
+                    ),
+                )
         code, log = daemon.stop(os.path.join(args.logs, "replay-empty.log"))
 
         def stopped_cleanly():
@@ -525,6 +610,7 @@ def main():
     cross_era(args, node_env, checks, direct)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
+    conformance_next_three_ways(args, node_env, conformance_next, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
     return 1 if checks.failed else 0
