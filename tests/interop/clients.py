@@ -97,7 +97,11 @@ def text_of(block):
 
 
 def tool_outcome(result):
-    return {"isError": bool(result.is_error), "content": [text_of(b) for b in result.content]}
+    return {
+        "isError": bool(result.is_error),
+        "content": [text_of(b) for b in result.content],
+        "meta": stable(getattr(result, "meta", None)),
+    }
 
 
 def connect(base, server, mode, token):
@@ -147,6 +151,12 @@ async def round_trip_flow(base, mode, token):
         note("mcp_WritingPrompts", "prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
         prompt = await client.get_prompt("draft_reply", {"tone": "friendly", "points": "thanks; next steps"})
         note("mcp_WritingPrompts", "get draft_reply", [[m.role, m.content.text] for m in prompt.messages])
+        try:
+            await client.get_prompt("no_such_prompt", {})
+            unknown = "answered"
+        except Exception as error:  # the SDK raises the JSON-RPC error it got
+            unknown = {"code": getattr(getattr(error, "error", None), "code", None), "message": str(error)}
+        note("mcp_WritingPrompts", "get no_such_prompt", unknown)
     async with connect(base, "mcp_PolicyLibrary", mode, token) as client:
         note("mcp_PolicyLibrary", "resources", sorted(str(r.uri) for r in (await client.list_resources()).resources))
         travel = await client.read_resource("policy://travel")

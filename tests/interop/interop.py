@@ -180,6 +180,12 @@ def round_trip_flows(args, node_env, token):
         "typescript-sdk": lambda base: json.loads(
             run_process([args.node, "ts_client.mjs", base, "round-trip", token], CLIENT_TIMEOUT_S, node_env)
         ),
+        **{
+            f"typescript-sdk-v2 {mode}": lambda base, mode=mode: json.loads(
+                run_process([args.node, "ts2_client.mjs", base, mode, token], CLIENT_TIMEOUT_S, node_env)
+            )
+            for mode in ["legacy", "auto", "2026-07-28"]
+        },
     }
 
 
@@ -266,7 +272,12 @@ def cross_era(args, node_env, checks, direct):
 
         def agrees(replayed=replayed, code=code, log=log, replayed_to=replayed_to):
             assert direct.get(replayed_to), "no direct transcript to compare with"
-            assert replayed == direct[replayed_to], json.dumps(replayed)[:3000]
+            # The fixture (Python SDK) answers an unknown prompt with code 0 in the handshake era
+            # and -32603 in the stateless one: no recording of one era can tell the other's, so
+            # that step is compared in the one-cassette round trip only, where both eras record it.
+            differ = [(want, got) for want, got in zip(direct[replayed_to], replayed)
+                      if want != got and want[1] != "get no_such_prompt"]
+            assert len(replayed) == len(direct[replayed_to]) and not differ, json.dumps(differ)[:3000]
             assert code == 0, f"replay --fail-on-miss exited {code}:\n{log[-3000:]}"
 
         checks.run(title, agrees)
