@@ -36,6 +36,8 @@ pub struct Message {
     pub id: Option<Value>,
     /// `params.level` of a log notification.
     pub log_level: Option<Box<str>>,
+    /// Its `error`, for an error answer.
+    pub error: Option<Box<Value>>,
 }
 
 /// The few fields of a message replay decides on, read without building
@@ -45,19 +47,21 @@ struct Peek {
     method: Option<Box<str>>,
     id: Option<Value>,
     params: Option<Value>,
+    error: Option<Value>,
 }
 
 impl Message {
     fn new(offset_ms: u64, direction: Direction, json: Text) -> Message {
         let peek: Option<Peek> = serde_json::from_str(&json).ok();
-        let (method, id, params) = peek.map_or((None, None, None), |p| (p.method, p.id, p.params));
+        let (method, id, params, error) =
+            peek.map_or((None, None, None, None), |p| (p.method, p.id, p.params, p.error));
         let log_level = match method.as_deref() {
             Some("notifications/message") => {
                 params.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).map(Box::from)
             }
             _ => None,
         };
-        Message { offset_ms, direction, json, method, id, log_level }
+        Message { offset_ms, direction, json, method, id, log_level, error: error.map(Box::new) }
     }
 
     /// The message parsed.
@@ -87,22 +91,19 @@ impl Recorded {
         request.get("params").cloned()
     }
 
-    /// The final answer, parsed.
-    pub fn answer(&self) -> Option<Value> {
-        let last =
-            self.messages.iter().rev().find(|m| m.direction == Direction::Server && m.method.is_none())?;
-        Some(last.parsed())
+    /// The final answer (to the request, not a notification or server request).
+    fn answer(&self) -> Option<&Message> {
+        self.messages.iter().rev().find(|m| m.direction == Direction::Server && m.method.is_none())
     }
 
     /// The result of the final answer, parsed, if the exchange succeeded.
     pub fn result(&self) -> Option<Value> {
-        self.answer()?.get("result").cloned()
+        self.answer()?.parsed().get("result").cloned()
     }
 
     /// The client capabilities a `-32021` answer names as missing.
     fn required_capabilities(&self) -> Option<Value> {
-        let answer = self.answer()?;
-        let error = answer.get("error")?;
+        let error = self.answer()?.error.as_deref()?;
         if error.get("code").and_then(Value::as_i64) != Some(mcp::MISSING_CLIENT_CAPABILITY as i64) {
             return None;
         }
@@ -184,7 +185,9 @@ impl Tape {
                 messages,
             };
             let answer = recorded.answer();
-            if mcp::is_transport_rejection(recorded.era, &request, recorded.status, answer.as_ref()) {
+            let error = answer.and_then(|a| a.error.as_deref());
+            let answered_id = answer.and_then(|a| a.id.as_ref());
+            if mcp::is_transport_rejection(recorded.era, &request, recorded.status, error, answered_id) {
                 tape.rejections += 1;
                 continue;
             }

@@ -247,17 +247,24 @@ pub fn check_stateless(
 /// all of these on the live request, so such a recording never answers
 /// another. A `server/discover` probe failure is the exception to the `id`
 /// rule: it is the upstream telling a client its era is not served.
-pub fn is_transport_rejection(era: Era, request: &Value, status: u16, answer: Option<&Value>) -> bool {
+///
+/// `error` is the final answer's `error`, if it was one; `answered_id` its `id`.
+pub fn is_transport_rejection(
+    era: Era,
+    request: &Value,
+    status: u16,
+    error: Option<&Value>,
+    answered_id: Option<&Value>,
+) -> bool {
     if TRANSPORT_REFUSALS.contains(&status) {
         return true;
     }
-    let error = answer.and_then(|a| a.get("error"));
     let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
     if code.is_some_and(|c| c == HEADER_MISMATCH as i64 || c == UNSUPPORTED_VERSION as i64) {
         return true;
     }
     let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
-    let unattributed = error.is_some() && answer.and_then(|a| a.get("id")).is_none_or(Value::is_null);
+    let unattributed = error.is_some() && answered_id.is_none_or(Value::is_null);
     if unattributed && method != "server/discover" {
         return true;
     }
@@ -390,9 +397,11 @@ mod tests {
             |method: &str, meta: Value| json!({"id": 1, "method": method, "params": {"_meta": meta}});
         let envelope = json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}});
         let error = |id: Value, code: i32| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}});
-        let stateless = |method, meta, status, answer: Value| {
-            is_transport_rejection(Era::Stateless, &request(method, meta), status, Some(&answer))
+        let rejects = |era, request: Value, status, answer: Value| {
+            is_transport_rejection(era, &request, status, answer.get("error"), answer.get("id"))
         };
+        let stateless =
+            |method, meta, status, answer| rejects(Era::Stateless, request(method, meta), status, answer);
         assert!(
             stateless("tools/list", json!({}), 400, error(json!(1), -32602)),
             "recorded without its envelope"
@@ -405,9 +414,8 @@ mod tests {
             "an unknown tool is an answer"
         );
         assert!(!stateless("tools/list", envelope, 404, error(json!(1), -32601)));
-        let handshake = |method, status, answer: Value| {
-            is_transport_rejection(Era::Handshake, &request(method, json!({})), status, Some(&answer))
-        };
+        let handshake =
+            |method, status, answer| rejects(Era::Handshake, request(method, json!({})), status, answer);
         assert!(handshake("tools/list", 404, error(Value::Null, -32001)), "session not found");
         assert!(
             !handshake("server/discover", 400, error(Value::Null, -32000)),
