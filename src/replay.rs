@@ -385,8 +385,9 @@ impl Replay {
             let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything, identity);
             if let Some(last) = answer.messages.last_mut() {
                 let mut message = last.parsed();
-                if let Some(result) = message.get_mut("result") {
-                    result["protocolVersion"] = mcp::negotiate(requested).into();
+                // A result that is not an object (a damaged recording) goes out as recorded.
+                if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+                    result.insert("protocolVersion".into(), mcp::negotiate(requested).into());
                     last.json = message.to_string();
                 }
             }

@@ -215,6 +215,9 @@ impl Cassette {
             )));
         }
         let supported = MIGRATIONS.len() as i64;
+        if version < 0 {
+            return Err(CassetteError::Foreign(format!("user_version {version} is no schema version")));
+        }
         if version > supported {
             return Err(CassetteError::TooNew { found: version, supported });
         }
@@ -434,6 +437,18 @@ pub(crate) mod tests {
         let before = std::fs::read(&path).unwrap();
         let err = Cassette::open(&path).err().unwrap().to_string();
         assert!(err.contains("newer mcp-tape (schema 99"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn refuses_a_negative_schema_version_without_touching_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("odd.sqlite");
+        drop(Cassette::open(&path).unwrap());
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", -1).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let err = Cassette::open(&path).err().unwrap().to_string();
+        assert!(err.contains("user_version -1 is no schema version"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 

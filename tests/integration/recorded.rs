@@ -299,3 +299,27 @@ async fn methods_an_era_removed_are_not_found_even_when_recorded() {
     );
     replay.stop().await.unwrap();
 }
+
+/// A recorded `initialize` whose result is not an object (a damaged or
+/// hand-edited cassette) once panicked every `initialize` to that server.
+#[tokio::test]
+async fn a_damaged_initialize_recording_is_answered_as_recorded() {
+    let cassettes = Cassettes::new();
+    cassettes.write(
+        "damaged",
+        vec![exchange(
+            "mcp_Damaged",
+            Era::Handshake,
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+            "application/json",
+            vec![json!({"jsonrpc": "2.0", "id": 0, "result": "not an object"})],
+        )],
+    );
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Damaged");
+    for _ in 0..2 {
+        let reply = call(&url, &[], "initialize", json!({"protocolVersion": "2025-06-18"})).await;
+        assert_eq!((reply.status, reply.json()["result"].clone()), (200, json!("not an object")));
+    }
+    replay.stop().await.unwrap();
+}
