@@ -124,6 +124,20 @@ fn local_address(listener: &TcpListener, front_door: &FrontDoor) -> Result<Socke
     listener.local_addr().map_err(|source| Error::Bind { addr: front_door.listen.to_string(), source })
 }
 
+/// `text` with its control characters escaped (`\n`, `\u{1b}`, ...), for
+/// values from the network or a cassette that go into a log line: a method
+/// name holding a newline or a terminal escape must not forge a line or
+/// repaint the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect::<String>()
+        .into()
+}
+
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in
 /// one request must not take every later request down with it, and the maps
 /// behind these locks stay usable.

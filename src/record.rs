@@ -365,7 +365,7 @@ impl Record {
                 tracing::warn!(
                     "{} answer to {} is not a JSON-RPC message; forwarded, not stored",
                     head.status,
-                    logged.mcp_method
+                    crate::printable(&logged.mcp_method)
                 );
                 logged.outcome = "forwarded";
             }

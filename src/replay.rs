@@ -17,11 +17,11 @@ use crate::agent365::{self, ServiceRoute};
 use crate::config::{OnMiss, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, ErrorObject, RequestId};
-use crate::lock;
 use crate::mcp::{self, Era, convert, fallback};
 use crate::normalize::{self, Rules};
 use crate::store::{Direction, ServiceAnswer};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
+use crate::{lock, printable};
 
 /// Live sessions kept at most; the oldest is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
@@ -320,7 +320,7 @@ impl Replay {
             return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity));
         }
         if let Some(error) = self.miss(call, params) {
-            tracing::warn!(server = call.server, method = call.method, "{}", describe_miss(&error));
+            tracing::warn!("{}", printable(&describe_miss(&error)));
             if self.on_miss == OnMiss::Error {
                 return Ok(error_answer(call, Outcome::Miss, &error));
             }
@@ -444,9 +444,12 @@ impl Replay {
             }
             _ => return None,
         };
+        // Logged (and summed up at exit) as it is: control characters escaped.
         let key = match name {
-            Some(name) => format!("{} {} {name}", call.server, call.method),
-            None => format!("{} {}", call.server, call.method),
+            Some(name) => {
+                format!("{} {} {}", printable(call.server), printable(call.method), printable(name))
+            }
+            None => format!("{} {}", printable(call.server), printable(call.method)),
         };
         *lock(&self.misses).entry(key.clone()).or_default() += 1;
         Some(self.miss_error(call, &key, params, &candidates))

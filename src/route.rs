@@ -27,6 +27,7 @@ use crate::config::{FrontDoor, Pace};
 use crate::error::Rejection;
 use crate::jsonrpc::{self, Message};
 use crate::mcp::{self, Era, RoutingHeaders};
+use crate::printable;
 use crate::record::Record;
 use crate::replay::{Answer, Call, Outgoing, Replay, Replies};
 use crate::sse;
@@ -79,8 +80,8 @@ pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
     };
     tracing::info!(
         "{http_method} server={} method={} {} status={} {:.1}ms",
-        logged.server,
-        if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
+        printable(&logged.server),
+        if logged.mcp_method.is_empty() { "-".into() } else { printable(&logged.mcp_method) },
         logged.outcome,
         response.status().as_u16(),
         started.elapsed().as_secs_f64() * 1e3,

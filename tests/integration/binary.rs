@@ -170,6 +170,38 @@ async fn fail_on_miss_makes_the_exit_status_say_so() {
     assert!(log.contains("1 requests missed the recordings (--fail-on-miss)"), "{log}");
 }
 
+/// A method name with a newline and a terminal escape once wrote a forged
+/// log line (and repainted the terminal): every logged value is escaped.
+#[tokio::test]
+async fn network_input_cannot_forge_log_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("forge.sqlite");
+    let mut store = mcp_tape::store::Cassette::open(&cassette).unwrap();
+    let recorded = tool_call("mcp_Forge", "known", json!({"a": 1}), "x");
+    store.insert(&mcp_tape::normalize::Rules::default().exchange(recorded)).unwrap();
+    drop(store);
+    let daemon = Daemon::start(&[dir.path().to_str().unwrap()]).await;
+    let forged = r"tools/list\n2026-01-01T00:00:00Z  INFO forged line \u001b[31mred";
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{forged}"}}"#);
+    post(&format!("{}/agents/servers/mcp_Forge", daemon.url), &[], &body).await;
+    let miss = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "known", "arguments": {"a\nINFO forged too": 2}}});
+    post(&format!("{}/agents/servers/mcp_Forge", daemon.url), &[], &miss.to_string()).await;
+    let (_, log) = daemon.stop("TERM").await;
+    assert!(log.contains("\\n2026-01-01"), "the newline is shown escaped:\n{log}");
+    assert!(!log.contains('\u{1b}'), "no terminal escape reaches the log:\n{log}");
+    for line in log.lines() {
+        assert!(
+            !line.contains("forged") || line.contains("method=") || line.contains("no recorded answer"),
+            "{line}"
+        );
+        assert!(
+            !line.trim_start().starts_with("2026-01-01T00:00:00Z") && !line.starts_with("INFO forged"),
+            "{line}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn sigint_stops_cleanly() {
     let cassettes = Cassettes::new();
