@@ -48,7 +48,9 @@ pub struct Loaded<J = serde_json::Value> {
     pub service_answers: Vec<ServiceAnswer>,
 }
 
-/// Everything in `files`, file by file, each in recorded order.
+/// Everything in `files`, file by file, each in recorded order. Files are
+/// opened read-only ([`Cassette::open_read_only`]) and each is read in one
+/// transaction.
 ///
 /// # Errors
 ///
@@ -56,9 +58,13 @@ pub struct Loaded<J = serde_json::Value> {
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let cassette = Cassette::open(file)?;
-        loaded.exchanges.extend(cassette.exchanges()?);
-        loaded.service_answers.extend(cassette.service_answers()?);
+        let (exchanges, service_answers) = Cassette::open_read_only(file)?.read_everything()?;
+        for exchange in exchanges {
+            let damaged =
+                |why| Error::Cassette { path: file.clone(), kind: CassetteError::Damaged { id: 0, why } };
+            loaded.exchanges.push(exchange.parse().map_err(damaged)?);
+        }
+        loaded.service_answers.extend(service_answers);
     }
     Ok(loaded)
 }
@@ -71,9 +77,9 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
 pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let cassette = Cassette::open(file)?;
-        loaded.exchanges.extend(cassette.exchanges_as_text()?);
-        loaded.service_answers.extend(cassette.service_answers()?);
+        let (exchanges, service_answers) = Cassette::open_read_only(file)?.read_everything()?;
+        loaded.exchanges.extend(exchanges);
+        loaded.service_answers.extend(service_answers);
     }
     Ok(loaded)
 }

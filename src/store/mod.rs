@@ -8,8 +8,10 @@
 //! A file is recognized by its SQLite header and `application_id`. A file
 //! that is not SQLite, belongs to another application, or was written by a
 //! newer schema is refused with [`CassetteError`] before anything is written
-//! to it. Older cassettes are migrated in place, all pending steps in one
-//! EXCLUSIVE transaction.
+//! to it. [`Cassette::open`] (record, import) migrates an older cassette in
+//! place, all pending steps in one EXCLUSIVE transaction;
+//! [`Cassette::open_read_only`] (replay, export) reads any known schema as it
+//! is and never writes.
 //!
 //! ## Durability
 //!
@@ -167,6 +169,9 @@ pub struct ServiceAnswer {
 pub struct Cassette {
     conn: Connection,
     path: PathBuf,
+    /// The schema the file is at (older than [`MIGRATIONS`] only when opened
+    /// read-only, which never migrates).
+    version: i64,
 }
 
 impl Cassette {
@@ -186,16 +191,55 @@ impl Cassette {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| fail(e.into()))?;
-        let mut cassette = Cassette { conn, path: path.to_owned() };
+        let mut cassette = Cassette { conn, path: path.to_owned(), version: 0 };
         cassette.prepare().map_err(fail)?;
         Ok(cassette)
+    }
+
+    /// Opens `path` to read it and nothing else, as replay does: it neither
+    /// migrates nor writes, so read-only checkouts and `:ro` mounts serve.
+    /// A file on a read-only filesystem, where SQLite cannot keep its WAL
+    /// index, is opened as immutable.
+    ///
+    /// # Errors
+    ///
+    /// A missing, empty, foreign or too-new file, or an SQLite failure.
+    pub fn open_read_only(path: &Path) -> Result<Cassette, Error> {
+        let fail = |kind: CassetteError| Error::Cassette { path: path.to_owned(), kind };
+        let size =
+            std::fs::metadata(path).map_err(|source| Error::Io { path: path.to_owned(), source })?.len();
+        if size == 0 {
+            return Err(fail(CassetteError::Foreign("an empty file".into())));
+        }
+        check_header(path).map_err(fail)?;
+        let flags =
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let open = |uri: String| -> Result<(Connection, i64), CassetteError> {
+            let conn = Connection::open_with_flags(uri, flags)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            let version = check_identity(&conn)?;
+            Ok((conn, version))
+        };
+        let uri = file_uri(path);
+        let (conn, version) = match open(uri.clone()) {
+            Err(CassetteError::Sqlite(e))
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) =>
+            {
+                open(format!("{uri}?immutable=1")).map_err(fail)?
+            }
+            other => other.map_err(fail)?,
+        };
+        Ok(Cassette { conn, path: path.to_owned(), version })
     }
 
     /// A cassette that lives in memory, for tests.
     pub fn open_in_memory() -> Result<Cassette, Error> {
         let fail = |e: rusqlite::Error| Error::Cassette { path: ":memory:".into(), kind: e.into() };
-        let mut cassette =
-            Cassette { conn: Connection::open_in_memory().map_err(fail)?, path: ":memory:".into() };
+        let mut cassette = Cassette {
+            conn: Connection::open_in_memory().map_err(fail)?,
+            path: ":memory:".into(),
+            version: 0,
+        };
         cassette.prepare().map_err(|kind| Error::Cassette { path: ":memory:".into(), kind })?;
         Ok(cassette)
     }
@@ -206,21 +250,8 @@ impl Cassette {
 
     fn prepare(&mut self) -> Result<(), CassetteError> {
         let conn = &mut self.conn;
-        let application_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
-        if application_id != APPLICATION_ID && (application_id != 0 || version != 0 || tables != 0) {
-            return Err(CassetteError::Foreign(format!(
-                "SQLite database with application_id {application_id}, user_version {version} and {tables} schema objects"
-            )));
-        }
+        let version = check_identity(conn)?;
         let supported = MIGRATIONS.len() as i64;
-        if version < 0 {
-            return Err(CassetteError::Foreign(format!("user_version {version} is no schema version")));
-        }
-        if version > supported {
-            return Err(CassetteError::TooNew { found: version, supported });
-        }
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // In WAL mode NORMAL syncs at checkpoints, not at every commit: a
@@ -236,6 +267,7 @@ impl Cassette {
             tx.pragma_update(None, "user_version", supported)?;
             tx.commit()?;
         }
+        self.version = supported;
         Ok(())
     }
 
@@ -276,8 +308,29 @@ impl Cassette {
     ///
     /// An SQLite failure, or a row that does not hold a valid answer.
     pub fn service_answers(&self) -> Result<Vec<ServiceAnswer>, Error> {
-        load::read_service_answers(&self.conn)
-            .map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+        self.read_service_answers().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    /// Service answers arrived with schema 2; an older file has none.
+    fn read_service_answers(&self) -> Result<Vec<ServiceAnswer>, CassetteError> {
+        if self.version < 2 { Ok(Vec::new()) } else { load::read_service_answers(&self.conn) }
+    }
+
+    /// Every exchange (JSON as stored) and service answer, read in one
+    /// transaction, so that a recorder committing meanwhile is seen either
+    /// before or after each of its commits, never half-way.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid entry.
+    pub fn read_everything(&self) -> Result<(Vec<Exchange<Text>>, Vec<ServiceAnswer>), Error> {
+        let read = || -> Result<_, CassetteError> {
+            let snapshot = self.conn.unchecked_transaction()?;
+            let everything = (load::read_all(&snapshot)?, self.read_service_answers()?);
+            snapshot.finish()?;
+            Ok(everything)
+        };
+        read().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
     /// Writes one service answer in its own transaction.
@@ -344,6 +397,40 @@ impl Cassette {
         tx.commit()?;
         Ok(occurrence)
     }
+}
+
+/// The schema version of an mcp-tape cassette, after checking the file is
+/// one this binary can read: its application id, and a version neither
+/// negative nor newer than [`MIGRATIONS`].
+fn check_identity(conn: &Connection) -> Result<i64, CassetteError> {
+    let application_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    if application_id != APPLICATION_ID && (application_id != 0 || version != 0 || tables != 0) {
+        return Err(CassetteError::Foreign(format!(
+            "SQLite database with application_id {application_id}, user_version {version} and {tables} schema objects"
+        )));
+    }
+    let supported = MIGRATIONS.len() as i64;
+    if version < 0 {
+        return Err(CassetteError::Foreign(format!("user_version {version} is no schema version")));
+    }
+    if version > supported {
+        return Err(CassetteError::TooNew { found: version, supported });
+    }
+    Ok(version)
+}
+
+/// `path` as an SQLite `file:` URI (so that `?immutable=1` can follow).
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' | '?' | '#' => uri.push_str(&format!("%{:02X}", c as u32)),
+            c => uri.push(c),
+        }
+    }
+    uri
 }
 
 /// Refuses a non-empty file that does not start with the SQLite header,
@@ -438,6 +525,49 @@ pub(crate) mod tests {
         let err = Cassette::open(&path).err().unwrap().to_string();
         assert!(err.contains("newer mcp-tape (schema 99"), "{err}");
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    /// The loader once read exchanges and their messages in two statements
+    /// outside a transaction, so an exchange committed in between showed up
+    /// as "message without its exchange".
+    #[test]
+    fn reads_a_cassette_that_is_being_written_consistently() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("busy.sqlite");
+        let mut cassette = Cassette::open(&path).unwrap();
+        let writer = std::thread::spawn(move || {
+            for n in 0..1500 {
+                cassette.insert(&sample("mcp_Busy", &format!("tool{}", n % 7), &n.to_string())).unwrap();
+            }
+        });
+        let mut reads = 0;
+        while !writer.is_finished() {
+            let (exchanges, _) = Cassette::open_read_only(&path).unwrap().read_everything().unwrap();
+            assert!(exchanges.iter().all(|e| e.messages.len() == 1));
+            reads += 1;
+        }
+        writer.join().unwrap();
+        let (exchanges, _) = Cassette::open_read_only(&path).unwrap().read_everything().unwrap();
+        assert_eq!((exchanges.len(), reads > 0), (1500, true));
+    }
+
+    #[test]
+    fn reads_an_older_schema_without_migrating_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        drop(conn);
+        let before = std::fs::read(&path).unwrap();
+        let cassette = Cassette::open_read_only(&path).unwrap();
+        assert_eq!(cassette.read_everything().unwrap(), (Vec::new(), Vec::new()));
+        drop(cassette);
+        assert_eq!(std::fs::read(&path).unwrap(), before, "read-only means untouched");
+        let empty = dir.path().join("empty.sqlite");
+        std::fs::write(&empty, b"").unwrap();
+        let err = Cassette::open_read_only(&empty).err().unwrap().to_string();
+        assert!(err.contains("an empty file"), "{err}");
     }
 
     #[test]

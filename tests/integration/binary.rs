@@ -33,13 +33,14 @@ struct Daemon {
 
 impl Daemon {
     async fn start(args: &[&str]) -> Daemon {
-        let mut child = Command::new(BIN)
-            .args(["replay", "--port", "0"])
-            .args(args)
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut command = Command::new(BIN);
+        command.args(["replay", "--port", "0"]).args(args);
+        Daemon::spawn(command).await
+    }
+
+    /// Runs `command`, which must end up as a listening `mcp-tape`.
+    async fn spawn(mut command: Command) -> Daemon {
+        let mut child = command.stderr(Stdio::piped()).kill_on_drop(true).spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut seen = String::new();
         let url = tokio::time::timeout(PATIENCE, async {
@@ -200,6 +201,34 @@ async fn network_input_cannot_forge_log_lines() {
             "{line}"
         );
     }
+}
+
+/// Replay once opened cassettes read-write (to migrate them), so a
+/// read-only checkout or a `:ro` container mount could not be replayed.
+/// Here the cassette directory is a read-only bind mount in a mount
+/// namespace of the daemon's own (`unshare -m`, as root).
+#[tokio::test]
+async fn cassettes_on_a_read_only_mount_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = mcp_tape::store::Cassette::open(&dir.path().join("ro.sqlite")).unwrap();
+    let recorded = tool_call("mcp_ReadOnly", "GetRooms", json!({}), "Room 4.12");
+    store.insert(&mcp_tape::normalize::Rules::default().exchange(recorded)).unwrap();
+    drop(store);
+    let mount = dir.path().to_str().unwrap();
+    let mut command = Command::new("unshare");
+    let script = r#"mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && touch "$1/probe" 2>/dev/null && exit 3; exec "$2" replay "$1" --port 0"#;
+    command.args(["-m", "sh", "-c", script, "sh", mount, BIN]);
+    let daemon = Daemon::spawn(command).await;
+    let reply = call(
+        &format!("{}/agents/servers/mcp_ReadOnly", daemon.url),
+        &[],
+        "tools/call",
+        json!({"name": "GetRooms", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(reply.json()["result"]["content"][0]["text"], "Room 4.12", "{reply:?}");
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
 }
 
 #[tokio::test]
