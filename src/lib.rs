@@ -138,6 +138,17 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
+/// The readiness line, which scripts wait for (and read the port of, with
+/// `--port 0`): logged at info level, or written to stderr as it is when
+/// `MCP_TAPE_LOG` hides info lines.
+fn announce(line: String) {
+    if tracing::enabled!(tracing::Level::INFO) {
+        tracing::info!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in
 /// one request must not take every later request down with it, and the maps
 /// behind these locks stay usable.
@@ -175,7 +186,7 @@ pub async fn replay(
     let service = ServiceAnswers::new(loaded.service_answers);
     let replay = Arc::new(Replay::new(tape, service, rules, config.on_miss, config.pace));
     let app = Arc::new(App { mode: Mode::Replay(Arc::clone(&replay)), front_door: config.front_door });
-    tracing::info!("replay listening on http://{address}");
+    announce(format!("replay listening on http://{address}"));
     server::run(listener, app, shutdown).await;
     let misses = replay.misses();
     if misses.is_empty() {
@@ -218,7 +229,7 @@ pub async fn record(
         mode: Mode::Record(Box::new(Record::new(upstream, rules, writer.handle(), existing))),
         front_door: config.front_door,
     });
-    tracing::info!("record listening on http://{address}, forwarding to {}", config.upstream);
+    announce(format!("record listening on http://{address}, forwarding to {}", config.upstream));
     server::run(listener, app, shutdown).await;
     let report = writer.finish();
     let per_server: Vec<String> =

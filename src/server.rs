@@ -79,29 +79,24 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
+/// Resolves on the first of SIGINT, SIGTERM, SIGHUP (the terminal went away)
+/// or SIGQUIT: each ends the daemon the same clean way, summary included.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt = signal(SignalKind::interrupt()).ok();
-    let mut terminate = signal(SignalKind::terminate()).ok();
-    let interrupted = async {
-        match &mut interrupt {
-            Some(s) => {
-                s.recv().await;
+    /// Waits for one signal; forever if it cannot be watched.
+    async fn arrival(kind: SignalKind) {
+        match signal(kind) {
+            Ok(mut watched) => {
+                watched.recv().await;
             }
-            None => std::future::pending().await,
+            Err(_) => std::future::pending().await,
         }
-    };
-    let terminated = async {
-        match &mut terminate {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        () = interrupted => tracing::info!("SIGINT: shutting down"),
-        () = terminated => tracing::info!("SIGTERM: shutting down"),
     }
+    let name = tokio::select! {
+        () = arrival(SignalKind::interrupt()) => "SIGINT",
+        () = arrival(SignalKind::terminate()) => "SIGTERM",
+        () = arrival(SignalKind::hangup()) => "SIGHUP",
+        () = arrival(SignalKind::quit()) => "SIGQUIT",
+    };
+    tracing::info!("{name}: shutting down");
 }

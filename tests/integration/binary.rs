@@ -231,6 +231,37 @@ async fn cassettes_on_a_read_only_mount_are_served() {
     assert!(status.success(), "{log}");
 }
 
+/// With info lines hidden, `--port 0` once never told which port it chose;
+/// SIGHUP and SIGQUIT once ended the daemon without its summary.
+#[tokio::test]
+async fn readiness_is_announced_at_any_log_level_and_every_stop_signal_is_clean() {
+    let cassettes = Cassettes::new();
+    for signal in ["HUP", "QUIT"] {
+        let mut command = Command::new(BIN);
+        command.env("MCP_TAPE_LOG", "warn").args([
+            "replay",
+            "--port",
+            "0",
+            cassettes.path().to_str().unwrap(),
+        ]);
+        let daemon = Daemon::spawn(command).await;
+        assert!(
+            post(&format!("{}/mcp", daemon.url), &[], r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+                .await
+                .status
+                == 200
+        );
+        let (status, _) = daemon.stop(signal).await;
+        assert!(status.success(), "SIG{signal}: {status:?}");
+    }
+    let daemon = Daemon::start(&[cassettes.path().to_str().unwrap()]).await;
+    let (status, log) = daemon.stop("HUP").await;
+    assert!(
+        status.success() && log.contains("SIGHUP: shutting down") && log.contains("stopped; no misses"),
+        "{log}"
+    );
+}
+
 #[tokio::test]
 async fn sigint_stops_cleanly() {
     let cassettes = Cassettes::new();
