@@ -48,7 +48,7 @@ enum CliCommand {
     /// GET /agents/{agentId}/mcpServers and /agents/v2/{agentId}/mcpServers
     /// listing the servers the cassettes hold.
     ///
-    /// Stops on SIGINT or SIGTERM and prints a summary of misses.
+    /// Stops on SIGINT, SIGTERM, SIGHUP or SIGQUIT and prints a summary of misses.
     Replay(ReplayArgs),
     /// Forward traffic to an upstream MCP server and store each exchange.
     ///
@@ -63,7 +63,7 @@ enum CliCommand {
     /// An upstream that cannot be reached, fails or stays silent gets the
     /// client a 502 with a JSON-RPC error; nothing is stored for it.
     ///
-    /// Stops on SIGINT or SIGTERM with a one-line summary.
+    /// Stops on SIGINT, SIGTERM, SIGHUP or SIGQUIT with a one-line summary.
     Record(RecordArgs),
     /// Write exchanges from JSON Lines (as `export` writes them) into a cassette.
     Import(ImportArgs),
