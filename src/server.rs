@@ -40,14 +40,14 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     // Answers are small and streamed event by event: send each at once.
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::debug!("TCP_NODELAY not set: {e}");
                     }
-                    stream
+                    (stream, peer)
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
@@ -65,7 +65,14 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
         tokio::spawn(async move {
             if let Err(e) = connection.await {
-                tracing::debug!("connection ended with an error: {e}");
+                // A request hyper refused before it reached us (400, 414,
+                // 431) gets a log line like every other request.
+                let refused = e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
+                if refused {
+                    tracing::info!("{peer} rejected by the HTTP layer: {e}");
+                } else {
+                    tracing::debug!("connection ended with an error: {e}");
+                }
             }
             drop(permit);
         });

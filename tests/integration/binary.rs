@@ -262,6 +262,23 @@ async fn readiness_is_announced_at_any_log_level_and_every_stop_signal_is_clean(
     );
 }
 
+/// Requests hyper refuses before they reach the router (malformed, head
+/// too large) once left no log line at all.
+#[tokio::test]
+async fn requests_refused_by_the_http_layer_are_logged() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let daemon = Daemon::start(&[cassettes.path().to_str().unwrap()]).await;
+    let address = daemon.url.trim_start_matches("http://").to_owned();
+    let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    peer.write_all(b"NOT HTTP AT ALL\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, peer.read_to_end(&mut answer)).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 400"), "{answer:?}");
+    let (_, log) = daemon.stop("TERM").await;
+    assert!(log.contains("rejected by the HTTP layer"), "{log}");
+}
+
 #[tokio::test]
 async fn sigint_stops_cleanly() {
     let cassettes = Cassettes::new();
