@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
@@ -364,6 +364,10 @@ pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rej
             format!("Request body larger than {MAX_REQUEST_BODY_BYTES} bytes"),
         )
     };
+    // A body announced (Content-Length) over the limit is refused before any of it is read.
+    if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
     match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),

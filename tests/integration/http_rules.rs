@@ -374,3 +374,24 @@ async fn health_and_gateway_list_the_recorded_servers() {
     assert_eq!(array.as_array().unwrap(), servers);
     replay.stop().await.unwrap();
 }
+
+/// A huge announced Content-Length was once read (the client held the slot
+/// until a timeout) instead of refused at once.
+#[tokio::test]
+async fn a_huge_announced_body_is_refused_before_it_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_cassettes, replay) = Replayer::empty().await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n"
+    );
+    peer.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(std::time::Duration::from_secs(30), peer.read_exact(&mut answer))
+        .await
+        .expect("answered without the body")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 413");
+    replay.stop().await.unwrap();
+}
