@@ -596,6 +596,22 @@ impl Relay {
     }
 }
 
+impl Drop for Relay {
+    /// The client went away (its connection closed) before the answer
+    /// finished: nothing of the exchange is stored, and the log says so.
+    fn drop(&mut self) {
+        if let Some(tap) = self.tap.take()
+            && let Some(capture) = lock(&tap.capture).take()
+        {
+            tracing::warn!(
+                "{} on {}: the client went away before the answer finished; not stored",
+                capture.raw.request["method"],
+                crate::printable(&capture.raw.server)
+            );
+        }
+    }
+}
+
 impl HttpBody for Relay {
     type Data = Bytes;
     type Error = Infallible;

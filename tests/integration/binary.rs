@@ -48,7 +48,8 @@ impl Daemon {
                 seen.push_str(&line);
                 seen.push('\n');
                 if let Some(at) = line.find("listening on http://") {
-                    return line[at + "listening on ".len()..].trim().to_owned();
+                    let rest = &line[at + "listening on ".len()..];
+                    return rest.split([',', ' ']).next().unwrap_or_default().to_owned();
                 }
             }
             panic!("the daemon exited before listening:\n{seen}");
@@ -277,6 +278,27 @@ async fn requests_refused_by_the_http_layer_are_logged() {
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 400"), "{answer:?}");
     let (_, log) = daemon.stop("TERM").await;
     assert!(log.contains("rejected by the HTTP layer"), "{log}");
+}
+
+/// A client hanging up in the middle of a recorded stream once lost its
+/// exchange without a word in the log.
+#[tokio::test]
+async fn a_client_leaving_mid_stream_in_record_is_logged() {
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(BIN);
+    command.args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"]).arg(dir.path());
+    let daemon = Daemon::spawn(command).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "gated"}});
+    let auth = format!("Bearer {}", crate::upstream::TOKEN);
+    let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    let mut stream = open_stream(&url, &[("authorization", &auth)], &body).await;
+    assert!(next_chunk(&mut stream).await.contains("started"));
+    drop(stream);
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(log.contains("the client went away before the answer finished; not stored"), "{log}");
+    assert!(log.contains("recorded 0 exchanges"), "{log}");
 }
 
 #[tokio::test]
