@@ -286,8 +286,14 @@ impl Record {
             self.sink.rules.redact(redacted);
         }
         let key = self.sink.rules.match_key(server, method, redacted.as_ref());
+        if !missing.tape.has(&key) {
+            return None;
+        }
         let exchange = {
             let mut cursors = lock(&missing.cursors);
+            if cursors.len() >= MAX_TRACKED_SESSIONS {
+                cursors.clear(); // long-gone sessions; a live one restarts its recorded order
+            }
             let scope = session.unwrap_or(server).to_owned();
             missing.tape.next(&key, era, cursors.entry(scope).or_default())?
         };

@@ -364,6 +364,11 @@ impl Replay {
     }
 
     fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Recorded>> {
+        // Cursors only for recorded keys: the servers that have any are the
+        // cassettes' few, whatever paths clients make up.
+        if !self.tape.has(key) {
+            return None;
+        }
         if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
@@ -763,6 +768,35 @@ fn new_session_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Session-less cursors were once made for every server path a request
+    /// named, so made-up paths grew memory without bound.
+    #[test]
+    fn made_up_server_paths_leave_no_state_behind() {
+        let recorded = crate::store::tests::sample("mcp_Known", "t", "x").to_text();
+        let rules = Rules::default();
+        let tape = Tape::new(vec![recorded], &rules);
+        let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
+        let id = RequestId::from_value(&json!(1)).unwrap();
+        let params = json!({"name": "t"});
+        fn call<'a>(server: &'a str, id: &'a RequestId, params: &'a Value) -> Call<'a> {
+            Call {
+                server,
+                era: Era::Handshake,
+                session: None,
+                id,
+                method: "tools/call",
+                params: Some(params),
+            }
+        }
+        for n in 0..1000 {
+            let server = format!("/made/up/{n}");
+            replay.answer(&call(&server, &id, &params)).unwrap();
+        }
+        assert_eq!(lock(&replay.sessionless).len(), 0);
+        assert_eq!(replay.answer(&call("mcp_Known", &id, &params)).unwrap().outcome, Outcome::Hit);
+        assert_eq!(lock(&replay.sessionless).len(), 1);
+    }
 
     #[test]
     fn sessions_are_unique_and_bounded() {

@@ -299,6 +299,11 @@ impl Tape {
         self.names.contains(&(server.to_owned(), kind, name.to_owned()))
     }
 
+    /// Whether any recording has `key`.
+    pub fn has(&self, key: &MatchKey) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// The next recorded answer for `key` to a request of `era`: from that
     /// era's recordings if it has any, else the other's; recorded order per
     /// `cursors`, then the last one again once the recording runs out.
