@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization, OnMiss, Pace, RecordConfig,
-    RecordMode, ReplayConfig,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization,
+    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig,
 };
 use crate::error::Error;
 use crate::upstream::Timeouts;
@@ -83,6 +83,10 @@ struct Listen {
     /// names (repeatable). Requests naming any other host get 403.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    /// Close a client connection that has no request in flight and has
+    /// been silent this many seconds (idle keep-alive, half-sent preludes).
+    #[arg(long = "client-idle-timeout", value_name = "SECONDS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs())]
+    client_idle_timeout: u64,
 }
 
 #[derive(Debug, Args)]
@@ -275,6 +279,7 @@ impl Listen {
         Ok(FrontDoor {
             listen: SocketAddr::new(ip, self.port),
             allowed_hosts: self.allow_hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect(),
+            idle_timeout: std::time::Duration::from_secs(self.client_idle_timeout.max(1)),
         })
     }
 }

@@ -40,7 +40,13 @@ pub struct FrontDoor {
     pub listen: SocketAddr,
     /// Host names accepted in `Host`/`Origin` besides loopback ones.
     pub allowed_hosts: Vec<String>,
+    /// A connection with no request in flight that stays silent this long
+    /// is closed, so idle or half-open sockets cannot hold every slot.
+    pub idle_timeout: std::time::Duration,
 }
+
+/// The default of [`FrontDoor::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {

@@ -226,7 +226,13 @@ pub async fn record(
     let address = local_address(&listener, &config.front_door)?;
     let writer = store::Writer::start(cassette);
     let app = Arc::new(App {
-        mode: Mode::Record(Box::new(Record::new(upstream, rules, writer.handle(), existing))),
+        mode: Mode::Record(Box::new(Record::new(
+            upstream,
+            rules,
+            writer.handle(),
+            existing,
+            config.front_door.idle_timeout,
+        ))),
         front_door: config.front_door,
     });
     announce(format!("record listening on http://{address}, forwarding to {}", config.upstream));

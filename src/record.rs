@@ -63,6 +63,8 @@ const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
 /// The recorder, shared by all connections.
 pub struct Record {
     upstream: Upstream,
+    /// The longest a client's request body may stall (the front door's idle timeout).
+    body_idle: Duration,
     sink: Sink,
     /// `--mode missing`: what the cassette held at start, answered without
     /// asking the upstream.
@@ -119,9 +121,16 @@ impl Capture {
 impl Record {
     /// `existing` is what the cassette holds, for `--mode missing`; `None`
     /// records everything.
-    pub fn new(upstream: Upstream, rules: Rules, writer: WriterHandle, existing: Option<Tape>) -> Record {
+    pub fn new(
+        upstream: Upstream,
+        rules: Rules,
+        writer: WriterHandle,
+        existing: Option<Tape>,
+        body_idle: Duration,
+    ) -> Record {
         Record {
             upstream,
+            body_idle,
             sink: Sink { writer, rules: Arc::new(rules), pending: Arc::default(), versions: Arc::default() },
             missing: existing.map(|tape| Missing { tape, cursors: Mutex::default() }),
         }
@@ -139,7 +148,7 @@ impl Record {
         logged: &mut Logged,
     ) -> Result<Response<Body>, Rejection> {
         let (parts, body) = request.into_parts();
-        let body = route::read_body(body, logged).await?;
+        let body = route::read_body(body, self.body_idle, logged).await?;
         let parsed = route::check_post_headers(&parts.headers)
             .and_then(|accepts| Ok((route::parse_message(&body, logged)?, accepts)));
         let Ok((message, accepts)) = parsed else {
@@ -182,7 +191,7 @@ impl Record {
         logged: &mut Logged,
     ) -> Result<Response<Body>, Rejection> {
         let (parts, body) = request.into_parts();
-        let body = route::read_body(body, logged).await?;
+        let body = route::read_body(body, self.body_idle, logged).await?;
         logged.outcome = "forwarded";
         Ok(self.relay(&parts, body, None).await)
     }
@@ -204,7 +213,7 @@ impl Record {
         logged: &mut Logged,
     ) -> Result<Response<Body>, Rejection> {
         let (mut parts, body) = request.into_parts();
-        let body = route::read_body(body, logged).await?;
+        let body = route::read_body(body, self.body_idle, logged).await?;
         let recorder = route::origin(&parts.headers, &parts.uri);
         let secrets = redact::header_secrets(
             parts.headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::http::request::Parts;
@@ -97,8 +97,12 @@ async fn dispatch(
     check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
     let service = ServiceRoute::of(request.method().as_str(), request.uri().path());
     match (&app.mode, service) {
-        (Mode::Replay(replay), Some(route)) => replay_service(request, route, replay, logged).await,
-        (Mode::Replay(replay), None) => replay_dispatch(request, replay, logged).await,
+        (Mode::Replay(replay), Some(route)) => {
+            replay_service(request, route, replay, app.front_door.idle_timeout, logged).await
+        }
+        (Mode::Replay(replay), None) => {
+            replay_dispatch(request, replay, app.front_door.idle_timeout, logged).await
+        }
         (Mode::Record(record), Some(route)) => record.service(request, route, logged).await,
         (Mode::Record(record), None) if request.method() == Method::POST => {
             record.post(request, logged).await
@@ -114,10 +118,11 @@ async fn replay_service(
     request: Request<Incoming>,
     route: ServiceRoute,
     replay: &Replay,
+    body_idle: Duration,
     logged: &mut Logged,
 ) -> Result<Response<Body>, Rejection> {
     let origin = origin(request.headers(), request.uri());
-    let body = read_body(request.into_body(), logged).await?;
+    let body = read_body(request.into_body(), body_idle, logged).await?;
     if route == ServiceRoute::ChatMessage {
         tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
     }
@@ -136,6 +141,7 @@ async fn replay_service(
 async fn replay_dispatch(
     request: Request<Incoming>,
     replay: &Replay,
+    body_idle: Duration,
     logged: &mut Logged,
 ) -> Result<Response<Body>, Rejection> {
     if request.method() == Method::GET && request.uri().path().trim_end_matches('/') == "/health" {
@@ -146,7 +152,7 @@ async fn replay_dispatch(
     let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?.map(str::to_owned);
     match *request.method() {
         Method::POST => {
-            let post = read_post(request, logged).await?;
+            let post = read_post(request, body_idle, logged).await?;
             replay_post(post, replay, era, session.as_deref(), logged)
         }
         Method::GET if era == Era::Handshake => {
@@ -178,10 +184,14 @@ async fn replay_dispatch(
 /// # Errors
 ///
 /// 415, 406, 413 or 400 (`-32700`/`-32600`) with a JSON-RPC error.
-pub async fn read_post(request: Request<Incoming>, logged: &mut Logged) -> Result<Post, Rejection> {
+pub async fn read_post(
+    request: Request<Incoming>,
+    body_idle: Duration,
+    logged: &mut Logged,
+) -> Result<Post, Rejection> {
     let (parts, body) = request.into_parts();
     let accepts = check_post_headers(&parts.headers)?;
-    let body = read_body(body, logged).await?;
+    let body = read_body(body, body_idle, logged).await?;
     let message = parse_message(&body, logged)?;
     Ok(Post { parts, message, accepts })
 }
@@ -351,12 +361,13 @@ impl hyper::body::Body for Channel {
     }
 }
 
-/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`].
+/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`] and
+/// one that stalls: `idle` at most between two pieces of it.
 ///
 /// # Errors
 ///
-/// 413 over the limit, 400 when the body cannot be read.
-pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rejection> {
+/// 413 over the limit, 408 for a stalled body, 400 when it cannot be read.
+pub async fn read_body(mut body: Incoming, idle: Duration, logged: &mut Logged) -> Result<Bytes, Rejection> {
     let too_large = || {
         Rejection::client(
             413,
@@ -368,16 +379,34 @@ pub async fn read_body(body: Incoming, logged: &mut Logged) -> Result<Bytes, Rej
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
         return Err(too_large());
     }
-    match Limited::new(body, MAX_REQUEST_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large()),
-        Err(e) => {
-            logged.outcome = "unreadable";
-            Err(Rejection::client(
-                400,
-                jsonrpc::INVALID_REQUEST,
-                format!("Could not read the request body: {e}"),
-            ))
+    let mut bytes = bytes::BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => {
+                logged.outcome = "stalled";
+                return Err(Rejection::client(
+                    408,
+                    jsonrpc::INVALID_REQUEST,
+                    format!("The request body stalled for {idle:?}"),
+                ));
+            }
+            Ok(None) => return Ok(bytes.freeze()),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > MAX_REQUEST_BODY_BYTES {
+                        return Err(too_large());
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(e))) => {
+                logged.outcome = "unreadable";
+                return Err(Rejection::client(
+                    400,
+                    jsonrpc::INVALID_REQUEST,
+                    format!("Could not read the request body: {e}"),
+                ));
+            }
         }
     }
 }

@@ -1,11 +1,22 @@
 //! The accept loop: a bounded number of connections, HTTP/1.1 and HTTP/2 on
-//! one port, a header read timeout, and one graceful shutdown path (stop
-//! accepting, let in-flight requests finish within a grace period).
+//! one port, a header read timeout, idle connections closed (a connection
+//! with no request in flight, silent for the front door's idle timeout), and
+//! one graceful shutdown path (stop accepting, let in-flight requests finish
+//! within a grace period).
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -14,7 +25,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::route::{self, App};
+use crate::route::{self, App, Body};
 
 /// Connections served at once; further ones wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -57,21 +68,31 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
+        let idle_timeout = app.front_door.idle_timeout;
         let app = Arc::clone(&app);
+        let activity = Arc::new(Activity::new());
+        let served = Arc::clone(&activity);
         let service = service_fn(move |request| {
             let app = Arc::clone(&app);
-            async move { Ok::<_, Infallible>(route::handle(request, &app).await) }
+            let busy = InFlight::start(&served);
+            async move { Ok::<_, Infallible>(route::handle(request, &app).await.map(|body| busy.guard(body))) }
         });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service).into_owned());
+        let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
+        let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                // A request hyper refused before it reached us (400, 414,
-                // 431) gets a log line like every other request.
-                let refused = e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
-                if refused {
-                    tracing::info!("{peer} rejected by the HTTP layer: {e}");
-                } else {
-                    tracing::debug!("connection ended with an error: {e}");
+            tokio::select! {
+                ended = connection => if let Err(e) = ended {
+                    // A request hyper refused before it reached us (400, 414,
+                    // 431) gets a log line like every other request.
+                    let refused = e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
+                    if refused {
+                        tracing::info!("{peer} rejected by the HTTP layer: {e}");
+                    } else {
+                        tracing::debug!("connection ended with an error: {e}");
+                    }
+                },
+                () = activity.idle(idle_timeout) => {
+                    tracing::debug!("{peer}: closed after {idle_timeout:?} idle with no request in flight");
                 }
             }
             drop(permit);
@@ -106,4 +127,144 @@ pub async fn shutdown_signal() {
         () = arrival(SignalKind::quit()) => "SIGQUIT",
     };
     tracing::info!("{name}: shutting down");
+}
+
+/// What a connection is doing: requests in flight (answers still streaming
+/// included) and when bytes last moved either way.
+struct Activity {
+    opened: Instant,
+    /// Milliseconds after `opened` of the last read or write.
+    last_ms: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity { opened: Instant::now(), last_ms: AtomicU64::new(0), in_flight: AtomicUsize::new(0) }
+    }
+
+    fn touch(&self) {
+        self.last_ms.store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Resolves once no request is in flight and nothing has moved for `limit`.
+    async fn idle(&self, limit: Duration) {
+        loop {
+            let since = self
+                .opened
+                .elapsed()
+                .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)));
+            if self.in_flight.load(Ordering::Relaxed) == 0 && since >= limit {
+                return;
+            }
+            tokio::time::sleep(limit.saturating_sub(since).max(limit / 4)).await;
+        }
+    }
+}
+
+/// The socket, noting each read and write in its [`Activity`].
+struct Tracked {
+    io: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// One request in flight on a connection, from its arrival until its
+/// answer's body has been sent (or dropped).
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(activity))
+    }
+
+    /// The answer's body, keeping the request in flight while it streams.
+    fn guard(self, body: Body) -> Body {
+        Guarded { body, _in_flight: self }.boxed()
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+struct Guarded {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Guarded {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }

@@ -395,3 +395,35 @@ async fn a_huge_announced_body_is_refused_before_it_is_read() {
     assert_eq!(&answer, b"HTTP/1.1 413");
     replay.stop().await.unwrap();
 }
+
+/// Connections that sent nothing, half a request head or half a body once
+/// held their slot forever (1030 of them starved every later client).
+#[tokio::test]
+async fn silent_and_stalled_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_millis(300);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let patience = std::time::Duration::from_secs(30);
+    let prelude = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{{\"jsonrpc\""
+    );
+    for sent in ["", "PRI * HTTP/2.0\r\n", prelude.as_str()] {
+        let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+        peer.write_all(sent.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(patience, peer.read_to_end(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("still open after sending {sent:?}"))
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        if sent.starts_with("POST") {
+            assert!(answer.starts_with("HTTP/1.1 408"), "a stalled body gets 408: {answer}");
+        }
+    }
+    let ping = call(&replay.url("/mcp"), &[], "ping", json!({})).await;
+    assert_eq!(ping.status, 200, "the daemon serves on");
+    replay.stop().await.unwrap();
+}

@@ -92,6 +92,7 @@ pub struct Options {
     pub pace: mcp_tape::config::Pace,
     pub allowed_hosts: Vec<String>,
     pub normalization: Normalization,
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Default for Options {
@@ -101,6 +102,7 @@ impl Default for Options {
             pace: mcp_tape::config::Pace::Instant,
             allowed_hosts: Vec::new(),
             normalization: Normalization::default(),
+            idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
         }
     }
 }
@@ -114,7 +116,11 @@ impl Replayer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let config = ReplayConfig {
-            front_door: FrontDoor { listen: addr, allowed_hosts: options.allowed_hosts },
+            front_door: FrontDoor {
+                listen: addr,
+                allowed_hosts: options.allowed_hosts,
+                idle_timeout: options.idle_timeout,
+            },
             paths: paths.iter().map(|p| p.to_path_buf()).collect(),
             on_miss: options.on_miss,
             fail_on_miss: false,
@@ -299,7 +305,11 @@ impl Recorder {
         let addr = listener.local_addr().unwrap();
         let cassette = dir.join("recorded.sqlite");
         let config = mcp_tape::config::RecordConfig {
-            front_door: FrontDoor { listen: addr, allowed_hosts: Vec::new() },
+            front_door: FrontDoor {
+                listen: addr,
+                allowed_hosts: Vec::new(),
+                idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
+            },
             upstream: upstream.to_owned(),
             upstream_ca: options.upstream_ca,
             timeouts: options.timeouts,
