@@ -138,6 +138,11 @@ impl Rules {
         self.redactor.redact(value);
     }
 
+    /// The values [`Rules::redact`] would blank in `value`.
+    pub fn sensitive_values(&self, value: &Value) -> Vec<String> {
+        self.redactor.sensitive_values(value)
+    }
+
     /// The params as the key sees them: `_meta` and ignored pointers
     /// removed; absent or `null` params are the same as `{}` (clients differ
     /// in which they send). Expects params already redacted.

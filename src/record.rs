@@ -427,11 +427,16 @@ impl Sink {
     /// Normalizes and scrubs a finished capture and queues it; the receiver
     /// says whether it was committed.
     fn store(&self, capture: Capture) -> oneshot::Receiver<bool> {
-        let Capture { mut raw, secrets, session, .. } = capture;
+        let Capture { mut raw, mut secrets, session, .. } = capture;
+        // What the request sent under credential-like keys is redacted in the
+        // stored request; a tool echoing it back must not leak it either.
+        secrets.extend(self.rules.sensitive_values(&raw.request));
         redact::scrub(&mut raw.request, &secrets);
         for message in &mut raw.messages {
             redact::scrub(&mut message.body, &secrets);
         }
+        // Paths outside the Agent 365 forms are the server's name: no credential in it either.
+        raw.server = redact::scrub_str(&raw.server, &secrets);
         if raw.request.get("method").and_then(Value::as_str) == Some("initialize") {
             let negotiated =
                 raw.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));

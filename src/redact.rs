@@ -51,6 +51,31 @@ impl Redactor {
         }
     }
 
+    /// The text values under sensitive keys, at any depth (long enough to
+    /// scrub safely): what [`Redactor::redact`] blanks in a request, and
+    /// what must not come back verbatim in its answer either.
+    pub fn sensitive_values(&self, value: &Value) -> Vec<String> {
+        let mut found = Vec::new();
+        self.collect_sensitive(value, false, &mut found);
+        found.retain(|s| s.chars().count() >= MIN_SCRUBBED_SECRET_CHARS);
+        found
+    }
+
+    fn collect_sensitive(&self, value: &Value, under_sensitive: bool, found: &mut Vec<String>) {
+        match value {
+            Value::String(text) if under_sensitive => found.push(text.clone()),
+            Value::Object(map) => {
+                for (key, inner) in map {
+                    self.collect_sensitive(inner, under_sensitive || self.is_sensitive(key), found);
+                }
+            }
+            Value::Array(items) => {
+                items.iter().for_each(|item| self.collect_sensitive(item, under_sensitive, found))
+            }
+            _ => {}
+        }
+    }
+
     /// Replaces, at any depth, every value under a sensitive key.
     pub fn redact(&self, value: &mut Value) {
         match value {
@@ -74,8 +99,16 @@ impl Redactor {
 /// string containing an `x`. Real tokens are far longer.
 pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
 
-/// Request headers whose values are credentials, besides `Authorization`.
-const CREDENTIAL_HEADERS: [&str; 3] = ["x-api-key", "api-key", "x-functions-key"];
+/// Request headers whose values are credentials, besides `Authorization`
+/// and names ending like one ([`is_credential_header`]).
+const CREDENTIAL_HEADERS: [&str; 4] =
+    ["x-api-key", "api-key", "x-functions-key", "ocp-apim-subscription-key"];
+
+/// Whether a (lowercase) request header name carries a credential.
+fn is_credential_header(name: &str) -> bool {
+    CREDENTIAL_HEADERS.contains(&name)
+        || ["-api-key", "-subscription-key", "-token", "-secret"].iter().any(|ending| name.ends_with(ending))
+}
 
 /// The credential values in request headers, as (name, value) pairs: the
 /// `Authorization` credentials (also without their scheme), API key headers,
@@ -90,7 +123,7 @@ pub fn header_secrets<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>)
             if let Some((_, credentials)) = value.split_once(' ') {
                 secrets.push(credentials.trim().to_owned());
             }
-        } else if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+        } else if is_credential_header(&name) {
             secrets.push(value.to_owned());
         } else if name == "cookie" {
             secrets
@@ -104,30 +137,98 @@ pub fn header_secrets<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>)
     secrets
 }
 
-/// Replaces every occurrence of each secret in every string and object key
-/// of `value` with `"[REDACTED]"`.
+/// Replaces every occurrence of each secret, in any of the forms a server
+/// may echo it in ([`forms`]; letters of any case), in every string and
+/// object key of `value` with `"[REDACTED]"`.
 pub fn scrub(value: &mut Value, secrets: &[String]) {
     if secrets.is_empty() {
         return;
     }
-    let clean = |text: &str| {
-        secrets.iter().fold(text.to_owned(), |text, secret| text.replace(secret.as_str(), REDACTED))
-    };
+    scrub_forms(value, &forms(secrets));
+}
+
+/// [`scrub`] for one string.
+pub fn scrub_str(text: &str, secrets: &[String]) -> String {
+    clean(text, &forms(secrets)).unwrap_or_else(|| text.to_owned())
+}
+
+fn scrub_forms(value: &mut Value, forms: &[String]) {
     match value {
-        Value::String(text) if secrets.iter().any(|s| text.contains(s.as_str())) => *text = clean(text),
-        Value::Array(items) => items.iter_mut().for_each(|item| scrub(item, secrets)),
+        Value::String(text) => {
+            if let Some(cleaned) = clean(text, forms) {
+                *text = cleaned;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| scrub_forms(item, forms)),
         Value::Object(map) => {
             let entries = std::mem::take(map);
             for (key, mut inner) in entries {
-                scrub(&mut inner, secrets);
-                map.insert(
-                    if secrets.iter().any(|s| key.contains(s.as_str())) { clean(&key) } else { key },
-                    inner,
-                );
+                scrub_forms(&mut inner, forms);
+                map.insert(clean(&key, forms).unwrap_or(key), inner);
             }
         }
         _ => {}
     }
+}
+
+/// Each secret as sent, percent-encoded (`%20` and `+` for spaces) and in
+/// base64 (standard with and without padding, URL-safe): the forms an
+/// upstream echoes a credential in. Longest first, so that a form holding a
+/// shorter one goes whole.
+fn forms(secrets: &[String]) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let mut forms = Vec::new();
+    for secret in secrets {
+        let encoded = percent_encoded(secret);
+        forms.push(encoded.replace("%20", "+"));
+        forms.push(encoded);
+        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE_NO_PAD] {
+            forms.push(engine.encode(secret));
+        }
+        forms.push(secret.clone());
+    }
+    forms.retain(|f| f.chars().count() >= MIN_SCRUBBED_SECRET_CHARS);
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    forms
+}
+
+/// `text` with every byte outside the URL's unreserved characters as `%XX`.
+fn percent_encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// `text` with each form replaced, ignoring ASCII case; `None` if none occurs.
+fn clean(text: &str, forms: &[String]) -> Option<String> {
+    let mut cleaned: Option<String> = None;
+    for form in forms {
+        let current = cleaned.as_deref().unwrap_or(text);
+        // ASCII lowering keeps every byte where it was, so offsets carry over.
+        let haystack = current.to_ascii_lowercase();
+        let needle = form.to_ascii_lowercase();
+        if !haystack.contains(&needle) {
+            continue;
+        }
+        let mut out = String::with_capacity(current.len());
+        let mut last = 0;
+        for (at, _) in haystack.match_indices(&needle) {
+            out.push_str(&current[last..at]);
+            out.push_str(REDACTED);
+            last = at + needle.len();
+        }
+        out.push_str(&current[last..]);
+        cleaned = Some(out);
+    }
+    cleaned
 }
 
 fn fold(key: &str) -> String {
@@ -180,6 +281,41 @@ mod tests {
         assert!(!text.contains("payload.signature") && !text.contains("0123456789abcdef"), "{text}");
         assert_eq!(value["content"][0]["text"], "you sent [REDACTED] and [REDACTED]");
         assert_eq!(value["[REDACTED]"]["cookie-copy"], "[REDACTED]!");
+    }
+
+    /// An echoed credential once survived in other forms: URL-encoded,
+    /// base64, upper-cased; `Ocp-Apim-Subscription-Key` was not a credential.
+    #[test]
+    fn secrets_are_scrubbed_in_every_echoed_form() {
+        use base64::Engine;
+        let token = "eyJhbGciOiJSUzI1NiJ9.pay/load+sig=";
+        let bearer = format!("Bearer {token}");
+        let secrets = header_secrets([
+            ("Authorization", bearer.as_str()),
+            ("Ocp-Apim-Subscription-Key", "0a1b2c3d4e5f6a7b"),
+        ]);
+        assert!(secrets.contains(&"0a1b2c3d4e5f6a7b".to_owned()), "{secrets:?}");
+        let echoes = [
+            token.to_uppercase(),
+            percent_encoded(token),
+            percent_encoded(&bearer).replace("%20", "+"),
+            base64::engine::general_purpose::STANDARD.encode(token),
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bearer),
+            "0A1B2C3D4E5F6A7B".to_owned(),
+        ];
+        for echo in echoes {
+            let mut value = json!({"text": format!("seen: {echo} (end)")});
+            scrub(&mut value, &secrets);
+            assert_eq!(value["text"], "seen: [REDACTED] (end)", "{echo}");
+        }
+        assert_eq!(scrub_str(&format!("/v1/{token}/mcp"), &secrets), "/v1/[REDACTED]/mcp");
+    }
+
+    #[test]
+    fn values_under_sensitive_keys_are_found_for_scrubbing_answers() {
+        let redactor = Redactor::default();
+        let request = json!({"params": {"arguments": {"apiKey": "k-0123456789", "city": "Paris", "auth": {"token": "t-9876543210"}}}});
+        assert_eq!(redactor.sensitive_values(&request), ["k-0123456789", "t-9876543210"]);
     }
 
     #[test]

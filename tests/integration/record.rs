@@ -134,6 +134,47 @@ async fn the_bearer_token_never_reaches_the_cassette() {
     assert!(dump.contains("you are [REDACTED]"), "{dump}");
 }
 
+/// Secrets once reached the cassette in other forms: the bearer token
+/// echoed URL-encoded, base64 or upper-cased; an `Ocp-Apim-Subscription-Key`
+/// value; an `apiKey` argument (redacted in the request) echoed back by the
+/// tool; a token in a non-Agent-365 path, stored as the server's name.
+#[tokio::test]
+async fn secrets_reach_the_cassette_in_no_form() {
+    use base64::Engine;
+    const SUBSCRIPTION: &str = "sub-0123456789abcdef";
+    const API_KEY: &str = "key-fedcba9876543210";
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let auth = bearer();
+    let headers = [("authorization", auth.as_str()), ("ocp-apim-subscription-key", SUBSCRIPTION)];
+    for path in [MAIL.to_owned(), format!("/v1/{TOKEN}/mcp")] {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo_forms", "arguments": {"apiKey": API_KEY}}});
+        let reply = post(&recorder.url(&path), &headers, &body.to_string()).await;
+        assert!(
+            reply.text.contains(API_KEY) && reply.text.contains(SUBSCRIPTION),
+            "the client sees it all: {reply:?}"
+        );
+    }
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 2);
+    let forms = [
+        TOKEN.to_owned(),
+        TOKEN.to_uppercase(),
+        base64::engine::general_purpose::STANDARD.encode(TOKEN),
+        SUBSCRIPTION.to_owned(),
+        API_KEY.to_owned(),
+    ];
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        for form in &forms {
+            assert!(!bytes.windows(form.len()).any(|w| w == form.as_bytes()), "{form} is in a cassette file");
+        }
+    }
+    assert_eq!(exchanges[1].server, "/v1/[REDACTED]/mcp");
+}
+
 #[tokio::test]
 async fn upstream_faults_get_clear_errors_and_store_nothing() {
     let upstream = upstream::start().await;

@@ -223,6 +223,19 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             response.headers_mut().insert("x-echo-authorization", auth.parse().unwrap());
             response
         }
+        ("tools/call", "echo_forms") => {
+            // The caller's credentials back in the forms servers echo them in.
+            use base64::Engine;
+            let subscription = parts.headers.get("ocp-apim-subscription-key").and_then(|v| v.to_str().ok());
+            let echoed = json!({
+                "upper": TOKEN.to_uppercase(),
+                "encoded": auth.replace(' ', "%20"),
+                "base64": base64::engine::general_purpose::STANDARD.encode(TOKEN),
+                "subscription": subscription,
+                "apiKey": body["params"]["arguments"]["apiKey"],
+            });
+            json_answer(result(text(echoed.to_string())))
+        }
         ("tools/call", "progress") => {
             let (tx, rx) = mpsc::unbounded_channel();
             for step in 1..=3 {
