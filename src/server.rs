@@ -109,24 +109,32 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
 
 /// Resolves on the first of SIGINT, SIGTERM, SIGHUP (the terminal went away)
 /// or SIGQUIT: each ends the daemon the same clean way, summary included.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    /// Waits for one signal; forever if it cannot be watched.
-    async fn arrival(kind: SignalKind) {
-        match signal(kind) {
-            Ok(mut watched) => {
+/// The handlers are installed when this is called, before the daemon says
+/// it is listening, so a signal right after that line is never missed.
+pub fn shutdown_signal() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    /// Waits for one signal; forever if it could not be watched.
+    async fn arrival(watched: &mut Option<Signal>) {
+        match watched {
+            Some(watched) => {
                 watched.recv().await;
             }
-            Err(_) => std::future::pending().await,
+            None => std::future::pending().await,
         }
     }
-    let name = tokio::select! {
-        () = arrival(SignalKind::interrupt()) => "SIGINT",
-        () = arrival(SignalKind::terminate()) => "SIGTERM",
-        () = arrival(SignalKind::hangup()) => "SIGHUP",
-        () = arrival(SignalKind::quit()) => "SIGQUIT",
-    };
-    tracing::info!("{name}: shutting down");
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    let mut quit = signal(SignalKind::quit()).ok();
+    async move {
+        let name = tokio::select! {
+            () = arrival(&mut interrupt) => "SIGINT",
+            () = arrival(&mut terminate) => "SIGTERM",
+            () = arrival(&mut hangup) => "SIGHUP",
+            () = arrival(&mut quit) => "SIGQUIT",
+        };
+        tracing::info!("{name}: shutting down");
+    }
 }
 
 /// What a connection is doing: requests in flight (answers still streaming
