@@ -69,8 +69,8 @@ impl Rejection {
         self
     }
 
-    /// The JSON-RPC error body sent with the status.
-    pub fn body(&self) -> serde_json::Value {
+    /// The JSON-RPC error body sent with the status, as JSON text.
+    pub fn body(&self) -> String {
         jsonrpc::error(self.id.as_ref(), &self.error)
     }
 }

@@ -2,7 +2,7 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 /// The body could not be parsed as JSON.
 pub const PARSE_ERROR: i32 = -32700;
@@ -15,22 +15,52 @@ pub const INVALID_PARAMS: i32 = -32602;
 /// Something failed inside the server.
 pub const INTERNAL_ERROR: i32 = -32603;
 
-/// A request id: a JSON string or number, kept exactly as the caller sent it
-/// so that it can be echoed back byte for byte.
+/// A request id: a JSON string or number, with its JSON text as the caller
+/// wrote it, so that it is echoed back exactly (`1e2` stays `1e2`, not
+/// `100.0`; a 30-digit number keeps every digit).
 #[derive(Clone, Debug, PartialEq)]
-pub struct RequestId(Value);
+pub struct RequestId {
+    value: Value,
+    text: Box<str>,
+}
 
 impl RequestId {
     /// Accepts a string or a number; anything else (null included) is not an id.
     pub fn from_value(value: &Value) -> Option<RequestId> {
         match value {
-            Value::String(_) | Value::Number(_) => Some(RequestId(value.clone())),
+            Value::String(_) | Value::Number(_) => {
+                Some(RequestId { value: value.clone(), text: value.to_string().into() })
+            }
             _ => None,
         }
     }
 
     pub fn as_value(&self) -> &Value {
-        &self.0
+        &self.value
+    }
+
+    /// The id as JSON text, as the caller wrote it.
+    pub fn json_text(&self) -> &str {
+        &self.text
+    }
+
+    /// The same id with the text `body` (the message it came in) gives it.
+    /// Only a number parsed as floating point can read back differently
+    /// (an integer or a string always prints as it was written), so only
+    /// then is the body read again.
+    pub fn as_written_in(mut self, body: &[u8]) -> RequestId {
+        if !self.value.as_number().is_some_and(serde_json::Number::is_f64) {
+            return self;
+        }
+        #[derive(serde::Deserialize)]
+        struct Peek<'a> {
+            #[serde(borrow)]
+            id: Option<&'a serde_json::value::RawValue>,
+        }
+        if let Ok(Peek { id: Some(raw) }) = serde_json::from_slice::<Peek>(body) {
+            self.text = raw.get().into();
+        }
+        self
     }
 }
 
@@ -115,18 +145,19 @@ impl Message {
     }
 }
 
-/// A success answer to the request with `id`.
-pub fn result(id: &RequestId, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.as_value(), "result": result})
+/// A success answer to the request with `id`, as JSON text.
+pub fn result(id: &RequestId, result: &Value) -> String {
+    format!(r#"{{"id":{},"jsonrpc":"2.0","result":{result}}}"#, id.json_text())
 }
 
-/// An error answer; `id` is `null` when the request's id could not be read.
-pub fn error(id: Option<&RequestId>, error: &ErrorObject) -> Value {
-    json!({
-        "jsonrpc": "2.0",
-        "id": id.map_or(Value::Null, |id| id.as_value().clone()),
-        "error": error.to_value(),
-    })
+/// An error answer as JSON text; `id` is `null` when the request's id could
+/// not be read.
+pub fn error(id: Option<&RequestId>, error: &ErrorObject) -> String {
+    format!(
+        r#"{{"error":{},"id":{},"jsonrpc":"2.0"}}"#,
+        error.to_value(),
+        id.map_or("null", RequestId::json_text)
+    )
 }
 
 /// The error object of a response message, if it is an error answer.
@@ -137,6 +168,7 @@ pub fn error_code(message: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn parse(text: &str) -> Result<Message, (Option<RequestId>, ErrorObject)> {
         Message::parse(serde_json::from_str(text).unwrap())
@@ -154,11 +186,15 @@ mod tests {
 
     #[test]
     fn keeps_the_id_exactly() {
-        let Message::Request { id, .. } = parse(r#"{"jsonrpc":"2.0","id":12.5,"method":"x"}"#).unwrap()
-        else {
-            panic!("not a request")
-        };
-        assert_eq!(result(&id, json!({}))["id"], json!(12.5));
+        for written in ["12.5", "1e2", "-0", "123456789012345678901234567890", "7", r#""r-1""#] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"x"}}"#);
+            let Message::Request { id, .. } = parse(&body).unwrap() else { panic!("not a request") };
+            let id = id.as_written_in(body.as_bytes());
+            assert_eq!(id.json_text(), written);
+            let answer = result(&id, &json!({}));
+            assert!(answer.contains(&format!(r#""id":{written},"#)), "{answer}");
+            assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["result"], json!({}));
+        }
     }
 
     #[test]
@@ -178,11 +214,13 @@ mod tests {
 
     #[test]
     fn error_answers_carry_null_when_no_id_was_read() {
-        let answer = error(None, &ErrorObject::new(PARSE_ERROR, "Parse error"));
+        let answer: Value =
+            serde_json::from_str(&error(None, &ErrorObject::new(PARSE_ERROR, "Parse error"))).unwrap();
         assert_eq!(answer["id"], Value::Null);
         assert_eq!(error_code(&answer), Some(-32700));
         let with_data = ErrorObject::new(INVALID_PARAMS, "bad").with_data(json!({"uri": "x"}));
         let id = RequestId::from_value(&json!("r")).unwrap();
-        assert_eq!(error(Some(&id), &with_data)["error"]["data"]["uri"], "x");
+        let answer: Value = serde_json::from_str(&error(Some(&id), &with_data)).unwrap();
+        assert_eq!(answer["error"]["data"]["uri"], "x");
     }
 }

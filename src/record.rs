@@ -709,7 +709,7 @@ fn relay_head(mut head: hyper::http::response::Parts) -> hyper::http::response::
 /// 502 with a JSON-RPC error naming the upstream failure.
 fn bad_gateway(id: Option<&RequestId>, why: &str) -> Response<Body> {
     let error = ErrorObject::new(UPSTREAM_ERROR, format!("mcp-tape record: {why}"));
-    route::json_response(StatusCode::BAD_GATEWAY, &jsonrpc::error(id, &error))
+    route::json_text_response(StatusCode::BAD_GATEWAY, jsonrpc::error(id, &error))
 }
 
 fn header<'a>(parts: &'a Parts, name: &str) -> Option<&'a str> {

@@ -82,8 +82,8 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    fn answer(message: &Value) -> Outgoing {
-        Outgoing { json: message.to_string(), is_answer: true, offset_ms: 0, awaits_reply: None }
+    fn answer(json: String) -> Outgoing {
+        Outgoing { json, is_answer: true, offset_ms: 0, awaits_reply: None }
     }
 
     /// The message parsed (for the rare answers replay rewrites).
@@ -537,7 +537,7 @@ pub fn recorded_answer(
     logs: LogFilter,
     identity: &Value,
 ) -> Answer {
-    let id = call.id.as_value().to_string();
+    let id = call.id.json_text();
     let token = mcp::progress_token(call.params).map(Value::to_string);
     let replied: Vec<&Value> = exchange
         .messages
@@ -555,7 +555,7 @@ pub fn recorded_answer(
         if !logs.lets_through(message) {
             continue;
         }
-        let mut json = normalize::stamp(&message.json, &id, token.as_deref());
+        let mut json = normalize::stamp(&message.json, id, token.as_deref());
         if convert {
             let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
             match call.era {
@@ -603,7 +603,7 @@ fn listen(call: &Call) -> Answer {
     Answer {
         outcome: Outcome::Mock,
         status: 200,
-        messages: vec![Outgoing { is_answer: false, ..Outgoing::answer(&acknowledged) }],
+        messages: vec![Outgoing { is_answer: false, ..Outgoing::answer(acknowledged.to_string()) }],
         recorded_as_stream: true,
         session_id: None,
         hold_open: true,
@@ -670,18 +670,18 @@ fn result_answer(call: &Call, outcome: Outcome, mut result: Value, identity: &Va
     if call.era == Era::Stateless {
         convert::stateless_result(call.method, &mut result, identity);
     }
-    single(outcome, 200, jsonrpc::result(call.id, result))
+    single(outcome, 200, jsonrpc::result(call.id, &result))
 }
 
 fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
     single(outcome, mcp::error_status(call.era, error.code.into()), jsonrpc::error(Some(call.id), error))
 }
 
-fn single(outcome: Outcome, status: u16, message: Value) -> Answer {
+fn single(outcome: Outcome, status: u16, message: String) -> Answer {
     Answer {
         outcome,
         status,
-        messages: vec![Outgoing::answer(&message)],
+        messages: vec![Outgoing::answer(message)],
         recorded_as_stream: false,
         session_id: None,
         hold_open: false,

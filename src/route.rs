@@ -73,9 +73,9 @@ pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
         Logged { server: server_name(request.uri().path()), mcp_method: String::new(), outcome: "rejected" };
     let response = match dispatch(request, app, &mut logged).await {
         Ok(response) => response,
-        Err(rejection) => json_response(
+        Err(rejection) => json_text_response(
             StatusCode::from_u16(rejection.status).unwrap_or(StatusCode::BAD_REQUEST),
-            &rejection.body(),
+            rejection.body(),
         ),
     };
     tracing::info!(
@@ -229,7 +229,17 @@ pub fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, Rejection> {
 pub fn parse_message(body: &[u8], logged: &mut Logged) -> Result<Message, Rejection> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| Rejection::client(400, jsonrpc::PARSE_ERROR, format!("Parse error: {e}")))?;
-    let message = Message::parse(value).map_err(|(id, error)| Rejection { status: 400, error, id })?;
+    let message = Message::parse(value).map_err(|(id, error)| Rejection {
+        status: 400,
+        error,
+        id: id.map(|id| id.as_written_in(body)),
+    })?;
+    let message = match message {
+        Message::Request { id, method, params } => {
+            Message::Request { id: id.as_written_in(body), method, params }
+        }
+        other => other,
+    };
     logged.mcp_method = match &message {
         Message::Request { method, .. } | Message::Notification { method, .. } => method.clone(),
         Message::Response { .. } => "(response)".into(),
@@ -443,9 +453,9 @@ pub fn frame(answer: Answer, accepts: Accepts, live: Option<Reenact>) -> Respons
     } else {
         match answer.messages.into_iter().last().filter(|m| m.is_answer) {
             Some(last) => json_text_response(status, last.json),
-            None => json_response(
+            None => json_text_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                &jsonrpc::error(
+                jsonrpc::error(
                     None,
                     &jsonrpc::ErrorObject::new(
                         jsonrpc::INTERNAL_ERROR,
@@ -603,7 +613,7 @@ pub fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
     json_text_response(status, body.to_string())
 }
 
-fn json_text_response(status: StatusCode, json: String) -> Response<Body> {
+pub fn json_text_response(status: StatusCode, json: String) -> Response<Body> {
     let mut response = Response::new(full(Bytes::from(json)));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

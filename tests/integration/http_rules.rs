@@ -427,3 +427,31 @@ async fn silent_and_stalled_connections_are_closed() {
     assert_eq!(ping.status, 200, "the daemon serves on");
     replay.stop().await.unwrap();
 }
+
+/// Numeric ids once came back re-serialized: `123456789012345678901234567890`
+/// as `1.2345678901234568e+29`, `-0` as `-0.0`, `1e2` as `100.0`. The
+/// caller's id must come back exactly as sent.
+#[tokio::test]
+async fn ids_come_back_exactly_as_sent() {
+    let cassettes = Cassettes::new();
+    cassettes.write("ids", vec![tool_call("mcp_Ids", "echo", json!({}), "recorded")]);
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Ids");
+    for id in ["123456789012345678901234567890", "-0", "1e2", "1.50", "-7"] {
+        for (method, params) in [
+            ("ping", "{}"),
+            ("tools/call", r#"{"name":"echo","arguments":{}}"#),
+            ("tools/call", r#"{"name":"unknown","arguments":{}}"#),
+        ] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#);
+            let reply = post(&url, &[("accept", "application/json")], &body).await;
+            assert!(
+                reply.text.contains(&format!(r#""id":{id},"#))
+                    || reply.text.contains(&format!(r#""id":{id}}}"#)),
+                "{method} with id {id}: {}",
+                reply.text
+            );
+        }
+    }
+    replay.stop().await.unwrap();
+}
