@@ -9,7 +9,10 @@
 //! - an SSE answer is relayed event by event as each event completes, and the
 //!   event carrying the final answer is held back until the exchange is
 //!   committed, so a client that saw an exchange finish can rely on it being
-//!   in the cassette, whatever happens to the daemon next.
+//!   in the cassette, whatever happens to the daemon next. An exchange that
+//!   cannot be committed (a full disk) gets the client an error instead of
+//!   its answer: 507 with a JSON-RPC error, or that error as the stream's
+//!   last event.
 //!
 //! Server→client requests seen on a stream are remembered, and the client's
 //! POSTed reply joins that exchange. An upstream that fails before anything
@@ -262,8 +265,12 @@ impl Record {
                 (None, other) => other.to_string(),
             },
         };
-        let committed = self.sink.writer.write_service(answer).await.unwrap_or(false);
-        logged.outcome = if committed { "recorded" } else { "not-stored" };
+        if !self.sink.writer.write_service(answer).await.unwrap_or(false) {
+            logged.outcome = "not-stored";
+            let body = serde_json::json!({"error": not_stored_error().message});
+            return Ok(route::json_response(StatusCode::INSUFFICIENT_STORAGE, &body));
+        }
+        logged.outcome = "recorded";
         let mut relayed = bytes;
         if let Some(mut listing) = parsed.filter(|_| route.is_gateway()) {
             let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), &recorder);
@@ -373,8 +380,11 @@ impl Record {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 capture.push(Direction::Server, message);
-                let committed = self.sink.store(capture).await.unwrap_or(false);
-                logged.outcome = if committed { "recorded" } else { "not-stored" };
+                if !self.sink.store(capture).await.unwrap_or(false) {
+                    logged.outcome = "not-stored";
+                    return not_stored(&id);
+                }
+                logged.outcome = "recorded";
             }
             _ => {
                 tracing::warn!(
@@ -530,8 +540,9 @@ struct Relay {
     tap: Option<Tap>,
     /// Bytes ready for the client.
     ready: VecDeque<Bytes>,
-    /// The final event (and anything after it) waiting for the commit.
-    held: Option<(oneshot::Receiver<bool>, BytesMut)>,
+    /// The final event (and anything after it) waiting for the commit, and
+    /// the caller's id for the error event sent instead if it fails.
+    held: Option<(oneshot::Receiver<bool>, BytesMut, RequestId)>,
     ended: bool,
 }
 
@@ -548,7 +559,7 @@ impl Relay {
     }
 
     fn on_data(&mut self, data: Bytes) {
-        if let Some((_, held)) = &mut self.held {
+        if let Some((_, held, _)) = &mut self.held {
             held.extend_from_slice(&data);
             return;
         }
@@ -585,7 +596,11 @@ impl Relay {
                     held.extend_from_slice(&tap.parser.take_rest());
                     let capture = lock(&tap.capture).take();
                     if let Some(capture) = capture {
-                        self.held = Some((tap.sink.store(capture), held));
+                        let id = RequestId::from_value(&capture.request_id);
+                        match id {
+                            Some(id) => self.held = Some((tap.sink.store(capture), held, id)),
+                            None => self.ready.push_back(held.freeze()),
+                        }
                     } else {
                         self.ready.push_back(held.freeze());
                     }
@@ -648,10 +663,16 @@ impl HttpBody for Relay {
                 }
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
-            if let Some((committed, held)) = &mut this.held {
-                // Committed or not (the writer logged why), the client gets its answer.
-                let _ = ready!(Pin::new(committed).poll(cx));
-                this.ready.push_back(held.split().freeze());
+            if let Some((committed, held, id)) = &mut this.held {
+                // Not committed (the writer logged why): the client learns it
+                // instead of an answer the cassette does not hold.
+                let stored = ready!(Pin::new(committed).poll(cx)).unwrap_or(false);
+                let next = if stored {
+                    held.split().freeze()
+                } else {
+                    Bytes::from(sse::message_event(&jsonrpc::error(Some(id), &not_stored_error())))
+                };
+                this.ready.push_back(next);
                 this.held = None;
                 continue;
             }
@@ -704,6 +725,20 @@ async fn read_whole(mut body: Incoming, idle: Duration) -> Result<Bytes, String>
 fn relay_head(mut head: hyper::http::response::Parts) -> hyper::http::response::Parts {
     head.headers = upstream::forwardable(&head.headers);
     head
+}
+
+/// The error a client gets instead of an answer that could not be stored.
+fn not_stored_error() -> ErrorObject {
+    ErrorObject::new(
+        jsonrpc::INTERNAL_ERROR,
+        "mcp-tape record: the upstream answered, but the exchange could not be stored (see the recorder's log, \
+         e.g. a full disk); the answer is withheld so that every exchange a client saw finish is in the cassette",
+    )
+}
+
+/// 507 with [`not_stored_error`].
+fn not_stored(id: &RequestId) -> Response<Body> {
+    route::json_text_response(StatusCode::INSUFFICIENT_STORAGE, jsonrpc::error(Some(id), &not_stored_error()))
 }
 
 /// 502 with a JSON-RPC error naming the upstream failure.

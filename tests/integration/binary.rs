@@ -301,6 +301,78 @@ async fn a_client_leaving_mid_stream_in_record_is_logged() {
     assert!(log.contains("recorded 0 exchanges"), "{log}");
 }
 
+/// On a full disk, record once answered clients 200 for exchanges it could
+/// not store. Here the cassette directory is a 192 KiB tmpfs in the
+/// recorder's own mount namespace; every answer a client got must be in the
+/// cassette (exported inside the namespace when record stops), and every
+/// exchange that was not stored must have reached its client as an error.
+#[tokio::test]
+async fn a_full_disk_never_answers_200_for_an_unstored_exchange() {
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("cassettes");
+    std::fs::create_dir(&mount).unwrap();
+    let exported = dir.path().join("export.jsonl");
+    let script = r#"mount -t tmpfs -o size=192k tmpfs "$1" || exit 3
+"$2" record --port 0 --upstream "$3" --cassettes "$1" --name full &
+recorder=$!
+trap 'kill -TERM $recorder; wait $recorder; "$2" export "$1/full.sqlite" -o "$4"; exit 0' TERM
+wait $recorder"#;
+    let mut command = Command::new("unshare");
+    command.args(["-m", "sh", "-c", script, "sh"]).arg(&mount).arg(BIN).arg(upstream.url()).arg(&exported);
+    let daemon = Daemon::spawn(command).await;
+    let auth = format!("Bearer {}", crate::upstream::TOKEN);
+    let url = format!("{}/agents/servers/mcp_Full", daemon.url);
+    let filler = "x".repeat(6000);
+    let (mut answered, mut refused) = (Vec::new(), 0);
+    for id in 1..=120 {
+        // Odd ids get a JSON answer, even ones an SSE stream.
+        let tool = if id % 2 == 1 { "fill" } else { "progress" };
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {"n": id, "filler": filler}}});
+        let reply = post(&url, &[("authorization", &auth)], &body.to_string()).await;
+        if tool == "progress" {
+            assert_eq!(reply.status, 200, "a stream's status goes out before its end: {reply:?}");
+            let last = reply.events().pop().unwrap();
+            assert_eq!(last["id"], id);
+            match last["error"]["code"].as_i64() {
+                None => answered.push(id),
+                Some(code) => {
+                    assert_eq!(code, -32603, "the stream ends with the not-stored error");
+                    refused += 1;
+                }
+            }
+            continue;
+        }
+        match reply.status {
+            200 => answered.push(id),
+            507 => {
+                assert_eq!(reply.json()["id"], id, "the error carries the caller's id");
+                assert_eq!(reply.json()["error"]["code"], -32603);
+                refused += 1;
+            }
+            other => panic!("unexpected {other}: {}", reply.text),
+        }
+    }
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(refused > 0 && !answered.is_empty(), "the disk filled up part way: {} answered", answered.len());
+    assert!(answered.iter().any(|id| id % 2 == 0), "some streams were stored before the disk filled");
+    assert!(!answered.contains(&120), "the last stream, on a full disk, ended with the error");
+    let stored: Vec<i64> = std::fs::read_to_string(&exported)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["request"]["params"]["arguments"]["n"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    for id in &answered {
+        assert!(stored.contains(id), "exchange {id} was answered 200 but is not in the cassette");
+    }
+}
+
 #[tokio::test]
 async fn sigint_stops_cleanly() {
     let cassettes = Cassettes::new();
