@@ -56,6 +56,9 @@ use crate::upstream::{self, Upstream};
 pub const UPSTREAM_ERROR: i32 = -32000;
 /// Largest JSON answer read whole; a larger one gets the client a 502.
 pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+/// Largest SSE answer (all its event data) captured for the cassette; past
+/// it the stream is still relayed whole, but not stored, and the log says so.
+pub const MAX_RECORDED_STREAM_BYTES: usize = 32 * 1024 * 1024;
 /// Upstream sessions whose negotiated version is remembered at most.
 const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Above this many open server→client requests, forgotten ones are swept.
@@ -493,6 +496,8 @@ impl Sink {
 /// The SSE side of a capture: parses the relayed bytes into messages.
 struct Tap {
     parser: sse::Parser,
+    /// Event data captured so far.
+    captured_bytes: usize,
     capture: SharedCapture,
     sink: Sink,
 }
@@ -505,16 +510,27 @@ enum Seen {
     Final,
     /// Not JSON: the exchange cannot be stored.
     NotJson,
+    /// Past [`MAX_RECORDED_STREAM_BYTES`]: the exchange is not stored.
+    TooLarge,
 }
 
 impl Tap {
     fn new(capture: Capture, sink: Sink) -> Tap {
-        Tap { parser: sse::Parser::default(), capture: Arc::new(Mutex::new(Some(capture))), sink }
+        Tap {
+            parser: sse::Parser::default(),
+            captured_bytes: 0,
+            capture: Arc::new(Mutex::new(Some(capture))),
+            sink,
+        }
     }
 
-    fn record(&self, event: &sse::Event) -> Seen {
+    fn record(&mut self, event: &sse::Event) -> Seen {
         if event.data.is_empty() {
             return Seen::Message;
+        }
+        self.captured_bytes += event.data.len();
+        if self.captured_bytes > MAX_RECORDED_STREAM_BYTES {
+            return Seen::TooLarge;
         }
         let Ok(body) = serde_json::from_str::<Value>(&event.data) else {
             return Seen::NotJson;
@@ -584,8 +600,14 @@ impl Relay {
             };
             match tap.record(&event) {
                 Seen::Message => self.ready.push_back(raw),
-                Seen::NotJson => {
-                    tracing::warn!("an SSE event is not JSON; relayed, the exchange is not stored");
+                seen @ (Seen::NotJson | Seen::TooLarge) => {
+                    if matches!(seen, Seen::NotJson) {
+                        tracing::warn!("an SSE event is not JSON; relayed, the exchange is not stored");
+                    } else {
+                        tracing::warn!(
+                            "an SSE answer passed {MAX_RECORDED_STREAM_BYTES} bytes; relayed, the exchange is not stored"
+                        );
+                    }
                     self.ready.push_back(raw);
                     self.ready.push_back(tap.parser.take_rest());
                     self.tap = None;

@@ -175,6 +175,26 @@ async fn secrets_reach_the_cassette_in_no_form() {
     assert_eq!(exchanges[1].server, "/v1/[REDACTED]/mcp");
 }
 
+/// A 200 MB stream of small events once took record to 524 MB of memory
+/// and into the cassette whole. Past the stated bound the stream is relayed
+/// whole but not captured or stored; under it, it is stored.
+#[tokio::test]
+async fn streams_past_the_bound_are_relayed_not_stored() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let bound_kib = mcp_tape::record::MAX_RECORDED_STREAM_BYTES as u64 / 1024;
+    for (id, kib) in [(1, 64), (2, bound_kib + 64)] {
+        let reply = call_tool(&recorder.url(MAIL), id, "flood", json!({"kib": kib}), json!({})).await;
+        let events = reply.events();
+        assert_eq!(events.len() as u64, kib + 1, "relayed whole");
+        assert_eq!(events.last().unwrap()["result"]["content"][0]["text"], "flooded");
+    }
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1, "only the stream under the bound is stored");
+    assert_eq!(exchanges[0].messages.len(), 65);
+}
+
 #[tokio::test]
 async fn upstream_faults_get_clear_errors_and_store_nothing() {
     let upstream = upstream::start().await;

@@ -248,6 +248,18 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             tx.send(Ok(event(&result(text(format!("progress echoed {auth}")))))).unwrap();
             stream(rx)
         }
+        ("tools/call", "flood") => {
+            // `kib` KiB of log notifications, then the answer.
+            let kib = body["params"]["arguments"]["kib"].as_u64().unwrap_or(1);
+            let (tx, rx) = mpsc::unbounded_channel();
+            let line = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "x".repeat(960)}});
+            for _ in 0..kib {
+                tx.send(Ok(event(&line))).unwrap();
+            }
+            tx.send(Ok(event(&result(text("flooded".into()))))).unwrap();
+            stream(rx)
+        }
         ("tools/call", "gated") => {
             let (tx, rx) = mpsc::unbounded_channel();
             let first = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "started"}});
