@@ -138,7 +138,7 @@ pub fn header_secrets<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>)
 }
 
 /// Replaces every occurrence of each secret, in any of the forms a server
-/// may echo it in ([`forms`]; letters of any case), in every string and
+/// may echo it in (as sent, percent-encoded, in base64; letters of any case), in every string and
 /// object key of `value` with `"[REDACTED]"`.
 pub fn scrub(value: &mut Value, secrets: &[String]) {
     if secrets.is_empty() {
