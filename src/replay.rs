@@ -151,7 +151,7 @@ pub struct Replay {
     /// Cursors of requests outside any session (stateless era, or a
     /// handshake client that never initialized), per server.
     sessionless: Mutex<HashMap<String, Cursors>>,
-    /// Misses so far: "server method [name]" → count.
+    /// Misses so far: "server method \[name\]" → count.
     misses: Mutex<BTreeMap<String, u64>>,
 }
 
@@ -272,7 +272,7 @@ impl Replay {
         }
     }
 
-    /// Misses so far, as "server method [name]" with counts, sorted.
+    /// Misses so far, as "server method \[name\]" with counts, sorted.
     pub fn misses(&self) -> Vec<(String, u64)> {
         lock(&self.misses).iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
