@@ -1,4 +1,4 @@
-//! The command line (clap) and its validation into a [`Command`](crate::config::Command). Nothing past
+//! The command line (clap) and its validation into a [`Command`]. Nothing past
 //! this module sees clap.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
