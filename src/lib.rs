@@ -31,8 +31,8 @@
 //! - [`tape`]: the replay index and per-session cursors.
 //! - [`server`]: accept loop, connection limit, graceful shutdown, signals.
 //! - [`route`]: the front door, replay's HTTP rules, framing; one log line each.
-//! - [`replay`]: answers from the tape, else the mock; sessions; misses.
-//! - [`record`]: forward, tee, and hand each finished exchange to the writer.
+//! - [`replay`](mod@replay): answers from the tape, else the mock; sessions; misses.
+//! - [`record`](mod@record): forward, tee, and hand each finished exchange to the writer.
 //! - [`upstream`]: the one pooled hyper client over hyper-rustls.
 
 pub mod agent365;
