@@ -104,8 +104,9 @@ struct Sink {
 /// An exchange being recorded.
 struct Capture {
     raw: RawExchange,
-    /// The caller's id, to spot the final answer among the messages.
-    request_id: Value,
+    /// The caller's id, to spot the final answer among the messages (and
+    /// to answer with if the exchange cannot be stored).
+    request_id: RequestId,
     started: Instant,
     /// Credentials from the request headers, scrubbed before storing.
     secrets: Vec<String>,
@@ -120,7 +121,7 @@ impl Capture {
     }
 
     fn is_final(&self, body: &Value) -> bool {
-        body.get("method").is_none() && body.get("id") == Some(&self.request_id)
+        body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value())
     }
 }
 
@@ -251,22 +252,21 @@ impl Record {
         let content_type =
             head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
         let parsed = serde_json::from_slice::<Value>(&bytes).ok();
-        let mut stored = match &parsed {
-            Some(json) => json.clone(),
-            None => Value::String(String::from_utf8_lossy(&bytes).into_owned()),
+        let body = match &parsed {
+            Some(json) => {
+                let mut stored = json.clone();
+                self.sink.rules.redact(&mut stored);
+                redact::scrub(&mut stored, &secrets);
+                canonical_json(&stored)
+            }
+            None => redact::scrub_str(&String::from_utf8_lossy(&bytes), &secrets),
         };
-        self.sink.rules.redact(&mut stored);
-        redact::scrub(&mut stored, &secrets);
         let answer = ServiceAnswer {
             route,
             upstream: agent365::origin(self.upstream.base()).unwrap_or_default(),
             status: head.status.as_u16(),
             content_type: content_type.to_owned(),
-            body: match (&parsed, stored) {
-                (Some(_), json) => canonical_json(&json),
-                (None, Value::String(text)) => text,
-                (None, other) => other.to_string(),
-            },
+            body,
         };
         if !self.sink.writer.write_service(answer).await.unwrap_or(false) {
             logged.outcome = "not-stored";
@@ -359,7 +359,7 @@ impl Record {
                 content_type: content_type.to_owned(),
                 messages: Vec::new(),
             },
-            request_id: id.as_value().clone(),
+            request_id: id.clone(),
             started,
             secrets,
             session: session_of_response(&response).or(session),
@@ -618,11 +618,8 @@ impl Relay {
                     held.extend_from_slice(&tap.parser.take_rest());
                     let capture = lock(&tap.capture).take();
                     if let Some(capture) = capture {
-                        let id = RequestId::from_value(&capture.request_id);
-                        match id {
-                            Some(id) => self.held = Some((tap.sink.store(capture), held, id)),
-                            None => self.ready.push_back(held.freeze()),
-                        }
+                        let id = capture.request_id.clone();
+                        self.held = Some((tap.sink.store(capture), held, id));
                     } else {
                         self.ready.push_back(held.freeze());
                     }
