@@ -259,13 +259,6 @@ fn replay_post(
         protocol_version: header_str(headers, mcp::HEADER_PROTOCOL_VERSION)?.map(str::to_owned),
         method: header_str(headers, mcp::HEADER_METHOD)?.map(str::to_owned),
         name: header_str(headers, mcp::HEADER_NAME)?.map(str::to_owned),
-        params: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                let suffix = name.as_str().strip_prefix(mcp::HEADER_PARAM_PREFIX)?;
-                Some((suffix.to_owned(), value.to_str().ok()?.trim().to_owned()))
-            })
-            .collect(),
     };
     let (id, method, params) = match post.message {
         Message::Request { id, method, params } => (id, method, params),
@@ -283,9 +276,17 @@ fn replay_post(
         }
     };
     if era == Era::Stateless {
+        // `Mcp-Param-{Name}` headers: (name lowercased, value trimmed).
+        let argument_headers: Vec<(String, String)> = headers
+            .iter()
+            .filter_map(|(name, value)| {
+                let suffix = name.as_str().strip_prefix(mcp::HEADER_PARAM_PREFIX)?;
+                Some((suffix.to_owned(), value.to_str().ok()?.trim().to_owned()))
+            })
+            .collect();
         mcp::check_stateless(&method, params.as_ref(), &routing)
             .and_then(|()| {
-                replay.check_param_headers(&logged.server, &method, params.as_ref(), &routing.params)
+                replay.check_param_headers(&logged.server, &method, params.as_ref(), &argument_headers)
             })
             .map_err(|error| Rejection { status: 400, error, id: Some(id.clone()) })?;
     }

@@ -147,8 +147,8 @@ pub struct Tape {
     by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
     names: HashSet<(String, Named, String)>,
-    /// Each listed tool's `inputSchema`, by (server, tool).
-    tool_schemas: HashMap<(String, String), Value>,
+    /// Each listed tool's `inputSchema`, by server, then tool.
+    tool_schemas: HashMap<String, HashMap<String, Value>>,
     /// Each server's own `serverInfo`, from its first recorded `initialize`
     /// or `server/discover` result.
     server_info: HashMap<String, Value>,
@@ -225,9 +225,8 @@ impl Tape {
                 let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
                 names.push(name.to_owned());
                 if let Some(schema) = item.get("inputSchema").filter(|_| kind == Named::Tool) {
-                    self.tool_schemas
-                        .entry((recorded.server.clone(), name.to_owned()))
-                        .or_insert(schema.clone());
+                    let schemas = self.tool_schemas.entry(recorded.server.clone()).or_default();
+                    schemas.entry(name.to_owned()).or_insert_with(|| schema.clone());
                 }
             }
         }
@@ -259,7 +258,7 @@ impl Tape {
 
     /// The `inputSchema` a recorded `tools/list` gave `tool` on `server`.
     pub fn tool_schema(&self, server: &str, tool: &str) -> Option<&Value> {
-        self.tool_schemas.get(&(server.to_owned(), tool.to_owned()))
+        self.tool_schemas.get(server)?.get(tool)
     }
 
     /// Recorded transport-level rejections left out at load.

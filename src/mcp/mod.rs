@@ -138,8 +138,6 @@ pub struct RoutingHeaders {
     pub protocol_version: Option<String>,
     pub method: Option<String>,
     pub name: Option<String>,
-    /// `Mcp-Param-{Name}` headers: (name lowercased, value).
-    pub params: Vec<(String, String)>,
 }
 
 /// The prefix of the headers that mirror tool arguments (SEP-2243).
@@ -355,7 +353,6 @@ mod tests {
             protocol_version: Some(version.into()),
             method: Some(method.into()),
             name: name.map(str::to_owned),
-            params: Vec::new(),
         }
     }
 
