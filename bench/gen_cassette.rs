@@ -5,9 +5,9 @@
 //!
 //! Usage: gen-cassette N PATH
 
-use mcp_tape::mcp::Era;
-use mcp_tape::normalize::{RawExchange, Rules};
-use mcp_tape::store::{Cassette, Direction, RecordedMessage};
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::normalize::Rules;
+use mcp_tape::store::Cassette;
 use serde_json::{Value, json};
 
 fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Value>) -> RawExchange {
@@ -17,7 +17,7 @@ fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Valu
         protocol_version: "2025-06-18".into(),
         request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": {"progressToken": 1}}}),
-        status: 200,
+        status: StatusCode::OK,
         content_type: content_type.into(),
         messages: messages
             .into_iter()

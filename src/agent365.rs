@@ -9,6 +9,8 @@
 
 use serde_json::{Value, json};
 
+use crate::model::ServiceRoute;
+
 /// The "Agent 365 Tools" resource app id: the audience of every V1 server.
 /// An SDK sees any other audience as a V2 server that needs a token
 /// exchange of its own, which the legacy discovery overloads refuse.
@@ -27,57 +29,25 @@ const KNOWN_SCOPES: [(&str, &str); 5] = [
 /// The scope of a listed server that has none in [`KNOWN_SCOPES`].
 const DEFAULT_SCOPE: &str = "Tools.ListInvoke.All";
 
-/// A non-MCP endpoint of the Agent 365 service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ServiceRoute {
-    /// `GET /agents/{agentId}/mcpServers`: `{"mcpServers": [...]}` (.NET, Python).
-    Gateway,
-    /// `GET /agents/v2/{agentId}/mcpServers`: a bare array (Node, Python).
-    GatewayV2,
-    /// `POST /agents/real-time-threat-protection/chat-message`.
-    ChatMessage,
+/// The route a request addresses, if it is one of these endpoints. A
+/// trailing slash does not matter.
+pub fn route(http_method: &str, path: &str) -> Option<ServiceRoute> {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    match (http_method, segments.as_slice()) {
+        ("GET", ["agents", "v2", _, "mcpServers"]) => Some(ServiceRoute::GatewayV2),
+        ("GET", ["agents", agent, "mcpServers"]) if *agent != "servers" => Some(ServiceRoute::Gateway),
+        ("POST", ["agents", "real-time-threat-protection", "chat-message"]) => {
+            Some(ServiceRoute::ChatMessage)
+        }
+        _ => None,
+    }
 }
 
-impl ServiceRoute {
-    /// The route a request addresses, if it is one of these endpoints. A
-    /// trailing slash does not matter.
-    pub fn of(http_method: &str, path: &str) -> Option<ServiceRoute> {
-        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-        match (http_method, segments.as_slice()) {
-            ("GET", ["agents", "v2", _, "mcpServers"]) => Some(ServiceRoute::GatewayV2),
-            ("GET", ["agents", agent, "mcpServers"]) if *agent != "servers" => Some(ServiceRoute::Gateway),
-            ("POST", ["agents", "real-time-threat-protection", "chat-message"]) => {
-                Some(ServiceRoute::ChatMessage)
-            }
-            _ => None,
-        }
-    }
-
-    /// The name a cassette stores.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServiceRoute::Gateway => "gateway",
-            ServiceRoute::GatewayV2 => "gateway-v2",
-            ServiceRoute::ChatMessage => "chat-message",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<ServiceRoute> {
-        [ServiceRoute::Gateway, ServiceRoute::GatewayV2, ServiceRoute::ChatMessage]
-            .into_iter()
-            .find(|route| route.as_str() == text)
-    }
-
-    pub fn is_gateway(self) -> bool {
-        matches!(self, ServiceRoute::Gateway | ServiceRoute::GatewayV2)
-    }
-
-    /// Puts listing entries in the shape this route answers with.
-    pub fn wrap(self, entries: Vec<Value>) -> Value {
-        match self {
-            ServiceRoute::Gateway => json!({"mcpServers": entries}),
-            _ => Value::Array(entries),
-        }
+/// Puts listing entries in the shape `route` answers with.
+pub fn wrap(route: ServiceRoute, entries: Vec<Value>) -> Value {
+    match route {
+        ServiceRoute::Gateway => json!({"mcpServers": entries}),
+        _ => Value::Array(entries),
     }
 }
 
@@ -119,7 +89,7 @@ pub fn chat_message_answer() -> Value {
 /// Scheme, lowercase host and port (the scheme's default if absent) of an
 /// absolute URL.
 fn origin_of(url: &str) -> Option<(String, String, u16)> {
-    let uri: hyper::Uri = url.trim().parse().ok()?;
+    let uri: http::Uri = url.trim().parse().ok()?;
     let scheme = uri.scheme_str()?.to_ascii_lowercase();
     let default_port = match scheme.as_str() {
         "http" => 80,
@@ -149,7 +119,7 @@ pub fn rewrite_urls(listing: &mut Value, from: &str, to: &str) -> usize {
         if origin_of(text).as_ref() != Some(&wanted) {
             continue;
         }
-        let Ok(uri) = text.trim().parse::<hyper::Uri>() else { continue };
+        let Ok(uri) = text.trim().parse::<http::Uri>() else { continue };
         let rest = uri.path_and_query().map_or("", |p| p.as_str());
         *url = Value::String(format!("{}{rest}", to.trim_end_matches('/')));
         changed += 1;
@@ -163,15 +133,15 @@ mod tests {
 
     #[test]
     fn routes_from_method_and_path() {
-        assert_eq!(ServiceRoute::of("GET", "/agents/a-1/mcpServers"), Some(ServiceRoute::Gateway));
-        assert_eq!(ServiceRoute::of("GET", "/agents/v2/a-1/mcpServers/"), Some(ServiceRoute::GatewayV2));
+        assert_eq!(route("GET", "/agents/a-1/mcpServers"), Some(ServiceRoute::Gateway));
+        assert_eq!(route("GET", "/agents/v2/a-1/mcpServers/"), Some(ServiceRoute::GatewayV2));
         assert_eq!(
-            ServiceRoute::of("POST", "/agents/real-time-threat-protection/chat-message"),
+            route("POST", "/agents/real-time-threat-protection/chat-message"),
             Some(ServiceRoute::ChatMessage)
         );
-        assert_eq!(ServiceRoute::of("POST", "/agents/a-1/mcpServers"), None);
-        assert_eq!(ServiceRoute::of("GET", "/agents/servers/mcpServers"), None);
-        assert_eq!(ServiceRoute::of("POST", "/agents/servers/mcp_MailTools"), None);
+        assert_eq!(route("POST", "/agents/a-1/mcpServers"), None);
+        assert_eq!(route("GET", "/agents/servers/mcpServers"), None);
+        assert_eq!(route("POST", "/agents/servers/mcp_MailTools"), None);
         for route in [ServiceRoute::Gateway, ServiceRoute::GatewayV2, ServiceRoute::ChatMessage] {
             assert_eq!(ServiceRoute::parse(route.as_str()), Some(route));
         }
@@ -216,9 +186,9 @@ mod tests {
     fn wraps_entries_in_either_shape() {
         let entries = vec![json!({"mcpServerName": "a"})];
         assert_eq!(
-            ServiceRoute::Gateway.wrap(entries.clone()),
+            wrap(ServiceRoute::Gateway, entries.clone()),
             json!({"mcpServers": [{"mcpServerName": "a"}]})
         );
-        assert_eq!(ServiceRoute::GatewayV2.wrap(entries), json!([{"mcpServerName": "a"}]));
+        assert_eq!(wrap(ServiceRoute::GatewayV2, entries), json!([{"mcpServerName": "a"}]));
     }
 }

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization,
-    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig,
+    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig, Timeouts,
 };
 use crate::error::Error;
-use crate::upstream::Timeouts;
 
 /// Record and replay MCP (Model Context Protocol) traffic.
 ///

@@ -45,6 +45,17 @@ pub struct FrontDoor {
     pub idle_timeout: std::time::Duration,
 }
 
+/// How long record waits on the upstream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timeouts {
+    /// To open a connection (TCP and TLS).
+    pub connect: std::time::Duration,
+    /// From sending a request to the answer's status line and headers.
+    pub response: std::time::Duration,
+    /// Longest silence inside the body of an answer to a POST.
+    pub idle: std::time::Duration,
+}
+
 /// The default of [`FrontDoor::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -76,7 +87,7 @@ pub struct RecordConfig {
     pub upstream: String,
     /// Extra trusted CA certificates (PEM) for the upstream's TLS.
     pub upstream_ca: Option<PathBuf>,
-    pub timeouts: crate::upstream::Timeouts,
+    pub timeouts: Timeouts,
     /// The cassette file recordings go to: `DIR/NAME.sqlite`.
     pub cassette: PathBuf,
     pub mode: RecordMode,

@@ -1,11 +1,17 @@
-//! Errors, classified by side. Start-up and store failures are [`Error`]
-//! (printed with their cause chain by `main`); a request the front door
-//! refuses as the client's fault is a [`Rejection`], which carries its HTTP
-//! status and JSON-RPC error so that the mapping happens in one place.
+//! Errors. Start-up and store failures are [`Error`] (printed with their
+//! cause chain by `main`). A request that cannot be answered as MCP is a
+//! [`RequestError`]: a [`Fault`], classified by the [`Side`] it lies on,
+//! and mapped in one place ([`Fault::status`], [`Fault::error`]) to the
+//! HTTP status and JSON-RPC error a client gets. Front doors without HTTP
+//! status codes (stdio) send the JSON-RPC error alone.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::jsonrpc::{self, ErrorObject, RequestId};
+use serde_json::json;
+
+use crate::jsonrpc::{self, ErrorCode, ErrorObject, RequestId};
+use crate::model::StatusCode;
 
 /// Failures that stop a command: bad configuration, unusable cassettes,
 /// a port that cannot be bound.
@@ -16,7 +22,13 @@ pub enum Error {
     #[error("cassette {}: {kind}", path.display())]
     Cassette { path: PathBuf, kind: CassetteError },
     #[error("cannot read {}", path.display())]
-    Io {
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}", path.display())]
+    Write {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -47,30 +59,233 @@ pub enum CassetteError {
     Sqlite(#[from] rusqlite::Error),
 }
 
-/// A request refused at the HTTP level, before or instead of an MCP answer.
-#[derive(Clone, Debug)]
-pub struct Rejection {
-    /// Always 4xx: the client sent something we will not serve.
-    pub status: u16,
-    pub error: ErrorObject,
-    /// The request's id, when it was read before the refusal.
+/// Where the fault of a failed request lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The client sent something we will not serve (4xx).
+    Client,
+    /// The upstream could not be reached or failed (502).
+    Upstream,
+    /// The cassette could not take the exchange (507).
+    Store,
+    /// A recording cannot serve this request the way it was asked (500).
+    Internal,
+}
+
+/// How the upstream failed a forwarded request.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum UpstreamFailure {
+    /// No connection or no HTTP exchange: refused, unreachable, TLS, not HTTP.
+    #[error("upstream {upstream} failed: {why}")]
+    Failed { upstream: String, why: String },
+    /// No answer head within the response timeout.
+    #[error("upstream {upstream} did not answer within {after:?}")]
+    Silent { upstream: String, after: Duration },
+    /// The answer broke off, stalled or grew past its bound while read whole.
+    #[error("upstream {upstream}: {why}")]
+    Answer { upstream: String, why: String },
+    /// The request's path does not make an upstream URL.
+    #[error("cannot build the upstream URL: {0}")]
+    Address(String),
+    /// Forwarding with no upstream configured.
+    #[error("no upstream is configured")]
+    Missing,
+}
+
+/// The JSON-RPC code of an upstream failure (in the implementation range).
+pub const UPSTREAM_ERROR: ErrorCode = ErrorCode(-32000);
+
+/// Why a request got no MCP answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fault {
+    /// A `Host` or `Origin` that is not loopback or allowed.
+    Forbidden {
+        header: &'static str,
+        value: String,
+    },
+    /// An HTTP method this endpoint does not serve.
+    MethodNotAllowed {
+        allow: &'static str,
+        why: &'static str,
+    },
+    /// A DELETE without the session it ends.
+    MissingSessionHeader,
+    UnsupportedMediaType,
+    NotAcceptable,
+    /// A body over the front door's limit (bytes).
+    BodyTooLarge {
+        limit: usize,
+    },
+    /// A body that stopped arriving for this long.
+    BodyStalled {
+        idle: Duration,
+    },
+    BodyUnreadable(String),
+    /// A header value that is not visible ASCII.
+    HeaderNotAscii(&'static str),
+    /// Not JSON (`-32700`).
+    NotJson(String),
+    /// JSON, but not one JSON-RPC message (`-32600`, the parser's error).
+    NotJsonRpc(ErrorObject),
+    /// A session id never issued, or ended.
+    UnknownSession,
+    /// A stateless-era request whose version, envelope or headers do not
+    /// hold together (`-32022`, `-32602`, `-32020`).
+    Stateless(ErrorObject),
+    /// A line over the front door's limit (bytes).
+    LineTooLong {
+        limit: usize,
+    },
+    /// The upstream failed.
+    Upstream(UpstreamFailure),
+    /// The upstream answered but the exchange could not be committed.
+    NotStored,
+    /// The recording holds events but no final answer, and the client
+    /// accepts only a single JSON answer.
+    NoFinalAnswer,
+}
+
+impl Fault {
+    pub fn side(&self) -> Side {
+        match self {
+            Fault::Upstream(_) => Side::Upstream,
+            Fault::NotStored => Side::Store,
+            Fault::NoFinalAnswer => Side::Internal,
+            _ => Side::Client,
+        }
+    }
+
+    /// The HTTP status a client gets for this fault.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Fault::Forbidden { .. } => StatusCode::FORBIDDEN,
+            Fault::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Fault::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Fault::BodyStalled { .. } => StatusCode::REQUEST_TIMEOUT,
+            Fault::UnknownSession => StatusCode::NOT_FOUND,
+            Fault::MissingSessionHeader
+            | Fault::BodyUnreadable(_)
+            | Fault::HeaderNotAscii(_)
+            | Fault::NotJson(_)
+            | Fault::NotJsonRpc(_)
+            | Fault::Stateless(_) => StatusCode::BAD_REQUEST,
+            Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
+            Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
+            Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON-RPC error a client gets for this fault.
+    pub fn error(&self) -> ErrorObject {
+        let invalid = |message: String| ErrorObject::new(ErrorCode::INVALID_REQUEST, message);
+        match self {
+            Fault::Forbidden { header, value } => invalid(format!(
+                "Forbidden {header} {value:?}: only loopback hosts are served (see --allow-host)"
+            )),
+            Fault::MethodNotAllowed { allow, why } => {
+                invalid(format!("Method not allowed: {why}")).with_data(json!({"allow": allow}))
+            }
+            Fault::MissingSessionHeader => invalid("DELETE needs an Mcp-Session-Id header".into()),
+            Fault::UnsupportedMediaType => invalid("Content-Type must be application/json".into()),
+            Fault::NotAcceptable => invalid("Accept must allow application/json or text/event-stream".into()),
+            Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
+            Fault::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
+            Fault::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
+            Fault::HeaderNotAscii(name) => invalid(format!("Header {name} is not visible ASCII")),
+            Fault::NotJson(why) => ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {why}")),
+            Fault::NotJsonRpc(error) | Fault::Stateless(error) => error.clone(),
+            Fault::UnknownSession => invalid(
+                "Session not found: it was never issued or has ended; initialize a new session".into(),
+            ),
+            Fault::LineTooLong { limit } => invalid(format!("Message line longer than {limit} bytes")),
+            Fault::Upstream(failure) => {
+                ErrorObject::new(UPSTREAM_ERROR, format!("mcp-tape record: {failure}"))
+            }
+            Fault::NotStored => ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "mcp-tape record: the upstream answered, but the exchange could not be stored (see the \
+                 recorder's log, e.g. a full disk); the answer is withheld so that every exchange a client \
+                 saw finish is in the cassette",
+            ),
+            Fault::NoFinalAnswer => ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "The recording of this exchange holds no final answer; ask for text/event-stream to get its events",
+            ),
+        }
+    }
+}
+
+/// A request that gets an error instead of an MCP answer: the fault, and
+/// the request's id when it was read (the answer echoes it; `null` if not).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestError {
+    pub fault: Fault,
     pub id: Option<RequestId>,
 }
 
-impl Rejection {
-    /// A client-side refusal with `status` and a JSON-RPC error of `code`.
-    pub fn client(status: u16, code: i32, message: impl Into<String>) -> Rejection {
-        debug_assert!((400..500).contains(&status));
-        Rejection { status, error: ErrorObject::new(code, message), id: None }
-    }
-
-    pub fn with_id(mut self, id: Option<RequestId>) -> Rejection {
+impl RequestError {
+    pub fn with_id(mut self, id: Option<RequestId>) -> RequestError {
         self.id = id;
         self
     }
 
-    /// The JSON-RPC error body sent with the status, as JSON text.
+    /// The JSON-RPC error answer, as JSON text.
     pub fn body(&self) -> String {
-        jsonrpc::error(self.id.as_ref(), &self.error)
+        jsonrpc::error(self.id.as_ref(), &self.fault.error())
+    }
+}
+
+impl From<Fault> for RequestError {
+    fn from(fault: Fault) -> RequestError {
+        RequestError { fault, id: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every fault maps to a status of its side's class and to an error in
+    /// JSON-RPC's reserved or implementation range.
+    #[test]
+    fn each_side_maps_to_its_status_class() {
+        let faults = [
+            Fault::Forbidden { header: "Host", value: "evil".into() },
+            Fault::MethodNotAllowed { allow: "POST", why: "no" },
+            Fault::MissingSessionHeader,
+            Fault::UnsupportedMediaType,
+            Fault::NotAcceptable,
+            Fault::BodyTooLarge { limit: 1 },
+            Fault::BodyStalled { idle: Duration::from_secs(1) },
+            Fault::BodyUnreadable("reset".into()),
+            Fault::HeaderNotAscii("mcp-session-id"),
+            Fault::NotJson("eof".into()),
+            Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
+            Fault::UnknownSession,
+            Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
+            Fault::LineTooLong { limit: 1 },
+            Fault::Upstream(UpstreamFailure::Missing),
+            Fault::NotStored,
+            Fault::NoFinalAnswer,
+        ];
+        for fault in faults {
+            let status = fault.status().as_u16();
+            let class = match fault.side() {
+                Side::Client => 400..500,
+                Side::Upstream => 502..503,
+                Side::Store => 507..508,
+                Side::Internal => 500..501,
+            };
+            assert!(class.contains(&status), "{fault:?} → {status}");
+            let code = fault.error().code.0;
+            assert!((-32768..=-32000).contains(&code), "{fault:?} → {code}");
+        }
+        let answer = RequestError::from(Fault::NotJson("eof".into())).body();
+        assert_eq!(
+            answer,
+            r#"{"error":{"code":-32700,"message":"Parse error: eof"},"id":null,"jsonrpc":"2.0"}"#
+        );
     }
 }

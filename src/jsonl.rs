@@ -8,11 +8,13 @@ use std::io::{BufRead, Write};
 
 use serde_json::{Value, json};
 
-use crate::agent365::ServiceRoute;
 use crate::error::Error;
-use crate::mcp::Era;
-use crate::normalize::{RawExchange, Rules, canonical_json};
-use crate::store::{Cassette, Direction, Exchange, Loaded, RecordedMessage, ServiceAnswer};
+use crate::model::{
+    Direction, Era, Exchange, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
+    canonical_json,
+};
+use crate::normalize::Rules;
+use crate::store::{Cassette, Loaded};
 
 /// Writes every exchange and service answer of `loaded` as one line each.
 ///
@@ -27,7 +29,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             .map(|m| {
                 json!({
                     "offsetMs": m.offset_ms,
-                    "direction": match m.direction { Direction::Server => "server", Direction::Client => "client" },
+                    "direction": m.direction.as_str(),
                     "body": m.body,
                 })
             })
@@ -37,7 +39,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             "era": exchange.era.as_str(),
             "protocolVersion": exchange.protocol_version,
             "request": exchange.request,
-            "status": exchange.status,
+            "status": exchange.status.as_u16(),
             "contentType": exchange.content_type,
             "messages": messages,
         });
@@ -47,7 +49,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
         let mut line = json!({
             "service": answer.route.as_str(),
             "upstream": answer.upstream,
-            "status": answer.status,
+            "status": answer.status.as_u16(),
             "contentType": answer.content_type,
         });
         match serde_json::from_str::<Value>(&answer.body) {
@@ -99,7 +101,6 @@ fn parse_service_line(value: &Value) -> Result<ServiceAnswer, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let route = ServiceRoute::parse(text("service")?)
         .ok_or("\"service\" must be \"gateway\", \"gateway-v2\" or \"chat-message\"")?;
-    let status = value.get("status").and_then(Value::as_u64).filter(|s| (100..600).contains(s));
     let body = match (value.get("body"), value.get("bodyText").and_then(Value::as_str)) {
         (Some(body), None) => canonical_json(body),
         (None, Some(text)) => text.to_owned(),
@@ -108,26 +109,35 @@ fn parse_service_line(value: &Value) -> Result<ServiceAnswer, String> {
     Ok(ServiceAnswer {
         route,
         upstream: text("upstream")?.to_owned(),
-        status: status.ok_or("\"status\" must be an HTTP status code")? as u16,
+        status: status(value)?,
         content_type: text("contentType")?.to_owned(),
         body,
     })
+}
+
+/// A line's `"status"`: an HTTP status code.
+fn status(value: &Value) -> Result<StatusCode, String> {
+    value
+        .get("status")
+        .and_then(Value::as_u64)
+        .filter(|s| (100..600).contains(s))
+        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .ok_or_else(|| "\"status\" must be an HTTP status code".into())
 }
 
 fn parse_line(value: &Value) -> Result<RawExchange, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let era = Era::parse(text("era")?).ok_or("\"era\" must be \"handshake\" or \"stateless\"")?;
     let request = value.get("request").filter(|r| r.get("method").is_some_and(Value::is_string));
-    let status = value.get("status").and_then(Value::as_u64).filter(|s| (100..600).contains(s));
     let mut messages = Vec::new();
     for message in value.get("messages").and_then(Value::as_array).ok_or("\"messages\" must be an array")? {
         messages.push(RecordedMessage {
             offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
-            direction: match message.get("direction").and_then(Value::as_str) {
-                Some("server") => Direction::Server,
-                Some("client") => Direction::Client,
-                _ => return Err("each message needs \"direction\": \"server\" or \"client\"".into()),
-            },
+            direction: message
+                .get("direction")
+                .and_then(Value::as_str)
+                .and_then(Direction::parse)
+                .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
             body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
         });
     }
@@ -136,7 +146,7 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
         era,
         protocol_version: text("protocolVersion")?.to_owned(),
         request: request.cloned().ok_or("\"request\" must be a JSON-RPC request with a \"method\"")?,
-        status: status.ok_or("\"status\" must be an HTTP status code")? as u16,
+        status: status(value)?,
         content_type: text("contentType")?.to_owned(),
         messages,
     })

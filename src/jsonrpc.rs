@@ -4,16 +4,28 @@
 
 use serde_json::{Map, Value};
 
-/// The body could not be parsed as JSON.
-pub const PARSE_ERROR: i32 = -32700;
-/// The JSON is not a valid JSON-RPC message.
-pub const INVALID_REQUEST: i32 = -32600;
-/// The method does not exist or is not offered.
-pub const METHOD_NOT_FOUND: i32 = -32601;
-/// The params are invalid for the method.
-pub const INVALID_PARAMS: i32 = -32602;
-/// Something failed inside the server.
-pub const INTERNAL_ERROR: i32 = -32603;
+/// A JSON-RPC error code. The protocol's own are associated constants;
+/// MCP's live in `mcp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub i32);
+
+impl ErrorCode {
+    /// The body could not be parsed as JSON.
+    pub const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
+    /// The JSON is not a valid JSON-RPC message.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
+    /// The method does not exist or is not offered.
+    pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
+    /// The params are invalid for the method.
+    pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    /// Something failed inside the server.
+    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
+
+    /// The code of a JSON value, if it is an integer that fits.
+    pub fn of(value: &Value) -> Option<ErrorCode> {
+        value.as_i64().and_then(|code| i32::try_from(code).ok()).map(ErrorCode)
+    }
+}
 
 /// A request id: a JSON string or number, with its JSON text as the caller
 /// wrote it, so that it is echoed back exactly (`1e2` stays `1e2`, not
@@ -67,13 +79,13 @@ impl RequestId {
 /// A JSON-RPC error object. Protocol errors are data, not Rust errors.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ErrorObject {
-    pub code: i32,
+    pub code: ErrorCode,
     pub message: String,
     pub data: Option<Value>,
 }
 
 impl ErrorObject {
-    pub fn new(code: i32, message: impl Into<String>) -> ErrorObject {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
         ErrorObject { code, message: message.into(), data: None }
     }
 
@@ -84,7 +96,7 @@ impl ErrorObject {
 
     fn to_value(&self) -> Value {
         let mut error = Map::new();
-        error.insert("code".into(), self.code.into());
+        error.insert("code".into(), self.code.0.into());
         error.insert("message".into(), self.message.clone().into());
         if let Some(data) = &self.data {
             error.insert("data".into(), data.clone());
@@ -110,7 +122,7 @@ impl Message {
     /// id when one could be read.
     pub fn parse(value: Value) -> Result<Message, (Option<RequestId>, ErrorObject)> {
         let invalid = |id: Option<RequestId>, why: &str| {
-            Err((id, ErrorObject::new(INVALID_REQUEST, format!("Invalid request: {why}"))))
+            Err((id, ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}"))))
         };
         let Value::Object(object) = &value else {
             let why = if value.is_array() {
@@ -160,9 +172,9 @@ pub fn error(id: Option<&RequestId>, error: &ErrorObject) -> String {
     )
 }
 
-/// The error object of a response message, if it is an error answer.
-pub fn error_code(message: &Value) -> Option<i64> {
-    message.get("error")?.get("code")?.as_i64()
+/// The error code of a response message, if it is an error answer.
+pub fn error_code(message: &Value) -> Option<ErrorCode> {
+    ErrorCode::of(message.get("error")?.get("code")?)
 }
 
 #[cfg(test)]
@@ -201,24 +213,25 @@ mod tests {
     fn rejects_what_is_not_a_message_keeping_a_readable_id() {
         let (id, err) = parse(r#"{"jsonrpc":"1.0","id":3,"method":"x"}"#).unwrap_err();
         assert_eq!(id, RequestId::from_value(&json!(3)));
-        assert_eq!(err.code, INVALID_REQUEST);
+        assert_eq!(err.code, ErrorCode::INVALID_REQUEST);
         let (id, err) = parse(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#).unwrap_err();
-        assert_eq!((id, err.code), (None, INVALID_REQUEST));
+        assert_eq!((id, err.code), (None, ErrorCode::INVALID_REQUEST));
         assert!(err.message.contains("batches"));
         let (_, err) = parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err();
-        assert_eq!(err.code, INVALID_REQUEST);
+        assert_eq!(err.code, ErrorCode::INVALID_REQUEST);
         let (_, err) = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err();
-        assert_eq!(err.code, INVALID_REQUEST);
+        assert_eq!(err.code, ErrorCode::INVALID_REQUEST);
         assert!(parse(r#""text""#).is_err());
     }
 
     #[test]
     fn error_answers_carry_null_when_no_id_was_read() {
         let answer: Value =
-            serde_json::from_str(&error(None, &ErrorObject::new(PARSE_ERROR, "Parse error"))).unwrap();
+            serde_json::from_str(&error(None, &ErrorObject::new(ErrorCode::PARSE_ERROR, "Parse error")))
+                .unwrap();
         assert_eq!(answer["id"], Value::Null);
-        assert_eq!(error_code(&answer), Some(-32700));
-        let with_data = ErrorObject::new(INVALID_PARAMS, "bad").with_data(json!({"uri": "x"}));
+        assert_eq!(error_code(&answer), Some(ErrorCode::PARSE_ERROR));
+        let with_data = ErrorObject::new(ErrorCode::INVALID_PARAMS, "bad").with_data(json!({"uri": "x"}));
         let id = RequestId::from_value(&json!("r")).unwrap();
         let answer: Value = serde_json::from_str(&error(Some(&id), &with_data)).unwrap();
         assert_eq!(answer["error"]["data"]["uri"], "x");

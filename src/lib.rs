@@ -1,72 +1,88 @@
 //! mcp-tape: a record/replay proxy daemon for MCP (Model Context Protocol)
-//! traffic over Streamable HTTP.
+//! traffic.
 //!
 //! ```text
-//! client ──HTTP──▶ server ──▶ route ──┬─▶ record ──▶ upstream ──HTTPS──▶ real MCP server
-//!                                     │      └──▶ normalize ─▶ redact ─▶ store (SQLite writer)
-//!                                     └─▶ replay ──▶ tape (in-memory index of cassettes)
-//!                                            └──▶ mcp fallback (mock answers)
+//! client ──HTTP──▶ transport::http ──▶ engine ──┬─▶ record ──▶ normalize ─▶ redact ─▶ store (SQLite writer)
+//!                        ▲      │               │      (the front door forwards to the upstream and
+//!                        │      └──proxy──▶ upstream ──HTTPS──▶ real MCP server    shows the answer to the capture)
+//!                        │                      └─▶ replay ──▶ tape (in-memory index of cassettes)
+//!                  answer framed                       └──▶ mcp fallback (mock answers)
 //! ```
 //!
-//! Both modes share the front door (`server`, `route`) and the
-//! normalization rules, so that a recording made by `record` is matched by
-//! `replay` with the same keys.
+//! One direction: a front door (`transport`) turns bytes into one parsed
+//! JSON-RPC message and the facts around it (a [`engine::Call`]); the
+//! [`engine::Engine`] answers or says what to forward; the front door
+//! frames the answer. The engine has no HTTP in it, and its two modes,
+//! `engine::replay` and `engine::record`, never import each other (record's
+//! `--mode missing` composes both in [`engine::Engine::Missing`]). A new
+//! transport (stdio next) is a module under `transport` that builds
+//! `Call`s and frames `Step`s; `docs/ARCHITECTURE.md` walks through it.
 //!
 //! # Layout
 //!
-//! - `main.rs`: thin: parse the command line, start logging, [`run`], exit code.
-//! - [`agent365`]: the Agent 365 service endpoints that are not MCP
-//!   (gateway discovery, chat history): routes, listings, url rewriting.
-//! - [`cli`]: clap definitions, validated into a [`config::Command`].
+//! Bottom to top; each module uses only modules above it in this list.
+//!
+//! - [`util`]: log-safe text, a poison-proof lock.
+//! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
+//!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`) and
+//!   canonical JSON; SQLite conversions of the stored ones.
+//! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
+//!   `ErrorCode`, `ErrorObject`; no MCP, no I/O.
+//! - [`error`]: start-up errors ([`error::Error`]) and the one request
+//!   error ([`error::RequestError`]): faults by side, mapped once to HTTP
+//!   status and JSON-RPC error.
 //! - [`config`]: plain validated settings.
-//! - [`error`]: start-up/store errors and HTTP-level rejections, each mapped once.
-//! - [`jsonrpc`]: the JSON-RPC 2.0 envelope; no MCP, no I/O.
+//! - [`cli`]: clap definitions, validated into a [`config::Command`].
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
-//! - [`normalize`]: canonical JSON, match keys, placeholders, field diffs.
 //! - [`redact`]: sensitive body keys and header credentials.
+//! - [`normalize`]: match keys, placeholders, field diffs.
 //! - [`sse`]: the `text/event-stream` encoder and incremental parser.
+//! - [`agent365`]: the Agent 365 service endpoints that are not MCP
+//!   (gateway discovery, chat history): routes, listings, url rewriting.
 //! - [`store`]: SQLite cassettes: open + migrate, writer thread, loader.
 //! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
 //! - [`tape`]: the replay index and per-session cursors.
-//! - [`server`]: accept loop, connection limit, graceful shutdown, signals.
-//! - [`route`]: the front door, replay's HTTP rules, framing; one log line each.
-//! - [`replay`](mod@replay): answers from the tape, else the mock; sessions; misses.
-//! - [`record`](mod@record): forward, tee, and hand each finished exchange to the writer.
-//! - [`upstream`]: the one pooled hyper client over hyper-rustls.
+//! - [`engine`]: one message in, a [`engine::Step`] out: replay
+//!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
+//!   recorded stream ([`engine::reenact`]).
+//! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
+//!   framing, the record proxy, the accept loop, the upstream client).
+//! - this file: [`run`] wires a command's parts together; `main.rs` parses
+//!   the command line, starts logging, maps the outcome to an exit code.
 
 pub mod agent365;
 pub mod cli;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod jsonl;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod model;
 pub mod normalize;
-pub mod record;
 pub mod redact;
-pub mod replay;
-pub mod route;
-pub mod server;
 pub mod sse;
 pub mod store;
 pub mod tape;
-pub mod upstream;
+pub mod transport;
+pub mod util;
 
 use std::future::Future;
 use std::io::{BufReader, Write};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
 use config::{Command, FrontDoor, RecordConfig, RecordMode, ReplayConfig};
+use engine::Engine;
+use engine::record::Recorder;
+use engine::replay::{Replay, ServiceAnswers};
 use error::Error;
 use normalize::Rules;
-use record::Record;
-use replay::{Replay, ServiceAnswers};
-use route::{App, Mode};
 use tape::Tape;
+use transport::http::{App, Proxy, server, upstream::Upstream};
 
 /// Runs one command to completion.
 ///
@@ -89,7 +105,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
             let count = match &config.input {
                 Some(path) => {
                     let file = std::fs::File::open(path)
-                        .map_err(|source| Error::Io { path: path.clone(), source })?;
+                        .map_err(|source| Error::Read { path: path.clone(), source })?;
                     jsonl::import(BufReader::new(file), &mut cassette)?
                 }
                 None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
@@ -106,7 +122,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
                 }),
                 None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
             };
-            written.map_err(|source| Error::Io {
+            written.map_err(|source| Error::Write {
                 path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),
                 source,
             })
@@ -124,20 +140,6 @@ fn local_address(listener: &TcpListener, front_door: &FrontDoor) -> Result<Socke
     listener.local_addr().map_err(|source| Error::Bind { addr: front_door.listen.to_string(), source })
 }
 
-/// `text` with its control characters escaped (`\n`, `\u{1b}`, ...), for
-/// values from the network or a cassette that go into a log line: a method
-/// name holding a newline or a terminal escape must not forge a line or
-/// repaint the terminal.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect::<String>()
-        .into()
-}
-
 /// The readiness line, which scripts wait for (and read the port of, with
 /// `--port 0`): logged at info level, or written to stderr as it is when
 /// `MCP_TAPE_LOG` hides info lines.
@@ -147,13 +149,6 @@ fn announce(line: String) {
     } else {
         eprintln!("{line}");
     }
-}
-
-/// Locks a mutex whatever happened to its last holder: a panic mid-update in
-/// one request must not take every later request down with it, and the maps
-/// behind these locks stay usable.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Loads the cassettes, serves replay on `listener` until `shutdown`, then
@@ -184,11 +179,11 @@ pub async fn replay(
     );
     let address = local_address(&listener, &config.front_door)?;
     let service = ServiceAnswers::new(loaded.service_answers);
-    let replay = Arc::new(Replay::new(tape, service, rules, config.on_miss, config.pace));
-    let app = Arc::new(App { mode: Mode::Replay(Arc::clone(&replay)), front_door: config.front_door });
+    let replay = Replay::new(tape, service, rules, config.on_miss, config.pace);
+    let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door: config.front_door });
     announce(format!("replay listening on http://{address}"));
-    server::run(listener, app, shutdown).await;
-    let misses = replay.misses();
+    server::run(listener, Arc::clone(&app), shutdown).await;
+    let misses = app.engine.replay().map(Replay::misses).unwrap_or_default();
     if misses.is_empty() {
         tracing::info!("stopped; no misses");
     } else {
@@ -214,7 +209,7 @@ pub async fn record(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     if let Some(dir) = config.cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.to_owned(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
     }
     let cassette = store::Cassette::open(&config.cassette)?;
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
@@ -222,19 +217,25 @@ pub async fn record(
         RecordMode::All => None,
         RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, &rules)),
     };
-    let upstream = upstream::Upstream::new(&config.upstream, config.upstream_ca.as_deref(), config.timeouts)?;
+    let upstream = Upstream::new(&config.upstream, config.upstream_ca.as_deref(), config.timeouts)?;
     let address = local_address(&listener, &config.front_door)?;
     let writer = store::Writer::start(cassette);
-    let app = Arc::new(App {
-        mode: Mode::Record(Box::new(Record::new(
-            upstream,
-            rules,
-            writer.handle(),
-            existing,
-            config.front_door.idle_timeout,
-        ))),
-        front_door: config.front_door,
-    });
+    let recorder = Recorder::new(writer.handle(), rules.clone());
+    let proxy = Proxy::new(upstream, recorder.clone());
+    let engine = match existing {
+        None => Engine::Record(recorder),
+        Some(tape) => Engine::Missing {
+            cassette: Replay::new(
+                tape,
+                ServiceAnswers::default(),
+                rules,
+                config::OnMiss::Error,
+                config::Pace::Instant,
+            ),
+            recorder,
+        },
+    };
+    let app = Arc::new(App { engine, proxy: Some(proxy), front_door: config.front_door });
     announce(format!("record listening on http://{address}, forwarding to {}", config.upstream));
     server::run(listener, app, shutdown).await;
     let report = writer.finish();

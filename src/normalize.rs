@@ -1,5 +1,5 @@
-//! Normalization: canonical JSON, the match key, and turning a raw exchange
-//! into the stored form. The same [`Rules`] serve record and replay, so a
+//! Normalization: the match key, and turning a raw exchange into the
+//! stored form. The same [`Rules`] serve record and replay, so a
 //! request computes the same key on both sides.
 //!
 //! Match key = sha256 over (server, method, canonical params), where the
@@ -15,9 +15,9 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::mcp::{self, Era};
+use crate::mcp;
+use crate::model::{Direction, Exchange, MatchKey, RawExchange, canonical_json};
 use crate::redact::Redactor;
-use crate::store::{Direction, Exchange, RecordedMessage};
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
 pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
@@ -41,78 +41,6 @@ pub fn stamp(json: &str, id: &str, progress_token: Option<&str>) -> String {
 /// Whether a stored message carries the progress-token placeholder.
 pub fn has_progress_placeholder(json: &str) -> bool {
     json.contains(PROGRESS_TOKEN_PLACEHOLDER)
-}
-
-/// sha256 over (server, method, canonical params).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct MatchKey([u8; 32]);
-
-impl MatchKey {
-    pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    pub fn from_hex(text: &str) -> Option<MatchKey> {
-        if text.len() != 64 || !text.is_ascii() {
-            return None;
-        }
-        let mut bytes = [0u8; 32];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(MatchKey(bytes))
-    }
-}
-
-/// JSON text with object keys sorted and no insignificant whitespace: equal
-/// values give equal bytes, whatever order their keys arrived in.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
-            entries.sort_by_key(|(key, _)| *key);
-            out.push('{');
-            for (i, (key, inner)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(inner, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-/// An exchange as it happened on the wire, before normalization.
-#[derive(Clone, Debug)]
-pub struct RawExchange {
-    pub server: String,
-    pub era: Era,
-    pub protocol_version: String,
-    /// The whole JSON-RPC request as the client sent it.
-    pub request: Value,
-    pub status: u16,
-    pub content_type: String,
-    pub messages: Vec<RecordedMessage>,
 }
 
 /// The user's normalization settings, shared by record and replay.
@@ -170,7 +98,7 @@ impl Rules {
         if !matches!(method, "initialize" | "server/discover") {
             hash.update(canonical_json(&self.canonical_params(params)).as_bytes());
         }
-        MatchKey(hash.finalize().into())
+        MatchKey::from_digest(hash.finalize().into())
     }
 
     /// The stored form of a raw exchange: redacted, with the caller's id and
@@ -290,14 +218,26 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::model::{Era, RecordedMessage, StatusCode};
     use serde_json::json;
 
-    #[test]
-    fn canonical_json_sorts_keys_at_every_depth() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"d":1,"c":2}],"x":null}}"#).unwrap();
-        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[{"c":2,"d":1}]},"b":1}"#);
+    /// A recorded `tools/call` of `tool` on `server` answered with one text block.
+    pub(crate) fn sample(server: &str, tool: &str, text: &str) -> Exchange {
+        Rules::default().exchange(RawExchange {
+            server: server.into(),
+            era: Era::Handshake,
+            protocol_version: "2025-06-18".into(),
+            request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}),
+            status: StatusCode::OK,
+            content_type: "application/json".into(),
+            messages: vec![RecordedMessage {
+                offset_ms: 3,
+                direction: Direction::Server,
+                body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
+            }],
+        })
     }
 
     #[test]
@@ -348,13 +288,6 @@ mod tests {
         assert_eq!(differences(&json!(null), &json!({}))[0].pointer, "");
     }
 
-    #[test]
-    fn match_key_round_trips_as_hex() {
-        let key = Rules::default().match_key("s", "m", None);
-        assert_eq!(MatchKey::from_hex(&key.to_hex()), Some(key));
-        assert_eq!(MatchKey::from_hex("zz"), None);
-    }
-
     fn raw() -> RawExchange {
         RawExchange {
             server: "s".into(),
@@ -362,7 +295,7 @@ mod tests {
             protocol_version: "2025-06-18".into(),
             request: json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
                 "params": {"name": "t", "arguments": {"password": "hunter2"}, "_meta": {"progressToken": "p1"}}}),
-            status: 200,
+            status: StatusCode::OK,
             content_type: "text/event-stream".into(),
             messages: vec![
                 RecordedMessage {

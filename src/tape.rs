@@ -12,9 +12,10 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::mcp::{self, Era};
-use crate::normalize::{MatchKey, Rules};
-use crate::store::{Direction, Exchange, Text};
+use crate::jsonrpc::ErrorCode;
+use crate::mcp;
+use crate::model::{Direction, Era, Exchange, MatchKey, StatusCode, Text};
+use crate::normalize::Rules;
 
 /// What kind of named thing a request addresses, for "never seen" checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,7 +80,7 @@ pub struct Recorded {
     pub key: MatchKey,
     /// The normalized request, canonical JSON text.
     pub request: Text,
-    pub status: u16,
+    pub status: StatusCode,
     pub content_type: String,
     pub messages: Vec<Message>,
 }
@@ -104,7 +105,7 @@ impl Recorded {
     /// The client capabilities a `-32021` answer names as missing.
     fn required_capabilities(&self) -> Option<Value> {
         let error = self.answer()?.error.as_deref()?;
-        if error.get("code").and_then(Value::as_i64) != Some(mcp::MISSING_CLIENT_CAPABILITY as i64) {
+        if error.get("code").and_then(ErrorCode::of) != Some(mcp::MISSING_CLIENT_CAPABILITY) {
             return None;
         }
         error.pointer("/data/requiredCapabilities").filter(|c| c.is_object()).cloned()
@@ -329,7 +330,7 @@ mod tests {
     use serde_json::json;
 
     fn call(server: &str, tool: &str, text: &str) -> Exchange<Text> {
-        crate::store::tests::sample(server, tool, text).to_text()
+        crate::normalize::tests::sample(server, tool, text).to_text()
     }
 
     fn text(recorded: &Recorded) -> String {
@@ -351,7 +352,7 @@ mod tests {
 
     #[test]
     fn answers_from_the_requests_own_era_first() {
-        let mut stateless = crate::store::tests::sample("s", "t", "stateless");
+        let mut stateless = crate::normalize::tests::sample("s", "t", "stateless");
         stateless.era = Era::Stateless;
         stateless.request["params"]["_meta"] = json!({
             mcp::META_PROTOCOL_VERSION: "2026-07-28",

@@ -1,14 +1,13 @@
-//! Converting answers between the eras (`shared/reference/MCP-2026-07-28.md`
-//! §3.5): a recorded `initialize` result serves a stateless client's
+//! Converting answers between the eras (the 2026-07-28 specification's rules
+//! for serving both generations): a recorded `initialize` result serves a stateless client's
 //! `server/discover` and the reverse, and every result handed to a stateless
 //! client carries the fields that era requires.
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    Era, META_SERVER_INFO, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_cacheable, negotiate, server_info,
-};
-use crate::jsonrpc::INVALID_PARAMS;
+use super::{META_SERVER_INFO, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_cacheable, negotiate, server_info};
+use crate::jsonrpc::ErrorCode;
+use crate::model::Era;
 
 /// Capabilities with change notifications and subscriptions switched off:
 /// replay never sends either unprompted.
@@ -80,9 +79,9 @@ pub fn stateless_result(method: &str, result: &mut Value, server_info: &Value) {
 
 /// The error code `era` uses for a recorded error code: resource-not-found
 /// became `-32602` in the stateless era.
-pub fn error_code_for(era: Era, code: i64) -> i64 {
+pub fn error_code_for(era: Era, code: ErrorCode) -> ErrorCode {
     match era {
-        Era::Stateless if code == RESOURCE_NOT_FOUND as i64 => INVALID_PARAMS as i64,
+        Era::Stateless if code == RESOURCE_NOT_FOUND => ErrorCode::INVALID_PARAMS,
         _ => code,
     }
 }

@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Era, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_removed, negotiate, server_info};
-use crate::jsonrpc::{ErrorObject, INVALID_PARAMS, METHOD_NOT_FOUND};
+use super::{RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_removed, negotiate, server_info};
+use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::model::Era;
 
 /// The handshake era mock answers lists, tool/prompt lookups, resource reads
 /// and subscriptions, `logging/setLevel` and completions.
@@ -67,7 +68,7 @@ pub fn answer(era: Era, method: &str, params: Option<&Value>) -> Result<Value, E
         (_, "completion/complete") => Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}})),
         (_, "tools/call") => Err(unknown_tool(param("name"))),
         (_, "prompts/get") => {
-            Err(ErrorObject::new(INVALID_PARAMS, format!("Unknown prompt: {}", param("name"))))
+            Err(ErrorObject::new(ErrorCode::INVALID_PARAMS, format!("Unknown prompt: {}", param("name"))))
         }
         (_, "resources/read") => Err(resource_not_found(era, param("uri"))),
         _ => Err(method_not_found(method)),
@@ -75,18 +76,18 @@ pub fn answer(era: Era, method: &str, params: Option<&Value>) -> Result<Value, E
 }
 
 fn unknown_tool(name: &str) -> ErrorObject {
-    ErrorObject::new(INVALID_PARAMS, format!("Unknown tool: {name}"))
+    ErrorObject::new(ErrorCode::INVALID_PARAMS, format!("Unknown tool: {name}"))
 }
 
 fn method_not_found(method: &str) -> ErrorObject {
-    ErrorObject::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))
+    ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, format!("Method not found: {method}"))
 }
 
 /// `-32002` in the handshake era, `-32602` in the stateless era; both carry the uri.
 fn resource_not_found(era: Era, uri: &str) -> ErrorObject {
     let code = match era {
         Era::Handshake => RESOURCE_NOT_FOUND,
-        Era::Stateless => INVALID_PARAMS,
+        Era::Stateless => ErrorCode::INVALID_PARAMS,
     };
     ErrorObject::new(code, format!("Resource not found: {uri}")).with_data(json!({"uri": uri}))
 }
@@ -122,7 +123,7 @@ mod tests {
 
     #[test]
     fn errors_follow_the_table() {
-        let code = |era, method, params: Value| answer(era, method, Some(&params)).unwrap_err().code;
+        let code = |era, method, params: Value| answer(era, method, Some(&params)).unwrap_err().code.0;
         assert_eq!(code(Era::Handshake, "tools/call", json!({"name": "x"})), -32602);
         assert_eq!(code(Era::Handshake, "resources/read", json!({"uri": "a:b"})), -32002);
         assert_eq!(code(Era::Stateless, "resources/read", json!({"uri": "a:b"})), -32602);

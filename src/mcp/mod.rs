@@ -4,15 +4,18 @@
 //! error → HTTP status table. The mock answers live in [`fallback`], the
 //! conversions between `initialize` and `server/discover` in [`convert`].
 //!
-//! The facts come from `shared/reference/MCP-2024-2025.md` (handshake era)
-//! and `MCP-2026-07-28.md` (stateless era).
+//! The facts come from the MCP specification: versions 2024-11-05 to
+//! 2025-11-25 (handshake era) and 2026-07-28 (stateless era). The era enum
+//! itself is a domain type ([`Era`]); which era a request speaks is decided
+//! here ([`era_of`]).
 
 pub mod convert;
 pub mod fallback;
 
 use serde_json::{Value, json};
 
-use crate::jsonrpc::{self, ErrorObject};
+use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::model::{Era, StatusCode};
 
 /// Handshake-era versions we serve, oldest first.
 pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -32,54 +35,34 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// MCP's resource-not-found code (handshake era only).
-pub const RESOURCE_NOT_FOUND: i32 = -32002;
+pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
 /// A replay miss: in the implementation-defined range.
-pub const REPLAY_MISS: i32 = -32001;
+pub const REPLAY_MISS: ErrorCode = ErrorCode(-32001);
 /// Stateless era: routing headers disagree with the body.
-pub const HEADER_MISMATCH: i32 = -32020;
+pub const HEADER_MISMATCH: ErrorCode = ErrorCode(-32020);
 /// Stateless era: the client lacks a capability the request needs.
-pub const MISSING_CLIENT_CAPABILITY: i32 = -32021;
+pub const MISSING_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
 /// Stateless era: the requested protocol version is not served.
-pub const UNSUPPORTED_VERSION: i32 = -32022;
+pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(-32022);
 
 /// HTTP statuses that refuse a request before it is read as MCP: a foreign
 /// Host/Origin, a method, Accept, size or content type not served.
-const TRANSPORT_REFUSALS: [u16; 5] = [403, 405, 406, 413, 415];
+const TRANSPORT_REFUSALS: [StatusCode; 5] = [
+    StatusCode::FORBIDDEN,
+    StatusCode::METHOD_NOT_ALLOWED,
+    StatusCode::NOT_ACCEPTABLE,
+    StatusCode::PAYLOAD_TOO_LARGE,
+    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+];
 
-/// The two protocol generations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Era {
-    /// `initialize`, sessions, versions up to 2025-11-25.
-    Handshake,
-    /// `server/discover`, per-request `_meta` envelope, 2026-07-28.
-    Stateless,
-}
-
-impl Era {
-    /// Routes a request the way the reference SDK does: by the
-    /// `MCP-Protocol-Version` header alone. Absent or a handshake version →
-    /// handshake; anything else → stateless (whose checks then reject
-    /// versions it does not serve).
-    pub fn of_header(version: Option<&str>) -> Era {
-        match version {
-            Some(v) if !HANDSHAKE_VERSIONS.contains(&v) => Era::Stateless,
-            _ => Era::Handshake,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Era::Handshake => "handshake",
-            Era::Stateless => "stateless",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Era> {
-        match text {
-            "handshake" => Some(Era::Handshake),
-            "stateless" => Some(Era::Stateless),
-            _ => None,
-        }
+/// Routes a request the way the reference SDK does: by the
+/// `MCP-Protocol-Version` header alone. Absent or a handshake version →
+/// handshake; anything else → stateless (whose checks then reject versions
+/// it does not serve).
+pub fn era_of(version: Option<&str>) -> Era {
+    match version {
+        Some(v) if !HANDSHAKE_VERSIONS.contains(&v) => Era::Stateless,
+        _ => Era::Handshake,
     }
 }
 
@@ -95,15 +78,15 @@ pub fn negotiate(requested: Option<&str>) -> &'static str {
 }
 
 /// The HTTP status that carries a JSON-RPC error code in `era`.
-pub fn error_status(era: Era, code: i64) -> u16 {
-    const BAD_REQUEST_CODES: [i64; 2] = [jsonrpc::PARSE_ERROR as i64, jsonrpc::INVALID_REQUEST as i64];
-    const STATELESS_BAD_REQUEST_CODES: [i64; 4] =
-        [jsonrpc::INVALID_PARAMS as i64, HEADER_MISMATCH as i64, -32021, UNSUPPORTED_VERSION as i64];
+pub fn error_status(era: Era, code: ErrorCode) -> StatusCode {
+    const BAD_REQUEST_CODES: [ErrorCode; 2] = [ErrorCode::PARSE_ERROR, ErrorCode::INVALID_REQUEST];
+    const STATELESS_BAD_REQUEST_CODES: [ErrorCode; 4] =
+        [ErrorCode::INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION];
     match era {
-        _ if BAD_REQUEST_CODES.contains(&code) => 400,
-        Era::Stateless if STATELESS_BAD_REQUEST_CODES.contains(&code) => 400,
-        Era::Stateless if code == jsonrpc::METHOD_NOT_FOUND as i64 => 404,
-        _ => 200,
+        _ if BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
+        Era::Stateless if STATELESS_BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
+        Era::Stateless if code == ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
     }
 }
 
@@ -195,18 +178,32 @@ pub fn check_param_headers(
 
 /// The stateless era's checks on one request, in the order the spec's
 /// validation section reads: served version, envelope, then headers against
-/// the body. Each failure is the exact error to send (HTTP 400).
+/// the body. `headers` is `None` on a transport without them (stdio), where
+/// the envelope's version is the one checked. Each failure is the exact
+/// error to send (HTTP 400).
 pub fn check_stateless(
     method: &str,
     params: Option<&Value>,
-    headers: &RoutingHeaders,
+    headers: Option<&RoutingHeaders>,
 ) -> Result<(), ErrorObject> {
+    let meta = params.and_then(|p| p.get("_meta"));
+    let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+    let Some(headers) = headers else {
+        let Some(version) = meta_str(META_PROTOCOL_VERSION) else {
+            return Err(missing_envelope(META_PROTOCOL_VERSION));
+        };
+        if !STATELESS_VERSIONS.contains(&version) {
+            return Err(unsupported_version(version));
+        }
+        if !meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(Value::is_object) {
+            return Err(missing_envelope(META_CLIENT_CAPABILITIES));
+        }
+        return Ok(());
+    };
     let header_version = headers.protocol_version.as_deref().unwrap_or_default();
     if !STATELESS_VERSIONS.contains(&header_version) {
         return Err(unsupported_version(header_version));
     }
-    let meta = params.and_then(|p| p.get("_meta"));
-    let meta_str = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
     let Some(version) = meta_str(META_PROTOCOL_VERSION) else {
         return Err(missing_envelope(META_PROTOCOL_VERSION));
     };
@@ -250,15 +247,15 @@ pub fn check_stateless(
 pub fn is_transport_rejection(
     era: Era,
     request: &Value,
-    status: u16,
+    status: StatusCode,
     error: Option<&Value>,
     answered_id: Option<&Value>,
 ) -> bool {
     if TRANSPORT_REFUSALS.contains(&status) {
         return true;
     }
-    let code = error.and_then(|e| e.get("code")).and_then(Value::as_i64);
-    if code.is_some_and(|c| c == HEADER_MISMATCH as i64 || c == UNSUPPORTED_VERSION as i64) {
+    let code = error.and_then(|e| e.get("code")).and_then(ErrorCode::of);
+    if code.is_some_and(|c| c == HEADER_MISMATCH || c == UNSUPPORTED_VERSION) {
         return true;
     }
     let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
@@ -294,7 +291,7 @@ fn decode_header_value(raw: &str) -> String {
 
 fn missing_envelope(key: &str) -> ErrorObject {
     ErrorObject::new(
-        jsonrpc::INVALID_PARAMS,
+        ErrorCode::INVALID_PARAMS,
         format!("Missing required _meta field {key:?} in the request envelope"),
     )
 }
@@ -342,10 +339,10 @@ mod tests {
 
     #[test]
     fn era_comes_from_the_header() {
-        assert_eq!(Era::of_header(None), Era::Handshake);
-        assert_eq!(Era::of_header(Some("2025-03-26")), Era::Handshake);
-        assert_eq!(Era::of_header(Some("2026-07-28")), Era::Stateless);
-        assert_eq!(Era::of_header(Some("garbage")), Era::Stateless);
+        assert_eq!(era_of(None), Era::Handshake);
+        assert_eq!(era_of(Some("2025-03-26")), Era::Handshake);
+        assert_eq!(era_of(Some("2026-07-28")), Era::Stateless);
+        assert_eq!(era_of(Some("garbage")), Era::Stateless);
     }
 
     fn headers(version: &str, method: &str, name: Option<&str>) -> RoutingHeaders {
@@ -393,29 +390,30 @@ mod tests {
         let request =
             |method: &str, meta: Value| json!({"id": 1, "method": method, "params": {"_meta": meta}});
         let envelope = json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}});
-        let error = |id: Value, code: i32| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": "m"}});
-        let rejects = |era, request: Value, status, answer: Value| {
+        let error = |id: Value, code: ErrorCode| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.0, "message": "m"}});
+        let rejects = |era, request: Value, status: u16, answer: Value| {
+            let status = StatusCode::from_u16(status).unwrap();
             is_transport_rejection(era, &request, status, answer.get("error"), answer.get("id"))
         };
         let stateless =
             |method, meta, status, answer| rejects(Era::Stateless, request(method, meta), status, answer);
         assert!(
-            stateless("tools/list", json!({}), 400, error(json!(1), -32602)),
+            stateless("tools/list", json!({}), 400, error(json!(1), ErrorCode::INVALID_PARAMS)),
             "recorded without its envelope"
         );
         assert!(stateless("tools/list", envelope.clone(), 400, error(json!(1), HEADER_MISMATCH)));
         assert!(stateless("tools/list", envelope.clone(), 400, error(json!(1), UNSUPPORTED_VERSION)));
         assert!(stateless("tools/list", envelope.clone(), 403, json!({"error": "forbidden"})));
         assert!(
-            !stateless("tools/call", envelope.clone(), 400, error(json!(1), -32602)),
+            !stateless("tools/call", envelope.clone(), 400, error(json!(1), ErrorCode::INVALID_PARAMS)),
             "an unknown tool is an answer"
         );
-        assert!(!stateless("tools/list", envelope, 404, error(json!(1), -32601)));
+        assert!(!stateless("tools/list", envelope, 404, error(json!(1), ErrorCode::METHOD_NOT_FOUND)));
         let handshake =
             |method, status, answer| rejects(Era::Handshake, request(method, json!({})), status, answer);
-        assert!(handshake("tools/list", 404, error(Value::Null, -32001)), "session not found");
+        assert!(handshake("tools/list", 404, error(Value::Null, REPLAY_MISS)), "session not found");
         assert!(
-            !handshake("server/discover", 400, error(Value::Null, -32000)),
+            !handshake("server/discover", 400, error(Value::Null, ErrorCode(-32000))),
             "a probe failure is replayed"
         );
         assert!(!handshake("tools/call", 200, json!({"jsonrpc": "2.0", "id": 1, "result": {}})));
@@ -435,32 +433,52 @@ mod tests {
     fn stateless_checks_accept_a_consistent_request() {
         let params = enveloped(json!({"name": "café"}));
         let name = "=?base64?Y2Fmw6k=?=";
-        let ok =
-            check_stateless("tools/call", Some(&params), &headers("2026-07-28", "tools/call", Some(name)));
+        let ok = check_stateless(
+            "tools/call",
+            Some(&params),
+            Some(&headers("2026-07-28", "tools/call", Some(name))),
+        );
         assert_eq!(ok, Ok(()));
     }
 
     #[test]
     fn stateless_checks_reject_each_inconsistency() {
         let params = enveloped(json!({"name": "echo"}));
-        let code =
-            |m: &str, p: Option<&Value>, h: RoutingHeaders| check_stateless(m, p, &h).unwrap_err().code;
+        let code = |m: &str, p: Option<&Value>, h: RoutingHeaders| {
+            check_stateless(m, p, Some(&h)).unwrap_err().code.0
+        };
         assert_eq!(code("tools/list", None, headers("2026-07-28", "tools/list", None)), -32602);
         assert_eq!(code("tools/call", Some(&params), headers("2026-07-28", "tools/list", None)), -32020);
         assert_eq!(code("tools/call", Some(&params), headers("2026-07-28", "tools/call", Some("x"))), -32020);
         assert_eq!(code("tools/call", Some(&params), headers("2026-07-28", "tools/call", None)), -32020);
-        let err = check_stateless("tools/call", Some(&params), &headers("2099-01-01", "tools/call", None))
-            .unwrap_err();
-        assert_eq!(err.code, -32022);
+        let err =
+            check_stateless("tools/call", Some(&params), Some(&headers("2099-01-01", "tools/call", None)))
+                .unwrap_err();
+        assert_eq!(err.code, UNSUPPORTED_VERSION);
         assert_eq!(err.data.unwrap()["requested"], "2099-01-01");
     }
 
     #[test]
+    fn without_headers_the_envelope_alone_is_checked() {
+        let code = |p: Option<&Value>| check_stateless("tools/call", p, None).map_err(|e| e.code);
+        assert_eq!(code(Some(&enveloped(json!({"name": "echo"})))), Ok(()));
+        assert_eq!(code(None), Err(ErrorCode::INVALID_PARAMS));
+        let mut future = enveloped(json!({}));
+        future["_meta"][META_PROTOCOL_VERSION] = "2099-01-01".into();
+        assert_eq!(code(Some(&future)), Err(UNSUPPORTED_VERSION));
+        let mut bare = enveloped(json!({}));
+        bare["_meta"].as_object_mut().unwrap().remove(META_CLIENT_CAPABILITIES);
+        assert_eq!(code(Some(&bare)), Err(ErrorCode::INVALID_PARAMS));
+    }
+
+    #[test]
     fn error_statuses_per_era() {
-        assert_eq!(error_status(Era::Stateless, -32601), 404);
-        assert_eq!(error_status(Era::Stateless, -32602), 400);
-        assert_eq!(error_status(Era::Stateless, -32603), 200);
-        assert_eq!(error_status(Era::Handshake, -32602), 200);
-        assert_eq!(error_status(Era::Handshake, -32700), 400);
+        let status = |era, code| error_status(era, ErrorCode(code)).as_u16();
+        assert_eq!(status(Era::Stateless, -32601), 404);
+        assert_eq!(status(Era::Stateless, -32602), 400);
+        assert_eq!(status(Era::Stateless, -32021), 400);
+        assert_eq!(status(Era::Stateless, -32603), 200);
+        assert_eq!(status(Era::Handshake, -32602), 200);
+        assert_eq!(status(Era::Handshake, -32700), 400);
     }
 }

@@ -5,11 +5,9 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{Cassette, Direction, Exchange, RecordedMessage, ServiceAnswer, Text};
-use crate::agent365::ServiceRoute;
+use super::Cassette;
 use crate::error::{CassetteError, Error};
-use crate::mcp::Era;
-use crate::normalize::MatchKey;
+use crate::model::{Exchange, RecordedMessage, ServiceAnswer, StatusCode, Text};
 
 /// The cassette files that `paths` name: a directory stands for its
 /// `*.sqlite` files (sorted by name), a file for itself.
@@ -20,7 +18,7 @@ use crate::normalize::MatchKey;
 pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let io = |path: &Path| {
         let path = path.to_owned();
-        move |source| Error::Io { path, source }
+        move |source| Error::Read { path, source }
     };
     let mut files = Vec::new();
     for path in paths {
@@ -91,14 +89,11 @@ pub(super) fn read_service_answers(conn: &Connection) -> Result<Vec<ServiceAnswe
     let mut answers = Vec::new();
     while let Some(row) = rows.next()? {
         let id: i64 = row.get(0)?;
-        let route: String = row.get(1)?;
+        let damaged = |why: String| CassetteError::Damaged { id, why };
         answers.push(ServiceAnswer {
-            route: ServiceRoute::parse(&route).ok_or_else(|| CassetteError::Damaged {
-                id,
-                why: format!("unknown service route {route:?}"),
-            })?,
+            route: row.get(1).map_err(|e| damaged(conversion(e)))?,
             upstream: row.get(2)?,
-            status: row.get(3)?,
+            status: status(row.get(3)?).map_err(damaged)?,
             content_type: row.get(4)?,
             body: row.get(5)?,
         });
@@ -116,19 +111,17 @@ pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, Cassett
     while let Some(row) = rows.next()? {
         let id: i64 = row.get(0)?;
         let damaged = |why: String| CassetteError::Damaged { id, why };
-        let era: String = row.get(2)?;
-        let key: String = row.get(5)?;
         let request: String = row.get(6)?;
         exchanges.push((
             id,
             Exchange {
                 server: row.get(1)?,
-                era: Era::parse(&era).ok_or_else(|| damaged(format!("unknown era {era:?}")))?,
+                era: row.get(2).map_err(|e| damaged(conversion(e)))?,
                 protocol_version: row.get(3)?,
                 method: row.get(4)?,
-                key: MatchKey::from_hex(&key).ok_or_else(|| damaged(format!("bad match key {key:?}")))?,
+                key: row.get(5).map_err(|e| damaged(conversion(e)))?,
                 request: checked_json(request).map_err(damaged)?,
-                status: row.get(7)?,
+                status: status(row.get(7)?).map_err(damaged)?,
                 content_type: row.get(8)?,
                 messages: Vec::new(),
             },
@@ -148,19 +141,31 @@ pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, Cassett
             Some((found, exchange)) if *found == id => exchange,
             _ => return Err(damaged("message without its exchange".into())),
         };
-        let direction: String = row.get(2)?;
         let body: String = row.get(3)?;
         exchange.messages.push(RecordedMessage {
             offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
-            direction: match direction.as_str() {
-                "server" => Direction::Server,
-                "client" => Direction::Client,
-                other => return Err(damaged(format!("unknown direction {other:?}"))),
-            },
+            direction: row.get(2).map_err(|e| damaged(conversion(e)))?,
             body: checked_json(body).map_err(damaged)?,
         });
     }
     Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
+}
+
+/// What a stored column that is not one of ours holds, as its
+/// [`FromSql`](rusqlite::types::FromSql) conversion names it.
+fn conversion(error: rusqlite::Error) -> String {
+    match error {
+        rusqlite::Error::FromSqlConversionFailure(_, _, why) => why.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// A stored HTTP status, if it is one.
+fn status(code: i64) -> Result<StatusCode, String> {
+    u16::try_from(code)
+        .ok()
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| format!("bad status {code}"))
 }
 
 /// Stored JSON as it is, once its syntax is known to be sound (checked

@@ -1,7 +1,8 @@
 //! SQLite cassettes. A cassette is one file holding normalized exchanges
 //! (schema in `migrations/`). This module owns opening and migrating a file
 //! and writing one finished exchange per transaction; [`load`] reads
-//! cassettes back for replay. It knows nothing of HTTP.
+//! cassettes back for replay. It speaks SQLite and the domain types of
+//! `model`, nothing else: no protocol, no HTTP.
 //!
 //! ## Compatibility
 //!
@@ -26,15 +27,12 @@ mod writer;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
-use serde_json::Value;
 
 pub use load::{Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
-use crate::agent365::ServiceRoute;
 use crate::error::{CassetteError, Error};
-use crate::mcp::Era;
-use crate::normalize::{MatchKey, canonical_json};
+use crate::model::{Exchange, ServiceAnswer, Text, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
@@ -48,122 +46,6 @@ const APPLICATION_ID: i64 = 0x4d43_5054;
 
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Who sent a recorded message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// Upstream → client: notifications, server requests, the final answer.
-    Server,
-    /// Client → upstream: a reply to a server→client request.
-    Client,
-}
-
-impl Direction {
-    fn as_str(self) -> &'static str {
-        match self {
-            Direction::Server => "server",
-            Direction::Client => "client",
-        }
-    }
-}
-
-/// JSON as the cassette stores it: canonical text, unparsed. Replay keeps
-/// recordings in this form (smaller, and served without re-serializing).
-pub type Text = Box<str>;
-
-/// One message of a recorded answer. `J` is how its JSON is held: parsed
-/// ([`Value`], the default) or as stored ([`Text`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct RecordedMessage<J = Value> {
-    /// Milliseconds after the request that the message was seen.
-    pub offset_ms: u64,
-    pub direction: Direction,
-    pub body: J,
-}
-
-/// One finished, normalized request/answer pair: what a cassette holds.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Exchange<J = Value> {
-    pub server: String,
-    pub era: Era,
-    pub protocol_version: String,
-    pub method: String,
-    pub key: MatchKey,
-    /// The normalized JSON-RPC request (id and progress token as placeholders).
-    pub request: J,
-    pub status: u16,
-    pub content_type: String,
-    pub messages: Vec<RecordedMessage<J>>,
-}
-
-impl Exchange<Text> {
-    /// The same exchange with its JSON parsed.
-    ///
-    /// # Errors
-    ///
-    /// Why stored text does not parse.
-    pub fn parse(self) -> Result<Exchange, String> {
-        let parse =
-            |text: &str| serde_json::from_str(text).map_err(|e| format!("stored JSON does not parse: {e}"));
-        let mut messages = Vec::with_capacity(self.messages.len());
-        for message in self.messages {
-            messages.push(RecordedMessage {
-                offset_ms: message.offset_ms,
-                direction: message.direction,
-                body: parse(&message.body)?,
-            });
-        }
-        Ok(Exchange {
-            request: parse(&self.request)?,
-            server: self.server,
-            era: self.era,
-            protocol_version: self.protocol_version,
-            method: self.method,
-            key: self.key,
-            status: self.status,
-            content_type: self.content_type,
-            messages,
-        })
-    }
-}
-
-impl Exchange {
-    /// The same exchange with its JSON as canonical text, as a cassette holds it.
-    pub fn to_text(&self) -> Exchange<Text> {
-        Exchange {
-            server: self.server.clone(),
-            era: self.era,
-            protocol_version: self.protocol_version.clone(),
-            method: self.method.clone(),
-            key: self.key,
-            request: canonical_json(&self.request).into(),
-            status: self.status,
-            content_type: self.content_type.clone(),
-            messages: self
-                .messages
-                .iter()
-                .map(|m| RecordedMessage {
-                    offset_ms: m.offset_ms,
-                    direction: m.direction,
-                    body: canonical_json(&m.body).into(),
-                })
-                .collect(),
-        }
-    }
-}
-
-/// The answer of an Agent 365 service endpoint that is not MCP (gateway
-/// discovery, chat history), as record saw it; see [`crate::agent365`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServiceAnswer {
-    pub route: ServiceRoute,
-    /// Origin of the upstream it came from (`scheme://host:port`).
-    pub upstream: String,
-    pub status: u16,
-    pub content_type: String,
-    /// The body as text, scrubbed; canonical JSON when it is JSON.
-    pub body: String,
-}
 
 /// An open cassette file.
 pub struct Cassette {
@@ -207,7 +89,7 @@ impl Cassette {
     pub fn open_read_only(path: &Path) -> Result<Cassette, Error> {
         let fail = |kind: CassetteError| Error::Cassette { path: path.to_owned(), kind };
         let size =
-            std::fs::metadata(path).map_err(|source| Error::Io { path: path.to_owned(), source })?.len();
+            std::fs::metadata(path).map_err(|source| Error::Read { path: path.to_owned(), source })?.len();
         if size == 0 {
             return Err(fail(CassetteError::Foreign("an empty file".into())));
         }
@@ -344,9 +226,9 @@ impl Cassette {
                 "INSERT INTO service_answer (route, upstream, status, content_type, body) \
                  VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![
-                    answer.route.as_str(),
+                    answer.route,
                     answer.upstream,
-                    answer.status,
+                    answer.status.as_u16(),
                     answer.content_type,
                     answer.body
                 ],
@@ -357,11 +239,10 @@ impl Cassette {
 
     fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let key = exchange.key.to_hex();
         // One index probe on (match_key, occurrence), however many repeats.
         let occurrence: i64 = tx.query_row(
             "SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1",
-            params![key],
+            params![exchange.key],
             |r| r.get(0),
         )?;
         tx.execute(
@@ -369,13 +250,13 @@ impl Cassette {
              request, status, content_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 exchange.server,
-                exchange.era.as_str(),
+                exchange.era,
                 exchange.protocol_version,
                 exchange.method,
-                key,
+                exchange.key,
                 occurrence,
                 canonical_json(&exchange.request),
-                exchange.status,
+                exchange.status.as_u16(),
                 exchange.content_type,
             ],
         )?;
@@ -389,7 +270,7 @@ impl Cassette {
                     id,
                     seq as i64,
                     message.offset_ms as i64,
-                    message.direction.as_str(),
+                    message.direction,
                     canonical_json(&message.body),
                 ])?;
             }
@@ -451,26 +332,32 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::normalize::Rules;
+    use crate::model::{Direction, Era, MatchKey, RecordedMessage, ServiceRoute, StatusCode};
     use serde_json::json;
 
-    /// A recorded `tools/call` of `tool` on `server` answered with one text block.
-    pub(crate) fn sample(server: &str, tool: &str, text: &str) -> Exchange {
-        Rules::default().exchange(crate::normalize::RawExchange {
+    /// A stored `tools/call` of `tool` on `server` answered with one text
+    /// block; its key stands for (server, tool).
+    fn sample(server: &str, tool: &str, text: &str) -> Exchange {
+        use sha2::{Digest, Sha256};
+        Exchange {
             server: server.into(),
             era: Era::Handshake,
             protocol_version: "2025-06-18".into(),
-            request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}),
-            status: 200,
+            method: "tools/call".into(),
+            key: MatchKey::from_digest(Sha256::digest(format!("{server}\0{tool}")).into()),
+            request: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id", "method": "tools/call",
+                "params": {"name": tool}}),
+            status: StatusCode::OK,
             content_type: "application/json".into(),
             messages: vec![RecordedMessage {
                 offset_ms: 3,
                 direction: Direction::Server,
-                body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
+                body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
+                    "result": {"content": [{"type": "text", "text": text}]}}),
             }],
-        })
+        }
     }
 
     #[test]
@@ -501,7 +388,7 @@ pub(crate) mod tests {
         let answer = |route, body: &str| ServiceAnswer {
             route,
             upstream: "https://gateway.example:443".into(),
-            status: 200,
+            status: StatusCode::OK,
             content_type: "application/json".into(),
             body: body.into(),
         };

@@ -11,7 +11,8 @@ use std::thread;
 
 use tokio::sync::oneshot;
 
-use super::{Cassette, Exchange, ServiceAnswer};
+use super::Cassette;
+use crate::model::{Exchange, ServiceAnswer};
 
 enum Job {
     Write(Box<Exchange>, oneshot::Sender<bool>),

@@ -5,7 +5,8 @@
 //! refused non-JSON-RPC bodies, and record relayed the upstream's server
 //! urls so the agent went around the recorder.
 
-use mcp_tape::agent365::{ServiceRoute, TOOLS_AUDIENCE};
+use mcp_tape::agent365::TOOLS_AUDIENCE;
+use mcp_tape::model::ServiceRoute;
 use mcp_tape::store::Cassette;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -5,9 +5,7 @@
 use std::time::{Duration, Instant};
 
 use mcp_tape::config::Pace;
-use mcp_tape::mcp::Era;
-use mcp_tape::normalize::RawExchange;
-use mcp_tape::store::{Direction, RecordedMessage};
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -20,7 +18,7 @@ fn streamed(tool: &str, messages: Vec<(u64, Direction, Value)>) -> RawExchange {
         era: Era::Handshake,
         protocol_version: "2025-06-18".into(),
         request: json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool, "arguments": {}}}),
-        status: 200,
+        status: StatusCode::OK,
         content_type: "text/event-stream".into(),
         messages: messages
             .into_iter()
@@ -167,7 +165,7 @@ async fn stateless_recordings_lose_their_era_fields_for_handshake_clients() {
         vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete", "ttlMs": 5,
             "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "m", "version": "1"}}}})],
     );
-    listed.status = 200;
+    listed.status = StatusCode::OK;
     cassettes.write("fixture", vec![listed]);
     let replay = Replayer::start(&[cassettes.path()]).await;
     let url = replay.url(SERVER);

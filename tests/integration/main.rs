@@ -3,6 +3,7 @@
 //! real binary for what only the process shows (exit codes, signals, logs).
 
 mod agent365;
+mod architecture;
 mod binary;
 mod eras;
 mod fidelity;

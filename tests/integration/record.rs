@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mcp_tape::config::RecordMode;
-use mcp_tape::store::{Cassette, Direction};
-use mcp_tape::upstream::Timeouts;
+use mcp_tape::config::Timeouts;
+use mcp_tape::model::Direction;
+use mcp_tape::store::Cassette;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -183,7 +184,7 @@ async fn streams_past_the_bound_are_relayed_not_stored() {
     let upstream = upstream::start().await;
     let dir = Cassettes::new();
     let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
-    let bound_kib = mcp_tape::record::MAX_RECORDED_STREAM_BYTES as u64 / 1024;
+    let bound_kib = mcp_tape::engine::record::MAX_RECORDED_STREAM_BYTES as u64 / 1024;
     for (id, kib) in [(1, 64), (2, bound_kib + 64)] {
         let reply = call_tool(&recorder.url(MAIL), id, "flood", json!({"kib": kib}), json!({})).await;
         let events = reply.events();
@@ -303,7 +304,7 @@ async fn statuses_headers_and_paths_pass_through() {
     assert!(!discover.headers.contains_key("x-hop"), "headers named by Connection are hop-by-hop");
     assert!(seen.iter().any(|s| s.method == hyper::Method::DELETE && s.headers["mcp-session-id"] == "s"));
     let exchanges = recorder.stop().await;
-    let stored: Vec<(&str, u16)> = exchanges.iter().map(|e| (e.method.as_str(), e.status)).collect();
+    let stored: Vec<(&str, u16)> = exchanges.iter().map(|e| (e.method.as_str(), e.status.as_u16())).collect();
     assert_eq!(
         stored,
         [("server/discover", 400)],

@@ -3,14 +3,14 @@
 //! and the era conversions of `initialize`/`server/discover`.
 
 use mcp_tape::config::{Normalization, OnMiss};
-use mcp_tape::mcp::Era;
+use mcp_tape::model::{Era, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::*;
 
 const MAIL: &str = "/agents/servers/mcp_MailTools";
 
-fn progress_call() -> mcp_tape::normalize::RawExchange {
+fn progress_call() -> mcp_tape::model::RawExchange {
     exchange(
         "mcp_MailTools",
         Era::Handshake,
@@ -237,7 +237,7 @@ async fn initialize_and_discover_are_served_from_either_eras_recording() {
             json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}),
         ],
     );
-    probe_failure.status = 400;
+    probe_failure.status = StatusCode::BAD_REQUEST;
     cassettes.write("mixed", vec![initialize, discover, probe_failure]);
     let replay = Replayer::start(&[cassettes.path()]).await;
 

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use mcp_tape::config::{FrontDoor, Normalization, OnMiss, ReplayConfig};
-use mcp_tape::mcp::Era;
-use mcp_tape::normalize::{RawExchange, Rules};
-use mcp_tape::store::{Cassette, Direction, RecordedMessage};
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::normalize::Rules;
+use mcp_tape::store::Cassette;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -59,7 +59,7 @@ pub fn exchange(
             Era::Stateless => "2026-07-28".into(),
         },
         request,
-        status: 200,
+        status: StatusCode::OK,
         content_type: content_type.into(),
         messages: messages
             .into_iter()
@@ -284,7 +284,7 @@ pub struct Recorder {
 
 pub struct RecordOptions {
     pub mode: mcp_tape::config::RecordMode,
-    pub timeouts: mcp_tape::upstream::Timeouts,
+    pub timeouts: mcp_tape::config::Timeouts,
     pub upstream_ca: Option<PathBuf>,
 }
 
@@ -293,7 +293,7 @@ impl Default for RecordOptions {
         let patient = std::time::Duration::from_secs(30);
         RecordOptions {
             mode: mcp_tape::config::RecordMode::All,
-            timeouts: mcp_tape::upstream::Timeouts { connect: patient, response: patient, idle: patient },
+            timeouts: mcp_tape::config::Timeouts { connect: patient, response: patient, idle: patient },
             upstream_ca: None,
         }
     }
@@ -330,7 +330,7 @@ impl Recorder {
 
     /// Stops the recorder (everything finished is committed by then) and
     /// returns the cassette's exchanges.
-    pub async fn stop(mut self) -> Vec<mcp_tape::store::Exchange> {
+    pub async fn stop(mut self) -> Vec<mcp_tape::model::Exchange> {
         let _ = self.stop.take().unwrap().send(());
         (&mut self.task).await.unwrap().unwrap();
         Cassette::open(&self.cassette).unwrap().exchanges().unwrap()

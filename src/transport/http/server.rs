@@ -25,7 +25,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::route::{self, App, Body};
+use super::{App, Body, handle};
 
 /// Connections served at once; further ones wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -75,7 +75,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         let service = service_fn(move |request| {
             let app = Arc::clone(&app);
             let busy = InFlight::start(&served);
-            async move { Ok::<_, Infallible>(route::handle(request, &app).await.map(|body| busy.guard(body))) }
+            async move { Ok::<_, Infallible>(handle(request, &app).await.map(|body| busy.guard(body))) }
         });
         let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -19,18 +18,8 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::error::Error;
-
-/// How long the proxy waits on the upstream.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Timeouts {
-    /// To open a connection (TCP and TLS).
-    pub connect: Duration,
-    /// From sending a request to the answer's status line and headers.
-    pub response: Duration,
-    /// Longest silence inside the body of an answer to a POST.
-    pub idle: Duration,
-}
+use crate::config::Timeouts;
+use crate::error::{Error, UpstreamFailure};
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus
 /// the ones the proxy sets itself (`host`, `content-length`).
@@ -131,24 +120,23 @@ impl Upstream {
     }
 
     /// The upstream URI for a request to `path_and_query` on the proxy.
-    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, String> {
-        format!("{}{path_and_query}", self.base)
-            .parse()
-            .map_err(|e| format!("cannot build the upstream URL: {e}"))
+    pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, UpstreamFailure> {
+        format!("{}{path_and_query}", self.base).parse().map_err(|e| UpstreamFailure::Address(format!("{e}")))
     }
 
     /// Sends `request` and waits for the answer's head.
     ///
     /// # Errors
     ///
-    /// A one-line reason naming the upstream: refused, unreachable, TLS
-    /// failure, not HTTP, or no answer within the response timeout.
-    pub async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+    /// Why, naming the upstream: refused, unreachable, TLS failure, not
+    /// HTTP ([`UpstreamFailure::Failed`]), or no answer within the response
+    /// timeout ([`UpstreamFailure::Silent`]).
+    pub async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, UpstreamFailure> {
         match tokio::time::timeout(self.timeouts.response, self.client.request(request)).await {
             Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(format!("upstream {} failed: {}", self.base, error_chain(&e))),
+            Ok(Err(e)) => Err(UpstreamFailure::Failed { upstream: self.base.clone(), why: error_chain(&e) }),
             Err(_) => {
-                Err(format!("upstream {} did not answer within {:?}", self.base, self.timeouts.response))
+                Err(UpstreamFailure::Silent { upstream: self.base.clone(), after: self.timeouts.response })
             }
         }
     }
@@ -170,6 +158,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
     use hyper::header::HeaderValue;
+    use std::time::Duration;
 
     #[test]
     fn hop_by_hop_and_connection_named_headers_stay_behind() {

@@ -1,27 +1,28 @@
 //! Replay mode: answers each MCP request from the tape, stamping in the
 //! caller's id and progress token, and falls back to the mock
 //! ([`crate::mcp::fallback`]) where no recording answers. It owns the replay
-//! sessions (handshake era) and the miss log. HTTP is `route`'s business:
-//! this module gets a parsed [`Call`] and returns an [`Answer`]. It also
-//! answers the Agent 365 service endpoints that are not MCP
-//! ([`Replay::service`]).
+//! sessions (handshake era), the stateless era's checks on a live request,
+//! and the miss log. It gets a [`Call`] and returns an [`Answer`]; framing
+//! is the front door's. It also answers the Agent 365 service endpoints
+//! that are not MCP ([`Replay::service`]).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex};
 
-use tokio::sync::oneshot;
-
 use serde_json::{Value, json};
 
-use crate::agent365::{self, ServiceRoute};
+use super::reenact::Replies;
+use super::{Answer, Call, Outcome, Outgoing};
+use crate::agent365;
 use crate::config::{OnMiss, Pace};
-use crate::error::Rejection;
-use crate::jsonrpc::{self, ErrorObject, RequestId};
-use crate::mcp::{self, Era, convert, fallback};
+use crate::error::{Fault, RequestError};
+use crate::jsonrpc::{self, ErrorCode, ErrorObject};
+use crate::mcp::{self, convert, fallback};
+use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
 use crate::normalize::{self, Rules};
-use crate::store::{Direction, ServiceAnswer};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
-use crate::{lock, printable};
+use crate::util::{lock, printable};
 
 /// Live sessions kept at most; the oldest is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
@@ -33,88 +34,12 @@ static OWN_SERVER_INFO: LazyLock<Value> = LazyLock::new(mcp::server_info);
 /// How many recorded requests a miss error lists.
 const NEAREST_SHOWN: usize = 3;
 
-/// One parsed MCP request, as `route` hands it over.
-#[derive(Clone, Copy, Debug)]
-pub struct Call<'a> {
-    pub server: &'a str,
-    pub era: Era,
-    /// The `Mcp-Session-Id` header, if any (handshake era only).
-    pub session: Option<&'a str>,
-    pub id: &'a RequestId,
-    pub method: &'a str,
-    pub params: Option<&'a Value>,
-}
-
-/// Where an answer came from, for the request log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A recorded exchange matched.
-    Hit,
-    /// A server with recordings had none for this request.
-    Miss,
-    /// The mock answered (no recording applies).
-    Mock,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Hit => "hit",
-            Outcome::Miss => "miss",
-            Outcome::Mock => "mock",
-        }
-    }
-}
-
-/// One message of an answer, ready to send, with what replay needs to
-/// re-enact it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Outgoing {
-    /// The message as JSON text.
-    pub json: String,
-    /// An answer (to the caller's request), not a request or notification.
-    pub is_answer: bool,
-    /// When the recording saw it, in milliseconds after the request.
-    pub offset_ms: u64,
-    /// The id of a server→client request the recording shows answered: the
-    /// stream waits for the client's reply to it before going on.
-    pub awaits_reply: Option<Value>,
-}
-
-impl Outgoing {
-    fn answer(json: String) -> Outgoing {
-        Outgoing { json, is_answer: true, offset_ms: 0, awaits_reply: None }
-    }
-
-    /// The message parsed (for the rare answers replay rewrites).
-    pub fn parsed(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or(Value::Null)
-    }
-}
-
-/// The answer to one request, before HTTP framing.
-#[derive(Clone, Debug)]
-pub struct Answer {
-    pub outcome: Outcome,
-    pub status: u16,
-    /// Messages to send in order; the last is the response to the caller's
-    /// request when the recording has one.
-    pub messages: Vec<Outgoing>,
-    /// The recording was an SSE stream (send SSE if the client accepts it).
-    pub recorded_as_stream: bool,
-    /// A session this answer opens (`initialize`).
-    pub session_id: Option<String>,
-    /// The stream stays open after the messages, until the client closes
-    /// it (`subscriptions/listen`).
-    pub hold_open: bool,
-}
-
 /// The answer to an Agent 365 service endpoint, before HTTP framing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServiceReply {
     /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
     pub outcome: Outcome,
-    pub status: u16,
+    pub status: StatusCode,
     pub content_type: String,
     pub body: String,
 }
@@ -148,8 +73,9 @@ pub struct Replay {
     sessions: Mutex<Sessions>,
     /// Server→client requests being re-enacted, waiting for the client's reply.
     replies: Arc<Replies>,
-    /// Cursors of requests outside any session (stateless era, or a
-    /// handshake client that never initialized), per server.
+    /// Cursors of requests outside any replay session, per server (stateless
+    /// era, or a handshake client that never initialized) or per foreign
+    /// session (the upstream's, when record answers from a cassette).
     sessionless: Mutex<HashMap<String, Cursors>>,
     /// Misses so far: "server method \[name\]" → count.
     misses: Mutex<BTreeMap<String, u64>>,
@@ -187,10 +113,11 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// 404, as the spec requires, so the client starts a new session.
-    pub fn check_session(&self, session: Option<&str>) -> Result<(), Rejection> {
+    /// [`Fault::UnknownSession`] (404, as the spec requires, so the client
+    /// starts a new session).
+    pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
         match session {
-            Some(id) if !lock(&self.sessions).live.contains_key(id) => Err(unknown_session()),
+            Some(id) if !lock(&self.sessions).live.contains_key(id) => Err(Fault::UnknownSession.into()),
             _ => Ok(()),
         }
     }
@@ -199,11 +126,11 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// 404 for a session we do not know.
-    pub fn end_session(&self, session: &str) -> Result<(), Rejection> {
+    /// [`Fault::UnknownSession`] for a session we do not know.
+    pub fn end_session(&self, session: &str) -> Result<(), RequestError> {
         match lock(&self.sessions).live.remove(session) {
             Some(_) => Ok(()),
-            None => Err(unknown_session()),
+            None => Err(Fault::UnknownSession.into()),
         }
     }
 
@@ -216,7 +143,7 @@ impl Replay {
     pub fn service(&self, route: ServiceRoute, origin: &str) -> ServiceReply {
         let json = |outcome, body: &Value| ServiceReply {
             outcome,
-            status: 200,
+            status: StatusCode::OK,
             content_type: "application/json".into(),
             body: body.to_string(),
         };
@@ -238,7 +165,7 @@ impl Replay {
         });
         match recorded {
             Some((answer, entries)) => {
-                ServiceReply { status: answer.status, ..json(Outcome::Hit, &route.wrap(entries)) }
+                ServiceReply { status: answer.status, ..json(Outcome::Hit, &agent365::wrap(route, entries)) }
             }
             None => {
                 let entries = self
@@ -247,29 +174,36 @@ impl Replay {
                     .filter(|name| !name.starts_with('/'))
                     .map(|name| agent365::gateway_entry(origin, name))
                     .collect();
-                json(Outcome::Mock, &route.wrap(entries))
+                json(Outcome::Mock, &agent365::wrap(route, entries))
             }
         }
     }
 
-    /// The stateless era's tool argument headers of a `tools/call`, checked
-    /// against the `x-mcp-header`s of the tool's recorded schema.
+    /// The stateless era's checks on a live request: served version and
+    /// envelope, routing headers against the body, and a `tools/call`'s
+    /// argument headers against the `x-mcp-header`s of the tool's recorded
+    /// schema (where the front door has headers).
     ///
     /// # Errors
     ///
-    /// `-32020` for a missing, malformed or different `Mcp-Param-*` header.
-    pub fn check_param_headers(
-        &self,
-        server: &str,
-        method: &str,
-        params: Option<&Value>,
-        sent: &[(String, String)],
-    ) -> Result<(), ErrorObject> {
-        let tool = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        match tool.filter(|_| method == "tools/call").and_then(|t| self.tape.tool_schema(server, t)) {
-            Some(schema) => mcp::check_param_headers(schema, params.and_then(|p| p.get("arguments")), sent),
-            None => Ok(()),
-        }
+    /// [`Fault::Stateless`] with the error the spec names.
+    fn check_stateless(&self, call: &Call) -> Result<(), RequestError> {
+        let routing = call.facts.routing.as_ref();
+        let checked = mcp::check_stateless(call.method, call.params, routing).and_then(|()| {
+            let tool = call.params.and_then(|p| p.get("name")).and_then(Value::as_str);
+            let schema = tool
+                .filter(|_| call.method == "tools/call" && routing.is_some())
+                .and_then(|t| self.tape.tool_schema(call.server, t));
+            match schema {
+                Some(schema) => mcp::check_param_headers(
+                    schema,
+                    call.params.and_then(|p| p.get("arguments")),
+                    &call.facts.param_headers,
+                ),
+                None => Ok(()),
+            }
+        });
+        checked.map_err(|error| RequestError { fault: Fault::Stateless(error), id: Some(call.id.clone()) })
     }
 
     /// Misses so far, as "server method \[name\]" with counts, sorted.
@@ -281,10 +215,16 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// A [`Rejection`] for a session id we do not know.
-    pub fn answer(&self, call: &Call) -> Result<Answer, Rejection> {
-        if call.era == Era::Handshake && call.method != "initialize" {
-            self.check_session(call.session)?;
+    /// [`Fault::UnknownSession`] for a session id we do not know, or
+    /// [`Fault::Stateless`] for a stateless request that does not hold
+    /// together; either carries the request's id.
+    pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
+        match call.era {
+            Era::Handshake if call.method != "initialize" => {
+                self.check_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?;
+            }
+            Era::Handshake => {}
+            Era::Stateless => self.check_stateless(call)?,
         }
         let identity = self.identity(call.server);
         match (call.era, call.method) {
@@ -296,28 +236,14 @@ impl Replay {
             }
             _ => {}
         }
-        // Redact a copy only when something needs it: the usual request has no credentials.
-        let redacted = call.params.filter(|p| self.rules.needs_redaction(p)).map(|p| {
-            let mut copy = p.clone();
-            self.rules.redact(&mut copy);
-            copy
-        });
-        let params = redacted.as_ref().or(call.params);
+        let params = self.redacted(call.params);
+        let params = params.as_deref();
         if call.method == "logging/setLevel" {
             self.remember_log_level(call);
         }
         let key = self.rules.match_key(call.server, call.method, params);
-        if call.era == Era::Stateless {
-            let declared = call
-                .params
-                .and_then(|p| p.pointer("/_meta"))
-                .and_then(|m| m.get(mcp::META_CLIENT_CAPABILITIES));
-            if let Some(refusal) = self.tape.capability_refusal(&key, declared) {
-                return Ok(recorded_answer(call, &refusal, Outcome::Hit, LogFilter::Nothing, identity));
-            }
-        }
-        if let Some(exchange) = self.next_recorded(call, &key) {
-            return Ok(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity));
+        if let Some(answer) = self.answer_from_tape(call, &key) {
+            return Ok(answer);
         }
         if let Some(error) = self.miss(call, params) {
             tracing::warn!("{}", printable(&describe_miss(&error)));
@@ -327,6 +253,44 @@ impl Replay {
             return Ok(mock_answer(call, Outcome::Miss, identity));
         }
         Ok(mock_answer(call, Outcome::Mock, identity))
+    }
+
+    /// The recorded answer to `call`, if the tape holds one; no mock, no
+    /// miss, no session or header checks (record `--mode missing` asks this).
+    pub fn recorded(&self, call: &Call) -> Option<Answer> {
+        let params = self.redacted(call.params);
+        let key = self.rules.match_key(call.server, call.method, params.as_deref());
+        self.answer_from_tape(call, &key)
+    }
+
+    /// `params` as the match key sees them: redacted. A copy is made only
+    /// when something needs it: the usual request has no credentials.
+    fn redacted<'a>(&self, params: Option<&'a Value>) -> Option<Cow<'a, Value>> {
+        let params = params?;
+        if !self.rules.needs_redaction(params) {
+            return Some(Cow::Borrowed(params));
+        }
+        let mut copy = params.clone();
+        self.rules.redact(&mut copy);
+        Some(Cow::Owned(copy))
+    }
+
+    /// The next recorded answer for `key`: a recorded capability refusal
+    /// for a stateless client lacking what it names, else the next
+    /// recording in order.
+    fn answer_from_tape(&self, call: &Call, key: &MatchKey) -> Option<Answer> {
+        let identity = self.identity(call.server);
+        if call.era == Era::Stateless {
+            let declared = call
+                .params
+                .and_then(|p| p.pointer("/_meta"))
+                .and_then(|m| m.get(mcp::META_CLIENT_CAPABILITIES));
+            if let Some(refusal) = self.tape.capability_refusal(key, declared) {
+                return Some(recorded_answer(call, &refusal, Outcome::Hit, LogFilter::Nothing, identity));
+            }
+        }
+        let exchange = self.next_recorded(call, key)?;
+        Some(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity))
     }
 
     /// The `serverInfo` answers of `server` carry: its own as recorded, else
@@ -363,19 +327,23 @@ impl Replay {
         }
     }
 
-    fn next_recorded(&self, call: &Call, key: &normalize::MatchKey) -> Option<Arc<Recorded>> {
+    fn next_recorded(&self, call: &Call, key: &MatchKey) -> Option<Arc<Recorded>> {
         // Cursors only for recorded keys: the servers that have any are the
         // cassettes' few, whatever paths clients make up.
         if !self.tape.has(key) {
             return None;
         }
-        if let Some(session) = call.session.filter(|_| call.era == Era::Handshake)
+        let session = call.session.filter(|_| call.era == Era::Handshake);
+        if let Some(session) = session
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
             return self.tape.next(key, call.era, &mut state.cursors);
         }
         let mut sessionless = lock(&self.sessionless);
-        let cursors = sessionless.entry(call.server.to_owned()).or_default();
+        if sessionless.len() >= MAX_SESSIONS {
+            sessionless.clear(); // long-gone foreign sessions; a live one restarts its recorded order
+        }
+        let cursors = sessionless.entry(session.unwrap_or(call.server).to_owned()).or_default();
         self.tape.next(key, call.era, cursors)
     }
 
@@ -530,7 +498,7 @@ impl LogFilter {
 /// server→client request the recording shows answered marked as awaiting
 /// the client's reply. `identity` is the `serverInfo` a result converted to
 /// the stateless era carries.
-pub fn recorded_answer(
+fn recorded_answer(
     call: &Call,
     exchange: &Recorded,
     outcome: Outcome,
@@ -602,7 +570,7 @@ fn listen(call: &Call) -> Answer {
     });
     Answer {
         outcome: Outcome::Mock,
-        status: 200,
+        status: StatusCode::OK,
         messages: vec![Outgoing { is_answer: false, ..Outgoing::answer(acknowledged.to_string()) }],
         recorded_as_stream: true,
         session_id: None,
@@ -612,7 +580,7 @@ fn listen(call: &Call) -> Answer {
 
 /// Whether the mock answers `method` with "method not found" in `era`.
 fn is_unknown_to_mock(era: Era, method: &str) -> bool {
-    matches!(fallback::answer(era, method, None), Err(e) if e.code == jsonrpc::METHOD_NOT_FOUND)
+    matches!(fallback::answer(era, method, None), Err(e) if e.code == ErrorCode::METHOD_NOT_FOUND)
 }
 
 /// One log line's worth of a miss: what, and the nearest difference.
@@ -632,9 +600,9 @@ fn to_stateless(method: &str, body: &mut Value, identity: &Value) {
     if let Some(result) = body.get_mut("result") {
         convert::stateless_result(method, result, identity);
     } else if let Some(code) = body.pointer_mut("/error/code")
-        && let Some(recorded) = code.as_i64()
+        && let Some(recorded) = ErrorCode::of(code)
     {
-        *code = convert::error_code_for(Era::Stateless, recorded).into();
+        *code = convert::error_code_for(Era::Stateless, recorded).0.into();
     }
 }
 
@@ -655,8 +623,8 @@ fn to_handshake(body: &mut Value) {
 }
 
 /// The HTTP status `era` uses for a final message.
-fn status_of(era: Era, last: Option<&Value>) -> u16 {
-    last.and_then(jsonrpc::error_code).map_or(200, |code| mcp::error_status(era, code))
+fn status_of(era: Era, last: Option<&Value>) -> StatusCode {
+    last.and_then(jsonrpc::error_code).map_or(StatusCode::OK, |code| mcp::error_status(era, code))
 }
 
 fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
@@ -670,14 +638,14 @@ fn result_answer(call: &Call, outcome: Outcome, mut result: Value, identity: &Va
     if call.era == Era::Stateless {
         convert::stateless_result(call.method, &mut result, identity);
     }
-    single(outcome, 200, jsonrpc::result(call.id, &result))
+    single(outcome, StatusCode::OK, jsonrpc::result(call.id, &result))
 }
 
 fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
-    single(outcome, mcp::error_status(call.era, error.code.into()), jsonrpc::error(Some(call.id), error))
+    single(outcome, mcp::error_status(call.era, error.code), jsonrpc::error(Some(call.id), error))
 }
 
-fn single(outcome: Outcome, status: u16, message: String) -> Answer {
+fn single(outcome: Outcome, status: StatusCode, message: String) -> Answer {
     Answer {
         outcome,
         status,
@@ -688,44 +656,12 @@ fn single(outcome: Outcome, status: u16, message: String) -> Answer {
     }
 }
 
-fn unknown_session() -> Rejection {
-    Rejection::client(
-        404,
-        jsonrpc::INVALID_REQUEST,
-        "Session not found: it was never issued or has ended; initialize a new session",
-    )
-}
-
 /// One handshake-era replay session.
 #[derive(Default)]
 struct Session {
     cursors: Cursors,
     /// Set by `logging/setLevel`.
     log_level: Option<String>,
-}
-
-/// Server→client requests on replayed streams, waiting for the client's
-/// reply, by (session, request id).
-#[derive(Default)]
-pub struct Replies(Mutex<HashMap<String, oneshot::Sender<()>>>);
-
-impl Replies {
-    fn key(session: Option<&str>, id: &Value) -> String {
-        format!("{}|{}", session.unwrap_or_default(), normalize::canonical_json(id))
-    }
-
-    /// Registers a request about to be sent; the receiver fires when the
-    /// client's reply arrives.
-    pub fn expect(&self, session: Option<&str>, id: &Value) -> oneshot::Receiver<()> {
-        let (arrived, receiver) = oneshot::channel();
-        lock(&self.0).insert(Replies::key(session, id), arrived);
-        receiver
-    }
-
-    /// The client replied to `id`; false if nothing was waiting for it.
-    pub fn arrived(&self, session: Option<&str>, id: &Value) -> bool {
-        lock(&self.0).remove(&Replies::key(session, id)).is_some_and(|waiting| waiting.send(()).is_ok())
-    }
 }
 
 /// Handshake-era replay sessions.
@@ -768,33 +704,31 @@ fn new_session_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Facts;
+    use crate::jsonrpc::RequestId;
 
     /// Session-less cursors were once made for every server path a request
     /// named, so made-up paths grew memory without bound.
     #[test]
     fn made_up_server_paths_leave_no_state_behind() {
-        let recorded = crate::store::tests::sample("mcp_Known", "t", "x").to_text();
+        let recorded = crate::normalize::tests::sample("mcp_Known", "t", "x").to_text();
         let rules = Rules::default();
         let tape = Tape::new(vec![recorded], &rules);
         let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
         let id = RequestId::from_value(&json!(1)).unwrap();
         let params = json!({"name": "t"});
-        fn call<'a>(server: &'a str, id: &'a RequestId, params: &'a Value) -> Call<'a> {
-            Call {
-                server,
-                era: Era::Handshake,
-                session: None,
-                id,
-                method: "tools/call",
-                params: Some(params),
-            }
+        let facts = Facts::default();
+        fn call<'a>(server: &'a str, id: &'a RequestId, params: &'a Value, facts: &'a Facts) -> Call<'a> {
+            let era = Era::Handshake;
+            Call { server, era, session: None, id, method: "tools/call", params: Some(params), facts }
         }
         for n in 0..1000 {
             let server = format!("/made/up/{n}");
-            replay.answer(&call(&server, &id, &params)).unwrap();
+            replay.answer(&call(&server, &id, &params, &facts)).unwrap();
         }
         assert_eq!(lock(&replay.sessionless).len(), 0);
-        assert_eq!(replay.answer(&call("mcp_Known", &id, &params)).unwrap().outcome, Outcome::Hit);
+        let known = replay.answer(&call("mcp_Known", &id, &params, &facts)).unwrap();
+        assert_eq!(known.outcome, Outcome::Hit);
         assert_eq!(lock(&replay.sessionless).len(), 1);
     }
 

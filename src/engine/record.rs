@@ -1,0 +1,296 @@
+//! Record mode: what gets stored, and when a client may see an answer.
+//!
+//! The front door forwards a request upstream and feeds what comes back
+//! into a [`Capture`] (made by [`Recorder::capture`]): a single answer with
+//! [`Capture::push`] then [`Recorder::commit`]; a stream message by message
+//! through a [`Tee`], which commits when the final answer arrives. The
+//! final answer goes to the client only once the commit is acknowledged, so
+//! a client that saw an exchange finish can rely on it being in the
+//! cassette, whatever happens to the daemon next; one that cannot be
+//! committed (a full disk) gets the client [`Fault::NotStored`] instead.
+//!
+//! Server→client requests seen on a stream are remembered, and the client's
+//! reply ([`Recorder::tie_reply`]) joins that exchange. An answer that ends
+//! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
+//! nothing. Before anything is stored, it is normalized and scrubbed: body
+//! redaction, and every credential the request carried (headers, values
+//! under credential keys) in any of its encoded forms.
+//!
+//! [`Fault::NotStored`]: crate::error::Fault::NotStored
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::Call;
+use crate::jsonrpc::RequestId;
+use crate::model::{
+    Direction, Exchange, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
+    canonical_json,
+};
+use crate::normalize::Rules;
+use crate::redact;
+use crate::store::WriterHandle;
+use crate::util::{lock, printable};
+
+/// Largest answer (all its messages) captured for the cassette; past it
+/// the answer is still relayed whole, but not stored, and the log says so.
+pub const MAX_RECORDED_STREAM_BYTES: usize = 32 * 1024 * 1024;
+/// Upstream sessions whose negotiated version is remembered at most.
+const MAX_TRACKED_SESSIONS: usize = 10_000;
+/// Above this many open server→client requests, forgotten ones are swept.
+const PENDING_SWEEP_AT: usize = 1024;
+/// The version a handshake request without the header speaks (spec default).
+const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
+
+/// Resolves to whether an exchange (or service answer) was committed.
+pub type Commit = oneshot::Receiver<bool>;
+
+/// Where a client's reply to a server→client request belongs.
+type PendingReply = Weak<Mutex<Option<Capture>>>;
+
+/// A capture shared between its stream and the replies that join it;
+/// `None` once taken to be stored.
+type SharedCapture = Arc<Mutex<Option<Capture>>>;
+
+/// The recorder, shared by every connection and cloned into each stream.
+#[derive(Clone)]
+pub struct Recorder {
+    writer: WriterHandle,
+    rules: Arc<Rules>,
+    /// Server→client requests on recorded streams, by (session, id).
+    pending: Arc<Mutex<HashMap<String, PendingReply>>>,
+    /// The protocol version each upstream session negotiated.
+    versions: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// An exchange being recorded.
+pub struct Capture {
+    raw: RawExchange,
+    /// The caller's id, to spot the final answer among the messages (and
+    /// to answer with if the exchange cannot be stored).
+    request_id: RequestId,
+    started: Instant,
+    /// Credentials the request carried, scrubbed before storing.
+    secrets: Vec<String>,
+    /// The upstream session this exchange belongs to (or opens).
+    session: Option<String>,
+}
+
+impl Capture {
+    /// The upstream's answer began: its status, its content type, and the
+    /// session it opened, if any.
+    pub fn answered(&mut self, status: StatusCode, content_type: &str, session: Option<String>) {
+        self.raw.status = status;
+        content_type.clone_into(&mut self.raw.content_type);
+        if session.is_some() {
+            self.session = session;
+        }
+    }
+
+    /// Adds a message, stamped with its offset from the request.
+    pub fn push(&mut self, direction: Direction, body: Value) {
+        let offset_ms = self.started.elapsed().as_millis() as u64;
+        self.raw.messages.push(RecordedMessage { offset_ms, direction, body });
+    }
+
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+
+    /// The captured request's method.
+    pub fn method(&self) -> &str {
+        self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
+    }
+
+    fn is_final(&self, body: &Value) -> bool {
+        body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value())
+    }
+
+    /// Logs why this capture is dropped unstored.
+    fn abandon(&self, why: &str) {
+        tracing::warn!("{} on {}: {why}; not stored", printable(self.method()), printable(&self.raw.server));
+    }
+}
+
+impl Recorder {
+    pub fn new(writer: WriterHandle, rules: Rules) -> Recorder {
+        Recorder { writer, rules: Arc::new(rules), pending: Arc::default(), versions: Arc::default() }
+    }
+
+    /// Starts recording `call`; the front door fills in the upstream's answer.
+    pub fn capture(&self, call: &Call) -> Capture {
+        let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
+        let protocol_version = header_version
+            .or_else(|| call.session.and_then(|s| lock(&self.versions).get(s).cloned()))
+            .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned());
+        let mut request = json!({"jsonrpc": "2.0", "id": call.id.as_value(), "method": call.method});
+        if let Some(params) = call.params {
+            request["params"] = params.clone();
+        }
+        Capture {
+            raw: RawExchange {
+                server: call.server.to_owned(),
+                era: call.era,
+                protocol_version,
+                request,
+                status: StatusCode::OK,
+                content_type: String::new(),
+                messages: Vec::new(),
+            },
+            request_id: call.id.clone(),
+            started: Instant::now(),
+            secrets: call.facts.credentials.clone(),
+            session: call.session.map(str::to_owned),
+        }
+    }
+
+    /// Normalizes and scrubs a finished capture and queues it for the
+    /// writer; the commit says whether it was stored.
+    pub fn commit(&self, capture: Capture) -> Commit {
+        let Capture { mut raw, mut secrets, session, .. } = capture;
+        // What the request sent under credential-like keys is redacted in the
+        // stored request; a tool echoing it back must not leak it either.
+        secrets.extend(self.rules.sensitive_values(&raw.request));
+        redact::scrub(&mut raw.request, &secrets);
+        for message in &mut raw.messages {
+            redact::scrub(&mut message.body, &secrets);
+        }
+        // Paths outside the Agent 365 forms are the server's name: no credential in it either.
+        raw.server = redact::scrub_str(&raw.server, &secrets);
+        if raw.request.get("method").and_then(Value::as_str) == Some("initialize") {
+            let negotiated =
+                raw.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));
+            if let Some(version) = negotiated.and_then(Value::as_str) {
+                raw.protocol_version = version.to_owned();
+                if let Some(session) = session {
+                    let mut versions = lock(&self.versions);
+                    if versions.len() >= MAX_TRACKED_SESSIONS {
+                        versions.clear();
+                    }
+                    versions.insert(session, version.to_owned());
+                }
+            }
+        }
+        let exchange: Exchange = self.rules.exchange(raw);
+        self.writer.write(exchange)
+    }
+
+    /// Tees a streamed answer into `capture`, message by message.
+    pub fn tee(&self, capture: Capture) -> Tee {
+        Tee { capture: Arc::new(Mutex::new(Some(capture))), recorder: self.clone(), captured_bytes: 0 }
+    }
+
+    /// Adds the client's reply to the exchange whose stream carried the request.
+    pub fn tie_reply(&self, session: Option<&str>, id: &RequestId, reply: Value) {
+        let key = pending_key(session, id.as_value());
+        let capture = lock(&self.pending).remove(&key).and_then(|weak| weak.upgrade());
+        if let Some(capture) = capture
+            && let Some(capture) = lock(&capture).as_mut()
+        {
+            capture.push(Direction::Client, reply);
+        }
+    }
+
+    /// Remembers a server→client request seen on a recorded stream.
+    fn expect_reply(&self, capture: &SharedCapture, session: Option<&str>, id: &Value) {
+        let mut pending = lock(&self.pending);
+        if pending.len() >= PENDING_SWEEP_AT {
+            pending.retain(|_, capture| capture.strong_count() > 0);
+        }
+        pending.insert(pending_key(session, id), Arc::downgrade(capture));
+    }
+
+    /// Stores an Agent 365 service endpoint's successful answer (`body` as
+    /// received), redacted and scrubbed of `credentials`; `upstream` is the
+    /// origin it came from.
+    pub fn commit_service(
+        &self,
+        route: ServiceRoute,
+        upstream: String,
+        status: StatusCode,
+        content_type: &str,
+        body: &[u8],
+        credentials: &[String],
+    ) -> Commit {
+        let body = match serde_json::from_slice::<Value>(body) {
+            Ok(mut json) => {
+                self.rules.redact(&mut json);
+                redact::scrub(&mut json, credentials);
+                canonical_json(&json)
+            }
+            Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), credentials),
+        };
+        let answer = ServiceAnswer { route, upstream, status, content_type: content_type.to_owned(), body };
+        self.writer.write_service(answer)
+    }
+}
+
+fn pending_key(session: Option<&str>, id: &Value) -> String {
+    format!("{}|{}", session.unwrap_or_default(), canonical_json(id))
+}
+
+/// The capture of one streamed answer: each message the front door relays
+/// is shown to it ([`Tee::observe`]) and it says what the message was.
+pub struct Tee {
+    capture: SharedCapture,
+    recorder: Recorder,
+    /// Message data captured so far.
+    captured_bytes: usize,
+}
+
+/// What one relayed message was to its capture.
+#[derive(Debug)]
+pub enum Seen {
+    /// Recorded (or empty, like priming events); keep going.
+    Message,
+    /// The final answer: the exchange is complete and queued for commit;
+    /// hold the answer back until `committed` says it is stored. `id` is
+    /// the caller's, for the error sent instead if it is not.
+    Final { committed: Commit, id: RequestId },
+    /// Not JSON, or past [`MAX_RECORDED_STREAM_BYTES`]: the exchange is not
+    /// stored (logged); relay the rest without showing it here.
+    Dropped,
+}
+
+impl Tee {
+    /// Shows the tee one relayed message's data.
+    pub fn observe(&mut self, data: &str) -> Seen {
+        if data.is_empty() {
+            return Seen::Message;
+        }
+        self.captured_bytes += data.len();
+        if self.captured_bytes > MAX_RECORDED_STREAM_BYTES {
+            self.abandon(&format!("the answer passed {MAX_RECORDED_STREAM_BYTES} bytes"));
+            return Seen::Dropped;
+        }
+        let Ok(body) = serde_json::from_str::<Value>(data) else {
+            self.abandon("a message of the answer is not JSON");
+            return Seen::Dropped;
+        };
+        let mut guard = lock(&self.capture);
+        let Some(capture) = guard.as_mut() else { return Seen::Message };
+        if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
+            self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
+        }
+        let is_final = capture.is_final(&body);
+        capture.push(Direction::Server, body);
+        if !is_final {
+            return Seen::Message;
+        }
+        let Some(capture) = guard.take() else { return Seen::Message };
+        drop(guard);
+        let id = capture.request_id.clone();
+        Seen::Final { committed: self.recorder.commit(capture), id }
+    }
+
+    /// The answer ends here unfinished (`why`): nothing of it is stored.
+    pub fn abandon(&self, why: &str) {
+        if let Some(capture) = lock(&self.capture).take() {
+            capture.abandon(why);
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The domain: what a recording is, below everything that makes, stores or
+//! serves one. An [`Exchange`] is one finished request with the ordered
+//! messages of its answer; a [`ServiceAnswer`] is an Agent 365 service
+//! endpoint's answer; [`Era`], [`Direction`], [`MatchKey`] and
+//! [`ServiceRoute`] are the small types they are made of, each stored by
+//! SQLite as text ([`ToSql`]/[`FromSql`]). [`canonical_json`] is the one JSON
+//! form a cassette holds. No I/O, no protocol rules: `normalize` makes
+//! exchanges, `store` keeps them, `tape` indexes them.
+
+use rusqlite::ToSql;
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
+use serde_json::Value;
+
+pub use http::StatusCode;
+
+/// The two protocol generations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Era {
+    /// `initialize`, sessions, versions up to 2025-11-25.
+    Handshake,
+    /// `server/discover`, per-request `_meta` envelope, 2026-07-28.
+    Stateless,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Handshake => "handshake",
+            Era::Stateless => "stateless",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Era> {
+        match text {
+            "handshake" => Some(Era::Handshake),
+            "stateless" => Some(Era::Stateless),
+            _ => None,
+        }
+    }
+}
+
+/// Who sent a recorded message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Upstream → client: notifications, server requests, the final answer.
+    Server,
+    /// Client → upstream: a reply to a server→client request.
+    Client,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Server => "server",
+            Direction::Client => "client",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Direction> {
+        match text {
+            "server" => Some(Direction::Server),
+            "client" => Some(Direction::Client),
+            _ => None,
+        }
+    }
+}
+
+/// sha256 over (server, method, canonical params): what a live request and
+/// a recording must share to match (`normalize` computes it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MatchKey([u8; 32]);
+
+impl MatchKey {
+    pub fn from_digest(digest: [u8; 32]) -> MatchKey {
+        MatchKey(digest)
+    }
+
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(text: &str) -> Option<MatchKey> {
+        if text.len() != 64 || !text.is_ascii() {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (i, byte) in bytes.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(MatchKey(bytes))
+    }
+}
+
+/// A non-MCP endpoint of the Agent 365 service (see `agent365`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServiceRoute {
+    /// `GET /agents/{agentId}/mcpServers`: `{"mcpServers": [...]}` (.NET, Python).
+    Gateway,
+    /// `GET /agents/v2/{agentId}/mcpServers`: a bare array (Node, Python).
+    GatewayV2,
+    /// `POST /agents/real-time-threat-protection/chat-message`.
+    ChatMessage,
+}
+
+impl ServiceRoute {
+    /// The name a cassette stores.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceRoute::Gateway => "gateway",
+            ServiceRoute::GatewayV2 => "gateway-v2",
+            ServiceRoute::ChatMessage => "chat-message",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ServiceRoute> {
+        [ServiceRoute::Gateway, ServiceRoute::GatewayV2, ServiceRoute::ChatMessage]
+            .into_iter()
+            .find(|route| route.as_str() == text)
+    }
+
+    pub fn is_gateway(self) -> bool {
+        matches!(self, ServiceRoute::Gateway | ServiceRoute::GatewayV2)
+    }
+}
+
+/// SQLite text for the small enums and the key, and back; a value that is
+/// not one of ours is a conversion error naming it.
+macro_rules! stored_as_text {
+    ($type:ty, $to_text:expr, $from_text:expr, $what:literal) => {
+        impl ToSql for $type {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                let text: String = $to_text(self).into();
+                Ok(ToSqlOutput::from(text))
+            }
+        }
+
+        impl FromSql for $type {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                let text = value.as_str()?;
+                $from_text(text).ok_or_else(|| FromSqlError::Other(format!("{} {text:?}", $what).into()))
+            }
+        }
+    };
+}
+
+stored_as_text!(Era, |e: &Era| e.as_str(), Era::parse, "unknown era");
+stored_as_text!(Direction, |d: &Direction| d.as_str(), Direction::parse, "unknown direction");
+stored_as_text!(MatchKey, MatchKey::to_hex, MatchKey::from_hex, "bad match key");
+stored_as_text!(ServiceRoute, |r: &ServiceRoute| r.as_str(), ServiceRoute::parse, "unknown service route");
+
+/// JSON as the cassette stores it: canonical text, unparsed. Replay keeps
+/// recordings in this form (smaller, and served without re-serializing).
+pub type Text = Box<str>;
+
+/// One message of a recorded answer. `J` is how its JSON is held: parsed
+/// ([`Value`], the default) or as stored ([`Text`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedMessage<J = Value> {
+    /// Milliseconds after the request that the message was seen.
+    pub offset_ms: u64,
+    pub direction: Direction,
+    pub body: J,
+}
+
+/// One finished, normalized request/answer pair: what a cassette holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange<J = Value> {
+    pub server: String,
+    pub era: Era,
+    pub protocol_version: String,
+    pub method: String,
+    pub key: MatchKey,
+    /// The normalized JSON-RPC request (id and progress token as placeholders).
+    pub request: J,
+    /// The HTTP status the answer came with (200 for a stdio recording).
+    pub status: StatusCode,
+    pub content_type: String,
+    pub messages: Vec<RecordedMessage<J>>,
+}
+
+impl Exchange<Text> {
+    /// The same exchange with its JSON parsed.
+    ///
+    /// # Errors
+    ///
+    /// Why stored text does not parse.
+    pub fn parse(self) -> Result<Exchange, String> {
+        let parse =
+            |text: &str| serde_json::from_str(text).map_err(|e| format!("stored JSON does not parse: {e}"));
+        let mut messages = Vec::with_capacity(self.messages.len());
+        for message in self.messages {
+            messages.push(RecordedMessage {
+                offset_ms: message.offset_ms,
+                direction: message.direction,
+                body: parse(&message.body)?,
+            });
+        }
+        Ok(Exchange {
+            request: parse(&self.request)?,
+            server: self.server,
+            era: self.era,
+            protocol_version: self.protocol_version,
+            method: self.method,
+            key: self.key,
+            status: self.status,
+            content_type: self.content_type,
+            messages,
+        })
+    }
+}
+
+impl Exchange {
+    /// The same exchange with its JSON as canonical text, as a cassette holds it.
+    pub fn to_text(&self) -> Exchange<Text> {
+        Exchange {
+            server: self.server.clone(),
+            era: self.era,
+            protocol_version: self.protocol_version.clone(),
+            method: self.method.clone(),
+            key: self.key,
+            request: canonical_json(&self.request).into(),
+            status: self.status,
+            content_type: self.content_type.clone(),
+            messages: self
+                .messages
+                .iter()
+                .map(|m| RecordedMessage {
+                    offset_ms: m.offset_ms,
+                    direction: m.direction,
+                    body: canonical_json(&m.body).into(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An exchange as it happened on the wire, before normalization.
+#[derive(Clone, Debug)]
+pub struct RawExchange {
+    pub server: String,
+    pub era: Era,
+    pub protocol_version: String,
+    /// The whole JSON-RPC request as the client sent it.
+    pub request: Value,
+    pub status: StatusCode,
+    pub content_type: String,
+    pub messages: Vec<RecordedMessage>,
+}
+
+/// The answer of an Agent 365 service endpoint that is not MCP (gateway
+/// discovery, chat history), as record saw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceAnswer {
+    pub route: ServiceRoute,
+    /// Origin of the upstream it came from (`scheme://host:port`).
+    pub upstream: String,
+    pub status: StatusCode,
+    pub content_type: String,
+    /// The body as text, scrubbed; canonical JSON when it is JSON.
+    pub body: String,
+}
+
+/// JSON text with object keys sorted and no insignificant whitespace: equal
+/// values give equal bytes, whatever order their keys arrived in.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by_key(|(key, _)| *key);
+            out.push('{');
+            for (i, (key, inner)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(inner, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"d":1,"c":2}],"x":null}}"#).unwrap();
+        assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[{"c":2,"d":1}]},"b":1}"#);
+    }
+
+    #[test]
+    fn match_key_round_trips_as_hex() {
+        let key = MatchKey::from_digest([0xab; 32]);
+        assert_eq!(MatchKey::from_hex(&key.to_hex()), Some(key));
+        assert_eq!(MatchKey::from_hex("zz"), None);
+        assert_eq!(MatchKey::from_hex(&"é".repeat(32)), None);
+    }
+
+    #[test]
+    fn stored_types_round_trip_through_sqlite_and_refuse_strangers() {
+        let conn = Connection::open_in_memory().unwrap();
+        let key = MatchKey::from_digest([7; 32]);
+        let back: (Era, Direction, MatchKey, ServiceRoute) = conn
+            .query_row(
+                "SELECT ?1, ?2, ?3, ?4",
+                rusqlite::params![Era::Stateless, Direction::Client, key, ServiceRoute::GatewayV2],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(back, (Era::Stateless, Direction::Client, key, ServiceRoute::GatewayV2));
+        let stranger = conn.query_row("SELECT 'medieval'", [], |r| r.get::<_, Era>(0)).unwrap_err();
+        assert!(stranger.to_string().contains("unknown era \"medieval\""), "{stranger}");
+        assert!(conn.query_row("SELECT 3", [], |r| r.get::<_, Direction>(0)).is_err());
+    }
+}

@@ -1,0 +1,122 @@
+//! Engine answers as HTTP responses: one JSON message, or an SSE stream of
+//! every message (sent whole, or re-enacted as it happened when it must
+//! keep time or wait for the client's replies); a [`RequestError`] as its
+//! status with the JSON-RPC error; the body types every answer uses.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Frame;
+use hyper::header::{self, HeaderValue};
+use hyper::{Response, StatusCode};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{Accepts, Body};
+use crate::engine::Answer;
+use crate::engine::reenact::{self, Emit, Live};
+use crate::engine::replay::ServiceReply;
+use crate::error::{Fault, RequestError};
+use crate::mcp;
+use crate::sse;
+
+/// Turns an answer into JSON (its final message) or SSE (every message).
+/// With `live`, an SSE answer that must pace, wait for client replies or
+/// stay open is streamed as it is re-enacted; otherwise it is sent whole.
+pub(super) fn answer(answer: Answer, accepts: Accepts, live: Option<Live>) -> Response<Body> {
+    let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
+    let mut response = if stream {
+        let body = match live.filter(|live| answer.needs_time(live.pace)) {
+            Some(live) => Channel(reenact::reenact(answer.messages, live, answer.hold_open)).boxed(),
+            None => {
+                let mut body = String::new();
+                for message in &answer.messages {
+                    body.push_str(&sse::message_event(&message.json));
+                }
+                full(Bytes::from(body))
+            }
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = answer.status;
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        response
+    } else {
+        match answer.messages.into_iter().last().filter(|m| m.is_answer) {
+            Some(last) => json_text(answer.status, last.json),
+            None => error(&Fault::NoFinalAnswer.into()),
+        }
+    };
+    if let Some(session) = answer.session_id.and_then(|s| HeaderValue::from_str(&s).ok()) {
+        response.headers_mut().insert(mcp::HEADER_SESSION_ID, session);
+    }
+    response
+}
+
+/// A failed request: the fault's status and JSON-RPC error.
+pub(super) fn error(error: &RequestError) -> Response<Body> {
+    json_text(error.fault.status(), error.body())
+}
+
+/// An Agent 365 service endpoint's answer.
+pub(super) fn service(reply: ServiceReply) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::from(reply.body)));
+    *response.status_mut() = reply.status;
+    if let Ok(content_type) = HeaderValue::from_str(&reply.content_type)
+        && !reply.content_type.is_empty()
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response
+}
+
+/// A whole body.
+pub(super) fn full(bytes: Bytes) -> Body {
+    Full::new(bytes).boxed()
+}
+
+pub(super) fn json(status: StatusCode, body: &Value) -> Response<Body> {
+    json_text(status, body.to_string())
+}
+
+pub(super) fn json_text(status: StatusCode, json: String) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::from(json)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+pub(super) fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+/// A body fed by a re-enactment: each message an SSE event, each keep-alive
+/// an SSE comment; ends when the re-enactment does.
+struct Channel(mpsc::Receiver<Emit>);
+
+impl hyper::body::Body for Channel {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|emitted| {
+            emitted.map(|emit| {
+                let bytes = match emit {
+                    Emit::Message(json) => Bytes::from(sse::message_event(&json)),
+                    Emit::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
+                };
+                Ok(Frame::data(bytes))
+            })
+        })
+    }
+}

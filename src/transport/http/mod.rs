@@ -1,0 +1,540 @@
+//! The Streamable HTTP front door, done once for every request in every
+//! mode: Host/Origin check, path → server identity, the Agent 365 service
+//! endpoints that are not MCP, and for a POST the content type, Accept, a
+//! bounded body read and JSON-RPC parsing. The headers become the
+//! [`Call`]'s era, session and [`Facts`]; the [`Engine`] says what to do,
+//! and [`frame`] turns its answer into JSON, SSE or an empty 202. In record
+//! modes what the engine forwards goes through the [`Proxy`]; a POST that is
+//! not a JSON-RPC message is relayed to the upstream as it is. GET and
+//! DELETE are replay's session rules, or forwarded. Every request leaves
+//! one log line.
+
+mod frame;
+mod proxy;
+pub mod server;
+pub mod upstream;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use http_body_util::combinators::BoxBody;
+use hyper::body::{Body as _, Incoming};
+use hyper::header::{self, HeaderMap};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+pub use proxy::Proxy;
+
+use crate::agent365;
+use crate::config::FrontDoor;
+use crate::engine::reenact::Live;
+use crate::engine::replay::Replay;
+use crate::engine::{Call, Engine, Facts, Outcome, Step};
+use crate::error::{Fault, RequestError, UpstreamFailure};
+use crate::jsonrpc::Message;
+use crate::mcp::{self, RoutingHeaders};
+use crate::model::{Era, ServiceRoute};
+use crate::redact;
+use crate::util::printable;
+
+/// Largest POST body accepted; larger ones get 413.
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The response body type of every answer: whole or streamed.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// What every request handler shares.
+pub struct App {
+    pub engine: Engine,
+    /// Where record modes forward; `None` when replaying.
+    pub proxy: Option<Proxy>,
+    pub front_door: FrontDoor,
+}
+
+/// What the log line says about a request besides its status.
+struct Logged {
+    server: String,
+    mcp_method: String,
+    outcome: Outcome,
+}
+
+/// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
+pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
+    let started = Instant::now();
+    let http_method = request.method().clone();
+    let mut logged = Logged {
+        server: server_name(request.uri().path()),
+        mcp_method: String::new(),
+        outcome: Outcome::Rejected,
+    };
+    let response = match dispatch(request, app, &mut logged).await {
+        Ok(response) => response,
+        Err(error) => {
+            logged.outcome = Outcome::of(&error.fault);
+            frame::error(&error)
+        }
+    };
+    tracing::info!(
+        "{http_method} server={} method={} {} status={} {:.1}ms",
+        printable(&logged.server),
+        if logged.mcp_method.is_empty() { "-".into() } else { printable(&logged.mcp_method) },
+        logged.outcome.as_str(),
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1e3,
+    );
+    response
+}
+
+async fn dispatch(
+    request: Request<Incoming>,
+    app: &App,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
+    let idle = app.front_door.idle_timeout;
+    if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
+        return match app.engine.replay() {
+            Some(replay) => replay_service(request, route, replay, idle, logged).await,
+            None => {
+                let (parts, body) = request.into_parts();
+                let body = read_body(body, idle).await?;
+                proxy(app)?.service(parts, body, route, &mut logged.outcome).await
+            }
+        };
+    }
+    if request.method() == Method::POST {
+        return post(request, app, logged).await;
+    }
+    match app.engine.replay() {
+        Some(replay) => replay_other(request, replay, logged),
+        None => {
+            let (parts, body) = request.into_parts();
+            let body = read_body(body, idle).await?;
+            logged.outcome = Outcome::Forwarded;
+            proxy(app)?.relay(&parts, body).await
+        }
+    }
+}
+
+/// The upstream link of a recording front door.
+fn proxy(app: &App) -> Result<&Proxy, RequestError> {
+    app.proxy.as_ref().ok_or_else(|| Fault::Upstream(UpstreamFailure::Missing).into())
+}
+
+/// A POST: one JSON-RPC message to the engine. Recording, anything the
+/// front door cannot read as one goes to the upstream as it is, for the
+/// upstream to judge.
+async fn post(
+    request: Request<Incoming>,
+    app: &App,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    let recording = app.engine.recorder().is_some();
+    let (parts, body) = request.into_parts();
+    let body = read_body(body, app.front_door.idle_timeout).await?;
+    let read = check_post_headers(&parts.headers).and_then(|accepts| {
+        let message = parse_message(&body)?;
+        Ok((message, accepts, Context::read(&parts.headers, recording)?))
+    });
+    let (message, accepts, context) = match read {
+        Ok(read) => read,
+        Err(_) if recording => {
+            logged.outcome = Outcome::Forwarded;
+            return proxy(app)?.relay(&parts, body).await;
+        }
+        Err(error) => return Err(error),
+    };
+    let Context { era, session, facts } = context;
+    let step = match message {
+        Message::Request { id, method, params } => {
+            logged.mcp_method.clone_from(&method);
+            let call = Call {
+                server: &logged.server,
+                era,
+                session: session.as_deref(),
+                id: &id,
+                method: &method,
+                params: params.as_ref(),
+                facts: &facts,
+            };
+            app.engine.request(&call)?
+        }
+        Message::Notification { method, .. } => {
+            logged.mcp_method = method;
+            app.engine.client_message(era, session.as_deref(), None)?
+        }
+        Message::Response { id, body: reply } => {
+            logged.mcp_method = "(response)".into();
+            app.engine.client_message(era, session.as_deref(), id.as_ref().map(|id| (id, reply)))?
+        }
+    };
+    match step {
+        Step::Answer(answer) => {
+            logged.outcome = answer.outcome;
+            let live = app.engine.replay().map(|replay| Live {
+                replies: Arc::clone(replay.replies()),
+                session: session.clone(),
+                pace: replay.pace(),
+            });
+            Ok(frame::answer(answer, accepts, live))
+        }
+        Step::Accepted => {
+            logged.outcome = Outcome::Accepted;
+            Ok(frame::empty(StatusCode::ACCEPTED))
+        }
+        Step::Forward(capture) => proxy(app)?.exchange(&parts, body, capture, &mut logged.outcome).await,
+    }
+}
+
+/// What the headers of a POST say: the era and session it belongs to, and
+/// the facts the engine needs.
+struct Context {
+    era: Era,
+    session: Option<String>,
+    facts: Facts,
+}
+
+impl Context {
+    /// Reads the headers. Replaying, a header that is not visible ASCII is
+    /// refused; recording, it is left for the upstream to judge (read as
+    /// absent), and the request's credentials are collected to be scrubbed.
+    fn read(headers: &HeaderMap, recording: bool) -> Result<Context, RequestError> {
+        let text = |name: &'static str| match header_str(headers, name) {
+            Err(_) if recording => Ok(None),
+            read => read,
+        };
+        let protocol_version = text(mcp::HEADER_PROTOCOL_VERSION)?;
+        let era = mcp::era_of(protocol_version);
+        let routing = RoutingHeaders {
+            protocol_version: protocol_version.map(str::to_owned),
+            method: text(mcp::HEADER_METHOD)?.map(str::to_owned),
+            name: text(mcp::HEADER_NAME)?.map(str::to_owned),
+        };
+        // `Mcp-Param-{Name}` headers matter to replay's checks of stateless requests only.
+        let param_headers = if era == Era::Stateless && !recording {
+            headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    let suffix = name.as_str().strip_prefix(mcp::HEADER_PARAM_PREFIX)?;
+                    Some((suffix.to_owned(), value.to_str().ok()?.trim().to_owned()))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let credentials = if recording {
+            redact::header_secrets(
+                headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+            )
+        } else {
+            Vec::new()
+        };
+        Ok(Context {
+            era,
+            session: text(mcp::HEADER_SESSION_ID)?.map(str::to_owned),
+            facts: Facts { routing: Some(routing), param_headers, credentials },
+        })
+    }
+}
+
+/// An Agent 365 service endpoint: answered by replay, whatever the body
+/// (a chat-message body, the user's conversation, is logged at debug level
+/// and dropped).
+async fn replay_service(
+    request: Request<Incoming>,
+    route: ServiceRoute,
+    replay: &Replay,
+    body_idle: Duration,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    let origin = origin(request.headers(), request.uri());
+    let body = read_body(request.into_body(), body_idle).await?;
+    if route == ServiceRoute::ChatMessage {
+        tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
+    }
+    let reply = replay.service(route, &origin);
+    logged.outcome = reply.outcome;
+    Ok(frame::service(reply))
+}
+
+/// Replay's answer to anything but a POST: health, the handshake era's
+/// GET stream (none is offered) and DELETE (ends the session).
+fn replay_other(
+    request: Request<Incoming>,
+    replay: &Replay,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    if request.method() == Method::GET && request.uri().path().trim_end_matches('/') == "/health" {
+        logged.outcome = Outcome::Health;
+        return Ok(health(replay));
+    }
+    let era = mcp::era_of(header_str(request.headers(), mcp::HEADER_PROTOCOL_VERSION)?);
+    let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?;
+    match *request.method() {
+        Method::GET if era == Era::Handshake => {
+            replay.check_session(session)?;
+            Err(Fault::MethodNotAllowed {
+                allow: "POST, DELETE",
+                why: "this server offers no standalone SSE stream",
+            }
+            .into())
+        }
+        Method::DELETE if era == Era::Handshake => {
+            replay.end_session(session.ok_or(Fault::MissingSessionHeader)?)?;
+            logged.outcome = Outcome::Ended;
+            Ok(frame::empty(StatusCode::OK))
+        }
+        Method::GET | Method::DELETE => {
+            Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
+                .into())
+        }
+        _ => Err(Fault::MethodNotAllowed {
+            allow: "GET, POST, DELETE",
+            why: "MCP endpoints take POST, GET and DELETE",
+        }
+        .into()),
+    }
+}
+
+/// A POST's `Content-Type` (JSON) and `Accept` (JSON or SSE); returns the
+/// framings the client accepts.
+///
+/// # Errors
+///
+/// 415 or 406.
+fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
+    if !is_json_content_type(headers) {
+        return Err(Fault::UnsupportedMediaType.into());
+    }
+    let accepts = Accepts::of(headers);
+    if !accepts.json && !accepts.sse {
+        return Err(Fault::NotAcceptable.into());
+    }
+    Ok(accepts)
+}
+
+/// A POST body as one JSON-RPC message, a request's id as the caller wrote it.
+///
+/// # Errors
+///
+/// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
+fn parse_message(body: &[u8]) -> Result<Message, RequestError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| Fault::NotJson(e.to_string()))?;
+    match Message::parse(value) {
+        Ok(Message::Request { id, method, params }) => {
+            Ok(Message::Request { id: id.as_written_in(body), method, params })
+        }
+        Ok(other) => Ok(other),
+        Err((id, error)) => {
+            Err(RequestError { fault: Fault::NotJsonRpc(error), id: id.map(|id| id.as_written_in(body)) })
+        }
+    }
+}
+
+/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`] and
+/// one that stalls: `idle` at most between two pieces of it.
+///
+/// # Errors
+///
+/// 413 over the limit, 408 for a stalled body, 400 when it cannot be read.
+async fn read_body(mut body: Incoming, idle: Duration) -> Result<Bytes, RequestError> {
+    let too_large = || RequestError::from(Fault::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
+    // A body announced (Content-Length) over the limit is refused before any of it is read.
+    if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
+    let mut bytes = bytes::BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => return Err(Fault::BodyStalled { idle }.into()),
+            Ok(None) => return Ok(bytes.freeze()),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > MAX_REQUEST_BODY_BYTES {
+                        return Err(too_large());
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(e))) => return Err(Fault::BodyUnreadable(e.to_string()).into()),
+        }
+    }
+}
+
+/// The server identity of a path: `{name}` for the Agent 365 forms
+/// (`/agents/servers/{name}`, `/agents/tenants/{tid}/servers/{name}`,
+/// `/mcp/environments/{env}/servers/{name}`), else the path itself. A
+/// trailing slash does not matter.
+pub fn server_name(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
+    match segments.as_slice() {
+        ["agents", "servers", name]
+        | ["agents", "tenants", _, "servers", name]
+        | ["mcp", "environments", _, "servers", name] => (*name).to_owned(),
+        _ if trimmed.is_empty() => "/".to_owned(),
+        _ => trimmed.to_owned(),
+    }
+}
+
+/// DNS-rebinding defence: `Host` and `Origin`, when present, must name a
+/// loopback host or one the user allowed.
+fn check_host_and_origin(
+    headers: &HeaderMap,
+    uri: &hyper::Uri,
+    allowed: &[String],
+) -> Result<(), RequestError> {
+    let forbidden = |header: &'static str, value: &str| -> RequestError {
+        Fault::Forbidden { header, value: value.to_owned() }.into()
+    };
+    let host = match headers.get(header::HOST) {
+        Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
+        None => uri.authority().map(|a| a.as_str()),
+    };
+    if let Some(host) = host
+        && !is_allowed_host(strip_port(host), allowed)
+    {
+        return Err(forbidden("Host", host));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
+        let authority = origin.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or_default());
+        if !authority.is_some_and(|a| is_allowed_host(strip_port(a), allowed)) {
+            return Err(forbidden("Origin", origin));
+        }
+    }
+    Ok(())
+}
+
+fn strip_port(authority: &str) -> &str {
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default();
+    }
+    authority.split(':').next().unwrap_or_default()
+}
+
+fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
+    let host = host.to_ascii_lowercase();
+    host == "localhost"
+        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || allowed.contains(&host)
+}
+
+/// A header's value as text; `None` when absent.
+///
+/// # Errors
+///
+/// 400 for a value that is not visible ASCII.
+fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, RequestError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name).into()),
+    }
+}
+
+fn is_json_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Which answer framings the client's `Accept` allows.
+#[derive(Clone, Copy, Debug)]
+struct Accepts {
+    json: bool,
+    sse: bool,
+}
+
+impl Accepts {
+    fn of(headers: &HeaderMap) -> Accepts {
+        let values: Vec<&str> =
+            headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
+        if values.is_empty() {
+            return Accepts { json: true, sse: true };
+        }
+        let mut accepts = Accepts { json: false, sse: false };
+        for range in values.iter().flat_map(|v| v.split(',')) {
+            let media = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            match media.as_str() {
+                "*/*" => accepts = Accepts { json: true, sse: true },
+                "application/*" | "application/json" => accepts.json = true,
+                "text/*" | "text/event-stream" => accepts.sse = true,
+                _ => {}
+            }
+        }
+        accepts
+    }
+}
+
+fn health(replay: &Replay) -> Response<Body> {
+    let tape = replay.tape();
+    frame::json(
+        StatusCode::OK,
+        &json!({
+            "status": "ok",
+            "mode": "replay",
+            "exchanges": tape.len(),
+            "servers": tape.servers().collect::<Vec<_>>(),
+        }),
+    )
+}
+
+/// Where the client reached us, as an origin (`http://host:port`): from
+/// `Host`, else the request target, else loopback.
+fn origin(headers: &HeaderMap, uri: &hyper::Uri) -> String {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    format!("http://{}", host.or(uri.authority().map(|a| a.as_str())).unwrap_or("127.0.0.1"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    #[test]
+    fn server_names_from_paths() {
+        assert_eq!(server_name("/agents/servers/mcp_MailTools"), "mcp_MailTools");
+        assert_eq!(server_name("/agents/servers/mcp_MailTools/"), "mcp_MailTools");
+        assert_eq!(server_name("/agents/tenants/t-1/servers/mcp_MeServer"), "mcp_MeServer");
+        assert_eq!(server_name("/mcp/environments/e/servers/mcp_X"), "mcp_X");
+        assert_eq!(server_name("/mcp"), "/mcp");
+        assert_eq!(server_name("/mcp/"), "/mcp");
+        assert_eq!(server_name("/"), "/");
+    }
+
+    #[test]
+    fn loopback_hosts_only_unless_allowed() {
+        let ok = |h: &str| is_allowed_host(strip_port(h), &["tape.test".into()]);
+        assert!(
+            ok("127.0.0.1:5309")
+                && ok("localhost")
+                && ok("[::1]:80")
+                && ok("LOCALHOST:1")
+                && ok("tape.test:9")
+        );
+        assert!(ok("127.8.9.10"));
+        assert!(!ok("evil.example.com") && !ok("10.0.0.1:5309") && !ok("localhost.evil.com"));
+    }
+
+    #[test]
+    fn accept_header_decides_framing() {
+        let of = |v: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            let a = Accepts::of(&headers);
+            (a.json, a.sse)
+        };
+        assert_eq!(of("application/json, text/event-stream"), (true, true));
+        assert_eq!(of("text/event-stream"), (false, true));
+        assert_eq!(of("application/json;q=0.9"), (true, false));
+        assert_eq!(of("*/*"), (true, true));
+        assert_eq!(of("image/png"), (false, false));
+        assert_eq!((Accepts::of(&HeaderMap::new()).json, Accepts::of(&HeaderMap::new()).sse), (true, true));
+    }
+}

@@ -1,0 +1,381 @@
+//! Record's link to an HTTP upstream: a transparent proxy. Every request is
+//! forwarded (hop-by-hop headers dropped, `Host` set for the upstream) and
+//! the upstream's status, headers and body come back unchanged, 4xx and 5xx
+//! included. An answer to a request the engine captures is also shown to
+//! that [`Capture`]:
+//! - a JSON answer is read whole (it is one message), committed, then sent;
+//! - an SSE answer is relayed event by event as each event completes, and
+//!   the event carrying the final answer is held back until the engine
+//!   says the exchange is committed ([`Seen::Final`]); if it cannot be, the
+//!   client gets [`Fault::NotStored`] instead (507, or as the stream's last
+//!   event).
+//!
+//! An upstream that fails before anything reached the client gets the
+//! client [`Fault::Upstream`] (502) with its id; a stream that breaks
+//! mid-way ends cleanly for the client and stores nothing.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body as HttpBody, Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Request, Response};
+use serde_json::{Value, json};
+use tokio::time::Sleep;
+
+use super::upstream::{self, Upstream};
+use super::{Body, frame};
+use crate::agent365;
+use crate::engine::Outcome;
+use crate::engine::record::{Capture, Commit, Recorder, Seen, Tee};
+use crate::error::{Fault, RequestError, UpstreamFailure};
+use crate::jsonrpc::{self, RequestId};
+use crate::mcp;
+use crate::model::{Direction, ServiceRoute};
+use crate::redact;
+use crate::sse;
+use crate::util::printable;
+
+/// Largest JSON answer read whole; a larger one gets the client a 502.
+pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The upstream link, shared by every connection.
+pub struct Proxy {
+    upstream: Upstream,
+    recorder: Recorder,
+}
+
+impl Proxy {
+    pub fn new(upstream: Upstream, recorder: Recorder) -> Proxy {
+        Proxy { upstream, recorder }
+    }
+
+    /// Forwards a POSTed message; with a capture, records the answer.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Upstream`] when the upstream fails before answering,
+    /// [`Fault::NotStored`] when its answer cannot be committed.
+    pub(super) async fn exchange(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        capture: Option<Capture>,
+        outcome: &mut Outcome,
+    ) -> Result<Response<Body>, RequestError> {
+        let Some(mut capture) = capture else {
+            *outcome = Outcome::Forwarded;
+            return self.relay(parts, body).await;
+        };
+        let id = capture.request_id().clone();
+        let response = self.forward(parts, body).await.map_err(|e| e.with_id(Some(id.clone())))?;
+        let content_type =
+            response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let opened = response.headers().get(mcp::HEADER_SESSION_ID).and_then(|v| v.to_str().ok());
+        capture.answered(response.status(), content_type, opened.map(str::to_owned));
+        let idle = self.upstream.timeouts().idle;
+        if content_type.starts_with("text/event-stream") {
+            *outcome = Outcome::Streaming;
+            let (head, body) = response.into_parts();
+            let relay = Relay::new(body, Some(idle), Some(self.recorder.tee(capture)));
+            return Ok(Response::from_parts(relay_head(head), relay.boxed()));
+        }
+        let (head, body) = response.into_parts();
+        let bytes = read_whole(body, idle)
+            .await
+            .map_err(|why| RequestError { fault: self.broken_answer(why), id: Some(id.clone()) })?;
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
+                capture.push(Direction::Server, message);
+                if !self.recorder.commit(capture).await.unwrap_or(false) {
+                    return Err(RequestError { fault: Fault::NotStored, id: Some(id) });
+                }
+                *outcome = Outcome::Recorded;
+            }
+            _ => {
+                tracing::warn!(
+                    "{} answer to {} is not a JSON-RPC message; forwarded, not stored",
+                    head.status,
+                    printable(capture.method())
+                );
+                *outcome = Outcome::Forwarded;
+            }
+        }
+        Ok(Response::from_parts(relay_head(head), frame::full(bytes)))
+    }
+
+    /// An Agent 365 service endpoint ([`ServiceRoute`]): forwarded, and a
+    /// 2xx answer stored (committed before the client gets it) for replay
+    /// to give; a gateway listing's server urls that point at the upstream
+    /// are pointed at this recorder, so the agent's MCP traffic comes
+    /// through here too. What a failure looks like depends on the request's
+    /// credentials, so it is relayed, not stored.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Upstream`] when the upstream fails.
+    pub(super) async fn service(
+        &self,
+        mut parts: Parts,
+        body: Bytes,
+        route: ServiceRoute,
+        outcome: &mut Outcome,
+    ) -> Result<Response<Body>, RequestError> {
+        let recorder_origin = super::origin(&parts.headers, &parts.uri);
+        let credentials = redact::header_secrets(
+            parts.headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+        );
+        if route.is_gateway() {
+            // A compressed listing could not be rewritten: ask for it plain.
+            parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+        }
+        let (mut head, body) = self.forward(&parts, body).await?.into_parts();
+        let bytes =
+            read_whole(body, self.upstream.timeouts().idle).await.map_err(|why| self.broken_answer(why))?;
+        *outcome = Outcome::Forwarded;
+        if !head.status.is_success() {
+            return Ok(Response::from_parts(relay_head(head), frame::full(bytes)));
+        }
+        let content_type =
+            head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let committed = self.recorder.commit_service(
+            route,
+            agent365::origin(self.upstream.base()).unwrap_or_default(),
+            head.status,
+            content_type,
+            &bytes,
+            &credentials,
+        );
+        if !committed.await.unwrap_or(false) {
+            // Not a JSON-RPC endpoint: the error is said in its own JSON.
+            *outcome = Outcome::NotStored;
+            let body = json!({"error": Fault::NotStored.error().message});
+            return Ok(frame::json(Fault::NotStored.status(), &body));
+        }
+        *outcome = Outcome::Recorded;
+        let mut relayed = bytes;
+        let listing = serde_json::from_slice::<Value>(&relayed).ok().filter(|_| route.is_gateway());
+        if let Some(mut listing) = listing {
+            let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), &recorder_origin);
+            tracing::debug!("pointed {rewritten} listed server url(s) at this recorder");
+            relayed = Bytes::from(listing.to_string());
+            head.headers.remove(header::CONTENT_LENGTH);
+        }
+        Ok(Response::from_parts(relay_head(head), frame::full(relayed)))
+    }
+
+    /// Forwards and relays the answer unchanged as it arrives, capturing nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Upstream`] when the upstream fails before answering.
+    pub(super) async fn relay(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, RequestError> {
+        let (head, body) = self.forward(parts, body).await?.into_parts();
+        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None).boxed()))
+    }
+
+    /// An answer that broke off while read whole (logged).
+    fn broken_answer(&self, why: String) -> Fault {
+        tracing::warn!("{why}");
+        Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.base().to_owned(), why })
+    }
+
+    /// Sends the request upstream.
+    async fn forward(&self, parts: &Parts, body: Bytes) -> Result<Response<Incoming>, RequestError> {
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let uri = self.upstream.uri_for(path).map_err(Fault::Upstream)?;
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = parts.method.clone();
+        *request.uri_mut() = uri;
+        *request.headers_mut() = upstream::forwardable(&parts.headers);
+        self.upstream.send(request).await.map_err(|why| {
+            tracing::warn!("{why}");
+            Fault::Upstream(why).into()
+        })
+    }
+}
+
+/// The SSE side of a capture: the parser that finds each event in the
+/// relayed bytes, and the tee that records it.
+struct Tap {
+    parser: sse::Parser,
+    tee: Tee,
+}
+
+/// A response body relayed from the upstream as it arrives: ends cleanly
+/// when the upstream breaks or falls silent for longer than `idle`; with a
+/// [`Tap`], forwards whole events only and holds the final one until its
+/// exchange is committed.
+struct Relay {
+    upstream: Incoming,
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+    tap: Option<Tap>,
+    /// Bytes ready for the client.
+    ready: VecDeque<Bytes>,
+    /// The final event (and anything after it) waiting for the commit, and
+    /// the caller's id for the error event sent instead if it fails.
+    held: Option<(Commit, BytesMut, RequestId)>,
+    ended: bool,
+}
+
+impl Relay {
+    fn new(upstream: Incoming, idle: Option<Duration>, tee: Option<Tee>) -> Relay {
+        Relay {
+            upstream,
+            idle: idle.map(|limit| (limit, Box::pin(tokio::time::sleep(limit)))),
+            tap: tee.map(|tee| Tap { parser: sse::Parser::default(), tee }),
+            ready: VecDeque::new(),
+            held: None,
+            ended: false,
+        }
+    }
+
+    fn on_data(&mut self, data: Bytes) {
+        if let Some((_, held, _)) = &mut self.held {
+            held.extend_from_slice(&data);
+            return;
+        }
+        let Some(tap) = &mut self.tap else {
+            self.ready.push_back(data);
+            return;
+        };
+        tap.parser.push(&data);
+        loop {
+            let (raw, event) = match tap.parser.next_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => return,
+                Err(sse::Overflow) => {
+                    tap.tee.abandon(&format!("an SSE event exceeded {} bytes", sse::MAX_SSE_EVENT_BYTES));
+                    self.ready.push_back(tap.parser.take_rest());
+                    self.tap = None;
+                    return;
+                }
+            };
+            match tap.tee.observe(&event.data) {
+                Seen::Message => self.ready.push_back(raw),
+                Seen::Dropped => {
+                    self.ready.push_back(raw);
+                    self.ready.push_back(tap.parser.take_rest());
+                    self.tap = None;
+                    return;
+                }
+                Seen::Final { committed, id } => {
+                    let mut held = BytesMut::from(&raw[..]);
+                    held.extend_from_slice(&tap.parser.take_rest());
+                    self.held = Some((committed, held, id));
+                    self.tap = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The upstream is done, cleanly or not: relay what is left and drop an
+    /// unfinished capture.
+    fn on_end(&mut self, broke: Option<String>) {
+        if let Some(mut tap) = self.tap.take() {
+            tap.tee.abandon(broke.as_deref().unwrap_or("the stream ended before its final answer"));
+            self.ready.push_back(tap.parser.take_rest());
+        } else if let Some(why) = broke {
+            tracing::warn!("relayed stream ended early: {why}");
+        }
+        self.ended = true;
+    }
+}
+
+impl Drop for Relay {
+    /// The client went away (its connection closed) before the answer
+    /// finished: nothing of the exchange is stored, and the log says so.
+    fn drop(&mut self) {
+        if let Some(tap) = self.tap.take() {
+            tap.tee.abandon("the client went away before the answer finished");
+        }
+    }
+}
+
+impl HttpBody for Relay {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        loop {
+            if let Some(bytes) = this.ready.pop_front() {
+                if bytes.is_empty() {
+                    continue;
+                }
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            if let Some((committed, held, id)) = &mut this.held {
+                // Not committed (the writer logged why): the client learns it
+                // instead of an answer the cassette does not hold.
+                let stored = ready!(Pin::new(committed).poll(cx)).unwrap_or(false);
+                let next = if stored {
+                    held.split().freeze()
+                } else {
+                    Bytes::from(sse::message_event(&jsonrpc::error(Some(id), &Fault::NotStored.error())))
+                };
+                this.ready.push_back(next);
+                this.held = None;
+                continue;
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut this.upstream).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Some((limit, timer)) = &mut this.idle {
+                        timer.as_mut().reset(tokio::time::Instant::now() + *limit);
+                    }
+                    if let Ok(data) = frame.into_data() {
+                        this.on_data(data);
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => this.on_end(Some(format!("the upstream broke off: {e}"))),
+                Poll::Ready(None) => this.on_end(None),
+                Poll::Pending => {
+                    let Some((limit, timer)) = &mut this.idle else { return Poll::Pending };
+                    ready!(timer.as_mut().poll(cx));
+                    let why = format!("the upstream was silent for {limit:?}");
+                    this.on_end(Some(why));
+                }
+            }
+        }
+    }
+}
+
+/// Reads a whole answer body, each wait bounded by `idle`.
+async fn read_whole(mut body: Incoming, idle: Duration) -> Result<Bytes, String> {
+    let mut bytes = BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    if bytes.len() + data.len() > MAX_JSON_ANSWER_BYTES {
+                        return Err(format!("answer larger than {MAX_JSON_ANSWER_BYTES} bytes"));
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(Some(Err(e))) => return Err(format!("the answer broke off: {e}")),
+            Ok(None) => return Ok(bytes.freeze()),
+            Err(_) => return Err(format!("silent for {idle:?} in the middle of an answer")),
+        }
+    }
+}
+
+/// The upstream's answer head as relayed: hop-by-hop headers dropped.
+fn relay_head(mut head: hyper::http::response::Parts) -> hyper::http::response::Parts {
+    head.headers = upstream::forwardable(&head.headers);
+    head
+}

@@ -1,0 +1,14 @@
+//! Front doors: how MCP messages arrive and how answers leave. A front door
+//! turns bytes into one parsed JSON-RPC message plus the facts its framing
+//! carries (server identity, era, session, routing headers, credentials),
+//! hands them to the [`Engine`](crate::engine::Engine) as a
+//! [`Call`](crate::engine::Call), and frames the [`Step`](crate::engine::Step)
+//! that comes back; in record modes it also carries a forwarded message to
+//! the upstream and shows the answer to the engine's capture. Nothing about
+//! matching, recording or mock answers lives here.
+//!
+//! - [`http`]: Streamable HTTP (hyper): Host/Origin, path → server, headers
+//!   → facts, bounded body reads, JSON or SSE framing, status mapping, the
+//!   Agent 365 service routes, and the HTTP upstream for record.
+
+pub mod http;
