@@ -9,19 +9,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, ExportConfig, FrontDoor, ImportConfig, Normalization,
-    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig, Timeouts,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, ExportConfig, Front, FrontDoor, ImportConfig, Normalization,
+    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig, Timeouts, Upstream,
 };
 use crate::error::Error;
 
 /// Record and replay MCP (Model Context Protocol) traffic.
 ///
 /// mcp-tape stands between an MCP client (an agent) and an MCP server over
-/// Streamable HTTP. `record` forwards traffic to a real server and stores
-/// each exchange in an SQLite cassette; `replay` answers from cassettes with
-/// nothing upstream, and behaves like a small spec-compliant MCP server where
-/// the cassettes hold no answer. Both protocol eras (handshake 2024-11-05 to
-/// 2025-11-25, stateless 2026-07-28) are served on every path.
+/// Streamable HTTP or stdio. `record` forwards traffic to a real server and
+/// stores each exchange in an SQLite cassette; `replay` answers from
+/// cassettes with nothing upstream, and behaves like a small spec-compliant
+/// MCP server where the cassettes hold no answer. Both protocol eras
+/// (handshake 2024-11-05 to 2025-11-25, stateless 2026-07-28) are served on
+/// every path and over stdio.
 #[derive(Debug, Parser)]
 #[command(name = "mcp-tape", version, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
@@ -47,6 +48,10 @@ enum CliCommand {
     /// GET /agents/{agentId}/mcpServers and /agents/v2/{agentId}/mcpServers
     /// listing the servers the cassettes hold.
     ///
+    /// With --stdio, speaks MCP on its own stdin/stdout instead (one
+    /// JSON-RPC message per line; logs on stderr) as the server --server,
+    /// and exits 0 when stdin closes.
+    ///
     /// Stops on SIGINT, SIGTERM, SIGHUP or SIGQUIT and prints a summary of misses.
     Replay(ReplayArgs),
     /// Forward traffic to an upstream MCP server and store each exchange.
@@ -61,6 +66,13 @@ enum CliCommand {
     ///
     /// An upstream that cannot be reached, fails or stays silent gets the
     /// client a 502 with a JSON-RPC error; nothing is stored for it.
+    ///
+    /// With --stdio -- CMD [ARGS...], mcp-tape is what the client spawns: it
+    /// spawns CMD, relays every line between its own stdin/stdout and CMD's
+    /// as it arrives (CMD's stderr goes to mcp-tape's), and exits with CMD's
+    /// exit status. When its stdin closes, or on SIGINT/SIGTERM, it closes
+    /// CMD's stdin, waits, then ends CMD (SIGTERM, then SIGKILL); CMD also
+    /// gets SIGKILL if mcp-tape itself is killed.
     ///
     /// Stops on SIGINT, SIGTERM, SIGHUP or SIGQUIT with a one-line summary.
     Record(RecordArgs),
@@ -107,6 +119,13 @@ struct ReplayArgs {
     /// Cassette files, or directories of *.sqlite cassettes.
     #[arg(value_name = "PATH", default_value = "cassettes")]
     paths: Vec<PathBuf>,
+    /// Speak MCP on standard input and output instead of HTTP.
+    #[arg(long, conflicts_with_all = ["host", "port", "allow_hosts"])]
+    stdio: bool,
+    /// With --stdio: the server whose recordings answer (default: the only
+    /// server in the cassettes).
+    #[arg(long, value_name = "SERVER", requires = "stdio")]
+    server: Option<String>,
     #[command(flatten)]
     listen: Listen,
     /// On a miss: `error` answers -32001 naming the nearest recorded
@@ -140,8 +159,22 @@ enum MissPolicy {
 #[derive(Debug, Args)]
 struct RecordArgs {
     /// Base URL of the upstream MCP server, e.g. https://agent365.svc.cloud.microsoft
-    #[arg(long, value_name = "URL")]
-    upstream: String,
+    #[arg(long, value_name = "URL", required_unless_present = "stdio", conflicts_with = "stdio")]
+    upstream: Option<String>,
+    /// Record a stdio server: the command after `--` is spawned, and the
+    /// client speaks to mcp-tape on its stdin/stdout.
+    #[arg(long, requires = "command", conflicts_with_all = ["host", "port", "allow_hosts"])]
+    stdio: bool,
+    /// With --stdio: the server name exchanges are stored under. Default:
+    /// the file name, without a script extension (.js, .mjs, .cjs, .ts,
+    /// .py) or a trailing @version, of the command's last path-like
+    /// argument (one holding a '/', or ending in such an extension), else
+    /// of the command itself.
+    #[arg(long, value_name = "SERVER", requires = "stdio")]
+    server: Option<String>,
+    /// With --stdio: the stdio server's command and arguments, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
     /// Directory the cassette is written to.
     #[arg(long, value_name = "DIR", default_value = "cassettes")]
     cassettes: PathBuf,
@@ -206,7 +239,11 @@ impl Cli {
     pub fn into_command(self) -> Result<Command, Error> {
         Ok(match self.command {
             CliCommand::Replay(args) => Command::Replay(ReplayConfig {
-                front_door: args.listen.validate()?,
+                front: if args.stdio {
+                    Front::Stdio { server: args.server.map(validate_server).transpose()? }
+                } else {
+                    Front::Http(args.listen.validate()?)
+                },
                 paths: args.paths,
                 on_miss: match args.on_miss {
                     MissPolicy::Error => OnMiss::Error,
@@ -220,12 +257,6 @@ impl Cli {
                 normalization: args.normalization.validate()?,
             }),
             CliCommand::Record(args) => {
-                if !(args.upstream.starts_with("http://") || args.upstream.starts_with("https://")) {
-                    return Err(Error::Config(format!(
-                        "--upstream {:?}: expected an http:// or https:// URL",
-                        args.upstream
-                    )));
-                }
                 if args.name.is_empty()
                     || !args.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
                 {
@@ -239,15 +270,41 @@ impl Cli {
                         Error::Config(format!("{flag} {value}: expected a positive number of seconds"))
                     })
                 };
-                Command::Record(RecordConfig {
-                    front_door: args.listen.validate()?,
-                    upstream: args.upstream.trim_end_matches('/').to_owned(),
-                    upstream_ca: args.upstream_ca,
-                    timeouts: Timeouts {
-                        connect: seconds("--connect-timeout", args.connect_timeout)?,
-                        response: seconds("--upstream-timeout", args.upstream_timeout)?,
-                        idle: seconds("--idle-timeout", args.idle_timeout)?,
+                if !args.stdio && !args.command.is_empty() {
+                    return Err(Error::Config(format!(
+                        "{:?} after `--`: a command is recorded only with --stdio",
+                        args.command.join(" ")
+                    )));
+                }
+                let upstream = match args.upstream {
+                    _ if args.stdio => Upstream::Stdio {
+                        server: match args.server {
+                            Some(server) => validate_server(server)?,
+                            None => default_server(&args.command),
+                        },
+                        command: args.command,
                     },
+                    Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                        Upstream::Http {
+                            front_door: args.listen.validate()?,
+                            url: url.trim_end_matches('/').to_owned(),
+                            ca: args.upstream_ca,
+                            timeouts: Timeouts {
+                                connect: seconds("--connect-timeout", args.connect_timeout)?,
+                                response: seconds("--upstream-timeout", args.upstream_timeout)?,
+                                idle: seconds("--idle-timeout", args.idle_timeout)?,
+                            },
+                        }
+                    }
+                    other => {
+                        return Err(Error::Config(format!(
+                            "--upstream {:?}: expected an http:// or https:// URL",
+                            other.unwrap_or_default()
+                        )));
+                    }
+                };
+                Command::Record(RecordConfig {
+                    upstream,
                     cassette: args.cassettes.join(format!("{}.sqlite", args.name)),
                     mode: match args.mode {
                         ModeArg::All => RecordMode::All,
@@ -265,6 +322,34 @@ impl Cli {
             }
         })
     }
+}
+
+/// A server name given with `--server`: not empty, no control characters.
+fn validate_server(server: String) -> Result<String, Error> {
+    if server.is_empty() || server.chars().any(char::is_control) {
+        return Err(Error::Config(format!("--server {server:?}: expected a server name")));
+    }
+    Ok(server)
+}
+
+/// The server a stdio recording is stored under when `--server` is not
+/// given (the rule `--help` states): the file name of the command's last
+/// path-like argument, else of the program, without a script extension or
+/// a trailing `@version`.
+fn default_server(command: &[String]) -> String {
+    const SCRIPTS: [&str; 5] = [".js", ".mjs", ".cjs", ".ts", ".py"];
+    let path_like = |arg: &&String| arg.contains('/') || SCRIPTS.iter().any(|ext| arg.ends_with(ext));
+    let named = command.iter().skip(1).rev().find(path_like).or(command.first());
+    let file = named.map_or("", |path| {
+        let path = path.trim_end_matches(['/', '\\']);
+        path.rsplit(['/', '\\']).next().unwrap_or(path)
+    });
+    let file = SCRIPTS.iter().find_map(|ext| file.strip_suffix(ext)).unwrap_or(file);
+    let file = match file.rfind('@') {
+        Some(at) if at > 0 => &file[..at],
+        _ => file,
+    };
+    if file.is_empty() { "stdio".to_owned() } else { file.to_owned() }
 }
 
 impl Listen {
@@ -305,7 +390,8 @@ mod tests {
     #[test]
     fn replay_defaults() {
         let Command::Replay(config) = command(&["mcp-tape", "replay"]).unwrap() else { panic!("not replay") };
-        assert_eq!(config.front_door.listen, "127.0.0.1:5309".parse().unwrap());
+        let Front::Http(front_door) = config.front else { panic!("not HTTP") };
+        assert_eq!(front_door.listen, "127.0.0.1:5309".parse().unwrap());
         assert_eq!(config.paths, [PathBuf::from("cassettes")]);
         assert_eq!(config.on_miss, OnMiss::Error);
     }
@@ -318,7 +404,41 @@ mod tests {
             panic!("not record")
         };
         assert_eq!(config.cassette, PathBuf::from("cassettes/mail.sqlite"));
-        assert_eq!(config.upstream, "https://h");
+        let Upstream::Http { url, .. } = config.upstream else { panic!("not HTTP") };
+        assert_eq!(url, "https://h");
+    }
+
+    #[test]
+    fn stdio_record_takes_the_command_after_the_double_dash() {
+        let stdio = |args: &[&str]| match command(args) {
+            Ok(Command::Record(RecordConfig { upstream: Upstream::Stdio { command, server }, .. })) => {
+                (command.join(" "), server)
+            }
+            other => panic!("not a stdio record: {other:?}"),
+        };
+        let (cmd, server) = stdio(&["mcp-tape", "record", "--stdio", "--", "python3", "srv/mail.py", "-v"]);
+        assert_eq!((cmd.as_str(), server.as_str()), ("python3 srv/mail.py -v", "mail"));
+        let named = stdio(&["mcp-tape", "record", "--stdio", "--server", "m", "--", "npx", "-y", "@a/b@1.2"]);
+        assert_eq!(named.1, "m");
+        let err = |args: &[&str]| command(args).err().map(|e| e.to_string());
+        assert!(
+            err(&["mcp-tape", "record", "--upstream", "http://x", "--", "cmd"]).unwrap().contains("--stdio")
+        );
+        assert!(Cli::try_parse_from(["mcp-tape", "record", "--stdio"]).is_err(), "a command is needed");
+        assert!(Cli::try_parse_from(["mcp-tape", "record", "--stdio", "--port", "1", "--", "c"]).is_err());
+        assert!(Cli::try_parse_from(["mcp-tape", "record", "--", "c"]).is_err(), "--upstream or --stdio");
+    }
+
+    #[test]
+    fn default_server_names_follow_the_stated_rule() {
+        let of = |line: &str| default_server(&line.split(' ').map(str::to_owned).collect::<Vec<_>>());
+        assert_eq!(of("npx -y @modelcontextprotocol/server-everything"), "server-everything");
+        assert_eq!(of("npx -y @modelcontextprotocol/server-everything@2026.1.14"), "server-everything");
+        assert_eq!(of("python3 tests/stdio_upstream.py --server mail"), "stdio_upstream");
+        assert_eq!(of("node server.mjs"), "server");
+        assert_eq!(of("/usr/local/bin/mcp-server-git --repository ."), "mcp-server-git");
+        assert_eq!(of("uvx mcp-server-fetch"), "uvx");
+        assert_eq!(of("mcp-tape replay --stdio cassettes/"), "cassettes");
     }
 
     #[test]

@@ -59,9 +59,19 @@ pub struct Timeouts {
 /// The default of [`FrontDoor::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Where a daemon meets its client.
+#[derive(Clone, Debug)]
+pub enum Front {
+    /// Streamable HTTP on a port.
+    Http(FrontDoor),
+    /// MCP over the process's own stdin/stdout (replay) as the server
+    /// `server` (`None`: the only one the cassettes hold).
+    Stdio { server: Option<String> },
+}
+
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
-    pub front_door: FrontDoor,
+    pub front: Front,
     /// Cassette files and directories of cassettes.
     pub paths: Vec<PathBuf>,
     pub on_miss: OnMiss,
@@ -80,14 +90,27 @@ pub enum RecordMode {
     Missing,
 }
 
+/// The server record forwards to.
+#[derive(Clone, Debug)]
+pub enum Upstream {
+    /// An MCP server over Streamable HTTP, served to clients on `front_door`.
+    Http {
+        front_door: FrontDoor,
+        /// Base URL; request paths are appended.
+        url: String,
+        /// Extra trusted CA certificates (PEM) for the upstream's TLS.
+        ca: Option<PathBuf>,
+        timeouts: Timeouts,
+    },
+    /// A stdio server: `command` (program, then arguments) spawned as a
+    /// child, speaking to the client on mcp-tape's own stdin/stdout;
+    /// exchanges are stored under `server`.
+    Stdio { command: Vec<String>, server: String },
+}
+
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
-    pub front_door: FrontDoor,
-    /// Base URL; request paths are appended.
-    pub upstream: String,
-    /// Extra trusted CA certificates (PEM) for the upstream's TLS.
-    pub upstream_ca: Option<PathBuf>,
-    pub timeouts: Timeouts,
+    pub upstream: Upstream,
     /// The cassette file recordings go to: `DIR/NAME.sqlite`.
     pub cassette: PathBuf,
     pub mode: RecordMode,

@@ -19,6 +19,15 @@ use crate::model::StatusCode;
 pub enum Error {
     #[error("{0}")]
     Config(String),
+    /// Bad use found after start (e.g. an ambiguous `--server`): exit 2.
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot start {command:?}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cassette {}: {kind}", path.display())]
     Cassette { path: PathBuf, kind: CassetteError },
     #[error("cannot read {}", path.display())]

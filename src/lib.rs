@@ -75,33 +75,42 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use config::{Command, FrontDoor, RecordConfig, RecordMode, ReplayConfig};
-use engine::Engine;
+use config::{Command, Front, FrontDoor, RecordConfig, RecordMode, ReplayConfig, Upstream};
 use engine::record::Recorder;
 use engine::replay::{Replay, ServiceAnswers};
+use engine::{Engine, Facts};
 use error::Error;
 use normalize::Rules;
+use store::{Cassette, Writer};
 use tape::Tape;
-use transport::http::{App, Proxy, server, upstream::Upstream};
+use transport::http::{self, App, Proxy, server};
+use transport::stdio::{self, Door, Ended, Output};
 
-/// Runs one command to completion.
+/// Runs one command to completion; returns the exit code it ends with (a
+/// stdio recording ends with its server's).
 ///
 /// # Errors
 ///
 /// Whatever stops the command: unusable cassettes, a port that cannot be
 /// bound, bad input.
-pub async fn run(command: Command) -> Result<(), Error> {
+pub async fn run(command: Command) -> Result<u8, Error> {
     match command {
-        Command::Replay(config) => {
-            let listener = bind(&config.front_door).await?;
-            replay(config, listener, server::shutdown_signal()).await
-        }
-        Command::Record(config) => {
-            let listener = bind(&config.front_door).await?;
-            record(config, listener, server::shutdown_signal()).await
-        }
+        Command::Replay(config) => match &config.front {
+            Front::Http(front_door) => {
+                let listener = bind(front_door).await?;
+                replay(config, listener, server::shutdown_signal()).await.map(|()| 0)
+            }
+            Front::Stdio { .. } => replay_stdio(config, server::shutdown_signal()).await.map(|()| 0),
+        },
+        Command::Record(config) => match &config.upstream {
+            Upstream::Http { front_door, .. } => {
+                let listener = bind(front_door).await?;
+                record(config, listener, server::shutdown_signal()).await.map(|()| 0)
+            }
+            Upstream::Stdio { .. } => record_stdio(config, server::shutdown_signal()).await,
+        },
         Command::Import(config) => {
-            let mut cassette = store::Cassette::open(&config.cassette)?;
+            let mut cassette = Cassette::open(&config.cassette)?;
             let count = match &config.input {
                 Some(path) => {
                     let file = std::fs::File::open(path)
@@ -111,7 +120,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
                 None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
             };
             eprintln!("imported {count} lines into {}", config.cassette.display());
-            Ok(())
+            Ok(0)
         }
         Command::Export(config) => {
             let loaded = store::load(std::slice::from_ref(&config.cassette))?;
@@ -122,7 +131,7 @@ pub async fn run(command: Command) -> Result<(), Error> {
                 }),
                 None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
             };
-            written.map_err(|source| Error::Write {
+            written.map(|()| 0).map_err(|source| Error::Write {
                 path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),
                 source,
             })
@@ -151,18 +160,8 @@ fn announce(line: String) {
     }
 }
 
-/// Loads the cassettes, serves replay on `listener` until `shutdown`, then
-/// logs the miss summary.
-///
-/// # Errors
-///
-/// A cassette path that cannot be read or a cassette that cannot be used;
-/// with `--fail-on-miss`, any miss.
-pub async fn replay(
-    config: ReplayConfig,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
+/// The replay engine over the cassettes `config` names.
+fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
     let files = store::cassette_files(&config.paths)?;
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
     let loaded = store::load_as_text(&files)?;
@@ -177,52 +176,116 @@ pub async fn replay(
             n => format!(" ({n} recorded transport-level rejections left out: replay decides those itself)"),
         }
     );
-    let address = local_address(&listener, &config.front_door)?;
     let service = ServiceAnswers::new(loaded.service_answers);
-    let replay = Replay::new(tape, service, rules, config.on_miss, config.pace);
-    let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door: config.front_door });
-    announce(format!("replay listening on http://{address}"));
-    server::run(listener, Arc::clone(&app), shutdown).await;
-    let misses = app.engine.replay().map(Replay::misses).unwrap_or_default();
-    if misses.is_empty() {
-        tracing::info!("stopped; no misses");
-    } else {
-        let total: u64 = misses.iter().map(|(_, n)| n).sum();
-        let listed: Vec<String> = misses.iter().map(|(what, n)| format!("{what} ×{n}")).collect();
-        tracing::warn!("stopped; {total} misses: {}", listed.join("; "));
-        if config.fail_on_miss {
-            return Err(Error::Misses(total));
-        }
-    }
-    Ok(())
+    Ok(Replay::new(tape, service, rules, config.on_miss, config.pace))
 }
 
-/// Opens the cassette, records through `listener` until `shutdown`, then
-/// logs a one-line summary.
+/// The summary line of a replay that stopped.
 ///
 /// # Errors
 ///
-/// An unusable cassette, upstream URL or CA file.
-pub async fn record(
-    config: RecordConfig,
+/// With `--fail-on-miss`, any miss.
+fn summarize_misses(replay: &Replay, fail_on_miss: bool) -> Result<(), Error> {
+    let misses = replay.misses();
+    if misses.is_empty() {
+        tracing::info!("stopped; no misses");
+        return Ok(());
+    }
+    let total: u64 = misses.iter().map(|(_, n)| n).sum();
+    let listed: Vec<String> = misses.iter().map(|(what, n)| format!("{what} ×{n}")).collect();
+    tracing::warn!("stopped; {total} misses: {}", listed.join("; "));
+    if fail_on_miss { Err(Error::Misses(total)) } else { Ok(()) }
+}
+
+/// Loads the cassettes, serves replay over HTTP on `listener` until
+/// `shutdown`, then logs the miss summary. `config.front` gives the HTTP
+/// rules.
+///
+/// # Errors
+///
+/// A cassette path that cannot be read or a cassette that cannot be used;
+/// a stdio `config`; with `--fail-on-miss`, any miss.
+pub async fn replay(
+    config: ReplayConfig,
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
+    let Front::Http(front_door) = config.front.clone() else {
+        return Err(Error::Config("replay over HTTP needs the HTTP front door's settings".into()));
+    };
+    let replay = load_replay(&config)?;
+    let address = local_address(&listener, &front_door)?;
+    let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+    announce(format!("replay listening on http://{address}"));
+    server::run(listener, Arc::clone(&app), shutdown).await;
+    app.engine.replay().map_or(Ok(()), |replay| summarize_misses(replay, config.fail_on_miss))
+}
+
+/// Loads the cassettes and serves replay on this process's stdin/stdout
+/// until stdin closes or `shutdown`, then logs the miss summary.
+///
+/// # Errors
+///
+/// As [`replay`]; [`Error::Usage`] when the cassettes hold several servers
+/// and none was chosen.
+pub async fn replay_stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    let Front::Stdio { server } = config.front.clone() else {
+        return Err(Error::Config("replay over stdio needs the stdio front door's settings".into()));
+    };
+    let replay = load_replay(&config)?;
+    let server = match server {
+        Some(server) => server,
+        None => {
+            let servers: Vec<&str> = replay.tape().servers().collect();
+            match servers.as_slice() {
+                [] => "stdio".to_owned(),
+                [only] => (*only).to_owned(),
+                several => {
+                    return Err(Error::Usage(format!(
+                        "the cassettes hold {} servers ({}); choose one with --server",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|s| util::printable(s).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    announce(format!("replay on stdio as server {}", util::printable(&server)));
+    let (output, writing) = Output::start(tokio::io::stdout());
+    let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default(), link: None };
+    let ended = stdio::serve(&door, tokio::io::stdin(), &output, shutdown, std::future::pending()).await;
+    drop(output);
+    if writing.await.is_err() {
+        tracing::warn!("the stdout writer failed");
+    }
+    if let Err(e) = ended {
+        tracing::warn!("reading stdin failed: {e}");
+    }
+    door.engine.replay().map_or(Ok(()), |replay| summarize_misses(replay, config.fail_on_miss))
+}
+
+/// The cassette a recording writes, its directory made, and what it holds
+/// already for `--mode missing`.
+fn open_for_recording(config: &RecordConfig, rules: &Rules) -> Result<(Cassette, Option<Tape>), Error> {
     if let Some(dir) = config.cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
     }
-    let cassette = store::Cassette::open(&config.cassette)?;
-    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let cassette = Cassette::open(&config.cassette)?;
     let existing = match config.mode {
         RecordMode::All => None,
-        RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, &rules)),
+        RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, rules)),
     };
-    let upstream = Upstream::new(&config.upstream, config.upstream_ca.as_deref(), config.timeouts)?;
-    let address = local_address(&listener, &config.front_door)?;
-    let writer = store::Writer::start(cassette);
-    let recorder = Recorder::new(writer.handle(), rules.clone());
-    let proxy = Proxy::new(upstream, recorder.clone());
-    let engine = match existing {
+    Ok((cassette, existing))
+}
+
+/// The engine of a recording: record, or with `existing` (what the
+/// cassette held), `--mode missing`.
+fn recording_engine(recorder: Recorder, existing: Option<Tape>, rules: Rules) -> Engine {
+    match existing {
         None => Engine::Record(recorder),
         Some(tape) => Engine::Missing {
             cassette: Replay::new(
@@ -234,13 +297,14 @@ pub async fn record(
             ),
             recorder,
         },
-    };
-    let app = Arc::new(App { engine, proxy: Some(proxy), front_door: config.front_door });
-    announce(format!("record listening on http://{address}, forwarding to {}", config.upstream));
-    server::run(listener, app, shutdown).await;
+    }
+}
+
+/// The summary line of a recording that stopped.
+fn summarize_recording(writer: Writer) {
     let report = writer.finish();
     let per_server: Vec<String> =
-        report.per_server.iter().map(|(server, n)| format!("{server} {n}")).collect();
+        report.per_server.iter().map(|(server, n)| format!("{} {n}", util::printable(server))).collect();
     tracing::info!(
         "stopped; recorded {} exchanges ({}) to {}{}",
         report.total(),
@@ -248,5 +312,74 @@ pub async fn record(
         report.path.display(),
         if report.failed > 0 { format!("; {} failed to store", report.failed) } else { String::new() },
     );
+}
+
+/// Opens the cassette, records through `listener` until `shutdown`, then
+/// logs a one-line summary.
+///
+/// # Errors
+///
+/// An unusable cassette, upstream URL or CA file; a stdio `config`.
+pub async fn record(
+    config: RecordConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let Upstream::Http { front_door, url, ca, timeouts } = config.upstream.clone() else {
+        return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
+    };
+    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let (cassette, existing) = open_for_recording(&config, &rules)?;
+    let upstream = http::upstream::Upstream::new(&url, ca.as_deref(), timeouts)?;
+    let address = local_address(&listener, &front_door)?;
+    let writer = Writer::start(cassette);
+    let recorder = Recorder::new(writer.handle(), rules.clone());
+    let proxy = Proxy::new(upstream, recorder.clone());
+    let app =
+        Arc::new(App { engine: recording_engine(recorder, existing, rules), proxy: Some(proxy), front_door });
+    announce(format!("record listening on http://{address}, forwarding to {url}"));
+    server::run(listener, app, shutdown).await;
+    summarize_recording(writer);
     Ok(())
+}
+
+/// Spawns the stdio server `config` names and records between it and
+/// this process's stdin/stdout until stdin closes, the server exits or
+/// `shutdown`; then ends the server and returns the exit code mcp-tape
+/// ends with: the server's (128 + N if signal N ended it).
+///
+/// # Errors
+///
+/// An unusable cassette; a command that cannot be started.
+pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
+    let Upstream::Stdio { command, server } = config.upstream.clone() else {
+        return Err(Error::Config("record over stdio needs a stdio server's command".into()));
+    };
+    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let (cassette, existing) = open_for_recording(&config, &rules)?;
+    let writer = Writer::start(cassette);
+    let recorder = Recorder::new(writer.handle(), rules.clone());
+    let (output, writing) = Output::start(tokio::io::stdout());
+    let shown = command.join(" ");
+    let (mut child, link) = stdio::child::spawn(&command, recorder.clone(), output.clone())
+        .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
+    announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
+    let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
+    let door = Door { engine: recording_engine(recorder, existing, rules), server, facts, link: Some(link) };
+    let ended = stdio::serve(&door, tokio::io::stdin(), &output, shutdown, child.gone()).await;
+    match ended {
+        Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
+        Ok(Ended::Stopped) => tracing::info!("stopping the stdio server"),
+        Ok(Ended::Child) => tracing::info!("the stdio server closed its output"),
+        Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
+    }
+    drop(door); // closes the child's stdin
+    let status = child.stop().await.map_err(|source| Error::Spawn { command: shown, source })?;
+    drop(output);
+    if writing.await.is_err() {
+        tracing::warn!("the stdout writer failed");
+    }
+    summarize_recording(writer);
+    tracing::info!("the stdio server ended: {status}");
+    Ok(stdio::child::exit_code(status))
 }

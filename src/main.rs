@@ -1,5 +1,6 @@
 //! The `mcp-tape` binary: parse the command line, start logging, run the
-//! command, and map its outcome to an exit code (0 ok, 1 failure, 2 usage).
+//! command, and map its outcome to an exit code (0 ok, 1 failure, 2 usage;
+//! a stdio recording ends with its server's code).
 
 use std::error::Error as _;
 use std::io::IsTerminal;
@@ -44,10 +45,12 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(mcp_tape::run(command));
-    drop(runtime);
+    // A read of stdin (stdio modes) may still be blocked in a runtime thread:
+    // the command is over, so do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     drop(flush_on_drop); // every log line out before the final word
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("mcp-tape: {e}");
             let mut cause = e.source();
@@ -55,7 +58,7 @@ fn main() -> ExitCode {
                 eprintln!("  caused by: {inner}");
                 cause = inner.source();
             }
-            ExitCode::FAILURE
+            if matches!(e, mcp_tape::error::Error::Usage(_)) { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }

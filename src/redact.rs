@@ -137,6 +137,26 @@ pub fn header_secrets<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>)
     secrets
 }
 
+/// The values of environment variables whose names look like credentials
+/// (holding `TOKEN`, `SECRET`, `KEY` or `PASSWORD`, in any case): what a
+/// stdio server is given to reach its own upstream, scrubbed like a bearer
+/// token. Values too short to scrub safely are left out.
+pub fn env_secrets(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    const MARKS: [&str; 4] = ["TOKEN", "SECRET", "KEY", "PASSWORD"];
+    let mut secrets: Vec<String> = vars
+        .into_iter()
+        .filter(|(name, _)| {
+            let name = name.to_ascii_uppercase();
+            MARKS.iter().any(|mark| name.contains(mark))
+        })
+        .map(|(_, value)| value.trim().to_owned())
+        .filter(|value| value.chars().count() >= MIN_SCRUBBED_SECRET_CHARS)
+        .collect();
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    secrets
+}
+
 /// Replaces every occurrence of each secret, in any of the forms a server
 /// may echo it in (as sent, percent-encoded, in base64; letters of any case), in every string and
 /// object key of `value` with `"[REDACTED]"`.
@@ -259,6 +279,21 @@ mod tests {
                 "refresh-token": REDACTED,
             })
         );
+    }
+
+    #[test]
+    fn credential_like_environment_variables() {
+        let vars = [
+            ("GITHUB_TOKEN", "ghp_abcdefghijklmnop"),
+            ("azure_client_secret", "s3cr3t-value-long"),
+            ("OPENAI_API_KEY", "sk-1234567890"),
+            ("DB_PASSWORD", "correct horse"),
+            ("KEYBOARD", "us"),
+            ("HOME", "/home/someone/long/path"),
+        ]
+        .map(|(n, v)| (n.to_owned(), v.to_owned()));
+        let found = env_secrets(vars);
+        assert_eq!(found, ["ghp_abcdefghijklmnop", "s3cr3t-value-long", "sk-1234567890", "correct horse"]);
     }
 
     #[test]

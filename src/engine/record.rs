@@ -27,6 +27,7 @@ use tokio::sync::oneshot;
 
 use super::Call;
 use crate::jsonrpc::RequestId;
+use crate::mcp;
 use crate::model::{
     Direction, Exchange, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
     canonical_json,
@@ -101,6 +102,11 @@ impl Capture {
         &self.request_id
     }
 
+    /// The progress token the captured request asked for, if any.
+    pub fn progress_token(&self) -> Option<&Value> {
+        mcp::progress_token(self.raw.request.get("params"))
+    }
+
     /// The captured request's method.
     pub fn method(&self) -> &str {
         self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
@@ -124,7 +130,10 @@ impl Recorder {
     /// Starts recording `call`; the front door fills in the upstream's answer.
     pub fn capture(&self, call: &Call) -> Capture {
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
+        let meta = call.params.and_then(|p| p.get("_meta"));
+        let meta_version = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str);
         let protocol_version = header_version
+            .or_else(|| meta_version.map(str::to_owned))
             .or_else(|| call.session.and_then(|s| lock(&self.versions).get(s).cloned()))
             .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned());
         let mut request = json!({"jsonrpc": "2.0", "id": call.id.as_value(), "method": call.method});
@@ -161,6 +170,12 @@ impl Recorder {
         }
         // Paths outside the Agent 365 forms are the server's name: no credential in it either.
         raw.server = redact::scrub_str(&raw.server, &secrets);
+        if raw.content_type.is_empty() {
+            // No transport said (stdio): a stream if the answer had more than one message,
+            // so that HTTP replay frames it as the server would have.
+            let streamed = raw.messages.len() > 1;
+            raw.content_type = if streamed { "text/event-stream" } else { "application/json" }.into();
+        }
         if raw.request.get("method").and_then(Value::as_str) == Some("initialize") {
             let negotiated =
                 raw.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));

@@ -10,5 +10,8 @@
 //! - [`http`]: Streamable HTTP (hyper): Host/Origin, path → server, headers
 //!   → facts, bounded body reads, JSON or SSE framing, status mapping, the
 //!   Agent 365 service routes, and the HTTP upstream for record.
+//! - [`stdio`]: newline-delimited JSON-RPC on a byte stream (mcp-tape's
+//!   stdin/stdout), and for record a child process as the upstream.
 
 pub mod http;
+pub mod stdio;

@@ -11,5 +11,6 @@ mod http_rules;
 mod record;
 mod recorded;
 mod rmcp_clients;
+mod stdio;
 mod support;
 mod upstream;

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use mcp_tape::config::{FrontDoor, Normalization, OnMiss, ReplayConfig};
+use mcp_tape::config::{Front, FrontDoor, Normalization, OnMiss, ReplayConfig};
 use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
 use mcp_tape::normalize::Rules;
 use mcp_tape::store::Cassette;
@@ -116,11 +116,11 @@ impl Replayer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let config = ReplayConfig {
-            front_door: FrontDoor {
+            front: Front::Http(FrontDoor {
                 listen: addr,
                 allowed_hosts: options.allowed_hosts,
                 idle_timeout: options.idle_timeout,
-            },
+            }),
             paths: paths.iter().map(|p| p.to_path_buf()).collect(),
             on_miss: options.on_miss,
             fail_on_miss: false,
@@ -305,14 +305,16 @@ impl Recorder {
         let addr = listener.local_addr().unwrap();
         let cassette = dir.join("recorded.sqlite");
         let config = mcp_tape::config::RecordConfig {
-            front_door: FrontDoor {
-                listen: addr,
-                allowed_hosts: Vec::new(),
-                idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
+            upstream: mcp_tape::config::Upstream::Http {
+                front_door: FrontDoor {
+                    listen: addr,
+                    allowed_hosts: Vec::new(),
+                    idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
+                },
+                url: upstream.to_owned(),
+                ca: options.upstream_ca,
+                timeouts: options.timeouts,
             },
-            upstream: upstream.to_owned(),
-            upstream_ca: options.upstream_ca,
-            timeouts: options.timeouts,
             cassette: cassette.clone(),
             mode: options.mode,
             normalization: Normalization::default(),

@@ -1,0 +1,345 @@
+//! Record's link to a stdio server: the child process. It runs in a process
+//! group of its own and gets SIGKILL if mcp-tape dies, however it dies
+//! (Linux's parent-death signal), so it never outlives mcp-tape; its stderr
+//! is mcp-tape's.
+//!
+//! Lines to the child go through one writer task; lines from the child are
+//! relayed to the client as they arrive, each shown first to the capture it
+//! belongs to: an answer to the capture of its request (by id), a progress
+//! notification to the request with its token, anything else the server
+//! says (log notifications, server→client requests) to the request sent
+//! last. An answer goes to the client only once its exchange is committed
+//! (else the client gets [`Fault::NotStored`]). A line that is not a
+//! JSON-RPC message is relayed unchanged and stored nowhere. When the child
+//! closes its output, captures still open are dropped: nothing partial is
+//! stored.
+
+use std::collections::HashMap;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::Output;
+use super::lines::{Lines, Piece};
+use crate::engine::record::{Capture, Recorder, Seen, Tee};
+use crate::error::Fault;
+use crate::jsonrpc;
+use crate::model::canonical_json;
+use crate::util::{lock, printable};
+
+/// Longest line from the child buffered to be recorded; a longer one is
+/// relayed piece by piece and not stored.
+pub const MAX_CHILD_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// After its stdin closes, the child has this long to exit on its own...
+pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// ...then this long after SIGTERM, before SIGKILL.
+pub const TERM_GRACE: Duration = Duration::from_secs(2);
+/// Lines waiting for the child's stdin at most.
+const INPUT_QUEUE: usize = 256;
+
+/// The running child process.
+pub struct Child {
+    process: tokio::process::Child,
+    /// Resolves when the child's stdout closes (it exited, as a rule).
+    gone: Option<oneshot::Receiver<()>>,
+    relay: JoinHandle<()>,
+}
+
+/// What the front door uses to reach the child.
+pub struct Link {
+    input: mpsc::Sender<Piece>,
+    flight: Arc<Mutex<InFlight>>,
+    recorder: Recorder,
+}
+
+/// Captures waiting for the child's answer.
+#[derive(Default)]
+struct InFlight {
+    /// By the request's id (canonical JSON).
+    tees: HashMap<String, Tee>,
+    /// Progress token (canonical JSON) → request id.
+    tokens: HashMap<String, String>,
+    /// Request ids, oldest first.
+    order: Vec<String>,
+}
+
+impl InFlight {
+    fn remove(&mut self, id: &str) -> Option<Tee> {
+        self.order.retain(|open| open != id);
+        self.tokens.retain(|_, open| open != id);
+        self.tees.remove(id)
+    }
+
+    /// The capture a server message other than an answer belongs to.
+    fn owner(&mut self, message: &Value) -> Option<&mut Tee> {
+        let token = message
+            .get("params")
+            .filter(|_| message.get("method").and_then(Value::as_str) == Some("notifications/progress"))
+            .and_then(|p| p.get("progressToken"));
+        let id = match token.and_then(|t| self.tokens.get(&canonical_json(t))) {
+            Some(id) => id.clone(),
+            None => self.order.last()?.clone(),
+        };
+        self.tees.get_mut(&id)
+    }
+}
+
+/// Spawns `command` (program, then arguments) with piped stdin and stdout;
+/// what it writes is relayed to `output`.
+///
+/// # Errors
+///
+/// The program cannot be started.
+pub fn spawn(command: &[String], recorder: Recorder, output: Output) -> std::io::Result<(Child, Link)> {
+    let Some((program, arguments)) = command.split_first() else {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command to run"));
+    };
+    let mut spawning = tokio::process::Command::new(program);
+    spawning
+        .args(arguments)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .process_group(0);
+    die_with_parent(&mut spawning);
+    let mut process = spawning.spawn()?;
+    let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+        return Err(std::io::Error::other("the child's stdin and stdout were not piped"));
+    };
+    let (input, queued) = mpsc::channel(INPUT_QUEUE);
+    tokio::spawn(write_input(stdin, queued));
+    let flight = Arc::new(Mutex::new(InFlight::default()));
+    let (closed, gone) = oneshot::channel();
+    let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flight), output, closed));
+    Ok((Child { process, gone: Some(gone), relay }, Link { input, flight, recorder }))
+}
+
+/// The child gets SIGKILL when the thread that spawned it ends (the
+/// runtime's, which lives as long as mcp-tape); if mcp-tape died before
+/// that was set, the child exits at once.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (prctl, getppid, _exit), touching no memory of the parent.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut tokio::process::Command) {}
+
+async fn write_input(mut stdin: ChildStdin, mut queued: mpsc::Receiver<Piece>) {
+    while let Some(piece) = queued.recv().await {
+        let written = match piece {
+            Piece::Line(mut line) => {
+                line.push(b'\n');
+                stdin.write_all(&line).await
+            }
+            Piece::Overlong { mut bytes, end } => {
+                if end {
+                    bytes.push(b'\n');
+                }
+                stdin.write_all(&bytes).await
+            }
+        };
+        if let Err(e) = written.and(stdin.flush().await) {
+            tracing::warn!("the stdio server's stdin is closed: {e}");
+            return;
+        }
+    }
+    // Every sender is gone: dropping `stdin` closes the child's stdin.
+}
+
+impl Link {
+    /// Sends a client line to the child; with `capture`, the answer it
+    /// gets is recorded.
+    pub async fn forward(&self, line: Vec<u8>, capture: Option<Capture>) {
+        if let Some(capture) = capture {
+            let id = canonical_json(capture.request_id().as_value());
+            let token = capture.progress_token().map(canonical_json);
+            let tee = self.recorder.tee(capture);
+            let mut flight = lock(&self.flight);
+            if let Some(token) = token {
+                flight.tokens.insert(token, id.clone());
+            }
+            if let Some(earlier) = flight.tees.insert(id.clone(), tee) {
+                earlier.abandon("a new request reused its id before the answer");
+            }
+            flight.order.retain(|open| *open != id);
+            flight.order.push(id);
+        }
+        if self.input.send(Piece::Line(line)).await.is_err() {
+            tracing::warn!("a line for the stdio server was dropped: its stdin is closed");
+        }
+    }
+
+    /// Passes a piece of an overlong client line to the child as it is.
+    pub async fn raw(&self, bytes: Vec<u8>, end: bool) {
+        if self.input.send(Piece::Overlong { bytes, end }).await.is_err() {
+            tracing::warn!("a line for the stdio server was dropped: its stdin is closed");
+        }
+    }
+}
+
+/// Relays the child's output to the client, showing each message to its
+/// capture; signals `closed` when the output ends.
+async fn relay_output(
+    stdout: ChildStdout,
+    flight: Arc<Mutex<InFlight>>,
+    output: Output,
+    closed: oneshot::Sender<()>,
+) {
+    let mut lines = Lines::new(BufReader::new(stdout), MAX_CHILD_LINE_BYTES);
+    let mut overlong = false;
+    loop {
+        match lines.next().await {
+            Ok(Some(Piece::Line(line))) => relay_line(line, &flight, &output).await,
+            Ok(Some(Piece::Overlong { mut bytes, end })) => {
+                if !overlong {
+                    tracing::warn!(
+                        "a line longer than {MAX_CHILD_LINE_BYTES} bytes from the stdio server: relayed, not stored"
+                    );
+                }
+                overlong = !end;
+                if end {
+                    bytes.push(b'\n');
+                }
+                output.raw(bytes).await;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("reading the stdio server's output failed: {e}");
+                break;
+            }
+        }
+    }
+    let open: Vec<Tee> = lock(&flight).tees.drain().map(|(_, tee)| tee).collect();
+    for tee in open {
+        tee.abandon("the stdio server closed its output before the answer");
+    }
+    let _ = closed.send(()); // nobody waits once the client has gone
+}
+
+/// One line from the child, to the client, shown to its capture first.
+async fn relay_line(line: Vec<u8>, flight: &Mutex<InFlight>, output: &Output) {
+    let message = std::str::from_utf8(&line)
+        .ok()
+        .and_then(|text| Some((text, serde_json::from_str::<Value>(text).ok()?)))
+        .filter(|(_, value)| value.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
+    let Some((text, value)) = message else {
+        let shown: String = String::from_utf8_lossy(&line).chars().take(120).collect();
+        tracing::warn!(
+            "the stdio server wrote a line that is not JSON-RPC; relayed, not stored: {}",
+            printable(&shown)
+        );
+        output.line(line).await;
+        return;
+    };
+    let is_answer = value.get("method").is_none();
+    let answered = value.get("id").filter(|_| is_answer).map(canonical_json);
+    let tee = match &answered {
+        Some(id) => lock(flight).remove(id),
+        None => {
+            let mut flight = lock(flight);
+            if let Some(tee) = flight.owner(&value) {
+                tee.observe(text);
+            }
+            None
+        }
+    };
+    let Some(mut tee) = tee else {
+        output.line(line).await;
+        return;
+    };
+    match tee.observe(text) {
+        Seen::Final { committed, id } => {
+            // The answer waits for its commit; the client learns if it fails.
+            if committed.await.unwrap_or(false) {
+                output.line(line).await;
+            } else {
+                output.line(jsonrpc::error(Some(&id), &Fault::NotStored.error())).await;
+            }
+        }
+        Seen::Message | Seen::Dropped => {
+            output.line(line).await;
+        }
+    }
+}
+
+impl Child {
+    /// Resolves when the child closes its output; at once after the first time.
+    pub async fn gone(&mut self) {
+        match self.gone.take() {
+            Some(gone) => drop(gone.await),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Ends the child once its stdin is closed (the [`Link`] dropped): it
+    /// gets [`STDIN_CLOSE_GRACE`] to exit, then SIGTERM and [`TERM_GRACE`],
+    /// then SIGKILL (each signal to its whole process group). Waits for
+    /// the relay of its last output and returns its exit status.
+    pub async fn stop(mut self) -> std::io::Result<ExitStatus> {
+        let status = match tokio::time::timeout(STDIN_CLOSE_GRACE, self.process.wait()).await {
+            Ok(status) => status?,
+            Err(_) => {
+                tracing::info!(
+                    "the stdio server is still running {STDIN_CLOSE_GRACE:?} after its stdin closed: SIGTERM"
+                );
+                self.signal(libc::SIGTERM);
+                match tokio::time::timeout(TERM_GRACE, self.process.wait()).await {
+                    Ok(status) => status?,
+                    Err(_) => {
+                        tracing::warn!("the stdio server ignored SIGTERM for {TERM_GRACE:?}: SIGKILL");
+                        self.signal(libc::SIGKILL);
+                        self.process.wait().await?
+                    }
+                }
+            }
+        };
+        // Its output may be held open by a process it left behind: wait a little, not forever.
+        if tokio::time::timeout(TERM_GRACE, &mut self.relay).await.is_err() {
+            tracing::warn!("the stdio server's output is still open after it exited; stopped relaying it");
+            self.relay.abort();
+        }
+        Ok(status)
+    }
+
+    /// Sends `signal` to the child's process group.
+    fn signal(&self, signal: libc::c_int) {
+        if let Some(pid) = self.process.id() {
+            // SAFETY: kill(2) with a process group id; no memory is shared.
+            unsafe {
+                libc::kill(-(pid as libc::pid_t), signal);
+            }
+        }
+    }
+}
+
+/// The exit code mcp-tape ends with for a child that ended with `status`:
+/// its own code, or 128 + the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code.clamp(0, 255) as u8,
+        (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+        (None, None) => 1,
+    }
+}

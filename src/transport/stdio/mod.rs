@@ -1,0 +1,318 @@
+//! The stdio front door: MCP as newline-delimited JSON-RPC on a byte
+//! stream, one UTF-8 message per line. Replay speaks it on mcp-tape's own
+//! stdin/stdout; record speaks it to the client the same way and forwards
+//! to a child process ([`child`]).
+//!
+//! Each line becomes one [`Message`]; a request becomes a [`Call`] for the
+//! engine. stdio has no headers, so the facts are: the server named on the
+//! command line, the era the message itself shows (a `_meta` protocol
+//! version, or `server/discover`: stateless; else handshake), the one
+//! session of the stream (replay's, once `initialize` opened it), and for
+//! record the credentials of the child's environment. Answers go out one
+//! line per message, re-enacted ([`reenact`]) when they must keep time or
+//! wait for the client's reply to a server request. A line that is not JSON
+//! gets `-32700` (id `null`), one over [`MAX_LINE_BYTES`] `-32600`, and the
+//! stream goes on; recording, both go to the child as they are instead.
+
+pub mod child;
+mod lines;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::engine::record::Capture;
+use crate::engine::reenact::{self, Emit, Live};
+use crate::engine::{Answer, Call, Engine, Facts, Step};
+use crate::error::{Fault, RequestError};
+use crate::jsonrpc::Message;
+use crate::mcp;
+use crate::model::Era;
+use child::Link;
+use lines::{Lines, Piece};
+
+/// Longest line accepted from the client; a longer one is refused.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// Lines waiting for the output writer at most (then senders wait).
+const OUTPUT_QUEUE: usize = 256;
+
+/// What the output writer sends: a line, or a piece of one being relayed.
+#[derive(Debug)]
+pub enum Chunk {
+    /// A whole message; the writer adds the newline.
+    Line(Vec<u8>),
+    /// Bytes written as they are (a piece of an overlong line).
+    Raw(Vec<u8>),
+}
+
+/// Where lines for the client go: a queue in front of one writer task.
+#[derive(Clone)]
+pub struct Output(mpsc::Sender<Chunk>);
+
+impl Output {
+    /// Starts the task that writes queued chunks to `sink`, flushing
+    /// whenever the queue runs dry; it ends when every [`Output`] is gone
+    /// or the sink fails (the client went away).
+    pub fn start(sink: impl AsyncWrite + Unpin + Send + 'static) -> (Output, JoinHandle<()>) {
+        let (queue, mut queued) = mpsc::channel::<Chunk>(OUTPUT_QUEUE);
+        let task = tokio::spawn(async move {
+            let mut sink = tokio::io::BufWriter::new(sink);
+            while let Some(first) = queued.recv().await {
+                let mut next = Some(first);
+                while let Some(chunk) = next {
+                    let written = match chunk {
+                        Chunk::Line(mut line) => {
+                            line.push(b'\n');
+                            sink.write_all(&line).await
+                        }
+                        Chunk::Raw(bytes) => sink.write_all(&bytes).await,
+                    };
+                    if let Err(e) = written {
+                        tracing::debug!("the client's side of stdio is closed: {e}");
+                        return;
+                    }
+                    next = queued.try_recv().ok();
+                }
+                if let Err(e) = sink.flush().await {
+                    tracing::debug!("the client's side of stdio is closed: {e}");
+                    return;
+                }
+            }
+        });
+        (Output(queue), task)
+    }
+
+    /// Queues one message line; false once the client is gone.
+    pub async fn line(&self, line: impl Into<Vec<u8>>) -> bool {
+        self.0.send(Chunk::Line(line.into())).await.is_ok()
+    }
+
+    /// Queues bytes to write as they are; false once the client is gone.
+    pub async fn raw(&self, bytes: Vec<u8>) -> bool {
+        self.0.send(Chunk::Raw(bytes)).await.is_ok()
+    }
+}
+
+/// The stdio front door of one engine.
+pub struct Door {
+    pub engine: Engine,
+    /// The server identity every message is addressed to.
+    pub server: String,
+    /// Constant for the stream: no routing headers; record's credentials.
+    pub facts: Facts,
+    /// The child process, when recording.
+    pub link: Option<Link>,
+}
+
+/// Why [`serve`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The client closed its side (end of input).
+    Input,
+    /// A stop signal.
+    Stopped,
+    /// The child process closed its output (it exited).
+    Child,
+}
+
+/// What [`serve`] keeps between lines.
+struct Stream {
+    /// Replay's session, once `initialize` opened one; record's fixed one.
+    session: Option<String>,
+    /// Re-enactments still sending.
+    reenacting: JoinSet<()>,
+    /// Inside an overlong line already refused.
+    refusing: bool,
+}
+
+/// The session key a recording stream uses: stdio is one connection, so
+/// one session, and the recorder ties replies and negotiated versions to it.
+const RECORDING_SESSION: &str = "stdio";
+
+/// Serves `door` on `input` (the client's lines) until the input ends,
+/// `stop` resolves or `child_gone` does; answers go to `output`.
+///
+/// # Errors
+///
+/// A read error of the input.
+pub async fn serve(
+    door: &Door,
+    input: impl AsyncRead + Unpin,
+    output: &Output,
+    stop: impl Future<Output = ()>,
+    child_gone: impl Future<Output = ()>,
+) -> std::io::Result<Ended> {
+    let mut lines = Lines::new(BufReader::new(input), MAX_LINE_BYTES);
+    let mut stream = Stream {
+        session: door.link.as_ref().map(|_| RECORDING_SESSION.to_owned()),
+        reenacting: JoinSet::new(),
+        refusing: false,
+    };
+    tokio::pin!(stop, child_gone);
+    let ended = loop {
+        let piece = tokio::select! {
+            piece = lines.next() => piece?,
+            () = &mut stop => break Ended::Stopped,
+            () = &mut child_gone => break Ended::Child,
+        };
+        match piece {
+            None => break Ended::Input,
+            Some(Piece::Line(line)) => door.line(line, &mut stream, output).await,
+            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream, output).await,
+        }
+        while stream.reenacting.try_join_next().is_some() {}
+    };
+    stream.reenacting.abort_all();
+    Ok(ended)
+}
+
+impl Door {
+    /// One line from the client.
+    async fn line(&self, line: Vec<u8>, stream: &mut Stream, output: &Output) {
+        let message = match parse(&line) {
+            Ok(message) => message,
+            Err(_) if self.link.is_some() => return self.forward(line, None).await,
+            Err(error) => {
+                output.line(error.body()).await;
+                return;
+            }
+        };
+        let session = stream.session.as_deref();
+        let step = match message {
+            Message::Request { id, method, params } => {
+                let era = era_of(Some(&method), params.as_ref());
+                let call = Call {
+                    server: &self.server,
+                    era,
+                    session,
+                    id: &id,
+                    method: &method,
+                    params: params.as_ref(),
+                    facts: &self.facts,
+                };
+                self.engine.request(&call)
+            }
+            Message::Notification { method, params } => {
+                self.engine.client_message(era_of(Some(&method), params.as_ref()), session, None)
+            }
+            Message::Response { id, body } => {
+                self.engine.client_message(Era::Handshake, session, id.as_ref().map(|id| (id, body)))
+            }
+        };
+        match step {
+            Ok(Step::Answer(answer)) => self.answer(answer, stream, output).await,
+            Ok(Step::Accepted) => {}
+            Ok(Step::Forward(capture)) => self.forward(line, capture).await,
+            Err(error) => {
+                output.line(error.body()).await;
+            }
+        }
+    }
+
+    /// A piece of a line past [`MAX_LINE_BYTES`]: refused once, at its
+    /// first piece (its id cannot be read), or, recording, passed to the
+    /// child as it is.
+    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, output: &Output) {
+        if let Some(link) = &self.link {
+            link.raw(bytes, end).await;
+            return;
+        }
+        if !stream.refusing {
+            tracing::warn!("a line longer than {MAX_LINE_BYTES} bytes from the client was refused");
+            output.line(RequestError::from(Fault::LineTooLong { limit: MAX_LINE_BYTES }).body()).await;
+        }
+        stream.refusing = !end;
+    }
+
+    /// Sends an answer, one line per message; re-enacted in its own task
+    /// when it must keep time or wait for the client's replies.
+    async fn answer(&self, answer: Answer, stream: &mut Stream, output: &Output) {
+        if let Some(session) = &answer.session_id {
+            stream.session = Some(session.clone());
+        }
+        let replay = self.engine.replay().filter(|replay| answer.needs_time(replay.pace()));
+        let Some(replay) = replay else {
+            for message in answer.messages {
+                if !output.line(message.json).await {
+                    return;
+                }
+            }
+            return;
+        };
+        let live = Live {
+            replies: Arc::clone(replay.replies()),
+            session: stream.session.clone(),
+            pace: replay.pace(),
+        };
+        // A stream held open over HTTP has nothing more to say on stdio.
+        let mut emitted = reenact::reenact(answer.messages, live, false);
+        let output = output.clone();
+        stream.reenacting.spawn(async move {
+            while let Some(emit) = emitted.recv().await {
+                if let Emit::Message(json) = emit
+                    && !output.line(json).await
+                {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Passes a line to the child, with the capture of its answer.
+    async fn forward(&self, line: Vec<u8>, capture: Option<Capture>) {
+        match &self.link {
+            Some(link) => link.forward(line, capture).await,
+            None => tracing::error!("a message to forward, but no child process to forward it to"),
+        }
+    }
+}
+
+/// One line as a JSON-RPC message, a request's id as the client wrote it.
+fn parse(line: &[u8]) -> Result<Message, RequestError> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| Fault::NotJson(e.to_string()))?;
+    match Message::parse(value) {
+        Ok(Message::Request { id, method, params }) => {
+            Ok(Message::Request { id: id.as_written_in(line), method, params })
+        }
+        Ok(other) => Ok(other),
+        Err((id, error)) => {
+            Err(RequestError { fault: Fault::NotJsonRpc(error), id: id.map(|id| id.as_written_in(line)) })
+        }
+    }
+}
+
+/// The era a message on stdio speaks: the stateless era's requests carry
+/// their protocol version in `_meta`, and `server/discover` exists only
+/// there; everything else is the handshake era.
+fn era_of(method: Option<&str>, params: Option<&Value>) -> Era {
+    let version = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(mcp::META_PROTOCOL_VERSION));
+    match version.and_then(Value::as_str) {
+        Some(version) => mcp::era_of(Some(version)),
+        None if method == Some("server/discover") => Era::Stateless,
+        None => Era::Handshake,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_message_tells_its_era() {
+        let meta = json!({"_meta": {mcp::META_PROTOCOL_VERSION: "2026-07-28"}});
+        assert_eq!(era_of(Some("tools/list"), Some(&meta)), Era::Stateless);
+        assert_eq!(era_of(Some("server/discover"), None), Era::Stateless);
+        assert_eq!(era_of(Some("tools/list"), Some(&json!({"_meta": {"progressToken": 1}}))), Era::Handshake);
+        let old = json!({"_meta": {mcp::META_PROTOCOL_VERSION: "2025-06-18"}});
+        assert_eq!(era_of(Some("tools/list"), Some(&old)), Era::Handshake);
+        assert_eq!(
+            era_of(Some("initialize"), Some(&json!({"protocolVersion": "2025-06-18"}))),
+            Era::Handshake
+        );
+    }
+}

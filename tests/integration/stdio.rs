@@ -1,0 +1,430 @@
+//! The stdio front door through the real binary over pipes: replay on its
+//! own stdin/stdout in both eras, bad lines, server choice; record with a
+//! child process: what is stored, what is relayed, secrets from the child's
+//! environment, the child's lifetime (normal end, SIGTERM, `kill -9`) and
+//! exit status, a child that dies mid-exchange. `mcp-tape replay --stdio`
+//! itself is the well-behaved MCP child; shell one-liners misbehave.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::store::Cassette;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::watch;
+
+use crate::support::*;
+
+/// Bound on any wait for a process (an answer, an exit, a log line).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
+
+/// The binary with its stdin and stdout as pipes; stderr collected.
+struct Peer {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Lines<BufReader<ChildStdout>>,
+    log: watch::Receiver<String>,
+}
+
+impl Peer {
+    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Peer {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .envs(env.iter().copied())
+            .env("MCP_TAPE_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let (logged, log) = watch::channel(String::new());
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = stderr.next_line().await {
+                logged.send_modify(|log| {
+                    log.push_str(&line);
+                    log.push('\n');
+                });
+            }
+        });
+        Peer {
+            stdin: child.stdin.take(),
+            stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            log,
+        }
+    }
+
+    async fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(bytes).await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.send_raw(format!("{message}\n").as_bytes()).await;
+    }
+
+    async fn next_line(&mut self) -> String {
+        let line = tokio::time::timeout(PATIENCE, self.stdout.next_line()).await.expect("no line in time");
+        line.unwrap().unwrap_or_else(|| panic!("stdout ended; log:\n{}", self.log.borrow().as_str()))
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = self.next_line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Sends a request and returns the next message.
+    async fn ask(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        self.next().await
+    }
+
+    /// Closes stdin and waits for the exit; returns it and the whole log.
+    async fn close(mut self) -> (ExitStatus, String) {
+        drop(self.stdin.take());
+        self.wait().await
+    }
+
+    async fn wait(mut self) -> (ExitStatus, String) {
+        let status =
+            tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("no exit in time").unwrap();
+        // The log task ends with stderr; give it that long, not longer.
+        let _ = tokio::time::timeout(PATIENCE, self.log.wait_for(|_| false)).await;
+        (status, self.log.borrow().clone())
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id().unwrap() as i32
+    }
+}
+
+fn handshake(version: &str) -> Value {
+    json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "stdio-test", "version": "1"}})
+}
+
+/// A cassette with one server, `mcp_Desk`: a recorded tool call that
+/// echoes `secret` back, and one that asks the client (elicitation) before
+/// answering.
+fn desk(cassettes: &Cassettes, secret: &str) -> PathBuf {
+    let asking = RawExchange {
+        server: "mcp_Desk".into(),
+        era: Era::Handshake,
+        protocol_version: "2025-06-18".into(),
+        request: json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "book", "arguments": {}}}),
+        status: StatusCode::OK,
+        content_type: "text/event-stream".into(),
+        messages: vec![
+            RecordedMessage {
+                offset_ms: 1,
+                direction: Direction::Server,
+                body: json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create",
+                    "params": {"message": "Which room?", "requestedSchema": {"type": "object", "properties": {}}}}),
+            },
+            RecordedMessage {
+                offset_ms: 2,
+                direction: Direction::Client,
+                body: json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {}}}),
+            },
+            RecordedMessage {
+                offset_ms: 3,
+                direction: Direction::Server,
+                body: json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "booked"}]}}),
+            },
+        ],
+    };
+    cassettes
+        .write("desk", vec![tool_call("mcp_Desk", "whoami", json!({}), &format!("you are {secret}")), asking])
+}
+
+fn text(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {answer}"))
+}
+
+#[tokio::test]
+async fn replay_over_stdio_answers_both_eras_and_outlives_bad_lines() {
+    let cassettes = Cassettes::new();
+    desk(&cassettes, "Megan");
+    let mut replay = Peer::spawn(&["replay", "--stdio", cassettes.path().to_str().unwrap()], &[]);
+    let init = replay.ask(json!(1), "initialize", handshake("2025-06-18")).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    replay.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let hit = replay.ask(json!("a"), "tools/call", json!({"name": "whoami", "arguments": {}})).await;
+    assert_eq!((hit["id"].clone(), text(&hit)), (json!("a"), "you are Megan"));
+
+    replay.send_raw(b"this is not JSON\n").await;
+    let garbled = replay.next().await;
+    assert_eq!((garbled["id"].clone(), garbled["error"]["code"].clone()), (Value::Null, json!(-32700)));
+    let mut huge = vec![b'x'; 5 * 1024 * 1024];
+    huge.push(b'\n');
+    replay.send_raw(&huge).await;
+    let refused = replay.next().await;
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("longer than 4194304 bytes"), "{refused}");
+    let unknown = replay.ask(json!(7), "tools/call", json!({"name": "nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    let discover = replay.ask(json!(8), "server/discover", enveloped(json!({}))).await;
+    assert_eq!(discover["result"]["supportedVersions"], json!(["2026-07-28"]), "{discover}");
+    let stateless =
+        replay.ask(json!(9), "tools/call", enveloped(json!({"name": "whoami", "arguments": {}}))).await;
+    assert_eq!(
+        (text(&stateless), stateless["result"]["resultType"].clone()),
+        ("you are Megan", json!("complete"))
+    );
+    let bare = replay
+        .ask(
+            json!(10),
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}),
+        )
+        .await;
+    assert_eq!(bare["error"]["code"], -32022, "an unserved version, told from the envelope: {bare}");
+
+    let (status, log) = replay.close().await;
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("replay on stdio as server mcp_Desk"), "the only server is the default: {log}");
+}
+
+#[tokio::test]
+async fn replay_over_stdio_reenacts_a_server_request_and_waits_for_the_reply() {
+    let cassettes = Cassettes::new();
+    desk(&cassettes, "Megan");
+    let mut replay = Peer::spawn(&["replay", "--stdio", cassettes.path().to_str().unwrap()], &[]);
+    replay.ask(json!(1), "initialize", handshake("2025-06-18")).await;
+    let asked = replay.ask(json!(2), "tools/call", json!({"name": "book", "arguments": {}})).await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    replay
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}}))
+        .await;
+    let answer = replay.next().await;
+    assert_eq!((answer["id"].clone(), text(&answer)), (json!(2), "booked"));
+    assert!(replay.close().await.0.success());
+}
+
+#[tokio::test]
+async fn replay_over_stdio_needs_a_server_chosen_among_several() {
+    let cassettes = Cassettes::new();
+    desk(&cassettes, "Megan");
+    cassettes.write("other", vec![tool_call("mcp_Other", "t", json!({}), "x")]);
+    let (status, log) =
+        Peer::spawn(&["replay", "--stdio", cassettes.path().to_str().unwrap()], &[]).close().await;
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("2 servers (mcp_Desk, mcp_Other); choose one with --server"), "{log}");
+    let mut chosen =
+        Peer::spawn(&["replay", "--stdio", cassettes.path().to_str().unwrap(), "--server", "mcp_Other"], &[]);
+    chosen.ask(json!(1), "initialize", handshake("2025-11-25")).await;
+    assert_eq!(text(&chosen.ask(json!(2), "tools/call", json!({"name": "t", "arguments": {}})).await), "x");
+    assert!(chosen.close().await.0.success());
+}
+
+/// `mcp-tape record --stdio` of `mcp-tape replay --stdio` over the desk.
+fn record_desk(desk: &Path, into: &Path, env: &[(&str, &str)]) -> Peer {
+    let args = [
+        "record",
+        "--stdio",
+        "--cassettes",
+        into.to_str().unwrap(),
+        "--name",
+        "recorded",
+        "--server",
+        "mcp_Desk",
+        "--",
+        BIN,
+        "replay",
+        "--stdio",
+        desk.to_str().unwrap(),
+    ];
+    Peer::spawn(&args, env)
+}
+
+fn every_byte_under(dir: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        bytes.extend(std::fs::read(entry.unwrap().path()).unwrap());
+    }
+    bytes
+}
+
+#[tokio::test]
+async fn record_over_stdio_stores_each_exchange_without_the_childs_secrets_and_replays_it_over_http() {
+    const SECRET: &str = "tok-7c1e5b0d9a2f";
+    let upstream = Cassettes::new();
+    let desk = desk(&upstream, SECRET);
+    let recorded = tempfile::tempdir().unwrap();
+    let mut record = record_desk(&desk, recorded.path(), &[("DESK_API_TOKEN", SECRET)]);
+    let init = record.ask(json!(1), "initialize", handshake("2025-06-18")).await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcp-tape", "the child's answer: {init}");
+    record.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let whoami = record.ask(json!(2), "tools/call", json!({"name": "whoami", "arguments": {}})).await;
+    assert_eq!(text(&whoami), format!("you are {SECRET}"), "relayed unchanged to the client");
+    let asked = record.ask(json!(3), "tools/call", json!({"name": "book", "arguments": {}})).await;
+    assert_eq!(asked["method"], "elicitation/create");
+    record
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {}}}))
+        .await;
+    assert_eq!(text(&record.next().await), "booked");
+    let (status, log) = record.close().await;
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("recorded 3 exchanges (mcp_Desk 3)"), "{log}");
+
+    let bytes = every_byte_under(recorded.path());
+    assert!(
+        !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+        "the child's token reached the cassette"
+    );
+    let exchanges = Cassette::open(&recorded.path().join("recorded.sqlite")).unwrap().exchanges().unwrap();
+    let book = exchanges.iter().find(|e| e.request["params"]["name"] == "book").unwrap();
+    let directions: Vec<Direction> = book.messages.iter().map(|m| m.direction).collect();
+    assert_eq!(
+        directions,
+        [Direction::Server, Direction::Client, Direction::Server],
+        "the client's reply joins"
+    );
+    assert_eq!(book.content_type, "text/event-stream");
+
+    let replay = Replayer::start(&[recorded.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Desk");
+    let session = crate::support::initialize(&url).await;
+    let headers = [("mcp-session-id", session.as_str())];
+    let answer = call(&url, &headers, "tools/call", json!({"name": "whoami", "arguments": {}})).await;
+    assert_eq!(text(&answer.json()), "you are [REDACTED]", "a stdio recording replays over HTTP");
+    replay.stop().await.unwrap();
+}
+
+/// A shell one-liner as the stdio server.
+fn record_shell(script: &str, into: &Path) -> Peer {
+    let args = [
+        "record",
+        "--stdio",
+        "--cassettes",
+        into.to_str().unwrap(),
+        "--name",
+        "shell",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ];
+    Peer::spawn(&args, &[])
+}
+
+fn stored(into: &Path) -> usize {
+    Cassette::open(&into.join("shell.sqlite")).unwrap().exchanges().unwrap().len()
+}
+
+#[tokio::test]
+async fn a_child_that_dies_mid_exchange_stores_nothing_and_its_status_is_record_s() {
+    let into = tempfile::tempdir().unwrap();
+    let progress =
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+    let mut record = record_shell(&format!("read line; echo '{progress}'; exit 3"), into.path());
+    let seen =
+        record.ask(json!(5), "tools/call", json!({"name": "slow", "_meta": {"progressToken": 1}})).await;
+    assert_eq!(seen["method"], "notifications/progress", "relayed as it arrived");
+    let (status, log) = record.wait().await;
+    assert_eq!(status.code(), Some(3), "{log}");
+    assert!(log.contains("closed its output before the answer; not stored"), "{log}");
+    assert_eq!(stored(into.path()), 0, "nothing partial is stored");
+}
+
+#[tokio::test]
+async fn text_a_child_writes_that_is_not_json_rpc_is_relayed_and_not_stored() {
+    let into = tempfile::tempdir().unwrap();
+    let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#;
+    let mut record = record_shell(
+        &format!("echo 'starting up...'; read line; echo '{answer}'; cat >/dev/null"),
+        into.path(),
+    );
+    assert_eq!(record.next_line().await, "starting up...");
+    let listed = record.ask(json!(1), "tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"], json!([]));
+    let (status, log) = record.close().await;
+    assert!(status.success(), "{log}");
+    assert!(log.contains("not JSON-RPC; relayed, not stored: starting up..."), "{log}");
+    assert_eq!(stored(into.path()), 1);
+}
+
+/// Whether process `pid` is gone (or a zombie no one has reaped yet).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits (bounded) until `pid` is gone.
+async fn until_gone(pid: i32) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !gone(pid) {
+        assert!(tokio::time::Instant::now() < deadline, "process {pid} outlived mcp-tape");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The pid a shell child announces on stderr (which is record's), as a
+/// line `child pid N`.
+async fn child_pid(record: &mut Peer) -> i32 {
+    let announced =
+        |line: &str| line.strip_prefix("child pid ").and_then(|pid| pid.trim().parse::<i32>().ok());
+    let waited = tokio::time::timeout(
+        PATIENCE,
+        record.log.wait_for(|log| log.lines().any(|l| announced(l).is_some())),
+    );
+    assert!(matches!(waited.await, Ok(Ok(_))), "no pid announced:\n{}", record.log.borrow().as_str());
+    record.log.borrow().lines().find_map(announced).unwrap()
+}
+
+#[tokio::test]
+async fn the_child_never_outlives_record() {
+    // Ignores its stdin closing, and SIGTERM too: only SIGKILL ends it.
+    let stubborn = "trap '' TERM; echo child pid $$ >&2; while :; do sleep 1; done";
+    let into = tempfile::tempdir().unwrap();
+
+    let mut ended = record_shell(stubborn, into.path());
+    let pid = child_pid(&mut ended).await;
+    let (status, log) = ended.close().await;
+    assert!(gone(pid), "stdin closed, then TERM, then KILL: {log}");
+    assert_eq!(status.code(), Some(128 + 9), "the child's end (SIGKILL) is record's status: {log}");
+    assert!(log.contains("ignored SIGTERM"), "{log}");
+
+    let mut terminated = record_shell("echo child pid $$ >&2; exec sleep 600", into.path());
+    let pid = child_pid(&mut terminated).await;
+    let record_pid = terminated.pid();
+    std::process::Command::new("kill").args(["-TERM", &record_pid.to_string()]).status().unwrap();
+    let (status, log) = terminated.wait().await;
+    assert!(gone(pid), "{log}");
+    assert_eq!(status.code(), Some(128 + 15), "sleep ends on SIGTERM: {log}");
+
+    let mut killed = record_shell("echo child pid $$ >&2; exec sleep 600", into.path());
+    let pid = child_pid(&mut killed).await;
+    std::process::Command::new("kill").args(["-KILL", &killed.pid().to_string()]).status().unwrap();
+    until_gone(pid).await;
+}
+
+#[tokio::test]
+async fn completed_exchanges_survive_kill_9_of_record() {
+    let upstream = Cassettes::new();
+    let desk = desk(&upstream, "Megan");
+    let recorded = tempfile::tempdir().unwrap();
+    let mut record = record_desk(&desk, recorded.path(), &[]);
+    record.ask(json!(0), "initialize", handshake("2025-06-18")).await;
+    for n in 1..=20 {
+        assert_eq!(
+            text(&record.ask(json!(n), "tools/call", json!({"name": "whoami", "arguments": {}})).await),
+            "you are Megan"
+        );
+    }
+    std::process::Command::new("kill").args(["-KILL", &record.pid().to_string()]).status().unwrap();
+    let (status, _) = record.wait().await;
+    assert_eq!(status.code(), None, "killed");
+    let exchanges = Cassette::open(&recorded.path().join("recorded.sqlite")).unwrap().exchanges().unwrap();
+    assert_eq!(exchanges.len(), 21, "every answer a client saw is in the cassette");
+}
