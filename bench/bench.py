@@ -8,6 +8,9 @@ Measures, side by side:
 - record's overhead: the floor called directly vs through `mcp-tape record`
   (added latency at 1 connection, throughput at 32), and the time to the
   first SSE event;
+- stdio: one client keeping 32 requests in flight against `mcp-tape replay
+  --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
+  per line): messages/s and the ratio;
 - scale: cassettes of 1k, 10k and 100k exchanges written through the store
   API: file size, start to first answer, peak RSS, lookup latency.
 
@@ -29,6 +32,7 @@ import urllib.request
 SECONDS_PER_LOAD = 5
 SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
+STDIO_IN_FLIGHT = 32
 START_TIMEOUT_S = 60
 
 LUA = """
@@ -129,13 +133,19 @@ def first_event(tool, url, body):
     return json.loads(output)
 
 
+def stdio_load(tool, command, seconds):
+    output = subprocess.run([tool, str(seconds), str(STDIO_IN_FLIGHT), *command], capture_output=True, text=True,
+                            timeout=seconds + 60, check=True).stdout
+    return json.loads(output)["messages_per_s"]
+
+
 def ms(us):
     return f"{us / 1000:.3f}"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event")
+    parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event, stdio-floor, stdio-load")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
@@ -202,6 +212,20 @@ def main():
                  f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
         record.stop()
         floor.stop()
+
+        emit()
+        emit(f"## stdio: one client, {STDIO_IN_FLIGHT} requests in flight")
+        emit()
+        emit("Each replay run right after a floor run of its own (bench/stdio_floor.rs answers every line with")
+        emit("one fixed line of the same size).")
+        emit()
+        emit("| run | floor messages/s | replay --stdio messages/s | replay vs floor |")
+        emit("|---:|---:|---:|---:|")
+        replay_stdio = [tool("mcp-tape"), "replay", "--stdio", cassettes, "--server", "mcp_Bench"]
+        for run in (1, 2, 3):
+            base = stdio_load(tool("stdio-load"), [tool("stdio-floor")], SECONDS_PER_LOAD)
+            rate = stdio_load(tool("stdio-load"), replay_stdio, SECONDS_PER_LOAD)
+            emit(f"| {run} | {base:.0f} | {rate:.0f} | {rate / base:.0%} |")
 
         emit()
         emit("## Scale: cassettes written through the store API")

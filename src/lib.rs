@@ -1,12 +1,13 @@
 //! mcp-tape: a record/replay proxy daemon for MCP (Model Context Protocol)
-//! traffic.
+//! traffic over Streamable HTTP and stdio.
 //!
 //! ```text
-//! client ──HTTP──▶ transport::http ──▶ engine ──┬─▶ record ──▶ normalize ─▶ redact ─▶ store (SQLite writer)
-//!                        ▲      │               │      (the front door forwards to the upstream and
-//!                        │      └──proxy──▶ upstream ──HTTPS──▶ real MCP server    shows the answer to the capture)
-//!                        │                      └─▶ replay ──▶ tape (in-memory index of cassettes)
-//!                  answer framed                       └──▶ mcp fallback (mock answers)
+//! client ──HTTP───▶ transport::http ──┐
+//! client ──stdio──▶ transport::stdio ─┴─▶ engine ──┬─▶ record ──▶ normalize ─▶ redact ─▶ store (SQLite writer)
+//!                     │                            └─▶ replay ──▶ tape (in-memory index of cassettes)
+//!                     │                                   └──▶ mcp fallback (mock answers)
+//!                     └─ record: proxy ──HTTPS──▶ MCP server, or child ──stdin/stdout──▶ stdio server;
+//!                        each answer shown to the engine's capture, released once committed
 //! ```
 //!
 //! One direction: a front door (`transport`) turns bytes into one parsed
@@ -14,9 +15,9 @@
 //! [`engine::Engine`] answers or says what to forward; the front door
 //! frames the answer. The engine has no HTTP in it, and its two modes,
 //! `engine::replay` and `engine::record`, never import each other (record's
-//! `--mode missing` composes both in [`engine::Engine::Missing`]). A new
-//! transport (stdio next) is a module under `transport` that builds
-//! `Call`s and frames `Step`s; `docs/ARCHITECTURE.md` walks through it.
+//! `--mode missing` composes both in [`engine::Engine::Missing`]). A
+//! transport is a module under `transport` that builds `Call`s and frames
+//! `Step`s; `docs/ARCHITECTURE.md` walks through both and where a third goes.
 //!
 //! # Layout
 //!
@@ -47,7 +48,9 @@
 //!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
 //!   recorded stream ([`engine::reenact`]).
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
-//!   framing, the record proxy, the accept loop, the upstream client).
+//!   framing, the record proxy, the accept loop, the upstream client) and
+//!   [`transport::stdio`] (line framing, the output writer, record's child
+//!   process).
 //! - this file: [`run`] wires a command's parts together; `main.rs` parses
 //!   the command line, starts logging, maps the outcome to an exit code.
 

@@ -55,6 +55,9 @@ pub struct Live {
     /// The session the client's replies come in on.
     pub session: Option<String>,
     pub pace: Pace,
+    /// The least time between two messages (unpaced): a front door whose
+    /// clients read a byte stream wants each message to arrive on its own.
+    pub gap: Duration,
 }
 
 /// One thing for the front door to send.
@@ -73,9 +76,11 @@ pub fn reenact(messages: Vec<Outgoing>, live: Live, hold_open: bool) -> mpsc::Re
     let (emit, emitted) = mpsc::channel(1);
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();
-        for message in messages {
+        for (n, message) in messages.into_iter().enumerate() {
             if live.pace == Pace::Recorded {
                 tokio::time::sleep_until(started + Duration::from_millis(message.offset_ms)).await;
+            } else if n > 0 && !live.gap.is_zero() {
+                tokio::time::sleep(live.gap).await;
             }
             let reply = message
                 .awaits_reply
@@ -120,7 +125,12 @@ mod tests {
     #[tokio::test]
     async fn a_server_request_holds_the_stream_until_the_reply() {
         let replies = Arc::new(Replies::default());
-        let live = Live { replies: Arc::clone(&replies), session: Some("s".into()), pace: Pace::Instant };
+        let live = Live {
+            replies: Arc::clone(&replies),
+            session: Some("s".into()),
+            pace: Pace::Instant,
+            gap: Duration::ZERO,
+        };
         let mut emitted = reenact(vec![message("ask", Some(json!(0))), message("answer", None)], live, false);
         assert_eq!(emitted.recv().await, Some(Emit::Message("ask".into())));
         assert!(emitted.try_recv().is_err(), "nothing before the reply");

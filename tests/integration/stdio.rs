@@ -225,24 +225,17 @@ async fn replay_over_stdio_needs_a_server_chosen_among_several() {
     assert!(chosen.close().await.0.success());
 }
 
+/// `mcp-tape record --stdio` into `into/NAME.sqlite` of `command`.
+fn record(into: &Path, name: &str, server: &[&str], command: &[&str], env: &[(&str, &str)]) -> Peer {
+    let mut args = vec!["record", "--stdio", "--cassettes", into.to_str().unwrap(), "--name", name];
+    args.extend(server.iter().copied().chain(["--"]).chain(command.iter().copied()));
+    Peer::spawn(&args, env)
+}
+
 /// `mcp-tape record --stdio` of `mcp-tape replay --stdio` over the desk.
 fn record_desk(desk: &Path, into: &Path, env: &[(&str, &str)]) -> Peer {
-    let args = [
-        "record",
-        "--stdio",
-        "--cassettes",
-        into.to_str().unwrap(),
-        "--name",
-        "recorded",
-        "--server",
-        "mcp_Desk",
-        "--",
-        BIN,
-        "replay",
-        "--stdio",
-        desk.to_str().unwrap(),
-    ];
-    Peer::spawn(&args, env)
+    let command = [BIN, "replay", "--stdio", desk.to_str().unwrap()];
+    record(into, "recorded", &["--server", "mcp_Desk"], &command, env)
 }
 
 fn every_byte_under(dir: &Path) -> Vec<u8> {
@@ -301,19 +294,7 @@ async fn record_over_stdio_stores_each_exchange_without_the_childs_secrets_and_r
 
 /// A shell one-liner as the stdio server.
 fn record_shell(script: &str, into: &Path) -> Peer {
-    let args = [
-        "record",
-        "--stdio",
-        "--cassettes",
-        into.to_str().unwrap(),
-        "--name",
-        "shell",
-        "--",
-        "sh",
-        "-c",
-        script,
-    ];
-    Peer::spawn(&args, &[])
+    record(into, "shell", &[], &["sh", "-c", script], &[])
 }
 
 fn stored(into: &Path) -> usize {

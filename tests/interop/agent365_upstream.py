@@ -14,6 +14,10 @@ Every request needs `Authorization: Bearer TOKEN` unless --no-auth. Values
 that change on every call on purpose: `currentDateTime` and `sentDateTime`.
 
 Prints "listening on http://127.0.0.1:PORT" once the port is bound.
+
+With --stdio NAME, serves the one server NAME on stdin/stdout instead: any
+of the above, or mcp_Concierge (stdio only), whose book_room tool asks the
+client which room (elicitation) before it answers.
 """
 
 import argparse
@@ -22,12 +26,14 @@ import contextlib
 import datetime
 import hashlib
 import json
+import logging
 import socket
 import sys
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
 VOLATILE_KEYS = ("currentDateTime", "sentDateTime")
@@ -418,6 +424,22 @@ def resources_server():
     return mcp
 
 
+def concierge_server():
+    mcp = MCPServer(name="mcp_Concierge", version="1.0")
+
+    class RoomChoice(BaseModel):
+        room: str = Field(description="The room to book")
+
+    @mcp.tool(description="Book a meeting room; asks which one.")
+    async def book_room(when: str, ctx: Context) -> str:
+        answer = await ctx.elicit(f"Which room for {when}?", schema=RoomChoice)
+        if answer.action != "accept" or answer.data is None:
+            return as_text({"booked": None, "action": answer.action})
+        return as_text({"booked": answer.data.room, "when": when})
+
+    return mcp
+
+
 SERVERS = [
     (mail_server, False),
     (calendar_server, True),
@@ -470,7 +492,16 @@ def main():
     parser.add_argument("--token", help="the bearer token every request must carry")
     parser.add_argument("--no-auth", action="store_true", help="accept requests without a token")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--stdio", metavar="NAME", help="serve the server NAME on stdin/stdout instead")
     args = parser.parse_args()
+    if args.stdio is not None:
+        by_name = {make().name: make for make in [make for make, _ in SERVERS] + [concierge_server]}
+        if args.stdio not in by_name:
+            parser.error(f"--stdio: one of {sorted(by_name)}")
+        # Tool and prompt errors are part of the flows; their tracebacks are noise here.
+        logging.disable(logging.CRITICAL)
+        by_name[args.stdio]().run("stdio")
+        return
     if (args.token is None) == (not args.no_auth):
         parser.error("give exactly one of --token and --no-auth")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -112,7 +112,25 @@ def connect(base, server, mode, token):
     return Client(streamable_http_client(f"{base}/agents/servers/{server}", http_client=http), mode=mode)
 
 
-async def round_trip_flow(base, mode, token):
+def http_connector(base, mode, token):
+    """Server name → a client of it at BASE/agents/servers/NAME."""
+    return lambda server: connect(base, server, mode, token)
+
+
+def stdio_connector(command, mode, env):
+    """Server name → a client that spawns COMMAND, with "{server}" in any of
+    its words replaced by the name (the SDK's stdio_client)."""
+    from mcp.client.stdio import StdioServerParameters
+
+    def connect_stdio(server, **options):
+        argv = [word.replace("{server}", server) for word in command]
+        return Client(StdioServerParameters(command=argv[0], args=argv[1:], env=env), mode=mode, **options)
+
+    return connect_stdio
+
+
+async def round_trip_flow(connect):
+    """The flow over all six servers; `connect(server)` makes a client."""
     transcript = []
 
     def note(server, step, value):
@@ -129,7 +147,7 @@ async def round_trip_flow(base, mode, token):
         if seen:
             note(server, f"progress {name}", seen)
 
-    async with connect(base, "mcp_MailTools", mode, token) as client:
+    async with connect("mcp_MailTools") as client:
         tools = (await client.list_tools()).tools
         note("mcp_MailTools", "tools", sorted((t.name, json.dumps(t.input_schema, sort_keys=True)) for t in tools))
         await call(client, "mcp_MailTools", "SearchMessages", {"message": "invoice from Fabrikam"})
@@ -137,17 +155,17 @@ async def round_trip_flow(base, mode, token):
         await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMk-missing"})
         await call(client, "mcp_MailTools", "SendEmailWithAttachments",
                    {"to": ["adele.vance@contoso.com"], "subject": "Budget", "body": "See you Thursday."})
-    async with connect(base, "mcp_CalendarTools", mode, token) as client:
+    async with connect("mcp_CalendarTools") as client:
         note("mcp_CalendarTools", "tools", sorted(t.name for t in (await client.list_tools()).tools))
         await call(client, "mcp_CalendarTools", "ListEvents", {"meetingTitle": "budget"})
         await call(client, "mcp_CalendarTools", "GetUserDateAndTimeZoneSettings", {})
-    async with connect(base, "mcp_MeServer", mode, token) as client:
+    async with connect("mcp_MeServer") as client:
         await call(client, "mcp_MeServer", "GetMyDetails", {"select": "displayName,jobTitle"})
         await call(client, "mcp_MeServer", "GetManagerDetails", {"userId": "me"})
-    async with connect(base, "mcp_KnowledgeTools", mode, token) as client:
+    async with connect("mcp_KnowledgeTools") as client:
         await call(client, "mcp_KnowledgeTools", "query_federated_knowledge",
                    {"consumerId": "agent-1", "query": "How do I use the vpn?"})
-    async with connect(base, "mcp_WritingPrompts", mode, token) as client:
+    async with connect("mcp_WritingPrompts") as client:
         note("mcp_WritingPrompts", "prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
         prompt = await client.get_prompt("draft_reply", {"tone": "friendly", "points": "thanks; next steps"})
         note("mcp_WritingPrompts", "get draft_reply", [[m.role, m.content.text] for m in prompt.messages])
@@ -157,8 +175,60 @@ async def round_trip_flow(base, mode, token):
         except Exception as error:  # the SDK raises the JSON-RPC error it got
             unknown = {"code": getattr(getattr(error, "error", None), "code", None), "message": str(error)}
         note("mcp_WritingPrompts", "get no_such_prompt", unknown)
-    async with connect(base, "mcp_PolicyLibrary", mode, token) as client:
+    async with connect("mcp_PolicyLibrary") as client:
         note("mcp_PolicyLibrary", "resources", sorted(str(r.uri) for r in (await client.list_resources()).resources))
         travel = await client.read_resource("policy://travel")
         note("mcp_PolicyLibrary", "read policy://travel", [c.text for c in travel.contents])
+    return transcript
+
+
+async def elicitation_flow(connect):
+    """mcp_Concierge's book_room asks the client which room (elicitation);
+    the client answers, the tool books it."""
+    import mcp_types as types
+
+    asked = []
+
+    async def choose_room(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"room": "Lakeview"})
+
+    transcript = []
+    async with connect("mcp_Concierge", elicitation_callback=choose_room) as client:
+        result = await client.call_tool("book_room", {"when": "Thursday"})
+        transcript.append(["mcp_Concierge", "call book_room", tool_outcome(result)])
+    transcript.append(["mcp_Concierge", "asked", asked])
+    return transcript
+
+
+async def everything_flow(connect):
+    """@modelcontextprotocol/server-everything (the published reference
+    server) over stdio: tools, a tool with progress, prompts, resources."""
+    transcript = []
+
+    def note(step, value):
+        transcript.append(["server-everything", step, value])
+
+    async with connect("server-everything") as client:
+        note("tools", sorted(t.name for t in (await client.list_tools()).tools))
+        note("echo", tool_outcome(await client.call_tool("echo", {"message": "hello from mcp-tape"})))
+        note("get-sum", tool_outcome(await client.call_tool("get-sum", {"a": 2, "b": 40})))
+        seen = []
+
+        async def on_progress(progress, total, message):
+            seen.append(progress)
+
+        slow = await client.call_tool("trigger-long-running-operation", {"duration": 1, "steps": 3},
+                                      progress_callback=on_progress)
+        note("long-running", tool_outcome(slow))
+        note("long-running progress", seen)
+        note("prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
+        prompt = await client.get_prompt("args-prompt", {"city": "Seattle", "state": "WA"})
+        note("args-prompt", [[m.role, m.content.text] for m in prompt.messages])
+        resources = (await client.list_resources()).resources
+        note("resources", sorted(str(r.uri) for r in resources)[:5])
+        first = await client.read_resource(str(resources[0].uri))
+        note("read first resource", [getattr(c, "text", None) or getattr(c, "blob", None) for c in first.contents])
+        environment = await client.call_tool("get-env", {})
+        note("get-env", "answered" if environment.content else "empty")
     return transcript

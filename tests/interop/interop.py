@@ -16,7 +16,12 @@ TypeScript SDK and the official conformance suite:
   to a stateless client, and the reverse;
 - the real Agent 365 tooling SDKs (Python and Node) against `replay
   cassettes/`, through `mcp-tape record` in front of that replay, and
-  against a replay of what record stored.
+  against a replay of what record stored;
+- stdio: the Python SDK (auto, legacy) and TypeScript SDK (v1; v2 legacy,
+  auto) spawning our stdio fixture servers and the published
+  server-everything directly, through `mcp-tape record --stdio` (one
+  cassette for all) and `mcp-tape replay --stdio` of it; and the HTTP round
+  trip's cassette replayed over stdio.
 Prints one line per check and closes with "interop: N passed, N failed";
 exits 1 if any check failed.
 """
@@ -48,6 +53,7 @@ CONFORMANCE_UPSTREAM = os.path.join(HERE, "conformance_upstream.mjs")
 EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
 NEXT_EXPECTED_FAILURES = os.path.join(HERE, "conformance-next-expected-failures.yml")
 CONFORMANCE_UPSTREAM_V2 = os.path.join(HERE, "conformance_upstream_v2.mjs")
+EVERYTHING = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 # The two legs of conformance 0.2.0-alpha.12: each scenario at its own version, and the
 # 2026-07-28 scenarios forced to that version.
 NEXT_LEGS = {"all": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
@@ -175,8 +181,12 @@ def record_through(args, upstream_command, cassettes, drive, name="default"):
 
 def round_trip_flows(args, node_env, token):
     return {
-        "python-sdk auto": lambda base: python_flow(clients.round_trip_flow(base, "auto", token)),
-        "python-sdk legacy": lambda base: python_flow(clients.round_trip_flow(base, "legacy", token)),
+        **{
+            f"python-sdk {mode}": lambda base, mode=mode: python_flow(
+                clients.round_trip_flow(clients.http_connector(base, mode, token))
+            )
+            for mode in ["auto", "legacy"]
+        },
         "typescript-sdk": lambda base: json.loads(
             run_process([args.node, "ts_client.mjs", base, "round-trip", token], CLIENT_TIMEOUT_S, node_env)
         ),
@@ -226,6 +236,26 @@ def round_trip(args, node_env, checks):
         replayer = Daemon(args.binary, [cassettes])
         run_all("against mcp-tape replay, upstream stopped", replayer.base)
         code, log = replayer.stop(os.path.join(args.logs, "replay-round-trip.log"))
+        over_stdio = [args.binary, "replay", "--stdio", cassettes, "--server", "{server}"]
+        # Each stdio client against what the same client generation and mode saw over HTTP.
+        same_client = {
+            "python-sdk legacy round trip": "python-sdk legacy",
+            "python-sdk auto round trip": "python-sdk auto",
+            "typescript-sdk v1 legacy round-trip": "typescript-sdk",
+            "typescript-sdk v2 legacy round-trip": "typescript-sdk-v2 legacy",
+            "typescript-sdk v2 auto round-trip": "typescript-sdk-v2 auto",
+        }
+        stdio = stdio_flows(args, node_env)
+        for name, http_name in same_client.items():
+            def http_recording_over_stdio(flow=stdio[name], http_name=http_name):
+                replayed = flow(over_stdio)
+                direct_http = transcripts[http_name]["directly against the fixture upstream"]
+                if http_name.startswith("typescript"):
+                    direct_http = progress_began(direct_http)
+                differ = [(a, b) for a, b in zip(direct_http, replayed) if a != b]
+                assert replayed == direct_http, f"differs at {json.dumps(differ[:1])[:3000]}"
+
+            checks.run(f"round trip: the HTTP recording replayed over stdio to {name}", http_recording_over_stdio)
 
     def agree(name):
         stages = list(transcripts[name].values())
@@ -244,6 +274,109 @@ def round_trip(args, node_env, checks):
 
     checks.run("round trip: replay had no misses", no_misses)
     return {name: stages.get("directly against the fixture upstream") for name, stages in transcripts.items()}
+
+
+def stdio_flows(args, node_env, extra_env=None):
+    """Name → flow(command) → transcript, for each stdio client and server:
+    COMMAND is the server's command line with "{server}" for its name."""
+    extra_env = dict(extra_env or {}, MCP_TAPE_LOG="warn")
+    env = dict(os.environ, **extra_env)
+    flows = {}
+    for mode in ["legacy", "auto"]:
+        flows[f"python-sdk {mode} round trip"] = lambda command, mode=mode: python_flow(
+            clients.round_trip_flow(clients.stdio_connector(command, mode, env)))
+        flows[f"python-sdk {mode} server-everything"] = lambda command, mode=mode: python_flow(
+            clients.everything_flow(clients.stdio_connector(command, mode, env)))
+    # The SDK's server sends elicitation/create over stdio in the handshake era only.
+    flows["python-sdk legacy elicitation"] = lambda command: python_flow(
+        clients.elicitation_flow(clients.stdio_connector(command, "legacy", env)))
+    node_stdio_env = dict(node_env, **extra_env)
+    for generation, mode in [("v1", "legacy"), ("v2", "legacy"), ("v2", "auto")]:
+        for flow in ["round-trip", "everything"]:
+            name = f"typescript-sdk {generation} {mode} {flow}"
+            flows[name] = lambda command, g=generation, m=mode, f=flow: progress_began(json.loads(run_process(
+                [args.node, "ts_stdio_client.mjs", g, m, f, json.dumps(command)], CLIENT_TIMEOUT_S, node_stdio_env)))
+    return flows
+
+
+def progress_began(transcript):
+    """The TypeScript SDK's stdio client drops a progress notification that
+    arrives in the same read as its request's answer (notifications go
+    through a microtask, the answer removes the progress handler at once), so
+    how many of a tool's last notifications it sees varies from run to run,
+    directly against a server too. Its transcripts keep the first progress
+    value only (progress began); the Python SDK's keep them all."""
+    return [[server, step, value[:1] if step.startswith("progress") or step.endswith(" progress") else value]
+            for server, step, value in transcript]
+
+
+def stdio_server_of(flow_name, fixture, everything):
+    return everything if "everything" in flow_name else fixture
+
+
+def stdio_round_trip(args, node_env, checks):
+    """Every stdio flow directly against its server, through `mcp-tape record
+    --stdio` (all into one cassette), then against `mcp-tape replay --stdio
+    --fail-on-miss` of it: transcripts must agree. The recording process gets
+    a credential in its environment, which server-everything's get-env tool
+    echoes: no cassette byte may hold it."""
+    secret = "stdio-" + secrets.token_urlsafe(24)
+    fixture = [sys.executable, UPSTREAM, "--stdio", "{server}"]
+    everything = [args.node, EVERYTHING, "stdio"]
+    flows = stdio_flows(args, node_env, {"INTEROP_SERVICE_TOKEN": secret})
+    transcripts = {name: {} for name in flows}
+    with tempfile.TemporaryDirectory() as cassettes, tempfile.TemporaryDirectory() as scratch:
+        statuses = os.path.join(scratch, "replay-exit-codes")
+
+        def record(server):
+            return [args.binary, "record", "--stdio", "--cassettes", cassettes, "--name", "stdio",
+                    "--server", "{server}", "--", *server]
+
+        # Each replay appends its exit code: with --fail-on-miss, 0 means every request was a hit.
+        replay = ["sh", "-c", f'"$0" "$@"; echo $? >> {statuses}', args.binary, "replay", "--stdio",
+                  "--fail-on-miss", os.path.join(cassettes, "stdio.sqlite"), "--server", "{server}"]
+        stages = [
+            ("directly", lambda name: stdio_server_of(name, fixture, everything)),
+            ("through mcp-tape record --stdio", lambda name: record(stdio_server_of(name, fixture, everything))),
+            ("against mcp-tape replay --stdio", lambda name: replay),
+        ]
+        for stage, command_for in stages:
+            for name, flow in flows.items():
+                def one(name=name, flow=flow, command=command_for(name)):
+                    transcripts[name][stage] = flow(command)
+                    assert len(transcripts[name][stage]) >= 2, transcripts[name][stage]
+
+                checks.run(f"stdio: {name} {stage}", one)
+            if stage.startswith("through"):
+                def clean_and_both_eras():
+                    for file, data in cassette_bytes(cassettes):
+                        assert secret.encode() not in data, f"the child's credential is in {file}"
+                    with sqlite3.connect(os.path.join(cassettes, "stdio.sqlite")) as db:
+                        eras = {era for (era,) in db.execute("SELECT DISTINCT era FROM exchange")}
+                        servers = {server for (server,) in db.execute("SELECT DISTINCT server FROM exchange")}
+                    assert eras == {"handshake", "stateless"}, eras
+                    assert {"mcp_MailTools", "mcp_Concierge", "server-everything"} <= servers, servers
+
+                checks.run("stdio: one cassette holds both eras and all servers; the child's credential is in no byte",
+                           clean_and_both_eras)
+
+        def replays_all_hits():
+            with open(statuses) as f:
+                codes = f.read().split()
+            assert codes and set(codes) == {"0"}, f"replay exit codes: {codes}"
+
+        checks.run("stdio: every replay --stdio --fail-on-miss exited 0", replays_all_hits)
+
+    def agree(name):
+        stages_run = transcripts[name]
+        assert len(stages_run) == 3, f"only {len(stages_run)} of 3 stages ran"
+        first = next(iter(stages_run.values()))
+        for stage, transcript in stages_run.items():
+            differ = [(a, b) for a, b in zip(first, transcript) if a != b]
+            assert transcript == first, f"{stage} differs at {json.dumps(differ[:1])[:3000]} (lengths {len(first)}, {len(transcript)})"
+
+    for name in flows:
+        checks.run(f"stdio: {name} transcripts agree (direct, record, replay)", lambda name=name: agree(name))
 
 
 def cross_era(args, node_env, checks, direct):
@@ -619,6 +752,7 @@ def main():
     agent365_sdks(args, node_env, checks)
     direct = round_trip(args, node_env, checks)
     cross_era(args, node_env, checks, direct)
+    stdio_round_trip(args, node_env, checks)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)

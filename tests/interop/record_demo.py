@@ -62,7 +62,7 @@ def main():
                                        "--cassettes", args.cassettes, "--name", args.name, "--port", "0"])
         try:
             for mode in ["auto", "legacy"]:
-                asyncio.run(clients.round_trip_flow(recorder.base, mode, token))
+                asyncio.run(clients.round_trip_flow(clients.http_connector(recorder.base, mode, token)))
             asyncio.run(more_calls(recorder.base, token))
         finally:
             code, log = recorder.stop()

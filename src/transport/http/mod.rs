@@ -24,7 +24,7 @@ use http_body_util::combinators::BoxBody;
 use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::{Value, json};
+use serde_json::json;
 
 pub use proxy::Proxy;
 
@@ -136,7 +136,7 @@ async fn post(
     let (parts, body) = request.into_parts();
     let body = read_body(body, app.front_door.idle_timeout).await?;
     let read = check_post_headers(&parts.headers).and_then(|accepts| {
-        let message = parse_message(&body)?;
+        let message = super::parse_message(&body)?;
         Ok((message, accepts, Context::read(&parts.headers, recording)?))
     });
     let (message, accepts, context) = match read {
@@ -178,6 +178,7 @@ async fn post(
                 replies: Arc::clone(replay.replies()),
                 session: session.clone(),
                 pace: replay.pace(),
+                gap: Duration::ZERO,
             });
             Ok(frame::answer(answer, accepts, live))
         }
@@ -314,24 +315,6 @@ fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
         return Err(Fault::NotAcceptable.into());
     }
     Ok(accepts)
-}
-
-/// A POST body as one JSON-RPC message, a request's id as the caller wrote it.
-///
-/// # Errors
-///
-/// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
-fn parse_message(body: &[u8]) -> Result<Message, RequestError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| Fault::NotJson(e.to_string()))?;
-    match Message::parse(value) {
-        Ok(Message::Request { id, method, params }) => {
-            Ok(Message::Request { id: id.as_written_in(body), method, params })
-        }
-        Ok(other) => Ok(other),
-        Err((id, error)) => {
-            Err(RequestError { fault: Fault::NotJsonRpc(error), id: id.map(|id| id.as_written_in(body)) })
-        }
-    }
 }
 
 /// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`] and

@@ -19,6 +19,7 @@ mod lines;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -27,16 +28,22 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::engine::record::Capture;
 use crate::engine::reenact::{self, Emit, Live};
-use crate::engine::{Answer, Call, Engine, Facts, Step};
+use crate::engine::{Answer, Call, Engine, Facts, Outcome, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
 use crate::mcp;
 use crate::model::Era;
+use crate::util::printable;
 use child::Link;
 use lines::{Lines, Piece};
 
 /// Longest line accepted from the client; a longer one is refused.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// The least time between two messages of one replayed answer: a client
+/// that reads a pipe gets each in a read of its own, as from a server that
+/// produces them one at a time. (The TypeScript SDK drops a progress
+/// notification that arrives in the same read as its request's answer.)
+pub const STDIO_MESSAGE_GAP: Duration = Duration::from_millis(1);
 /// Lines waiting for the output writer at most (then senders wait).
 const OUTPUT_QUEUE: usize = 256;
 
@@ -54,30 +61,22 @@ pub enum Chunk {
 pub struct Output(mpsc::Sender<Chunk>);
 
 impl Output {
-    /// Starts the task that writes queued chunks to `sink`, flushing
-    /// whenever the queue runs dry; it ends when every [`Output`] is gone
-    /// or the sink fails (the client went away).
-    pub fn start(sink: impl AsyncWrite + Unpin + Send + 'static) -> (Output, JoinHandle<()>) {
+    /// Starts the task that writes queued chunks to `sink`, each in a
+    /// write of its own (a message is never held back for the next); it
+    /// ends when every [`Output`] is gone or the sink fails (the client
+    /// went away).
+    pub fn start(mut sink: impl AsyncWrite + Unpin + Send + 'static) -> (Output, JoinHandle<()>) {
         let (queue, mut queued) = mpsc::channel::<Chunk>(OUTPUT_QUEUE);
         let task = tokio::spawn(async move {
-            let mut sink = tokio::io::BufWriter::new(sink);
-            while let Some(first) = queued.recv().await {
-                let mut next = Some(first);
-                while let Some(chunk) = next {
-                    let written = match chunk {
-                        Chunk::Line(mut line) => {
-                            line.push(b'\n');
-                            sink.write_all(&line).await
-                        }
-                        Chunk::Raw(bytes) => sink.write_all(&bytes).await,
-                    };
-                    if let Err(e) = written {
-                        tracing::debug!("the client's side of stdio is closed: {e}");
-                        return;
+            while let Some(chunk) = queued.recv().await {
+                let bytes = match chunk {
+                    Chunk::Line(mut line) => {
+                        line.push(b'\n');
+                        line
                     }
-                    next = queued.try_recv().ok();
-                }
-                if let Err(e) = sink.flush().await {
+                    Chunk::Raw(bytes) => bytes,
+                };
+                if let Err(e) = sink.write_all(&bytes).await.and(sink.flush().await) {
                     tracing::debug!("the client's side of stdio is closed: {e}");
                     return;
                 }
@@ -173,16 +172,21 @@ pub async fn serve(
 impl Door {
     /// One line from the client.
     async fn line(&self, line: Vec<u8>, stream: &mut Stream, output: &Output) {
-        let message = match parse(&line) {
+        let started = Instant::now();
+        let message = match super::parse_message(&line) {
             Ok(message) => message,
-            Err(_) if self.link.is_some() => return self.forward(line, None).await,
+            Err(_) if self.link.is_some() => {
+                self.log("-", Outcome::Forwarded, started);
+                return self.forward(line, None).await;
+            }
             Err(error) => {
+                self.log("-", Outcome::of(&error.fault), started);
                 output.line(error.body()).await;
                 return;
             }
         };
         let session = stream.session.as_deref();
-        let step = match message {
+        let (method, step) = match message {
             Message::Request { id, method, params } => {
                 let era = era_of(Some(&method), params.as_ref());
                 let call = Call {
@@ -194,23 +198,45 @@ impl Door {
                     params: params.as_ref(),
                     facts: &self.facts,
                 };
-                self.engine.request(&call)
+                let step = self.engine.request(&call);
+                (method, step)
             }
             Message::Notification { method, params } => {
-                self.engine.client_message(era_of(Some(&method), params.as_ref()), session, None)
+                let step = self.engine.client_message(era_of(Some(&method), params.as_ref()), session, None);
+                (method, step)
             }
             Message::Response { id, body } => {
-                self.engine.client_message(Era::Handshake, session, id.as_ref().map(|id| (id, body)))
+                let step =
+                    self.engine.client_message(Era::Handshake, session, id.as_ref().map(|id| (id, body)));
+                ("(response)".to_owned(), step)
             }
         };
         match step {
-            Ok(Step::Answer(answer)) => self.answer(answer, stream, output).await,
-            Ok(Step::Accepted) => {}
-            Ok(Step::Forward(capture)) => self.forward(line, capture).await,
+            Ok(Step::Answer(answer)) => {
+                self.log(&method, answer.outcome, started);
+                self.answer(answer, stream, output).await;
+            }
+            Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
+            Ok(Step::Forward(capture)) => {
+                self.log(&method, Outcome::Forwarded, started);
+                self.forward(line, capture).await;
+            }
             Err(error) => {
+                self.log(&method, Outcome::of(&error.fault), started);
                 output.line(error.body()).await;
             }
         }
+    }
+
+    /// One log line per client message, as the HTTP front door writes per request.
+    fn log(&self, method: &str, outcome: Outcome, started: Instant) {
+        tracing::info!(
+            "stdio server={} method={} {} {:.1}ms",
+            printable(&self.server),
+            printable(method),
+            outcome.as_str(),
+            started.elapsed().as_secs_f64() * 1e3,
+        );
     }
 
     /// A piece of a line past [`MAX_LINE_BYTES`]: refused once, at its
@@ -229,12 +255,16 @@ impl Door {
     }
 
     /// Sends an answer, one line per message; re-enacted in its own task
-    /// when it must keep time or wait for the client's replies.
+    /// when it has several messages (at least [`STDIO_MESSAGE_GAP`] apart)
+    /// or must keep time or wait for the client's replies.
     async fn answer(&self, answer: Answer, stream: &mut Stream, output: &Output) {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
         }
-        let replay = self.engine.replay().filter(|replay| answer.needs_time(replay.pace()));
+        let replay = self
+            .engine
+            .replay()
+            .filter(|replay| answer.messages.len() > 1 || answer.needs_time(replay.pace()));
         let Some(replay) = replay else {
             for message in answer.messages {
                 if !output.line(message.json).await {
@@ -247,6 +277,7 @@ impl Door {
             replies: Arc::clone(replay.replies()),
             session: stream.session.clone(),
             pace: replay.pace(),
+            gap: STDIO_MESSAGE_GAP,
         };
         // A stream held open over HTTP has nothing more to say on stdio.
         let mut emitted = reenact::reenact(answer.messages, live, false);
@@ -267,20 +298,6 @@ impl Door {
         match &self.link {
             Some(link) => link.forward(line, capture).await,
             None => tracing::error!("a message to forward, but no child process to forward it to"),
-        }
-    }
-}
-
-/// One line as a JSON-RPC message, a request's id as the client wrote it.
-fn parse(line: &[u8]) -> Result<Message, RequestError> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| Fault::NotJson(e.to_string()))?;
-    match Message::parse(value) {
-        Ok(Message::Request { id, method, params }) => {
-            Ok(Message::Request { id: id.as_written_in(line), method, params })
-        }
-        Ok(other) => Ok(other),
-        Err((id, error)) => {
-            Err(RequestError { fault: Fault::NotJsonRpc(error), id: id.map(|id| id.as_written_in(line)) })
         }
     }
 }
