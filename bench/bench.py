@@ -134,8 +134,12 @@ def first_event(tool, url, body):
 
 
 def stdio_load(tool, command, seconds):
-    output = subprocess.run([tool, str(seconds), str(STDIO_IN_FLIGHT), *command], capture_output=True, text=True,
-                            timeout=seconds + 60, check=True).stdout
+    """Messages/s of one client keeping STDIO_IN_FLIGHT requests in flight: the
+    client pinned to core 0, the server it spawns to core 1, so the server's
+    own cost is what is measured."""
+    output = subprocess.run(["taskset", "-c", "0", tool, str(seconds), str(STDIO_IN_FLIGHT),
+                             "taskset", "-c", "1", *command],
+                            capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
     return json.loads(output)["messages_per_s"]
 
 
@@ -217,12 +221,12 @@ def main():
         emit(f"## stdio: one client, {STDIO_IN_FLIGHT} requests in flight")
         emit()
         emit("Each replay run right after a floor run of its own (bench/stdio_floor.rs answers every line with")
-        emit("one fixed line of the same size).")
+        emit("one fixed line of the same size); the server pinned to core 1, the client to core 0.")
         emit()
         emit("| run | floor messages/s | replay --stdio messages/s | replay vs floor |")
         emit("|---:|---:|---:|---:|")
         replay_stdio = [tool("mcp-tape"), "replay", "--stdio", cassettes, "--server", "mcp_Bench"]
-        for run in (1, 2, 3):
+        for run in (1, 2, 3, 4, 5):
             base = stdio_load(tool("stdio-load"), [tool("stdio-floor")], SECONDS_PER_LOAD)
             rate = stdio_load(tool("stdio-load"), replay_stdio, SECONDS_PER_LOAD)
             emit(f"| {run} | {base:.0f} | {rate:.0f} | {rate / base:.0%} |")

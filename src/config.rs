@@ -139,3 +139,14 @@ pub enum Command {
     Import(ImportConfig),
     Export(ExportConfig),
 }
+
+impl Command {
+    /// Whether the command speaks MCP on mcp-tape's own stdin/stdout.
+    pub fn is_stdio(&self) -> bool {
+        match self {
+            Command::Replay(config) => matches!(config.front, Front::Stdio { .. }),
+            Command::Record(config) => matches!(config.upstream, Upstream::Stdio { .. }),
+            Command::Import(_) | Command::Export(_) => false,
+        }
+    }
+}

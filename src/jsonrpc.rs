@@ -124,35 +124,39 @@ impl Message {
         let invalid = |id: Option<RequestId>, why: &str| {
             Err((id, ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}"))))
         };
-        let Value::Object(object) = &value else {
-            let why = if value.is_array() {
-                "batches are not supported; send one message per POST"
-            } else {
-                "a JSON-RPC message must be a JSON object"
-            };
-            return invalid(None, why);
+        let mut object = match value {
+            Value::Object(object) => object,
+            other => {
+                let why = if other.is_array() {
+                    "batches are not supported; send one message per POST"
+                } else {
+                    "a JSON-RPC message must be a JSON object"
+                };
+                return invalid(None, why);
+            }
         };
         let id = object.get("id").and_then(RequestId::from_value);
         if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return invalid(id, "\"jsonrpc\" must be \"2.0\"");
         }
-        let params = object.get("params").cloned();
-        if params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+        if object.get("params").is_some_and(|p| !p.is_object() && !p.is_array()) {
             return invalid(id, "\"params\" must be an object or an array");
         }
-        match (object.get("method"), object.get("id")) {
-            (Some(Value::String(method)), None) => {
-                Ok(Message::Notification { method: method.clone(), params })
+        let has_id = object.contains_key("id");
+        match object.remove("method") {
+            Some(Value::String(method)) => {
+                let params = object.remove("params");
+                match (has_id, id) {
+                    (false, _) => Ok(Message::Notification { method, params }),
+                    (true, Some(id)) => Ok(Message::Request { id, method, params }),
+                    (true, None) => invalid(None, "\"id\" must be a string or a number"),
+                }
             }
-            (Some(Value::String(method)), Some(_)) => match id {
-                Some(id) => Ok(Message::Request { id, method: method.clone(), params }),
-                None => invalid(None, "\"id\" must be a string or a number"),
-            },
-            (Some(_), _) => invalid(id, "\"method\" must be a string"),
-            (None, _) if object.contains_key("result") || object.contains_key("error") => {
-                Ok(Message::Response { id, body: value })
+            Some(_) => invalid(id, "\"method\" must be a string"),
+            None if object.contains_key("result") || object.contains_key("error") => {
+                Ok(Message::Response { id, body: Value::Object(object) })
             }
-            (None, _) => invalid(id, "no \"method\", \"result\" or \"error\""),
+            None => invalid(id, "no \"method\", \"result\" or \"error\""),
         }
     }
 }

@@ -87,7 +87,7 @@ use normalize::Rules;
 use store::{Cassette, Writer};
 use tape::Tape;
 use transport::http::{self, App, Proxy, server};
-use transport::stdio::{self, Door, Ended, Output};
+use transport::stdio::{self, Door, Ended};
 
 /// Runs one command to completion; returns the exit code it ends with (a
 /// stdio recording ends with its server's).
@@ -258,13 +258,12 @@ pub async fn replay_stdio(config: ReplayConfig, shutdown: impl Future<Output = (
         }
     };
     announce(format!("replay on stdio as server {}", util::printable(&server)));
-    let (output, writing) = Output::start(tokio::io::stdout());
+    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
     let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default(), link: None };
-    let ended = stdio::serve(&door, tokio::io::stdin(), &output, shutdown, std::future::pending()).await;
+    let ended =
+        stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, std::future::pending()).await;
     drop(output);
-    if writing.await.is_err() {
-        tracing::warn!("the stdout writer failed");
-    }
+    to_client.drain().await;
     if let Err(e) = ended {
         tracing::warn!("reading stdin failed: {e}");
     }
@@ -362,14 +361,14 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
     let (cassette, existing) = open_for_recording(&config, &rules)?;
     let writer = Writer::start(cassette);
     let recorder = Recorder::new(writer.handle(), rules.clone());
-    let (output, writing) = Output::start(tokio::io::stdout());
+    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
     let shown = command.join(" ");
     let (mut child, link) = stdio::child::spawn(&command, recorder.clone(), output.clone())
         .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
     announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
     let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
     let door = Door { engine: recording_engine(recorder, existing, rules), server, facts, link: Some(link) };
-    let ended = stdio::serve(&door, tokio::io::stdin(), &output, shutdown, child.gone()).await;
+    let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
     match ended {
         Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
         Ok(Ended::Stopped) => tracing::info!("stopping the stdio server"),
@@ -377,11 +376,10 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
         Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
     }
     drop(door); // closes the child's stdin
-    let status = child.stop().await.map_err(|source| Error::Spawn { command: shown, source })?;
     drop(output);
-    if writing.await.is_err() {
-        tracing::warn!("the stdout writer failed");
-    }
+    // The child's last output is relayed while it stops.
+    let (stopped, ()) = tokio::join!(child.stop(), to_client.drain());
+    let status = stopped.map_err(|source| Error::Spawn { command: shown, source })?;
     summarize_recording(writer);
     tracing::info!("the stdio server ended: {status}");
     Ok(stdio::child::exit_code(status))

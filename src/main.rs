@@ -37,7 +37,13 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("MCP_TAPE_LOG").unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // A stdio command serves one client on one stream: one thread does it
+    // all, with no hand-offs between threads; a daemon uses every core.
+    let runtime = match command.is_stdio() {
+        true => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        false => tokio::runtime::Runtime::new(),
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("mcp-tape: cannot start the async runtime: {e}");
@@ -45,9 +51,7 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(mcp_tape::run(command));
-    // A read of stdin (stdio modes) may still be blocked in a runtime thread:
-    // the command is over, so do not wait for it.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    drop(runtime);
     drop(flush_on_drop); // every log line out before the final word
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -263,38 +263,53 @@ pub struct ServiceAnswer {
 /// JSON text with object keys sorted and no insignificant whitespace: equal
 /// values give equal bytes, whatever order their keys arrived in.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    canonical(value, None)
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// [`canonical_json`] of `value` without its top-level `key` (if it is an
+/// object): what a copy with the key removed would give, without the copy.
+pub fn canonical_json_without(value: &Value, key: &str) -> String {
+    canonical(value, Some(key))
+}
+
+fn canonical(value: &Value, skipped: Option<&str>) -> String {
+    let mut out = Vec::with_capacity(256);
+    write_canonical(value, skipped, &mut out);
+    // serde_json writes UTF-8 only, so this never falls back.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_canonical(value: &Value, skipped: Option<&str>, out: &mut Vec<u8>) {
+    // Keys and scalars as serde_json writes them; a Vec takes every byte, so
+    // these writes cannot fail.
     match value {
         Value::Object(map) => {
-            let mut entries: Vec<_> = map.iter().collect();
+            let mut entries: Vec<_> = map.iter().filter(|(key, _)| Some(key.as_str()) != skipped).collect();
             entries.sort_by_key(|(key, _)| *key);
-            out.push('{');
+            out.push(b'{');
             for (i, (key, inner)) in entries.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(inner, out);
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                write_canonical(inner, None, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                write_canonical(item, out);
+                write_canonical(item, None, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => {
+            let _ = serde_json::to_writer(out, scalar);
+        }
     }
 }
 
@@ -307,6 +322,20 @@ mod tests {
     fn canonical_json_sorts_keys_at_every_depth() {
         let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[{"d":1,"c":2}],"x":null}}"#).unwrap();
         assert_eq!(canonical_json(&a), r#"{"a":{"x":null,"y":[{"c":2,"d":1}]},"b":1}"#);
+    }
+
+    #[test]
+    fn canonical_json_without_a_key_is_that_of_the_copy_without_it() {
+        let value: Value = serde_json::from_str(
+            r#"{"name":"t","_meta":{"progressToken":1},"arguments":{"_meta":"kept","s":"é\n\"q\"","n":1e2}}"#,
+        )
+        .unwrap();
+        let mut copy = value.clone();
+        copy.as_object_mut().unwrap().remove("_meta");
+        assert_eq!(canonical_json_without(&value, "_meta"), canonical_json(&copy));
+        assert!(canonical_json(&copy).contains(r#""_meta":"kept""#), "only the top level loses it");
+        let list = serde_json::json!([{"_meta": 1}]);
+        assert_eq!(canonical_json_without(&list, "_meta"), canonical_json(&list));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::mcp;
-use crate::model::{Direction, Exchange, MatchKey, RawExchange, canonical_json};
+use crate::model::{Direction, Exchange, MatchKey, RawExchange, canonical_json, canonical_json_without};
 use crate::redact::Redactor;
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
@@ -24,12 +24,31 @@ pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
 /// Stands for the caller's progress token in a stored exchange.
 pub const PROGRESS_TOKEN_PLACEHOLDER: &str = "mcp-tape:progress-token";
 
+/// The id placeholder as a stored message's canonical text holds it.
+const ID_FIELD: &str = "\"id\":\"mcp-tape:request-id\"";
+/// The progress-token placeholder as a stored message's canonical text holds it.
+const TOKEN_FIELD: &str = "\"progressToken\":\"mcp-tape:progress-token\"";
+
+/// Where a stored message (canonical JSON text) holds the id placeholder:
+/// found once when a recording is loaded, so that stamping needs no search.
+pub fn id_placeholder_at(json: &str) -> Option<usize> {
+    json.find(ID_FIELD)
+}
+
 /// A stored message (canonical JSON text) with the caller's JSON-RPC id and
-/// progress token (both as JSON text) in place of the placeholders.
-pub fn stamp(json: &str, id: &str, progress_token: Option<&str>) -> String {
-    const ID_FIELD: &str = "\"id\":\"mcp-tape:request-id\"";
-    const TOKEN_FIELD: &str = "\"progressToken\":\"mcp-tape:progress-token\"";
-    let mut stamped = json.replacen(ID_FIELD, &format!("\"id\":{id}"), 1);
+/// progress token (both as JSON text) in place of the placeholders; `id_at`
+/// is [`id_placeholder_at`] of `json`.
+pub fn stamp(json: &str, id_at: Option<usize>, id: &str, progress_token: Option<&str>) -> String {
+    let mut stamped = String::with_capacity(json.len() + id.len());
+    match id_at.and_then(|at| Some((json.get(..at)?, json.get(at..)?.strip_prefix(ID_FIELD)?))) {
+        Some((before, after)) => {
+            stamped.push_str(before);
+            stamped.push_str("\"id\":");
+            stamped.push_str(id);
+            stamped.push_str(after);
+        }
+        None => stamped.push_str(json),
+    }
     if let Some(token) = progress_token
         && stamped.contains(TOKEN_FIELD)
     {
@@ -96,7 +115,13 @@ impl Rules {
             hash.update([0]);
         }
         if !matches!(method, "initialize" | "server/discover") {
-            hash.update(canonical_json(&self.canonical_params(params)).as_bytes());
+            let canonical = match params {
+                // What canonical_params gives, without copying the params when nothing is ignored.
+                _ if !self.ignore_params.is_empty() => canonical_json(&self.canonical_params(params)),
+                None | Some(Value::Null) => "{}".to_owned(),
+                Some(params) => canonical_json_without(params, "_meta"),
+            };
+            hash.update(canonical.as_bytes());
         }
         MatchKey::from_digest(hash.finalize().into())
     }
@@ -330,10 +355,13 @@ pub(crate) mod tests {
         let exchange = Rules::default().exchange(raw());
         let progress = canonical_json(&exchange.messages[0].body);
         let answer = canonical_json(&exchange.messages[1].body);
+        let stamp = |json: &str, id, token| stamp(json, id_placeholder_at(json), id, token);
         let stamped: Value = serde_json::from_str(&stamp(&progress, "7", Some("\"tok\""))).unwrap();
         assert_eq!(stamped["params"]["progressToken"], "tok");
         let stamped: Value = serde_json::from_str(&stamp(&answer, "\"caller-1\"", None)).unwrap();
         assert_eq!(stamped["id"], "caller-1");
+        assert_eq!(super::stamp(&answer, Some(0), "9", None), answer, "a wrong offset stamps nothing");
+        assert_eq!(super::stamp(&answer, Some(answer.len() + 5), "9", None), answer);
         assert!(has_progress_placeholder(&progress) && !has_progress_placeholder(&answer));
     }
 

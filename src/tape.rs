@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
 use crate::model::{Direction, Era, Exchange, MatchKey, StatusCode, Text};
-use crate::normalize::Rules;
+use crate::normalize::{self, Rules};
 
 /// What kind of named thing a request addresses, for "never seen" checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,6 +37,11 @@ pub struct Message {
     pub id: Option<Value>,
     /// `params.level` of a log notification.
     pub log_level: Option<Box<str>>,
+    /// Where [`Message::json`] holds the caller's id placeholder
+    /// ([`normalize::id_placeholder_at`]).
+    pub id_at: Option<usize>,
+    /// Whether it holds the progress-token placeholder.
+    pub has_progress_token: bool,
     /// Its `error`, for an error answer.
     pub error: Option<Box<Value>>,
 }
@@ -62,7 +67,19 @@ impl Message {
             }
             _ => None,
         };
-        Message { offset_ms, direction, json, method, id, log_level, error: error.map(Box::new) }
+        let id_at = normalize::id_placeholder_at(&json);
+        let has_progress_token = normalize::has_progress_placeholder(&json);
+        Message {
+            offset_ms,
+            direction,
+            json,
+            method,
+            id,
+            log_level,
+            id_at,
+            has_progress_token,
+            error: error.map(Box::new),
+        }
     }
 
     /// The message parsed.

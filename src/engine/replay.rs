@@ -339,12 +339,15 @@ impl Replay {
         {
             return self.tape.next(key, call.era, &mut state.cursors);
         }
+        let scope = session.unwrap_or(call.server);
         let mut sessionless = lock(&self.sessionless);
+        if let Some(cursors) = sessionless.get_mut(scope) {
+            return self.tape.next(key, call.era, cursors);
+        }
         if sessionless.len() >= MAX_SESSIONS {
             sessionless.clear(); // long-gone foreign sessions; a live one restarts its recorded order
         }
-        let cursors = sessionless.entry(session.unwrap_or(call.server).to_owned()).or_default();
-        self.tape.next(key, call.era, cursors)
+        self.tape.next(key, call.era, sessionless.entry(scope.to_owned()).or_default())
     }
 
     /// `initialize`: the recorded result (or one made from a recorded
@@ -517,13 +520,13 @@ fn recorded_answer(
     let convert = call.era == Era::Stateless || exchange.era == Era::Stateless;
     let mut messages = Vec::with_capacity(exchange.messages.len());
     for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
-        if token.is_none() && normalize::has_progress_placeholder(&message.json) {
+        if token.is_none() && message.has_progress_token {
             continue; // the caller asked for no progress
         }
         if !logs.lets_through(message) {
             continue;
         }
-        let mut json = normalize::stamp(&message.json, id, token.as_deref());
+        let mut json = normalize::stamp(&message.json, message.id_at, id, token.as_deref());
         if convert {
             let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
             match call.era {

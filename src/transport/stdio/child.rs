@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -206,7 +206,7 @@ async fn relay_output(
     output: Output,
     closed: oneshot::Sender<()>,
 ) {
-    let mut lines = Lines::new(BufReader::new(stdout), MAX_CHILD_LINE_BYTES);
+    let mut lines = Lines::new(stdout, MAX_CHILD_LINE_BYTES);
     let mut overlong = false;
     loop {
         match lines.next().await {

@@ -3,7 +3,10 @@
 //! arrives, so that a caller can refuse it or stream it through without
 //! ever holding it all.
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+/// How much of the input is read at a time.
+const READ_BYTES: usize = 64 * 1024;
 
 /// What the reader found next.
 #[derive(Debug, PartialEq, Eq)]
@@ -18,16 +21,21 @@ pub enum Piece {
 
 /// Reads [`Piece`]s from `input`, buffering at most `limit` bytes of a line.
 pub struct Lines<R> {
-    input: R,
+    input: BufReader<R>,
     limit: usize,
     line: Vec<u8>,
     /// In the middle of a line past the limit.
     overlong: bool,
 }
 
-impl<R: AsyncBufRead + Unpin> Lines<R> {
+impl<R: AsyncRead + Unpin> Lines<R> {
     pub fn new(input: R, limit: usize) -> Lines<R> {
-        Lines { input, limit, line: Vec::new(), overlong: false }
+        Lines::reading(READ_BYTES, input, limit)
+    }
+
+    /// As [`Lines::new`], reading at most `capacity` bytes at a time.
+    fn reading(capacity: usize, input: R, limit: usize) -> Lines<R> {
+        Lines { input: BufReader::with_capacity(capacity, input), limit, line: Vec::new(), overlong: false }
     }
 
     /// The next piece; `None` at the end of input (a last line without a
@@ -92,9 +100,8 @@ mod tests {
     use super::*;
 
     async fn pieces(input: &[u8], limit: usize, chunk: usize) -> Vec<Piece> {
-        // A reader that hands out at most `chunk` bytes a time, as a pipe may.
-        let reader = tokio::io::BufReader::with_capacity(chunk, input);
-        let mut lines = Lines::new(reader, limit);
+        // Reading at most `chunk` bytes a time, as a pipe may hand them out.
+        let mut lines = Lines::reading(chunk, input, limit);
         let mut found = Vec::new();
         while let Some(piece) = lines.next().await.unwrap() {
             found.push(piece);

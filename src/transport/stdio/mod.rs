@@ -16,15 +16,18 @@
 
 pub mod child;
 mod lines;
+mod pipe;
+
+pub use pipe::{stdin, stdout};
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 
 use crate::engine::record::Capture;
 use crate::engine::reenact::{self, Emit, Live};
@@ -44,47 +47,26 @@ pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// produces them one at a time. (The TypeScript SDK drops a progress
 /// notification that arrives in the same read as its request's answer.)
 pub const STDIO_MESSAGE_GAP: Duration = Duration::from_millis(1);
-/// Lines waiting for the output writer at most (then senders wait).
+/// Chunks other tasks may queue for the client at most (then they wait).
 const OUTPUT_QUEUE: usize = 256;
+/// The writer's buffer: queued chunks up to this go in one write.
+const WRITE_BYTES: usize = 64 * 1024;
 
-/// What the output writer sends: a line, or a piece of one being relayed.
+/// A chunk for the client: a line, or a piece of one being relayed.
 #[derive(Debug)]
 pub enum Chunk {
     /// A whole message; the writer adds the newline.
     Line(Vec<u8>),
-    /// Bytes written as they are (a piece of an overlong line).
+    /// Bytes written as they are.
     Raw(Vec<u8>),
 }
 
-/// Where lines for the client go: a queue in front of one writer task.
+/// What other tasks (re-enactments, the child's relay) write to the client
+/// through: a queue the [`Writer`] empties.
 #[derive(Clone)]
 pub struct Output(mpsc::Sender<Chunk>);
 
 impl Output {
-    /// Starts the task that writes queued chunks to `sink`, each in a
-    /// write of its own (a message is never held back for the next); it
-    /// ends when every [`Output`] is gone or the sink fails (the client
-    /// went away).
-    pub fn start(mut sink: impl AsyncWrite + Unpin + Send + 'static) -> (Output, JoinHandle<()>) {
-        let (queue, mut queued) = mpsc::channel::<Chunk>(OUTPUT_QUEUE);
-        let task = tokio::spawn(async move {
-            while let Some(chunk) = queued.recv().await {
-                let bytes = match chunk {
-                    Chunk::Line(mut line) => {
-                        line.push(b'\n');
-                        line
-                    }
-                    Chunk::Raw(bytes) => bytes,
-                };
-                if let Err(e) = sink.write_all(&bytes).await.and(sink.flush().await) {
-                    tracing::debug!("the client's side of stdio is closed: {e}");
-                    return;
-                }
-            }
-        });
-        (Output(queue), task)
-    }
-
     /// Queues one message line; false once the client is gone.
     pub async fn line(&self, line: impl Into<Vec<u8>>) -> bool {
         self.0.send(Chunk::Line(line.into())).await.is_ok()
@@ -93,6 +75,59 @@ impl Output {
     /// Queues bytes to write as they are; false once the client is gone.
     pub async fn raw(&self, bytes: Vec<u8>) -> bool {
         self.0.send(Chunk::Raw(bytes)).await.is_ok()
+    }
+}
+
+/// The one writer to the client's side of the stream. [`serve`] writes the
+/// answers it makes at once, each line flushed as it goes (answers flow
+/// back as requests flow in, as from a server), and what the [`Output`]
+/// queue holds between lines; [`Writer::drain`] writes the rest after it.
+pub struct Writer {
+    sink: tokio::io::BufWriter<Box<dyn AsyncWrite + Unpin + Send>>,
+    queued: mpsc::Receiver<Chunk>,
+    /// The sink failed: the client went away.
+    gone: bool,
+}
+
+impl Writer {
+    pub fn new(sink: Box<dyn AsyncWrite + Unpin + Send>) -> (Output, Writer) {
+        let (queue, queued) = mpsc::channel(OUTPUT_QUEUE);
+        let sink = tokio::io::BufWriter::with_capacity(WRITE_BYTES, sink);
+        (Output(queue), Writer { sink, queued, gone: false })
+    }
+
+    /// Writes `chunk` and whatever else is queued already, then flushes;
+    /// false once the client is gone.
+    async fn write(&mut self, chunk: Chunk) -> bool {
+        let mut next = Some(chunk);
+        while let Some(chunk) = next.take().filter(|_| !self.gone) {
+            let written = match chunk {
+                Chunk::Line(line) => match self.sink.write_all(&line).await {
+                    Ok(()) => self.sink.write_all(b"\n").await,
+                    failed => failed,
+                },
+                Chunk::Raw(bytes) => self.sink.write_all(&bytes).await,
+            };
+            self.gone = written.is_err();
+            next = self.queued.try_recv().ok();
+        }
+        if !self.gone && self.sink.flush().await.is_err() {
+            self.gone = true;
+        }
+        if self.gone {
+            tracing::debug!("the client's side of stdio is closed");
+        }
+        !self.gone
+    }
+
+    /// Writes what other tasks send until every [`Output`] is gone (or
+    /// the client).
+    pub async fn drain(mut self) {
+        while let Some(chunk) = self.queued.recv().await {
+            if !self.write(chunk).await {
+                return;
+            }
+        }
     }
 }
 
@@ -126,6 +161,15 @@ struct Stream {
     reenacting: JoinSet<()>,
     /// Inside an overlong line already refused.
     refusing: bool,
+    /// Answer lines (each with its newline) of the line being handled.
+    batch: Vec<u8>,
+}
+
+impl Stream {
+    fn reply(&mut self, line: &[u8]) {
+        self.batch.extend_from_slice(line);
+        self.batch.push(b'\n');
+    }
 }
 
 /// The session key a recording stream uses: stdio is one connection, so
@@ -133,7 +177,8 @@ struct Stream {
 const RECORDING_SESSION: &str = "stdio";
 
 /// Serves `door` on `input` (the client's lines) until the input ends,
-/// `stop` resolves or `child_gone` does; answers go to `output`.
+/// `stop` resolves or `child_gone` does, writing answers and what `output`
+/// queues through `writer`.
 ///
 /// # Errors
 ///
@@ -141,19 +186,28 @@ const RECORDING_SESSION: &str = "stdio";
 pub async fn serve(
     door: &Door,
     input: impl AsyncRead + Unpin,
+    writer: &mut Writer,
     output: &Output,
     stop: impl Future<Output = ()>,
     child_gone: impl Future<Output = ()>,
 ) -> std::io::Result<Ended> {
-    let mut lines = Lines::new(BufReader::new(input), MAX_LINE_BYTES);
+    let mut lines = Lines::new(input, MAX_LINE_BYTES);
     let mut stream = Stream {
         session: door.link.as_ref().map(|_| RECORDING_SESSION.to_owned()),
         reenacting: JoinSet::new(),
         refusing: false,
+        batch: Vec::new(),
     };
     tokio::pin!(stop, child_gone);
     let ended = loop {
         let piece = tokio::select! {
+            biased;
+            Some(chunk) = writer.queued.recv() => {
+                if !writer.write(chunk).await {
+                    break Ended::Input;
+                }
+                continue;
+            }
             piece = lines.next() => piece?,
             () = &mut stop => break Ended::Stopped,
             () = &mut child_gone => break Ended::Child,
@@ -161,7 +215,10 @@ pub async fn serve(
         match piece {
             None => break Ended::Input,
             Some(Piece::Line(line)) => door.line(line, &mut stream, output).await,
-            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream, output).await,
+            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream).await,
+        }
+        if !stream.batch.is_empty() && !writer.write(Chunk::Raw(std::mem::take(&mut stream.batch))).await {
+            break Ended::Input;
         }
         while stream.reenacting.try_join_next().is_some() {}
     };
@@ -181,7 +238,7 @@ impl Door {
             }
             Err(error) => {
                 self.log("-", Outcome::of(&error.fault), started);
-                output.line(error.body()).await;
+                stream.reply(error.body().as_bytes());
                 return;
             }
         };
@@ -223,14 +280,15 @@ impl Door {
             }
             Err(error) => {
                 self.log(&method, Outcome::of(&error.fault), started);
-                output.line(error.body()).await;
+                stream.reply(error.body().as_bytes());
             }
         }
     }
 
-    /// One log line per client message, as the HTTP front door writes per request.
+    /// One log line per client message, at debug level: a stdio server's
+    /// stderr usually lands in its client's log (misses still warn).
     fn log(&self, method: &str, outcome: Outcome, started: Instant) {
-        tracing::info!(
+        tracing::debug!(
             "stdio server={} method={} {} {:.1}ms",
             printable(&self.server),
             printable(method),
@@ -242,14 +300,14 @@ impl Door {
     /// A piece of a line past [`MAX_LINE_BYTES`]: refused once, at its
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
-    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, output: &Output) {
+    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream) {
         if let Some(link) = &self.link {
             link.raw(bytes, end).await;
             return;
         }
         if !stream.refusing {
             tracing::warn!("a line longer than {MAX_LINE_BYTES} bytes from the client was refused");
-            output.line(RequestError::from(Fault::LineTooLong { limit: MAX_LINE_BYTES }).body()).await;
+            stream.reply(RequestError::from(Fault::LineTooLong { limit: MAX_LINE_BYTES }).body().as_bytes());
         }
         stream.refusing = !end;
     }
@@ -267,9 +325,7 @@ impl Door {
             .filter(|replay| answer.messages.len() > 1 || answer.needs_time(replay.pace()));
         let Some(replay) = replay else {
             for message in answer.messages {
-                if !output.line(message.json).await {
-                    return;
-                }
+                stream.reply(message.json.as_bytes());
             }
             return;
         };
