@@ -137,10 +137,12 @@ def stdio_load(tool, command, seconds):
     """Messages/s of one client keeping STDIO_IN_FLIGHT requests in flight: the
     client pinned to core 0, the server it spawns to core 1, so the server's
     own cost is what is measured."""
-    output = subprocess.run(["taskset", "-c", "0", tool, str(seconds), str(STDIO_IN_FLIGHT),
-                             "taskset", "-c", "1", *command],
-                            capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
-    return json.loads(output)["messages_per_s"]
+    done = subprocess.run(["taskset", "-c", "0", tool, str(seconds), str(STDIO_IN_FLIGHT),
+                           "taskset", "-c", "1", *command],
+                          capture_output=True, text=True, timeout=seconds + 60)
+    if done.returncode != 0:
+        raise RuntimeError(f"stdio-load {command[0]} exited {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)["messages_per_s"]
 
 
 def ms(us):
