@@ -215,9 +215,13 @@ impl Engine {
             Engine::Replay(replay) => replay.answer(call).map(Step::Answer),
             Engine::Record(recorder) => Ok(Step::Forward(Some(recorder.capture(call)))),
             Engine::Missing { cassette, recorder } => {
-                // These open upstream sessions the rest of the traffic may need.
-                let opens_session = matches!(call.method, "initialize" | "server/discover");
-                match cassette.recorded(call).filter(|_| !opens_session) {
+                // These open upstream sessions the rest of the traffic may need:
+                // always forwarded, and the cassette's cursors left alone.
+                let recorded = match call.method {
+                    "initialize" | "server/discover" => None,
+                    _ => cassette.recorded(call),
+                };
+                match recorded {
                     Some(answer) => Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer })),
                     None => Ok(Step::Forward(Some(recorder.capture(call)))),
                 }
