@@ -226,19 +226,21 @@ impl Context {
         } else {
             Vec::new()
         };
-        let credentials = if recording {
-            redact::header_secrets(
-                headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
-            )
-        } else {
-            Vec::new()
-        };
+        let credentials = if recording { credentials(headers) } else { Vec::new() };
         Ok(Context {
             era,
             session: text(mcp::HEADER_SESSION_ID)?.map(str::to_owned),
             facts: Facts { routing: Some(routing), param_headers, credentials },
         })
     }
+}
+
+/// The credentials a request carries in its headers ([`redact::header_secrets`]),
+/// to be scrubbed from whatever is recorded of it.
+fn credentials(headers: &HeaderMap) -> Vec<String> {
+    redact::header_secrets(
+        headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+    )
 }
 
 /// An Agent 365 service endpoint: answered by replay, whatever the body

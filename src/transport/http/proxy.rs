@@ -39,7 +39,6 @@ use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::{self, RequestId};
 use crate::mcp;
 use crate::model::{Direction, ServiceRoute};
-use crate::redact;
 use crate::sse;
 use crate::util::printable;
 
@@ -129,9 +128,7 @@ impl Proxy {
         outcome: &mut Outcome,
     ) -> Result<Response<Body>, RequestError> {
         let recorder_origin = super::origin(&parts.headers, &parts.uri);
-        let credentials = redact::header_secrets(
-            parts.headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
-        );
+        let credentials = super::credentials(&parts.headers);
         if route.is_gateway() {
             // A compressed listing could not be rewritten: ask for it plain.
             parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
