@@ -277,15 +277,38 @@ impl Tee {
         if data.is_empty() {
             return Seen::Message;
         }
-        self.captured_bytes += data.len();
-        if self.captured_bytes > MAX_RECORDED_STREAM_BYTES {
-            self.abandon(&format!("the answer passed {MAX_RECORDED_STREAM_BYTES} bytes"));
+        if !self.within_bound(data.len()) {
             return Seen::Dropped;
         }
         let Ok(body) = serde_json::from_str::<Value>(data) else {
             self.abandon("a message of the answer is not JSON");
             return Seen::Dropped;
         };
+        self.take(body)
+    }
+
+    /// Shows the tee one relayed message the front door has parsed already
+    /// (`bytes` long as relayed).
+    pub fn observe_message(&mut self, body: Value, bytes: usize) -> Seen {
+        if !self.within_bound(bytes) {
+            return Seen::Dropped;
+        }
+        self.take(body)
+    }
+
+    /// Counts `bytes` more of the answer; past [`MAX_RECORDED_STREAM_BYTES`]
+    /// the capture is dropped.
+    fn within_bound(&mut self, bytes: usize) -> bool {
+        self.captured_bytes += bytes;
+        if self.captured_bytes > MAX_RECORDED_STREAM_BYTES {
+            self.abandon(&format!("the answer passed {MAX_RECORDED_STREAM_BYTES} bytes"));
+            return false;
+        }
+        true
+    }
+
+    /// Records one message of the answer; the final one completes it.
+    fn take(&mut self, body: Value) -> Seen {
         let mut guard = lock(&self.capture);
         let Some(capture) = guard.as_mut() else { return Seen::Message };
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {

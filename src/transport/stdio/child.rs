@@ -252,23 +252,21 @@ async fn relay_line(line: Vec<u8>, flight: &Mutex<InFlight>, output: &Output) {
         output.line(line).await;
         return;
     };
+    let bytes = text.len();
     let is_answer = value.get("method").is_none();
-    let answered = value.get("id").filter(|_| is_answer).map(canonical_json);
-    let tee = match &answered {
-        Some(id) => lock(flight).remove(id),
-        None => {
-            let mut flight = lock(flight);
-            if let Some(tee) = flight.owner(&value) {
-                tee.observe(text);
-            }
-            None
+    let Some(id) = value.get("id").filter(|_| is_answer).map(canonical_json) else {
+        // Not an answer: a notification or a server request, shown to its owner.
+        if let Some(tee) = lock(flight).owner(&value) {
+            tee.observe_message(value, bytes);
         }
-    };
-    let Some(mut tee) = tee else {
         output.line(line).await;
         return;
     };
-    match tee.observe(text) {
+    let Some(mut tee) = lock(flight).remove(&id) else {
+        output.line(line).await;
+        return;
+    };
+    match tee.observe_message(value, bytes) {
         Seen::Final { committed, id } => {
             // The answer waits for its commit; the client learns if it fails.
             if committed.await.unwrap_or(false) {
