@@ -27,7 +27,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
 struct Peer {
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: Lines<BufReader<ChildStdout>>,
+    /// `None` once a test took it to read on its own.
+    stdout: Option<Lines<BufReader<ChildStdout>>>,
     log: watch::Receiver<String>,
 }
 
@@ -55,7 +56,7 @@ impl Peer {
         });
         Peer {
             stdin: child.stdin.take(),
-            stdout: BufReader::new(child.stdout.take().unwrap()).lines(),
+            stdout: Some(BufReader::new(child.stdout.take().unwrap()).lines()),
             child,
             log,
         }
@@ -72,7 +73,8 @@ impl Peer {
     }
 
     async fn next_line(&mut self) -> String {
-        let line = tokio::time::timeout(PATIENCE, self.stdout.next_line()).await.expect("no line in time");
+        let stdout = self.stdout.as_mut().expect("stdout is read here");
+        let line = tokio::time::timeout(PATIENCE, stdout.next_line()).await.expect("no line in time");
         line.unwrap().unwrap_or_else(|| panic!("stdout ended; log:\n{}", self.log.borrow().as_str()))
     }
 
@@ -408,4 +410,40 @@ async fn completed_exchanges_survive_kill_9_of_record() {
     assert_eq!(status.code(), None, "killed");
     let exchanges = Cassette::open(&recorded.path().join("recorded.sqlite")).unwrap().exchanges().unwrap();
     assert_eq!(exchanges.len(), 21, "every answer a client saw is in the cassette");
+}
+
+/// Record's serve loop once wrote the child's output only between client
+/// lines: with the child writing before it reads and the client writing
+/// faster than the child reads, the loop waited to forward a line while the
+/// child waited for its output to be taken, and neither moved.
+#[tokio::test]
+async fn a_chatty_child_and_a_busy_client_do_not_deadlock_record() {
+    const CHILD_LINES: usize = 20_000;
+    let into = tempfile::tempdir().unwrap();
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+    let script = format!("yes '{note}' | head -n {CHILD_LINES}; cat >/dev/null");
+    let mut record = record_shell(&script, into.path());
+    let mut stdout = record.stdout.take().unwrap();
+    let reader = tokio::spawn(async move {
+        let mut seen = 0;
+        while seen < CHILD_LINES && stdout.next_line().await.unwrap().is_some() {
+            seen += 1;
+        }
+        seen
+    });
+    let padding = "p".repeat(1000);
+    let line = format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"note": padding}})
+    );
+    let both = async {
+        for _ in 0..2000 {
+            record.send_raw(line.as_bytes()).await;
+        }
+        reader.await.unwrap()
+    };
+    let seen = tokio::time::timeout(PATIENCE, both).await.expect("record stopped moving");
+    assert_eq!(seen, CHILD_LINES);
+    let (status, log) = record.close().await;
+    assert!(status.success(), "{log}");
 }

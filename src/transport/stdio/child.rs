@@ -168,33 +168,26 @@ async fn write_input(mut stdin: ChildStdin, mut queued: mpsc::Receiver<Piece>) {
 }
 
 impl Link {
-    /// Sends a client line to the child; with `capture`, the answer it
-    /// gets is recorded.
-    pub async fn forward(&self, line: Vec<u8>, capture: Option<Capture>) {
-        if let Some(capture) = capture {
-            let id = canonical_json(capture.request_id().as_value());
-            let token = capture.progress_token().map(canonical_json);
-            let tee = self.recorder.tee(capture);
-            let mut flight = lock(&self.flight);
-            if let Some(token) = token {
-                flight.tokens.insert(token, id.clone());
-            }
-            if let Some(earlier) = flight.tees.insert(id.clone(), tee) {
-                earlier.abandon("a new request reused its id before the answer");
-            }
-            flight.order.retain(|open| *open != id);
-            flight.order.push(id);
+    /// Registers `capture`, whose request is about to be sent: the answer
+    /// it gets from the child is recorded.
+    pub fn expect(&self, capture: Capture) {
+        let id = canonical_json(capture.request_id().as_value());
+        let token = capture.progress_token().map(canonical_json);
+        let tee = self.recorder.tee(capture);
+        let mut flight = lock(&self.flight);
+        if let Some(token) = token {
+            flight.tokens.insert(token, id.clone());
         }
-        if self.input.send(Piece::Line(line)).await.is_err() {
-            tracing::warn!("a line for the stdio server was dropped: its stdin is closed");
+        if let Some(earlier) = flight.tees.insert(id.clone(), tee) {
+            earlier.abandon("a new request reused its id before the answer");
         }
+        flight.order.retain(|open| *open != id);
+        flight.order.push(id);
     }
 
-    /// Passes a piece of an overlong client line to the child as it is.
-    pub async fn raw(&self, bytes: Vec<u8>, end: bool) {
-        if self.input.send(Piece::Overlong { bytes, end }).await.is_err() {
-            tracing::warn!("a line for the stdio server was dropped: its stdin is closed");
-        }
+    /// Where lines for the child's stdin are queued.
+    pub(super) fn input(&self) -> &mpsc::Sender<Piece> {
+        &self.input
     }
 }
 

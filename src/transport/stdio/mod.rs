@@ -214,8 +214,8 @@ pub async fn serve(
         };
         match piece {
             None => break Ended::Input,
-            Some(Piece::Line(line)) => door.line(line, &mut stream, output).await,
-            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream).await,
+            Some(Piece::Line(line)) => door.line(line, &mut stream, writer, output).await,
+            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream, writer).await,
         }
         if !stream.batch.is_empty() && !writer.write(Chunk::Raw(std::mem::take(&mut stream.batch))).await {
             break Ended::Input;
@@ -228,13 +228,13 @@ pub async fn serve(
 
 impl Door {
     /// One line from the client.
-    async fn line(&self, line: Vec<u8>, stream: &mut Stream, output: &Output) {
+    async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut Writer, output: &Output) {
         let started = Instant::now();
         let message = match super::parse_message(&line) {
             Ok(message) => message,
             Err(_) if self.link.is_some() => {
                 self.log("-", Outcome::Forwarded, started);
-                return self.forward(line, None).await;
+                return self.forward(Piece::Line(line), None, writer).await;
             }
             Err(error) => {
                 self.log("-", Outcome::of(&error.fault), started);
@@ -276,7 +276,7 @@ impl Door {
             Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
             Ok(Step::Forward(capture)) => {
                 self.log(&method, Outcome::Forwarded, started);
-                self.forward(line, capture).await;
+                self.forward(Piece::Line(line), capture, writer).await;
             }
             Err(error) => {
                 self.log(&method, Outcome::of(&error.fault), started);
@@ -300,10 +300,9 @@ impl Door {
     /// A piece of a line past [`MAX_LINE_BYTES`]: refused once, at its
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
-    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream) {
-        if let Some(link) = &self.link {
-            link.raw(bytes, end).await;
-            return;
+    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut Writer) {
+        if self.link.is_some() {
+            return self.forward(Piece::Overlong { bytes, end }, None, writer).await;
         }
         if !stream.refusing {
             tracing::warn!("a line longer than {MAX_LINE_BYTES} bytes from the client was refused");
@@ -349,11 +348,30 @@ impl Door {
         });
     }
 
-    /// Passes a line to the child, with the capture of its answer.
-    async fn forward(&self, line: Vec<u8>, capture: Option<Capture>) {
-        match &self.link {
-            Some(link) => link.forward(line, capture).await,
-            None => tracing::error!("a message to forward, but no child process to forward it to"),
+    /// Passes a line (or a piece of one) to the child, with the capture of
+    /// its answer. While the child's input is full, what the child writes
+    /// is still written to the client: the child may be waiting for exactly
+    /// that before it reads again.
+    async fn forward(&self, piece: Piece, capture: Option<Capture>, writer: &mut Writer) {
+        let Some(link) = &self.link else {
+            tracing::error!("a message to forward, but no child process to forward it to");
+            return;
+        };
+        if let Some(capture) = capture {
+            link.expect(capture);
+        }
+        let room = loop {
+            tokio::select! {
+                biased;
+                room = link.input().reserve() => break room,
+                Some(chunk) = writer.queued.recv() => {
+                    writer.write(chunk).await;
+                }
+            }
+        };
+        match room {
+            Ok(room) => room.send(piece),
+            Err(_) => tracing::warn!("a line for the stdio server was dropped: its stdin is closed"),
         }
     }
 }
