@@ -2,6 +2,10 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
+use std::fmt;
+
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// A JSON-RPC error code. The protocol's own are associated constants;
@@ -56,23 +60,14 @@ impl RequestId {
         &self.text
     }
 
-    /// The same id with the text `body` (the message it came in) gives it.
-    /// Only a number parsed as floating point can read back differently
-    /// (an integer or a string always prints as it was written), so only
-    /// then is the body read again.
-    pub fn as_written_in(mut self, body: &[u8]) -> RequestId {
-        if !self.value.as_number().is_some_and(serde_json::Number::is_f64) {
-            return self;
+    /// The id as the caller wrote it: its value and its very text.
+    fn from_raw(raw: &RawValue) -> Option<RequestId> {
+        match serde_json::from_str(raw.get()).ok()? {
+            value @ (Value::String(_) | Value::Number(_)) => {
+                Some(RequestId { value, text: raw.get().into() })
+            }
+            _ => None,
         }
-        #[derive(serde::Deserialize)]
-        struct Peek<'a> {
-            #[serde(borrow)]
-            id: Option<&'a serde_json::value::RawValue>,
-        }
-        if let Ok(Peek { id: Some(raw) }) = serde_json::from_slice::<Peek>(body) {
-            self.text = raw.get().into();
-        }
-        self
     }
 }
 
@@ -117,47 +112,153 @@ pub enum Message {
     Response { id: Option<RequestId>, body: Value },
 }
 
-impl Message {
-    /// Classifies `value`. On failure returns the error to send back, with the
+/// Why bytes are not one JSON-RPC message.
+#[derive(Debug)]
+pub enum Unreadable {
+    /// Not JSON at all, with the parser's reason.
+    NotJson(String),
+    /// JSON, but not a JSON-RPC message: the error to send back, with the
     /// id when one could be read.
-    pub fn parse(value: Value) -> Result<Message, (Option<RequestId>, ErrorObject)> {
-        let invalid = |id: Option<RequestId>, why: &str| {
-            Err((id, ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}"))))
-        };
-        let mut object = match value {
-            Value::Object(object) => object,
-            other => {
-                let why = if other.is_array() {
-                    "batches are not supported; send one message per POST"
-                } else {
-                    "a JSON-RPC message must be a JSON object"
-                };
-                return invalid(None, why);
+    NotJsonRpc(Option<RequestId>, ErrorObject),
+}
+
+impl Message {
+    /// Parses and classifies one message from its JSON text, a request's id
+    /// kept as written (`1e2` stays `1e2`, a 30-digit number keeps every
+    /// digit). Only `params`, `result` and `error` are built as values.
+    ///
+    /// # Errors
+    ///
+    /// [`Unreadable`]: not JSON, or not one JSON-RPC message.
+    pub fn from_slice(bytes: &[u8]) -> Result<Message, Unreadable> {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first != Some(&b'{') {
+            serde_json::from_slice::<IgnoredAny>(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
+            let why = if first == Some(&b'[') {
+                "batches are not supported; send one message per POST"
+            } else {
+                "a JSON-RPC message must be a JSON object"
+            };
+            return Err(invalid(None, why));
+        }
+        let envelope: Envelope =
+            serde_json::from_slice(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
+        envelope.classify()
+    }
+}
+
+fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
+    Unreadable::NotJsonRpc(
+        id,
+        ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}")),
+    )
+}
+
+/// The members of a message object as read: the envelope's own apart (the
+/// id as its text), the others kept for an answer's body.
+#[derive(Default)]
+struct Envelope<'a> {
+    jsonrpc: Option<Value>,
+    id: Option<&'a RawValue>,
+    method: Option<Value>,
+    params: Option<Value>,
+    rest: Map<String, Value>,
+}
+
+impl Envelope<'_> {
+    fn classify(self) -> Result<Message, Unreadable> {
+        let id = self.id.and_then(RequestId::from_raw);
+        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
+        }
+        if self.params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+            return Err(invalid(id, "\"params\" must be an object or an array"));
+        }
+        match self.method {
+            Some(Value::String(method)) => match (self.id, id) {
+                (None, _) => Ok(Message::Notification { method, params: self.params }),
+                (Some(_), Some(id)) => Ok(Message::Request { id, method, params: self.params }),
+                (Some(_), None) => Err(invalid(None, "\"id\" must be a string or a number")),
+            },
+            Some(_) => Err(invalid(id, "\"method\" must be a string")),
+            None if self.rest.contains_key("result") || self.rest.contains_key("error") => {
+                let mut body = self.rest;
+                body.extend(self.jsonrpc.map(|v| ("jsonrpc".to_owned(), v)));
+                body.extend(self.params.map(|v| ("params".to_owned(), v)));
+                let raw_id = self.id.and_then(|raw| serde_json::from_str(raw.get()).ok());
+                body.extend(raw_id.map(|v| ("id".to_owned(), v)));
+                Ok(Message::Response { id, body: Value::Object(body) })
             }
-        };
-        let id = object.get("id").and_then(RequestId::from_value);
-        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return invalid(id, "\"jsonrpc\" must be \"2.0\"");
+            None => Err(invalid(id, "no \"method\", \"result\" or \"error\"")),
         }
-        if object.get("params").is_some_and(|p| !p.is_object() && !p.is_array()) {
-            return invalid(id, "\"params\" must be an object or an array");
-        }
-        let has_id = object.contains_key("id");
-        match object.remove("method") {
-            Some(Value::String(method)) => {
-                let params = object.remove("params");
-                match (has_id, id) {
-                    (false, _) => Ok(Message::Notification { method, params }),
-                    (true, Some(id)) => Ok(Message::Request { id, method, params }),
-                    (true, None) => invalid(None, "\"id\" must be a string or a number"),
+    }
+}
+
+impl<'de> Deserialize<'de> for Envelope<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(EnvelopeVisitor)
+    }
+}
+
+struct EnvelopeVisitor;
+
+impl<'de> Visitor<'de> for EnvelopeVisitor {
+    type Value = Envelope<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-RPC message object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Envelope<'de>, A::Error> {
+        // A repeated member counts once, its last value, as in a parsed object.
+        let mut envelope = Envelope::default();
+        while let Some(member) = members.next_key::<Member>()? {
+            match member {
+                Member::Jsonrpc => envelope.jsonrpc = Some(members.next_value()?),
+                Member::Id => envelope.id = Some(members.next_value()?),
+                Member::Method => envelope.method = Some(members.next_value()?),
+                Member::Params => envelope.params = Some(members.next_value()?),
+                Member::Other(name) => {
+                    envelope.rest.insert(name, members.next_value()?);
                 }
             }
-            Some(_) => invalid(id, "\"method\" must be a string"),
-            None if object.contains_key("result") || object.contains_key("error") => {
-                Ok(Message::Response { id, body: Value::Object(object) })
-            }
-            None => invalid(id, "no \"method\", \"result\" or \"error\""),
         }
+        Ok(envelope)
+    }
+}
+
+/// A member name of a message object, the envelope's own without a copy.
+enum Member {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_identifier(MemberVisitor)
+    }
+}
+
+struct MemberVisitor;
+
+impl Visitor<'_> for MemberVisitor {
+    type Value = Member;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Member, E> {
+        Ok(match name {
+            "jsonrpc" => Member::Jsonrpc,
+            "id" => Member::Id,
+            "method" => Member::Method,
+            "params" => Member::Params,
+            other => Member::Other(other.to_owned()),
+        })
     }
 }
 
@@ -187,7 +288,10 @@ mod tests {
     use serde_json::json;
 
     fn parse(text: &str) -> Result<Message, (Option<RequestId>, ErrorObject)> {
-        Message::parse(serde_json::from_str(text).unwrap())
+        Message::from_slice(text.as_bytes()).map_err(|unreadable| match unreadable {
+            Unreadable::NotJsonRpc(id, error) => (id, error),
+            Unreadable::NotJson(why) => panic!("{text} is JSON: {why}"),
+        })
     }
 
     #[test]
@@ -205,12 +309,25 @@ mod tests {
         for written in ["12.5", "1e2", "-0", "123456789012345678901234567890", "7", r#""r-1""#] {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"x"}}"#);
             let Message::Request { id, .. } = parse(&body).unwrap() else { panic!("not a request") };
-            let id = id.as_written_in(body.as_bytes());
             assert_eq!(id.json_text(), written);
             let answer = result(&id, &json!({}));
             assert!(answer.contains(&format!(r#""id":{written},"#)), "{answer}");
             assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["result"], json!({}));
         }
+    }
+
+    #[test]
+    fn reads_members_as_a_parsed_object_would() {
+        // An escaped member name is the same name; a repeated member counts with its last value.
+        let text = r#"{"jsonrpc":"2.0","i\u0064":1,"method":"a","method":"b","params":{"x":[1]}}"#;
+        let Ok(Message::Request { id, method, params }) = parse(text) else { panic!("not a request") };
+        assert_eq!((id.json_text(), method.as_str(), params), ("1", "b", Some(json!({"x": [1]}))));
+        let text = r#" {"result":{"ok":true},"id":"r 1","jsonrpc":"2.0","extra":null} "#;
+        let Ok(Message::Response { id, body }) = parse(text) else { panic!("not a response") };
+        assert_eq!(id.map(|id| id.json_text().to_owned()).as_deref(), Some(r#""r 1""#));
+        assert_eq!(body, serde_json::from_str::<Value>(text).unwrap());
+        assert!(matches!(Message::from_slice(b"{\"id\":1,"), Err(Unreadable::NotJson(_))));
+        assert!(matches!(Message::from_slice(b"[1,"), Err(Unreadable::NotJson(_))));
     }
 
     #[test]

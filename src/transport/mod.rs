@@ -16,10 +16,8 @@
 pub mod http;
 pub mod stdio;
 
-use serde_json::Value;
-
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, Unreadable};
 
 /// One framed message (an HTTP body, a stdio line) as JSON-RPC, a
 /// request's id as the client wrote it.
@@ -28,14 +26,8 @@ use crate::jsonrpc::Message;
 ///
 /// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
 fn parse_message(bytes: &[u8]) -> Result<Message, RequestError> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| Fault::NotJson(e.to_string()))?;
-    match Message::parse(value) {
-        Ok(Message::Request { id, method, params }) => {
-            Ok(Message::Request { id: id.as_written_in(bytes), method, params })
-        }
-        Ok(other) => Ok(other),
-        Err((id, error)) => {
-            Err(RequestError { fault: Fault::NotJsonRpc(error), id: id.map(|id| id.as_written_in(bytes)) })
-        }
-    }
+    Message::from_slice(bytes).map_err(|unreadable| match unreadable {
+        Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
+        Unreadable::NotJsonRpc(id, error) => RequestError { fault: Fault::NotJsonRpc(error), id },
+    })
 }
