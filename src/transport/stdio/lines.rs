@@ -68,10 +68,16 @@ impl<R: AsyncRead + Unpin> Lines<R> {
                 self.overlong = true;
                 return Ok(Some(Piece::Overlong { bytes: std::mem::take(&mut self.line), end: false }));
             }
+            if newline.is_some() && self.line.is_empty() {
+                // The usual case, a whole line in the buffer: one copy of the right size.
+                let line = available[..content].to_vec();
+                self.input.consume(take);
+                return Ok(Some(Piece::Line(trimmed(line))));
+            }
             self.line.extend_from_slice(&available[..content]);
             self.input.consume(take);
             if newline.is_some() {
-                return Ok(Some(Piece::Line(self.take_line())));
+                return Ok(Some(Piece::Line(trimmed(std::mem::take(&mut self.line)))));
             }
         }
     }
@@ -83,16 +89,16 @@ impl<R: AsyncRead + Unpin> Lines<R> {
             self.overlong = false;
             return Some(Piece::Overlong { bytes: Vec::new(), end: true });
         }
-        (!self.line.is_empty()).then(|| Piece::Line(self.take_line()))
+        (!self.line.is_empty()).then(|| Piece::Line(trimmed(std::mem::take(&mut self.line))))
     }
+}
 
-    fn take_line(&mut self) -> Vec<u8> {
-        let mut line = std::mem::take(&mut self.line);
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        line
+/// A line without the `\r` of a `\r\n` ending.
+fn trimmed(mut line: Vec<u8>) -> Vec<u8> {
+    if line.last() == Some(&b'\r') {
+        line.pop();
     }
+    line
 }
 
 #[cfg(test)]

@@ -99,17 +99,46 @@ impl Writer {
     /// Writes `chunk` and whatever else is queued already, then flushes;
     /// false once the client is gone.
     async fn write(&mut self, chunk: Chunk) -> bool {
-        let mut next = Some(chunk);
-        while let Some(chunk) = next.take().filter(|_| !self.gone) {
-            let written = match chunk {
-                Chunk::Line(line) => match self.sink.write_all(&line).await {
-                    Ok(()) => self.sink.write_all(b"\n").await,
-                    failed => failed,
-                },
-                Chunk::Raw(bytes) => self.sink.write_all(&bytes).await,
-            };
-            self.gone = written.is_err();
-            next = self.queued.try_recv().ok();
+        self.put_chunk(chunk).await;
+        self.finish().await
+    }
+
+    /// Writes `batch` (whole lines) and whatever else is queued already,
+    /// then flushes, leaving `batch` empty to be filled again; false once
+    /// the client is gone.
+    async fn write_batch(&mut self, batch: &mut Vec<u8>) -> bool {
+        self.put(batch, false).await;
+        batch.clear();
+        self.finish().await
+    }
+
+    async fn put_chunk(&mut self, chunk: Chunk) {
+        match chunk {
+            Chunk::Line(line) => self.put(&line, true).await,
+            Chunk::Raw(bytes) => self.put(&bytes, false).await,
+        }
+    }
+
+    /// Writes `bytes` (and a newline after them when `line`) unless the
+    /// client is gone already.
+    async fn put(&mut self, bytes: &[u8], line: bool) {
+        if self.gone {
+            return;
+        }
+        let mut written = self.sink.write_all(bytes).await;
+        if line && written.is_ok() {
+            written = self.sink.write_all(b"\n").await;
+        }
+        self.gone = written.is_err();
+    }
+
+    /// Writes what is queued already, then flushes; false once the client
+    /// is gone.
+    async fn finish(&mut self) -> bool {
+        while !self.gone
+            && let Ok(chunk) = self.queued.try_recv()
+        {
+            self.put_chunk(chunk).await;
         }
         if !self.gone && self.sink.flush().await.is_err() {
             self.gone = true;
@@ -217,7 +246,7 @@ pub async fn serve(
             Some(Piece::Line(line)) => door.line(line, &mut stream, writer, output).await,
             Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream, writer).await,
         }
-        if !stream.batch.is_empty() && !writer.write(Chunk::Raw(std::mem::take(&mut stream.batch))).await {
+        if !stream.batch.is_empty() && !writer.write_batch(&mut stream.batch).await {
             break Ended::Input;
         }
         while stream.reenacting.try_join_next().is_some() {}
