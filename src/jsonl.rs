@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::model::{
-    Direction, Era, Exchange, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
-    canonical_json,
+    Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute,
+    StatusCode, canonical_json,
 };
 use crate::normalize::Rules;
 use crate::store::{Cassette, Loaded};
@@ -34,7 +34,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
                 })
             })
             .collect();
-        let line = json!({
+        let mut line = json!({
             "server": exchange.server,
             "era": exchange.era.as_str(),
             "protocolVersion": exchange.protocol_version,
@@ -43,6 +43,16 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             "contentType": exchange.content_type,
             "messages": messages,
         });
+        let known = &exchange.provenance;
+        if let Some(at) = known.recorded_at {
+            line["recordedAt"] = at.into();
+        }
+        if let Some(upstream) = &known.upstream {
+            line["recordedFrom"] = upstream.as_str().into();
+        }
+        if let Some(recorder) = &known.recorder {
+            line["recordedBy"] = recorder.as_str().into();
+        }
         writeln!(out, "{}", canonical_json(&line))?;
     }
     for answer in &loaded.service_answers {
@@ -85,7 +95,11 @@ pub fn import(input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Err
         let value: Value = serde_json::from_str(&line).map_err(|e| bad(format!("not JSON: {e}")))?;
         lines.push(match value.get("service") {
             Some(_) => Line::Service(parse_service_line(&value).map_err(bad)?),
-            None => Line::Exchange(rules.exchange(parse_line(&value).map_err(bad)?)),
+            None => {
+                let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
+                exchange.provenance = provenance(&value).map_err(bad)?;
+                Line::Exchange(exchange)
+            }
         });
     }
     for line in &lines {
@@ -125,6 +139,21 @@ fn status(value: &Value) -> Result<StatusCode, String> {
         .ok_or_else(|| "\"status\" must be an HTTP status code".into())
 }
 
+/// A line's optional `recordedAt` (seconds since 1970), `recordedFrom`
+/// and `recordedBy`.
+fn provenance(value: &Value) -> Result<Provenance, String> {
+    let text = |key: &str| match value.get(key) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(format!("{key:?} must be a string")),
+    };
+    let recorded_at = match value.get("recordedAt") {
+        None => None,
+        Some(at) => Some(at.as_i64().ok_or("\"recordedAt\" must be whole seconds since 1970")?),
+    };
+    Ok(Provenance { recorded_at, upstream: text("recordedFrom")?, recorder: text("recordedBy")? })
+}
+
 fn parse_line(value: &Value) -> Result<RawExchange, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let era = Era::parse(text("era")?).ok_or("\"era\" must be \"handshake\" or \"stateless\"")?;
@@ -156,7 +185,7 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
 mod tests {
     use super::*;
 
-    const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"server":"mcp_MeServer","status":200}"#;
+    const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"recordedAt":1790000000,"recordedBy":"0.1.0","recordedFrom":"mcp.example:443","server":"mcp_MeServer","status":200}"#;
 
     const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
     const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
@@ -178,7 +207,11 @@ mod tests {
         let mut second = Vec::new();
         export(&loaded(&again), &mut second).unwrap();
         assert_eq!(first, second);
-        assert!(String::from_utf8(first).unwrap().contains("\"id\":\"mcp-tape:request-id\""));
+        let first = String::from_utf8(first).unwrap();
+        assert!(first.contains("\"id\":\"mcp-tape:request-id\""));
+        assert!(first.contains(
+            "\"recordedAt\":1790000000,\"recordedBy\":\"0.1.0\",\"recordedFrom\":\"mcp.example:443\""
+        ));
     }
 
     #[test]

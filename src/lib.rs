@@ -316,6 +316,19 @@ fn summarize_recording(writer: Writer) {
     );
 }
 
+/// What a recording says it came from: the upstream URL's `host[:port]`
+/// (no scheme, user information or path).
+fn upstream_host(url: &str) -> String {
+    let authority = url.parse::<::http::Uri>().ok().and_then(|uri| uri.authority().cloned());
+    match authority {
+        Some(authority) => match authority.port() {
+            Some(port) => format!("{}:{port}", authority.host()),
+            None => authority.host().to_owned(),
+        },
+        None => "unknown".to_owned(),
+    }
+}
+
 /// Opens the cassette, records through `listener` until `shutdown`, then
 /// logs a one-line summary.
 ///
@@ -335,7 +348,7 @@ pub async fn record(
     let upstream = http::upstream::Upstream::new(&url, ca.as_deref(), timeouts)?;
     let address = local_address(&listener, &front_door)?;
     let writer = Writer::start(cassette);
-    let recorder = Recorder::new(writer.handle(), rules.clone());
+    let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&url));
     let proxy = Proxy::new(upstream, recorder.clone());
     let app =
         Arc::new(App { engine: recording_engine(recorder, existing, rules), proxy: Some(proxy), front_door });
@@ -360,7 +373,8 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
     let (cassette, existing) = open_for_recording(&config, &rules)?;
     let writer = Writer::start(cassette);
-    let recorder = Recorder::new(writer.handle(), rules.clone());
+    let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
+    let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
     let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
     let shown = command.join(" ");
     let (mut child, link) = stdio::child::spawn(&command, recorder.clone(), output.clone())

@@ -176,6 +176,36 @@ pub struct Exchange<J = Value> {
     pub status: StatusCode,
     pub content_type: String,
     pub messages: Vec<RecordedMessage<J>>,
+    /// When, from where and by which version it was recorded.
+    pub provenance: Provenance,
+    /// Where it was read from; `None` for one not stored yet.
+    pub source: Option<Source>,
+}
+
+/// When, from which upstream and by which mcp-tape an exchange was
+/// recorded; each fact unknown (`None`) for exchanges from before cassette
+/// schema 3 or imported without it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// Seconds since 1970-01-01 UTC.
+    pub recorded_at: Option<i64>,
+    /// `host[:port]` of an HTTP upstream, or `stdio:PROGRAM`; never credentials.
+    pub upstream: Option<String>,
+    /// The mcp-tape version that recorded it.
+    pub recorder: Option<String>,
+}
+
+/// One stored exchange's place: its cassette file and its row there.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Source {
+    pub cassette: std::sync::Arc<std::path::Path>,
+    pub row: i64,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.cassette.display(), self.row)
+    }
 }
 
 impl Exchange<Text> {
@@ -205,6 +235,8 @@ impl Exchange<Text> {
             status: self.status,
             content_type: self.content_type,
             messages,
+            provenance: self.provenance,
+            source: self.source,
         })
     }
 }
@@ -230,6 +262,8 @@ impl Exchange {
                     body: canonical_json(&m.body).into(),
                 })
                 .collect(),
+            provenance: self.provenance.clone(),
+            source: self.source.clone(),
         }
     }
 }

@@ -16,7 +16,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::mcp;
-use crate::model::{Direction, Exchange, MatchKey, RawExchange, canonical_json, canonical_json_without};
+use crate::model::{
+    Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
+};
 use crate::redact::Redactor;
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
@@ -161,6 +163,8 @@ impl Rules {
             status: raw.status,
             content_type: raw.content_type,
             messages,
+            provenance: Provenance::default(),
+            source: None,
         }
     }
 }

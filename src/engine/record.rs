@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -29,7 +29,7 @@ use super::Call;
 use crate::jsonrpc::RequestId;
 use crate::mcp;
 use crate::model::{
-    Direction, Exchange, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
+    Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
     canonical_json,
 };
 use crate::normalize::Rules;
@@ -66,6 +66,8 @@ pub struct Recorder {
     pending: Arc<Mutex<HashMap<String, PendingReply>>>,
     /// The protocol version each upstream session negotiated.
     versions: Arc<Mutex<HashMap<String, String>>>,
+    /// What each stored exchange says it was recorded from.
+    upstream: Arc<str>,
 }
 
 /// An exchange being recorded.
@@ -123,8 +125,17 @@ impl Capture {
 }
 
 impl Recorder {
-    pub fn new(writer: WriterHandle, rules: Rules) -> Recorder {
-        Recorder { writer, rules: Arc::new(rules), pending: Arc::default(), versions: Arc::default() }
+    /// A recorder storing through `writer`, each exchange marked as
+    /// recorded from `upstream` (`host[:port]`, or `stdio:PROGRAM`; never
+    /// credentials).
+    pub fn new(writer: WriterHandle, rules: Rules, upstream: &str) -> Recorder {
+        Recorder {
+            writer,
+            rules: Arc::new(rules),
+            pending: Arc::default(),
+            versions: Arc::default(),
+            upstream: Arc::from(upstream),
+        }
     }
 
     /// Starts recording `call`; the front door fills in the upstream's answer.
@@ -190,7 +201,12 @@ impl Recorder {
                 }
             }
         }
-        let exchange: Exchange = self.rules.exchange(raw);
+        let mut exchange: Exchange = self.rules.exchange(raw);
+        exchange.provenance = Provenance {
+            recorded_at: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs() as i64),
+            upstream: Some(self.upstream.to_string()),
+            recorder: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        };
         self.writer.write(exchange)
     }
 

@@ -2,12 +2,13 @@
 //! exchange and service answer they hold, in recorded order.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rusqlite::Connection;
 
 use super::Cassette;
 use crate::error::{CassetteError, Error};
-use crate::model::{Exchange, RecordedMessage, ServiceAnswer, StatusCode, Text};
+use crate::model::{Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, StatusCode, Text};
 
 /// The cassette files that `paths` name: a directory stands for its
 /// `*.sqlite` files (sorted by name), a file for itself.
@@ -101,12 +102,21 @@ pub(super) fn read_service_answers(conn: &Connection) -> Result<Vec<ServiceAnswe
     Ok(answers)
 }
 
-pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, CassetteError> {
+/// Every exchange of the cassette at `path` (schema `version`) that `conn`
+/// reads, in recorded order, each with its source.
+pub(super) fn read_all(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+) -> Result<Vec<Exchange<Text>>, CassetteError> {
+    let cassette: Arc<Path> = Arc::from(path);
     let mut exchanges: Vec<(i64, Exchange<Text>)> = Vec::new();
-    let mut select = conn.prepare(
-        "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type \
-         FROM exchange ORDER BY id",
-    )?;
+    // Provenance arrived with schema 3; an older file has none.
+    let provenance = if version >= 3 { "recorded_at, upstream, recorder" } else { "NULL, NULL, NULL" };
+    let mut select = conn.prepare(&format!(
+        "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type, \
+         {provenance} FROM exchange ORDER BY id"
+    ))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let id: i64 = row.get(0)?;
@@ -124,6 +134,12 @@ pub(super) fn read_all(conn: &Connection) -> Result<Vec<Exchange<Text>>, Cassett
                 status: status(row.get(7)?).map_err(damaged)?,
                 content_type: row.get(8)?,
                 messages: Vec::new(),
+                provenance: Provenance {
+                    recorded_at: row.get(9)?,
+                    upstream: row.get(10)?,
+                    recorder: row.get(11)?,
+                },
+                source: Some(Source { cassette: Arc::clone(&cassette), row: id }),
             },
         ));
     }

@@ -36,9 +36,10 @@ use crate::model::{Exchange, ServiceAnswer, Text, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_service_answers.sql"),
+    include_str!("../../migrations/0003_provenance.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -171,7 +172,8 @@ impl Cassette {
     ///
     /// An SQLite failure, or a row that does not hold a valid exchange.
     pub fn exchanges_as_text(&self) -> Result<Vec<Exchange<Text>>, Error> {
-        load::read_all(&self.conn).map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+        load::read_all(&self.conn, &self.path, self.version)
+            .map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
     /// Writes one finished exchange in its own transaction and returns its
@@ -208,7 +210,8 @@ impl Cassette {
     pub fn read_everything(&self) -> Result<(Vec<Exchange<Text>>, Vec<ServiceAnswer>), Error> {
         let read = || -> Result<_, CassetteError> {
             let snapshot = self.conn.unchecked_transaction()?;
-            let everything = (load::read_all(&snapshot)?, self.read_service_answers()?);
+            let everything =
+                (load::read_all(&snapshot, &self.path, self.version)?, self.read_service_answers()?);
             snapshot.finish()?;
             Ok(everything)
         };
@@ -247,7 +250,8 @@ impl Cassette {
         )?;
         tx.execute(
             "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
-             request, status, content_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             request, status, content_type, recorded_at, upstream, recorder) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
             params![
                 exchange.server,
                 exchange.era,
@@ -258,6 +262,9 @@ impl Cassette {
                 canonical_json(&exchange.request),
                 exchange.status.as_u16(),
                 exchange.content_type,
+                exchange.provenance.recorded_at,
+                exchange.provenance.upstream,
+                exchange.provenance.recorder,
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -334,7 +341,7 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Direction, Era, MatchKey, RecordedMessage, ServiceRoute, StatusCode};
+    use crate::model::{Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, StatusCode};
     use serde_json::json;
 
     /// A stored `tools/call` of `tool` on `server` answered with one text
@@ -357,6 +364,8 @@ mod tests {
                 body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
                     "result": {"content": [{"type": "text", "text": text}]}}),
             }],
+            provenance: Provenance::default(),
+            source: None,
         }
     }
 
