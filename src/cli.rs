@@ -9,8 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, ExportConfig, Front, FrontDoor, ImportConfig, Normalization,
-    OnMiss, Pace, RecordConfig, RecordMode, ReplayConfig, Timeouts, Upstream,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, Expired, ExportConfig, Front, FrontDoor, HttpUpstream,
+    ImportConfig, MaxAge, Normalization, OnMiss, Pace, PruneConfig, RecordConfig, RecordMode, ReplayConfig,
+    Reports, TestConfig, TestMode, Timeouts, Upstream,
 };
 use crate::error::Error;
 
@@ -76,6 +77,30 @@ enum CliCommand {
     ///
     /// Stops on SIGINT, SIGTERM, SIGHUP or SIGQUIT with a one-line summary.
     Record(RecordArgs),
+    /// Run a command (a test suite) against the tape, then report and exit.
+    ///
+    /// Starts the tape on a free loopback port (--port to choose), waits
+    /// until it answers, and runs CMD with MCP_TAPE_URL and
+    /// MCP_PLATFORM_ENDPOINT set to http://127.0.0.1:PORT (Agent 365 SDKs
+    /// then use it unchanged). SIGINT and SIGTERM are passed on to CMD. When
+    /// CMD exits, the tape stops and a summary is printed: requests, hits,
+    /// misses by server, method and tool with the nearest recording's
+    /// difference, and recordings never used.
+    ///
+    /// Exit status: CMD's (128+N if signal N ended it); 1 if CMD passed but
+    /// a request missed (unless --allow-misses) or, with --expired error, a
+    /// recording older than --max-age answered; 2 for a usage error.
+    ///
+    /// Modes (--mode; MCP_TAPE_MODE in the environment overrides it):
+    /// replay answers from the cassettes and never contacts an upstream;
+    /// missing answers what the cassette holds and records the rest from
+    /// --upstream; all records everything into a fresh cassette that
+    /// replaces the old one only if CMD passes; once records (as all) if the
+    /// cassette does not exist yet, else replays. The recording modes take
+    /// one PATH: the cassette file.
+    Test(TestArgs),
+    /// Remove the recordings a passing run never used, as its --report says.
+    Prune(PruneArgs),
     /// Write exchanges from JSON Lines (as `export` writes them) into a cassette.
     Import(ImportArgs),
     /// Write every exchange of a cassette as canonical JSON Lines, for review.
@@ -115,6 +140,109 @@ struct NormalizationArgs {
 }
 
 #[derive(Debug, Args)]
+struct ReportArgs {
+    /// Write a JUnit XML report here when the run ends: one testsuite per
+    /// server, one testcase per method and tool, prompt or resource; a miss
+    /// is a failure; recordings never used are skipped testcases.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Write a JSON usage report here when the run ends (what `prune
+    /// --unused-from` reads).
+    #[arg(long = "report", value_name = "FILE")]
+    usage: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct AgeArgs {
+    /// Report recordings older than this many days when they answer.
+    #[arg(long, value_name = "DAYS")]
+    max_age: Option<u32>,
+    /// What a recording older than --max-age does: `warn` logs it once;
+    /// `error` also fails the run (exit 1 at the end).
+    #[arg(long, value_enum, default_value_t = ExpiredArg::Warn, requires = "max_age")]
+    expired: ExpiredArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ExpiredArg {
+    Warn,
+    Error,
+}
+
+#[derive(Debug, Args)]
+struct UpstreamArgs {
+    /// Also trust the CA certificates in this PEM file for the upstream's TLS.
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Option<PathBuf>,
+    /// Seconds to wait for a connection to the upstream.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Seconds to wait for the upstream's answer to begin.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    upstream_timeout: f64,
+    /// Longest silence, in seconds, inside an answer to a POST before the
+    /// answer is given up.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+    idle_timeout: f64,
+}
+
+#[derive(Debug, Args)]
+struct TestArgs {
+    /// Cassette files, or directories of *.sqlite cassettes; in the
+    /// recording modes, the one cassette file.
+    #[arg(value_name = "PATH", default_value = "cassettes")]
+    paths: Vec<PathBuf>,
+    /// replay, missing, all or once (see above); MCP_TAPE_MODE overrides it.
+    #[arg(long, value_enum, default_value_t = TestModeArg::Replay)]
+    mode: TestModeArg,
+    /// Base URL of the upstream MCP server, for the recording modes.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    #[command(flatten)]
+    upstream_args: UpstreamArgs,
+    /// Port on 127.0.0.1 to serve on; 0 picks a free one.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// A request that missed does not fail a run whose command passed.
+    #[arg(long)]
+    allow_misses: bool,
+    /// On a miss: `error` answers -32001 naming the nearest recorded
+    /// requests and what differs; `mock` answers as the mock would.
+    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
+    on_miss: MissPolicy,
+    /// `instant` or `recorded` (as for replay).
+    #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
+    pace: PaceArg,
+    #[command(flatten)]
+    reports: ReportArgs,
+    #[command(flatten)]
+    age: AgeArgs,
+    #[command(flatten)]
+    normalization: NormalizationArgs,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TestModeArg {
+    Replay,
+    Missing,
+    All,
+    Once,
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    /// The cassette to remove recordings from.
+    #[arg(value_name = "CASSETTE")]
+    cassette: PathBuf,
+    /// The usage report (--report) of a passing run over this cassette.
+    #[arg(long, value_name = "REPORT")]
+    unused_from: PathBuf,
+}
+
+#[derive(Debug, Args)]
 struct ReplayArgs {
     /// Cassette files, or directories of *.sqlite cassettes.
     #[arg(value_name = "PATH", default_value = "cassettes")]
@@ -140,6 +268,10 @@ struct ReplayArgs {
     /// reads them; `recorded` keeps the gaps the recording saw.
     #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
     pace: PaceArg,
+    #[command(flatten)]
+    reports: ReportArgs,
+    #[command(flatten)]
+    age: AgeArgs,
     #[command(flatten)]
     normalization: NormalizationArgs,
 }
@@ -185,19 +317,10 @@ struct RecordArgs {
     /// cassette already holds and forwards and stores only the rest.
     #[arg(long, value_enum, default_value_t = ModeArg::All)]
     mode: ModeArg,
-    /// Also trust the CA certificates in this PEM file for the upstream's TLS.
-    #[arg(long, value_name = "FILE")]
-    upstream_ca: Option<PathBuf>,
-    /// Seconds to wait for a connection to the upstream.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
-    connect_timeout: f64,
-    /// Seconds to wait for the upstream's answer to begin.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
-    upstream_timeout: f64,
-    /// Longest silence, in seconds, inside an answer to a POST before the
-    /// answer is given up.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
-    idle_timeout: f64,
+    #[command(flatten)]
+    upstream_args: UpstreamArgs,
+    #[command(flatten)]
+    reports: ReportArgs,
     #[command(flatten)]
     listen: Listen,
     #[command(flatten)]
@@ -255,6 +378,8 @@ impl Cli {
                     PaceArg::Recorded => Pace::Recorded,
                 },
                 normalization: args.normalization.validate()?,
+                reports: args.reports.validate(),
+                max_age: args.age.validate(),
             }),
             CliCommand::Record(args) => {
                 if args.name.is_empty()
@@ -265,11 +390,6 @@ impl Cli {
                         args.name
                     )));
                 }
-                let seconds = |flag: &str, value: f64| {
-                    Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
-                        Error::Config(format!("{flag} {value}: expected a positive number of seconds"))
-                    })
-                };
                 if !args.stdio && !args.command.is_empty() {
                     return Err(Error::Config(format!(
                         "{:?} after `--`: a command is recorded only with --stdio",
@@ -284,24 +404,11 @@ impl Cli {
                         },
                         command: args.command,
                     },
-                    Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-                        Upstream::Http {
-                            front_door: args.listen.validate()?,
-                            url: url.trim_end_matches('/').to_owned(),
-                            ca: args.upstream_ca,
-                            timeouts: Timeouts {
-                                connect: seconds("--connect-timeout", args.connect_timeout)?,
-                                response: seconds("--upstream-timeout", args.upstream_timeout)?,
-                                idle: seconds("--idle-timeout", args.idle_timeout)?,
-                            },
-                        }
+                    Some(url) => {
+                        let upstream = args.upstream_args.validate(url)?;
+                        Upstream::Http { front_door: args.listen.validate()?, upstream }
                     }
-                    other => {
-                        return Err(Error::Config(format!(
-                            "--upstream {:?}: expected an http:// or https:// URL",
-                            other.unwrap_or_default()
-                        )));
-                    }
+                    None => return Err(Error::Config("--upstream URL or --stdio -- CMD is needed".into())),
                 };
                 Command::Record(RecordConfig {
                     upstream,
@@ -311,7 +418,12 @@ impl Cli {
                         ModeArg::Missing => RecordMode::Missing,
                     },
                     normalization: args.normalization.validate()?,
+                    reports: args.reports.validate(),
                 })
+            }
+            CliCommand::Test(args) => Command::Test(test_config(args)?),
+            CliCommand::Prune(args) => {
+                Command::Prune(PruneConfig { cassette: args.cassette, report: args.unused_from })
             }
             CliCommand::Import(args) => Command::Import(ImportConfig {
                 input: (args.input.as_os_str() != "-").then_some(args.input),
@@ -320,6 +432,119 @@ impl Cli {
             CliCommand::Export(args) => {
                 Command::Export(ExportConfig { cassette: args.cassette, output: args.output })
             }
+        })
+    }
+}
+
+/// The environment variable that overrides `test --mode`, so that a CI job
+/// can force a mode whatever the command line says.
+pub const MODE_VARIABLE: &str = "MCP_TAPE_MODE";
+
+fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
+    let mode = match std::env::var(MODE_VARIABLE) {
+        Ok(value) => TestModeArg::from_str(value.trim(), true).map_err(|_| {
+            Error::Usage(format!("{MODE_VARIABLE}={value:?}: expected replay, missing, all or once"))
+        })?,
+        Err(_) => args.mode,
+    };
+    let mode = match mode {
+        TestModeArg::Replay => TestMode::Replay,
+        TestModeArg::Missing => TestMode::Missing,
+        TestModeArg::All => TestMode::All,
+        TestModeArg::Once => TestMode::Once,
+    };
+    let upstream = match args.upstream {
+        Some(url) => Some(args.upstream_args.validate(url)?),
+        None if mode == TestMode::Replay => None,
+        None => {
+            return Err(Error::Usage(format!(
+                "--mode {}: records, so it needs --upstream URL",
+                mode_name(mode)
+            )));
+        }
+    };
+    if mode != TestMode::Replay {
+        let one_file = matches!(args.paths.as_slice(), [path] if !path.is_dir());
+        if !one_file {
+            return Err(Error::Usage(format!(
+                "--mode {}: records into one cassette: give its file as the only PATH, e.g. cassettes/agent.sqlite",
+                mode_name(mode)
+            )));
+        }
+    }
+    let listen = Listen {
+        host: "127.0.0.1".into(),
+        port: args.port,
+        allow_hosts: Vec::new(),
+        client_idle_timeout: DEFAULT_IDLE_TIMEOUT.as_secs(),
+    };
+    Ok(TestConfig {
+        paths: args.paths,
+        front_door: listen.validate()?,
+        mode,
+        upstream,
+        command: args.command,
+        allow_misses: args.allow_misses,
+        on_miss: match args.on_miss {
+            MissPolicy::Error => OnMiss::Error,
+            MissPolicy::Mock => OnMiss::Mock,
+        },
+        pace: match args.pace {
+            PaceArg::Instant => Pace::Instant,
+            PaceArg::Recorded => Pace::Recorded,
+        },
+        normalization: args.normalization.validate()?,
+        reports: args.reports.validate(),
+        max_age: args.age.validate(),
+    })
+}
+
+fn mode_name(mode: TestMode) -> &'static str {
+    match mode {
+        TestMode::Replay => "replay",
+        TestMode::Missing => "missing",
+        TestMode::All => "all",
+        TestMode::Once => "once",
+    }
+}
+
+impl UpstreamArgs {
+    fn validate(self, url: String) -> Result<HttpUpstream, Error> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(Error::Config(format!("--upstream {url:?}: expected an http:// or https:// URL")));
+        }
+        let seconds = |flag: &str, value: f64| {
+            Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
+                Error::Config(format!("{flag} {value}: expected a positive number of seconds"))
+            })
+        };
+        Ok(HttpUpstream {
+            url: url.trim_end_matches('/').to_owned(),
+            ca: self.upstream_ca,
+            timeouts: Timeouts {
+                connect: seconds("--connect-timeout", self.connect_timeout)?,
+                response: seconds("--upstream-timeout", self.upstream_timeout)?,
+                idle: seconds("--idle-timeout", self.idle_timeout)?,
+            },
+        })
+    }
+}
+
+impl ReportArgs {
+    fn validate(self) -> Reports {
+        Reports { junit: self.junit, usage: self.usage }
+    }
+}
+
+impl AgeArgs {
+    fn validate(self) -> Option<MaxAge> {
+        let days = self.max_age?;
+        Some(MaxAge {
+            limit: Duration::from_secs(u64::from(days) * 86_400),
+            expired: match self.expired {
+                ExpiredArg::Warn => Expired::Warn,
+                ExpiredArg::Error => Expired::Error,
+            },
         })
     }
 }
@@ -404,8 +629,8 @@ mod tests {
             panic!("not record")
         };
         assert_eq!(config.cassette, PathBuf::from("cassettes/mail.sqlite"));
-        let Upstream::Http { url, .. } = config.upstream else { panic!("not HTTP") };
-        assert_eq!(url, "https://h");
+        let Upstream::Http { upstream, .. } = config.upstream else { panic!("not HTTP") };
+        assert_eq!(upstream.url, "https://h");
     }
 
     #[test]

@@ -69,6 +69,31 @@ pub enum Front {
     Stdio { server: Option<String> },
 }
 
+/// What a stale recording (older than `--max-age`) does to a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expired {
+    /// A warning when it is first used; the run still passes.
+    Warn,
+    /// The run fails (exit 1 at the end), the answer is still served.
+    Error,
+}
+
+/// `--max-age DAYS` and `--expired`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxAge {
+    pub limit: std::time::Duration,
+    pub expired: Expired,
+}
+
+/// The reports a run writes when it ends.
+#[derive(Clone, Debug, Default)]
+pub struct Reports {
+    /// JUnit XML (`--junit`).
+    pub junit: Option<PathBuf>,
+    /// The JSON usage report `prune` reads (`--report`).
+    pub usage: Option<PathBuf>,
+}
+
 #[derive(Clone, Debug)]
 pub struct ReplayConfig {
     pub front: Front,
@@ -79,6 +104,8 @@ pub struct ReplayConfig {
     pub fail_on_miss: bool,
     pub pace: Pace,
     pub normalization: Normalization,
+    pub reports: Reports,
+    pub max_age: Option<MaxAge>,
 }
 
 /// What record forwards.
@@ -94,14 +121,7 @@ pub enum RecordMode {
 #[derive(Clone, Debug)]
 pub enum Upstream {
     /// An MCP server over Streamable HTTP, served to clients on `front_door`.
-    Http {
-        front_door: FrontDoor,
-        /// Base URL; request paths are appended.
-        url: String,
-        /// Extra trusted CA certificates (PEM) for the upstream's TLS.
-        ca: Option<PathBuf>,
-        timeouts: Timeouts,
-    },
+    Http { front_door: FrontDoor, upstream: HttpUpstream },
     /// A stdio server: `command` (program, then arguments) spawned as a
     /// child, speaking to the client on mcp-tape's own stdin/stdout;
     /// exchanges are stored under `server`.
@@ -115,6 +135,60 @@ pub struct RecordConfig {
     pub cassette: PathBuf,
     pub mode: RecordMode,
     pub normalization: Normalization,
+    pub reports: Reports,
+}
+
+/// How `test` uses its cassettes (VCR's record modes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TestMode {
+    /// Answer from the cassettes; never contact an upstream.
+    Replay,
+    /// Answer what the cassette holds, record the rest.
+    Missing,
+    /// Record everything into a fresh cassette that replaces the old one
+    /// only if the command passes.
+    All,
+    /// Record (as `All`) if the cassette does not exist yet, else replay.
+    Once,
+}
+
+/// An HTTP upstream to record from.
+#[derive(Clone, Debug)]
+pub struct HttpUpstream {
+    /// Base URL; request paths are appended.
+    pub url: String,
+    /// Extra trusted CA certificates (PEM) for the upstream's TLS.
+    pub ca: Option<PathBuf>,
+    pub timeouts: Timeouts,
+}
+
+/// `mcp-tape test`: the tape for the length of one command.
+#[derive(Clone, Debug)]
+pub struct TestConfig {
+    /// Replay: cassette files and directories; recording modes: the one
+    /// cassette file.
+    pub paths: Vec<PathBuf>,
+    pub front_door: FrontDoor,
+    pub mode: TestMode,
+    /// Required by every mode but `Replay`.
+    pub upstream: Option<HttpUpstream>,
+    /// The command to run, program first.
+    pub command: Vec<String>,
+    /// Misses do not fail a run whose command passed.
+    pub allow_misses: bool,
+    pub on_miss: OnMiss,
+    pub pace: Pace,
+    pub normalization: Normalization,
+    pub reports: Reports,
+    pub max_age: Option<MaxAge>,
+}
+
+/// `mcp-tape prune`: remove the recordings a passing run never used.
+#[derive(Clone, Debug)]
+pub struct PruneConfig {
+    pub cassette: PathBuf,
+    /// The usage report (`--report`) of that run.
+    pub report: PathBuf,
 }
 
 #[derive(Clone, Debug)]
@@ -136,6 +210,8 @@ pub struct ExportConfig {
 pub enum Command {
     Replay(ReplayConfig),
     Record(RecordConfig),
+    Test(TestConfig),
+    Prune(PruneConfig),
     Import(ImportConfig),
     Export(ExportConfig),
 }
@@ -146,7 +222,7 @@ impl Command {
         match self {
             Command::Replay(config) => matches!(config.front, Front::Stdio { .. }),
             Command::Record(config) => matches!(config.upstream, Upstream::Stdio { .. }),
-            Command::Import(_) | Command::Export(_) => false,
+            Command::Test(_) | Command::Prune(_) | Command::Import(_) | Command::Export(_) => false,
         }
     }
 }

@@ -44,6 +44,8 @@ pub enum Error {
     },
     #[error("{0} requests missed the recordings (--fail-on-miss)")]
     Misses(u64),
+    #[error("{0} recordings older than --max-age answered (--expired error)")]
+    Expired(usize),
     #[error("cannot listen on {addr}")]
     Bind {
         addr: String,

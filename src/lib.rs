@@ -55,6 +55,7 @@
 //!   the command line, starts logging, maps the outcome to an exit code.
 
 pub mod agent365;
+pub mod ci;
 pub mod cli;
 pub mod config;
 pub mod engine;
@@ -65,6 +66,7 @@ pub mod mcp;
 pub mod model;
 pub mod normalize;
 pub mod redact;
+pub mod report;
 pub mod sse;
 pub mod store;
 pub mod tape;
@@ -74,16 +76,21 @@ pub mod util;
 use std::future::Future;
 use std::io::{BufReader, Write};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use config::{Command, Front, FrontDoor, RecordConfig, RecordMode, ReplayConfig, Upstream};
+use config::{
+    Command, Expired, Front, FrontDoor, HttpUpstream, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, TestConfig, TestMode, Upstream,
+};
 use engine::record::Recorder;
 use engine::replay::{Replay, ServiceAnswers};
 use engine::{Engine, Facts};
 use error::Error;
 use normalize::Rules;
+use report::Report;
 use store::{Cassette, Writer};
 use tape::Tape;
 use transport::http::{self, App, Proxy, server};
@@ -112,6 +119,8 @@ pub async fn run(command: Command) -> Result<u8, Error> {
             }
             Upstream::Stdio { .. } => record_stdio(config, server::shutdown_signal()).await,
         },
+        Command::Test(config) => test(config).await,
+        Command::Prune(config) => prune(&config).map(|()| 0),
         Command::Import(config) => {
             let mut cassette = Cassette::open(&config.cassette)?;
             let count = match &config.input {
@@ -165,8 +174,19 @@ fn announce(line: String) {
 
 /// The replay engine over the cassettes `config` names.
 fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
-    let files = store::cassette_files(&config.paths)?;
-    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)
+}
+
+/// The replay engine over the cassettes under `paths`.
+fn load_cassettes(
+    paths: &[PathBuf],
+    normalization: &Normalization,
+    on_miss: OnMiss,
+    pace: Pace,
+    max_age: Option<MaxAge>,
+) -> Result<Replay, Error> {
+    let files = store::cassette_files(paths)?;
+    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
     let loaded = store::load_as_text(&files)?;
     let tape = Tape::new(loaded.exchanges, &rules);
     tracing::info!(
@@ -180,24 +200,56 @@ fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
         }
     );
     let service = ServiceAnswers::new(loaded.service_answers);
-    Ok(Replay::new(tape, service, rules, config.on_miss, config.pace))
+    Ok(Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit)))
 }
 
-/// The summary line of a replay that stopped.
+/// What a run exercised, over the recordings `engine` could use.
+fn report_of(engine: &Engine, max_age: Option<MaxAge>) -> Report {
+    let stale_fails = max_age.is_some_and(|age| age.expired == Expired::Error);
+    Report::new(engine.usage(), engine.replay().map(Replay::tape), stale_fails)
+}
+
+/// Writes the reports `reports` asks for; `passed`: the run's verdict.
+fn write_reports(report: &Report, reports: &Reports, passed: bool) -> Result<(), Error> {
+    if let Some(path) = &reports.junit {
+        report::write(path, &report.junit())?;
+    }
+    if let Some(path) = &reports.usage {
+        report::write(path, &format!("{:#}\n", report.json(passed)))?;
+    }
+    Ok(())
+}
+
+/// The end of a replay: the one-line summary of misses, the reports, and
+/// the verdict.
 ///
 /// # Errors
 ///
-/// With `--fail-on-miss`, any miss.
-fn summarize_misses(replay: &Replay, fail_on_miss: bool) -> Result<(), Error> {
-    let misses = replay.misses();
+/// With `--fail-on-miss`, any miss; with `--expired error`, a recording
+/// older than `--max-age` that answered; a report that cannot be written.
+fn finish_replay(engine: &Engine, config: &ReplayConfig) -> Result<(), Error> {
+    let report = report_of(engine, config.max_age);
+    let misses: Vec<String> = report
+        .usage
+        .cases
+        .iter()
+        .filter(|(_, case)| case.misses > 0)
+        .map(|(key, case)| format!("{key} ×{}", case.misses))
+        .collect();
+    let total = report.usage.misses();
     if misses.is_empty() {
         tracing::info!("stopped; no misses");
-        return Ok(());
+    } else {
+        tracing::warn!("stopped; {total} misses: {}", misses.join("; "));
     }
-    let total: u64 = misses.iter().map(|(_, n)| n).sum();
-    let listed: Vec<String> = misses.iter().map(|(what, n)| format!("{what} ×{n}")).collect();
-    tracing::warn!("stopped; {total} misses: {}", listed.join("; "));
-    if fail_on_miss { Err(Error::Misses(total)) } else { Ok(()) }
+    write_reports(&report, &config.reports, report.clean())?;
+    if config.fail_on_miss && total > 0 {
+        return Err(Error::Misses(total));
+    }
+    if report.stale_failure() {
+        return Err(Error::Expired(report.usage.stale.len()));
+    }
+    Ok(())
 }
 
 /// Loads the cassettes, serves replay over HTTP on `listener` until
@@ -221,7 +273,7 @@ pub async fn replay(
     let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
     announce(format!("replay listening on http://{address}"));
     server::run(listener, Arc::clone(&app), shutdown).await;
-    app.engine.replay().map_or(Ok(()), |replay| summarize_misses(replay, config.fail_on_miss))
+    finish_replay(&app.engine, &config)
 }
 
 /// Loads the cassettes and serves replay on this process's stdin/stdout
@@ -267,21 +319,44 @@ pub async fn replay_stdio(config: ReplayConfig, shutdown: impl Future<Output = (
     if let Err(e) = ended {
         tracing::warn!("reading stdin failed: {e}");
     }
-    door.engine.replay().map_or(Ok(()), |replay| summarize_misses(replay, config.fail_on_miss))
+    finish_replay(&door.engine, &config)
 }
 
 /// The cassette a recording writes, its directory made, and what it holds
 /// already for `--mode missing`.
-fn open_for_recording(config: &RecordConfig, rules: &Rules) -> Result<(Cassette, Option<Tape>), Error> {
-    if let Some(dir) = config.cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
+fn open_for_recording(
+    cassette: &Path,
+    mode: RecordMode,
+    rules: &Rules,
+) -> Result<(Cassette, Option<Tape>), Error> {
+    if let Some(dir) = cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
     }
-    let cassette = Cassette::open(&config.cassette)?;
-    let existing = match config.mode {
+    let cassette = Cassette::open(cassette)?;
+    let existing = match mode {
         RecordMode::All => None,
         RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, rules)),
     };
     Ok((cassette, existing))
+}
+
+/// Record over HTTP: the front door's app forwarding to `upstream` and
+/// storing into `cassette` (with `mode`), and the cassette's writer.
+fn http_recording(
+    cassette: &Path,
+    mode: RecordMode,
+    normalization: &Normalization,
+    upstream: &HttpUpstream,
+    front_door: FrontDoor,
+) -> Result<(Arc<App>, Writer), Error> {
+    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
+    let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
+    let client = http::upstream::Upstream::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
+    let writer = Writer::start(cassette);
+    let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
+    let proxy = Proxy::new(client, recorder.clone());
+    let engine = recording_engine(recorder, existing, rules);
+    Ok((Arc::new(App { engine, proxy: Some(proxy), front_door }), writer))
 }
 
 /// The engine of a recording: record, or with `existing` (what the
@@ -340,22 +415,16 @@ pub async fn record(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let Upstream::Http { front_door, url, ca, timeouts } = config.upstream.clone() else {
+    let Upstream::Http { front_door, upstream } = config.upstream.clone() else {
         return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
     };
-    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
-    let (cassette, existing) = open_for_recording(&config, &rules)?;
-    let upstream = http::upstream::Upstream::new(&url, ca.as_deref(), timeouts)?;
     let address = local_address(&listener, &front_door)?;
-    let writer = Writer::start(cassette);
-    let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&url));
-    let proxy = Proxy::new(upstream, recorder.clone());
-    let app =
-        Arc::new(App { engine: recording_engine(recorder, existing, rules), proxy: Some(proxy), front_door });
-    announce(format!("record listening on http://{address}, forwarding to {url}"));
-    server::run(listener, app, shutdown).await;
+    let (app, writer) =
+        http_recording(&config.cassette, config.mode, &config.normalization, &upstream, front_door)?;
+    announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
+    server::run(listener, Arc::clone(&app), shutdown).await;
     summarize_recording(writer);
-    Ok(())
+    write_reports(&report_of(&app.engine, None), &config.reports, true)
 }
 
 /// Spawns the stdio server `config` names and records between it and
@@ -371,7 +440,7 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
         return Err(Error::Config("record over stdio needs a stdio server's command".into()));
     };
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
-    let (cassette, existing) = open_for_recording(&config, &rules)?;
+    let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
     let writer = Writer::start(cassette);
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
     let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
@@ -389,6 +458,7 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
         Ok(Ended::Child) => tracing::info!("the stdio server closed its output"),
         Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
     }
+    let report = report_of(&door.engine, None);
     drop(door); // closes the child's stdin
     drop(output);
     // The child's last output is relayed while it stops.
@@ -396,5 +466,141 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
     let status = stopped.map_err(|source| Error::Spawn { command: shown, source })?;
     summarize_recording(writer);
     tracing::info!("the stdio server ended: {status}");
+    write_reports(&report, &config.reports, true)?;
     Ok(stdio::child::exit_code(status))
+}
+
+/// `mcp-tape test`: serves the tape on loopback for as long as the
+/// command runs, then reports; returns the exit code (the command's, else
+/// 1 for misses or, with `--expired error`, stale recordings).
+///
+/// # Errors
+///
+/// What stops the tape from starting (cassettes, port, upstream), a
+/// command that cannot be started, a report that cannot be written.
+pub async fn test(config: TestConfig) -> Result<u8, Error> {
+    let listener = bind(&config.front_door).await?;
+    let url = format!("http://{}", local_address(&listener, &config.front_door)?);
+    let cassette = config.paths.first().cloned().unwrap_or_default();
+    let fresh = match config.mode {
+        TestMode::Replay | TestMode::Missing => false,
+        TestMode::All => true,
+        TestMode::Once => !cassette.exists(),
+    };
+    let recording = config.mode == TestMode::Missing || fresh;
+    // A fresh recording goes to a file of its own until the command passes.
+    let target = fresh.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+    let (app, writer) = match (&config.upstream, recording) {
+        (_, false) => {
+            let replay = load_cassettes(
+                &config.paths,
+                &config.normalization,
+                config.on_miss,
+                config.pace,
+                config.max_age,
+            )?;
+            (
+                Arc::new(App {
+                    engine: Engine::Replay(replay),
+                    proxy: None,
+                    front_door: config.front_door.clone(),
+                }),
+                None,
+            )
+        }
+        (Some(upstream), true) => {
+            let (file, mode) = match &target {
+                Some(file) => (file.as_path(), RecordMode::All),
+                None => (cassette.as_path(), RecordMode::Missing),
+            };
+            let (app, writer) =
+                http_recording(file, mode, &config.normalization, upstream, config.front_door.clone())?;
+            (app, Some(writer))
+        }
+        (None, true) => return Err(Error::Usage("recording needs --upstream URL".into())),
+    };
+    let what = match (&config.upstream, recording) {
+        (Some(upstream), true) => format!("recording from {}", upstream.url),
+        _ => "replaying".to_owned(),
+    };
+    announce(format!("test: tape at {url} ({what}); running {}", util::printable(&config.command.join(" "))));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::run(listener, Arc::clone(&app), async {
+        let _ = stopped.await;
+    }));
+    let ran = ci::run(&config.command, &url).await;
+    let _ = stop.send(());
+    let _ = serving.await;
+    let report = report_of(&app.engine, config.max_age);
+    drop(app);
+    let status = match ran {
+        Ok(status) => status,
+        Err(error) => {
+            if let Some(file) = &target {
+                discard(file);
+            }
+            return Err(error);
+        }
+    };
+    let code = stdio::child::exit_code(status);
+    if let Some(writer) = writer {
+        summarize_recording(writer);
+    }
+    if let Some(file) = &target {
+        if code == 0 {
+            std::fs::rename(file, &cassette)
+                .map_err(|source| Error::Write { path: cassette.clone(), source })?;
+            eprintln!("mcp-tape: the new recording replaced {}", cassette.display());
+        } else {
+            discard(file);
+            eprintln!("mcp-tape: the command failed; {} was left as it was", cassette.display());
+        }
+    }
+    let verdict = if code != 0 {
+        code
+    } else if (report.usage.misses() > 0 && !config.allow_misses) || report.stale_failure() {
+        1
+    } else {
+        0
+    };
+    eprintln!("mcp-tape: {}", report.summary());
+    eprintln!("mcp-tape: {status}; exit {verdict}");
+    write_reports(&report, &config.reports, verdict == 0)?;
+    Ok(verdict)
+}
+
+/// `path` with `.TAG` added to its file name: a file beside it.
+fn sibling(path: &Path, tag: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".{tag}"));
+    path.with_file_name(name)
+}
+
+/// Removes a recording that is not kept, with SQLite's files beside it.
+fn discard(file: &Path) {
+    for path in [file.to_owned(), sibling(file, "wal"), sibling(file, "shm")] {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// `mcp-tape prune`: removes from a cassette the recordings a passing
+/// run's usage report lists as never used, printing each.
+///
+/// # Errors
+///
+/// A report that cannot be read or is not of a passing run; a cassette
+/// that cannot be changed.
+pub fn prune(config: &PruneConfig) -> Result<(), Error> {
+    let text = std::fs::read_to_string(&config.report)
+        .map_err(|source| Error::Read { path: config.report.clone(), source })?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| Error::Config(format!("{}: not JSON: {e}", config.report.display())))?;
+    let rows = report::unused_rows(&report, &config.cassette)?;
+    let mut cassette = Cassette::open(&config.cassette)?;
+    let removed = cassette.remove(&rows)?;
+    for (row, what) in &removed {
+        println!("removed #{row}: {}", util::printable(what));
+    }
+    eprintln!("mcp-tape: removed {} recordings from {}", removed.len(), config.cassette.display());
+    Ok(())
 }

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
-use crate::model::{Direction, Era, Exchange, MatchKey, StatusCode, Text};
+use crate::model::{Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
 use crate::normalize::{self, Rules};
 
 /// What kind of named thing a request addresses, for "never seen" checks.
@@ -100,6 +100,10 @@ pub struct Recorded {
     pub status: StatusCode,
     pub content_type: String,
     pub messages: Vec<Message>,
+    /// Its cassette file and row, when it was read from one.
+    pub source: Option<Source>,
+    /// When it was recorded (seconds since 1970), if the cassette says.
+    pub recorded_at: Option<i64>,
 }
 
 impl Recorded {
@@ -201,6 +205,8 @@ impl Tape {
                 status: exchange.status,
                 content_type: exchange.content_type,
                 messages,
+                source: exchange.source,
+                recorded_at: exchange.provenance.recorded_at,
             };
             let answer = recorded.answer();
             let error = answer.and_then(|a| a.error.as_deref());
@@ -225,6 +231,12 @@ impl Tape {
                 .push(recorded);
         }
         tape
+    }
+
+    /// Every recording replay can answer with (transport-level rejections
+    /// are left out at load).
+    pub fn recordings(&self) -> impl Iterator<Item = &Arc<Recorded>> {
+        self.by_method.values().flatten().chain(self.capability_refusals.values().map(|(_, r)| r))
     }
 
     fn learn_names(&mut self, recorded: &Recorded, request: &Value) {

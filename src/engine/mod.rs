@@ -14,6 +14,7 @@
 //! two never import each other. No HTTP and no I/O here: how bytes become
 //! messages and how the upstream is reached belong to the front door.
 
+pub mod ledger;
 pub mod record;
 pub mod reenact;
 pub mod replay;
@@ -24,6 +25,7 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::mcp::RoutingHeaders;
 use crate::model::{Era, StatusCode};
+use ledger::{CaseKey, Usage};
 use record::{Capture, Recorder};
 use replay::Replay;
 
@@ -222,7 +224,12 @@ impl Engine {
                     _ => cassette.recorded(call),
                 };
                 match recorded {
-                    Some(answer) => Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer })),
+                    Some(answer) => {
+                        cassette
+                            .ledger()
+                            .note(CaseKey::of(call.server, call.method, call.params), Outcome::Cassette);
+                        Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer }))
+                    }
                     None => Ok(Step::Forward(Some(recorder.capture(call)))),
                 }
             }
@@ -265,6 +272,19 @@ impl Engine {
         match self {
             Engine::Replay(replay) => Some(replay),
             Engine::Record(_) | Engine::Missing { .. } => None,
+        }
+    }
+
+    /// What this engine was asked and how it answered, so far.
+    pub fn usage(&self) -> Usage {
+        match self {
+            Engine::Replay(replay) => replay.ledger().usage(),
+            Engine::Record(recorder) => recorder.ledger().usage(),
+            Engine::Missing { cassette, recorder } => {
+                let mut usage = cassette.ledger().usage();
+                usage.merge(recorder.ledger().usage());
+                usage
+            }
         }
     }
 

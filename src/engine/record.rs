@@ -25,7 +25,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::Call;
+use super::ledger::{CaseKey, Ledger};
+use super::{Call, Outcome};
 use crate::jsonrpc::RequestId;
 use crate::mcp;
 use crate::model::{
@@ -68,6 +69,8 @@ pub struct Recorder {
     versions: Arc<Mutex<HashMap<String, String>>>,
     /// What each stored exchange says it was recorded from.
     upstream: Arc<str>,
+    /// What was forwarded to be recorded.
+    ledger: Arc<Ledger>,
 }
 
 /// An exchange being recorded.
@@ -135,11 +138,17 @@ impl Recorder {
             pending: Arc::default(),
             versions: Arc::default(),
             upstream: Arc::from(upstream),
+            ledger: Arc::default(),
         }
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     /// Starts recording `call`; the front door fills in the upstream's answer.
     pub fn capture(&self, call: &Call) -> Capture {
+        self.ledger.note(CaseKey::of(call.server, call.method, call.params), Outcome::Forwarded);
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
         let meta = call.params.and_then(|p| p.get("_meta"));
         let meta_version = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str);

@@ -7,11 +7,13 @@
 //! that are not MCP ([`Replay::service`]).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
+use super::ledger::{CaseKey, Ledger};
 use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing};
 use crate::agent365;
@@ -23,6 +25,9 @@ use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status
 use crate::normalize::{self, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::util::{lock, printable};
+
+/// Seconds in a day, for `--max-age`.
+pub const SECONDS_PER_DAY: i64 = 86_400;
 
 /// Live sessions kept at most; the oldest is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
@@ -77,8 +82,10 @@ pub struct Replay {
     /// era, or a handshake client that never initialized) or per foreign
     /// session (the upstream's, when record answers from a cassette).
     sessionless: Mutex<HashMap<String, Cursors>>,
-    /// Misses so far: "server method \[name\]" → count.
-    misses: Mutex<BTreeMap<String, u64>>,
+    /// What was asked and how it was answered.
+    ledger: Ledger,
+    /// Recordings older than this are reported when used (`--max-age`).
+    max_age: Option<Duration>,
 }
 
 impl Replay {
@@ -92,8 +99,19 @@ impl Replay {
             sessions: Mutex::new(Sessions::default()),
             replies: Arc::default(),
             sessionless: Mutex::new(HashMap::new()),
-            misses: Mutex::new(BTreeMap::new()),
+            ledger: Ledger::default(),
+            max_age: None,
         }
+    }
+
+    /// The same engine, reporting recordings older than `max_age` when
+    /// they answer.
+    pub fn with_max_age(self, max_age: Option<Duration>) -> Replay {
+        Replay { max_age, ..self }
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
     }
 
     pub fn tape(&self) -> &Tape {
@@ -206,12 +224,7 @@ impl Replay {
         checked.map_err(|error| RequestError { fault: Fault::Stateless(error), id: Some(call.id.clone()) })
     }
 
-    /// Misses so far, as "server method \[name\]" with counts, sorted.
-    pub fn misses(&self) -> Vec<(String, u64)> {
-        lock(&self.misses).iter().map(|(k, v)| (k.clone(), *v)).collect()
-    }
-
-    /// Answers one request.
+    /// Answers one request, and notes how in the [`Ledger`].
     ///
     /// # Errors
     ///
@@ -219,6 +232,14 @@ impl Replay {
     /// [`Fault::Stateless`] for a stateless request that does not hold
     /// together; either carries the request's id.
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
+        let answered = self.answer_unnoted(call);
+        if let Ok(answer) = &answered {
+            self.ledger.note(CaseKey::of(call.server, call.method, call.params), answer.outcome);
+        }
+        answered
+    }
+
+    fn answer_unnoted(&self, call: &Call) -> Result<Answer, RequestError> {
         match call.era {
             Era::Handshake if call.method != "initialize" => {
                 self.check_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?;
@@ -290,7 +311,29 @@ impl Replay {
             }
         }
         let exchange = self.next_recorded(call, key)?;
+        self.note_use(call, &exchange);
         Some(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity))
+    }
+
+    /// Notes that `recorded` answers `call`, warning the first time a
+    /// recording older than `--max-age` does.
+    fn note_use(&self, call: &Call, recorded: &Recorded) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let age_days = |at: i64| now.saturating_sub(at) / SECONDS_PER_DAY;
+        let limit = self.max_age.map(|age| age.as_secs() as i64);
+        let stale = match (limit, recorded.recorded_at) {
+            (Some(limit), Some(at)) => now.saturating_sub(at) > limit,
+            _ => false,
+        };
+        let case = CaseKey::of(call.server, call.method, call.params);
+        if self.ledger.used(&case, recorded.source.as_ref(), stale) {
+            tracing::warn!(
+                "{case}: the recording answering it is {} days old, older than --max-age {}{}",
+                recorded.recorded_at.map_or(0, age_days),
+                limit.unwrap_or_default() / SECONDS_PER_DAY,
+                recorded.source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
+            );
+        }
     }
 
     /// The `serverInfo` answers of `server` carry: its own as recorded, else
@@ -420,15 +463,10 @@ impl Replay {
             }
             _ => return None,
         };
-        // Logged (and summed up at exit) as it is: control characters escaped.
-        let key = match name {
-            Some(name) => {
-                format!("{} {} {}", printable(call.server), printable(call.method), printable(name))
-            }
-            None => format!("{} {}", printable(call.server), printable(call.method)),
-        };
-        *lock(&self.misses).entry(key.clone()).or_default() += 1;
-        Some(self.miss_error(call, &key, params, &candidates))
+        let case = CaseKey::of(call.server, call.method, params);
+        let error = self.miss_error(call, &case.to_string(), params, &candidates);
+        self.ledger.missed(&case, &error);
+        Some(error)
     }
 
     fn miss_error(

@@ -218,6 +218,39 @@ impl Cassette {
         read().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
+    /// Removes the exchanges with these `rows` (their messages with them)
+    /// in one transaction; returns each removed row with its server,
+    /// method and request params, to say what went.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing is then removed.
+    pub fn remove(&mut self, rows: &[i64]) -> Result<Vec<(i64, String)>, Error> {
+        let remove = |conn: &mut Connection| -> rusqlite::Result<Vec<(i64, String)>> {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut removed = Vec::new();
+            for &row in rows {
+                let found = tx.query_row(
+                    "SELECT server || ' ' || method || ' ' || coalesce(json_extract(request, '$.params'), '') \
+                     FROM exchange WHERE id = ?1",
+                    params![row],
+                    |r| r.get::<_, String>(0),
+                );
+                match found {
+                    Ok(what) => {
+                        tx.execute("DELETE FROM exchange WHERE id = ?1", params![row])?;
+                        removed.push((row, what.trim_end().to_owned()));
+                    }
+                    Err(rusqlite::Error::QueryReturnedNoRows) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            tx.commit()?;
+            Ok(removed)
+        };
+        remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
     /// Writes one service answer in its own transaction.
     ///
     /// # Errors
@@ -388,7 +421,8 @@ mod tests {
         assert_eq!(cassette.insert(&sample("mcp_MeServer", "GetMessage", "x")).unwrap(), 0);
         let loaded = cassette.exchanges().unwrap();
         assert_eq!(loaded.len(), 3);
-        assert_eq!(loaded[0], first);
+        assert_eq!(loaded[0].source.as_ref().map(|s| s.row), Some(1), "read back with its row");
+        assert_eq!(loaded[0], Exchange { source: loaded[0].source.clone(), ..first });
     }
 
     #[test]

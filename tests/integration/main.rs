@@ -5,6 +5,7 @@
 mod agent365;
 mod architecture;
 mod binary;
+mod ci;
 mod eras;
 mod fidelity;
 mod http_rules;

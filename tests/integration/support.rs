@@ -126,6 +126,8 @@ impl Replayer {
             fail_on_miss: false,
             pace: options.pace,
             normalization: options.normalization,
+            reports: mcp_tape::config::Reports::default(),
+            max_age: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(mcp_tape::replay(config, listener, async {
@@ -311,13 +313,16 @@ impl Recorder {
                     allowed_hosts: Vec::new(),
                     idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
                 },
-                url: upstream.to_owned(),
-                ca: options.upstream_ca,
-                timeouts: options.timeouts,
+                upstream: mcp_tape::config::HttpUpstream {
+                    url: upstream.to_owned(),
+                    ca: options.upstream_ca,
+                    timeouts: options.timeouts,
+                },
             },
             cassette: cassette.clone(),
             mode: options.mode,
             normalization: Normalization::default(),
+            reports: mcp_tape::config::Reports::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(mcp_tape::record(config, listener, async {

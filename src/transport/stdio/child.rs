@@ -125,7 +125,7 @@ pub fn spawn(command: &[String], recorder: Recorder, output: Output) -> std::io:
 /// runtime's, which lives as long as mcp-tape); if mcp-tape died before
 /// that was set, the child exits at once.
 #[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut tokio::process::Command) {
+pub fn die_with_parent(command: &mut tokio::process::Command) {
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: between fork and exec only async-signal-safe calls are made
     // (prctl, getppid, _exit), touching no memory of the parent.

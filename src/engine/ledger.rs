@@ -1,0 +1,200 @@
+//! What a run exercised, for its summary and reports (`test`, `--junit`,
+//! `--report`): per case — a server, a method and the tool, prompt or
+//! resource it names — how many requests a recording answered, the mock
+//! answered, missed, or were forwarded to be recorded; the first miss of
+//! each case with its nearest recordings; the recordings used, and those
+//! used although older than `--max-age`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use super::Outcome;
+use crate::jsonrpc::ErrorObject;
+use crate::model::Source;
+use crate::util::{lock, printable};
+
+/// One case: what a testing tool would call a test.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CaseKey {
+    pub server: String,
+    pub method: String,
+    /// The tool or prompt name, or the resource URI, the request names.
+    pub subject: Option<String>,
+}
+
+impl CaseKey {
+    pub fn of(server: &str, method: &str, params: Option<&Value>) -> CaseKey {
+        let field = match method {
+            "tools/call" | "prompts/get" => Some("name"),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+            _ => None,
+        };
+        let subject = field.and_then(|f| params?.get(f)?.as_str()).map(str::to_owned);
+        CaseKey { server: server.to_owned(), method: method.to_owned(), subject }
+    }
+
+    /// The case without its server: `method [subject]`, control characters escaped.
+    pub fn name(&self) -> String {
+        match &self.subject {
+            Some(subject) => format!("{} {}", printable(&self.method), printable(subject)),
+            None => printable(&self.method).into_owned(),
+        }
+    }
+}
+
+impl fmt::Display for CaseKey {
+    /// `server method [subject]`, control characters escaped (it is logged).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", printable(&self.server), self.name())
+    }
+}
+
+/// The counts of one case.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Case {
+    /// Answered from a recording.
+    pub hits: u64,
+    /// Answered by the mock (nothing recorded applies).
+    pub mocks: u64,
+    /// A server with recordings had none for the request.
+    pub misses: u64,
+    /// Forwarded upstream to be recorded.
+    pub forwarded: u64,
+    /// Answered from a recording older than `--max-age`.
+    pub stale: u64,
+    /// The first miss's error: what was asked and the nearest recordings.
+    pub first_miss: Option<ErrorObject>,
+}
+
+impl Case {
+    pub fn requests(&self) -> u64 {
+        self.hits + self.mocks + self.misses + self.forwarded
+    }
+}
+
+/// What a run exercised, as one snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Usage {
+    pub cases: BTreeMap<CaseKey, Case>,
+    /// Recordings that answered at least once.
+    pub used: BTreeSet<Source>,
+    /// Recordings that answered although older than `--max-age`.
+    pub stale: BTreeSet<Source>,
+}
+
+impl Usage {
+    /// Adds `other`'s counts to these (record `--mode missing` keeps two ledgers).
+    pub fn merge(&mut self, other: Usage) {
+        for (key, case) in other.cases {
+            let mine = self.cases.entry(key).or_default();
+            mine.hits += case.hits;
+            mine.mocks += case.mocks;
+            mine.misses += case.misses;
+            mine.forwarded += case.forwarded;
+            mine.stale += case.stale;
+            if mine.first_miss.is_none() {
+                mine.first_miss = case.first_miss;
+            }
+        }
+        self.used.extend(other.used);
+        self.stale.extend(other.stale);
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.cases.values().map(|c| c.misses).sum()
+    }
+}
+
+/// The ledger an engine keeps while it serves.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    usage: Mutex<Usage>,
+}
+
+impl Ledger {
+    /// Counts one request of `key` that ended as `outcome`.
+    pub fn note(&self, key: CaseKey, outcome: Outcome) {
+        let mut usage = lock(&self.usage);
+        let case = usage.cases.entry(key).or_default();
+        match outcome {
+            Outcome::Hit | Outcome::Cassette => case.hits += 1,
+            Outcome::Mock => case.mocks += 1,
+            Outcome::Miss => case.misses += 1,
+            Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded => case.forwarded += 1,
+            _ => {}
+        }
+    }
+
+    /// Keeps the first miss error of `key`.
+    pub fn missed(&self, key: &CaseKey, error: &ErrorObject) {
+        let mut usage = lock(&self.usage);
+        let case = usage.cases.entry(key.clone()).or_default();
+        if case.first_miss.is_none() {
+            case.first_miss = Some(error.clone());
+        }
+    }
+
+    /// Notes that the recording at `source` answered a request of `key`;
+    /// `stale` if it is older than `--max-age`. True the first time a
+    /// stale recording is used (to warn once).
+    pub fn used(&self, key: &CaseKey, source: Option<&Source>, stale: bool) -> bool {
+        let mut usage = lock(&self.usage);
+        if stale {
+            usage.cases.entry(key.clone()).or_default().stale += 1;
+        }
+        let Some(source) = source else { return false };
+        usage.used.insert(source.clone());
+        stale && usage.stale.insert(source.clone())
+    }
+
+    pub fn usage(&self) -> Usage {
+        lock(&self.usage).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_case_is_named_by_what_the_request_addresses() {
+        let call = CaseKey::of("mail", "tools/call", Some(&json!({"name": "Send", "arguments": {}})));
+        assert_eq!(call.to_string(), "mail tools/call Send");
+        let read = CaseKey::of("docs", "resources/read", Some(&json!({"uri": "file:///a"})));
+        assert_eq!(read.name(), "resources/read file:///a");
+        assert_eq!(CaseKey::of("s", "tools/list", Some(&json!({"cursor": "x"}))).subject, None);
+        assert_eq!(CaseKey::of("s\n", "ping", None).to_string(), "s\\n ping");
+    }
+
+    #[test]
+    fn counts_merge_and_the_first_miss_stays() {
+        let key = CaseKey::of("s", "tools/call", Some(&json!({"name": "t"})));
+        let (one, two) = (Ledger::default(), Ledger::default());
+        one.note(key.clone(), Outcome::Hit);
+        one.note(key.clone(), Outcome::Miss);
+        one.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "first"));
+        two.note(key.clone(), Outcome::Recorded);
+        two.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "second"));
+        let mut usage = one.usage();
+        usage.merge(two.usage());
+        let case = &usage.cases[&key];
+        assert_eq!((case.hits, case.misses, case.forwarded, case.requests()), (1, 1, 1, 3));
+        assert_eq!(case.first_miss.as_ref().map(|e| e.message.as_str()), Some("first"));
+        assert_eq!(usage.misses(), 1);
+    }
+
+    #[test]
+    fn a_stale_recording_is_reported_once() {
+        let key = CaseKey::of("s", "ping", None);
+        let source = Source { cassette: std::path::Path::new("c.sqlite").into(), row: 3 };
+        let ledger = Ledger::default();
+        assert!(ledger.used(&key, Some(&source), true));
+        assert!(!ledger.used(&key, Some(&source), true));
+        let usage = ledger.usage();
+        assert_eq!((usage.used.len(), usage.stale.len(), usage.cases[&key].stale), (1, 1, 2));
+    }
+}

@@ -1,0 +1,308 @@
+//! What a run exercised, told three ways: the summary printed at the end,
+//! a JUnit XML file for CI systems (`--junit`), and a JSON usage report
+//! (`--report`) that `prune` reads back to remove recordings a passing run
+//! never used.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::engine::ledger::{Case, CaseKey, Usage};
+use crate::error::Error;
+use crate::model::Source;
+use crate::tape::Tape;
+use crate::util::printable;
+
+/// Handshake plumbing answered from a recording but not a case of its own
+/// worth pruning: kept whatever a run used.
+const NEVER_UNUSED: [&str; 2] = ["initialize", "server/discover"];
+
+/// A run's report: its usage and the recordings it never used.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub usage: Usage,
+    /// Recordings that never answered, with the case each would answer.
+    pub unused: Vec<(Source, CaseKey)>,
+    /// Whether stale recordings fail the run (`--expired error`).
+    pub stale_fails: bool,
+}
+
+impl Report {
+    /// The report of a run with `usage` over `tape` (the recordings it could use).
+    pub fn new(usage: Usage, tape: Option<&Tape>, stale_fails: bool) -> Report {
+        let mut unused: Vec<(Source, CaseKey)> = tape
+            .into_iter()
+            .flat_map(Tape::recordings)
+            .filter(|r| !NEVER_UNUSED.contains(&r.method.as_str()))
+            .filter_map(|r| {
+                let source = r.source.as_ref().filter(|s| !usage.used.contains(s))?;
+                Some((source.clone(), CaseKey::of(&r.server, &r.method, r.params().as_ref())))
+            })
+            .collect();
+        unused.sort();
+        Report { usage, unused, stale_fails }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.usage.cases.values().map(Case::requests).sum()
+    }
+
+    /// Whether the recordings answered everything asked of them: no miss,
+    /// and no stale recording when those fail the run.
+    pub fn clean(&self) -> bool {
+        self.usage.misses() == 0 && !self.stale_failure()
+    }
+
+    /// Whether stale recordings answered and fail the run (`--expired error`).
+    pub fn stale_failure(&self) -> bool {
+        self.stale_fails && !self.usage.stale.is_empty()
+    }
+
+    /// The summary printed when a run ends.
+    pub fn summary(&self) -> String {
+        let count = |field: fn(&Case) -> u64| self.usage.cases.values().map(field).sum::<u64>();
+        let mut text = format!(
+            "{} requests: {} answered from recordings, {} by the mock, {} missed, {} forwarded to record",
+            self.requests(),
+            count(|c| c.hits),
+            count(|c| c.mocks),
+            count(|c| c.misses),
+            count(|c| c.forwarded),
+        );
+        for (key, case) in self.usage.cases.iter().filter(|(_, c)| c.misses > 0) {
+            let _ = write!(text, "\n  miss ×{}: {key}", case.misses);
+            for line in nearest_diff(case).lines() {
+                let _ = write!(text, "\n    {line}");
+            }
+        }
+        if !self.usage.stale.is_empty() {
+            let verdict = if self.stale_fails { "fail the run" } else { "a warning" };
+            let _ = write!(
+                text,
+                "\n  {} recordings older than --max-age were used ({verdict})",
+                self.usage.stale.len()
+            );
+        }
+        if !self.unused.is_empty() {
+            let _ = write!(text, "\n  {} recordings never used:", self.unused.len());
+            for (source, key) in &self.unused {
+                let _ = write!(text, "\n    {key} ({})", printable(&source.to_string()));
+            }
+        }
+        text
+    }
+
+    /// The JUnit XML form: one `<testsuite>` per server, one `<testcase>`
+    /// per case (a miss, or with `--expired error` a stale recording, is a
+    /// `<failure>`), and each recording never used as a skipped case.
+    pub fn junit(&self) -> String {
+        let mut suites: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        let mut failures: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
+        for (key, case) in &self.usage.cases {
+            let server = key.server.as_str();
+            let mut testcase =
+                format!(r#"    <testcase classname="{}" name="{}" time="0">"#, xml(server), xml(&key.name()));
+            if let Some(error) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
+                *failures.entry(server).or_default() += 1;
+                let _ = write!(
+                    testcase,
+                    "\n      <failure type=\"miss\" message=\"{}\">{}</failure>",
+                    xml(&error.message),
+                    xml(&nearest_diff(case))
+                );
+            } else if case.stale > 0 && self.stale_fails {
+                *failures.entry(server).or_default() += 1;
+                let _ = write!(
+                    testcase,
+                    "\n      <failure type=\"expired\" message=\"{}\"/>",
+                    xml(&format!("{key}: answered by a recording older than --max-age"))
+                );
+            }
+            let _ =
+                write!(testcase, "\n      <system-out>{}</system-out>\n    </testcase>", xml(&counts(case)));
+            suites.entry(server).or_default().push(testcase);
+        }
+        for (source, key) in &self.unused {
+            let server = key.server.as_str();
+            *skipped.entry(server).or_default() += 1;
+            suites.entry(server).or_default().push(format!(
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n      <skipped message=\"recorded in {}, never used in this run\"/>\n    </testcase>",
+                xml(server),
+                xml(&format!("unused recording: {}", key.name())),
+                xml(&source.to_string())
+            ));
+        }
+        let total = |counts: &BTreeMap<&str, usize>| counts.values().sum::<usize>();
+        let mut out = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"mcp-tape\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\">\n",
+            suites.values().map(Vec::len).sum::<usize>(),
+            total(&failures),
+            total(&skipped)
+        );
+        for (server, cases) in &suites {
+            let _ = writeln!(
+                out,
+                "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"0\">",
+                xml(server),
+                cases.len(),
+                failures.get(server).unwrap_or(&0),
+                skipped.get(server).unwrap_or(&0)
+            );
+            for case in cases {
+                let _ = writeln!(out, "{case}");
+            }
+            out.push_str("  </testsuite>\n");
+        }
+        out.push_str("</testsuites>\n");
+        out
+    }
+
+    /// The JSON usage report; `passed`: the run as a whole passed.
+    pub fn json(&self, passed: bool) -> Value {
+        let cases: Vec<Value> = self
+            .usage
+            .cases
+            .iter()
+            .map(|(key, case)| {
+                json!({
+                    "server": key.server, "method": key.method, "subject": key.subject,
+                    "hits": case.hits, "mocks": case.mocks, "misses": case.misses,
+                    "forwarded": case.forwarded, "stale": case.stale,
+                })
+            })
+            .collect();
+        let place =
+            |source: &Source| json!({"cassette": source.cassette.to_string_lossy(), "row": source.row});
+        let unused: Vec<Value> = self
+            .unused
+            .iter()
+            .map(|(source, key)| {
+                let mut entry = place(source);
+                entry["server"] = key.server.clone().into();
+                entry["method"] = key.method.clone().into();
+                entry["subject"] = key.subject.clone().into();
+                entry
+            })
+            .collect();
+        json!({
+            "mcpTape": env!("CARGO_PKG_VERSION"),
+            "passed": passed,
+            "cases": cases,
+            "used": self.usage.used.iter().map(place).collect::<Vec<_>>(),
+            "stale": self.usage.stale.iter().map(place).collect::<Vec<_>>(),
+            "unused": unused,
+        })
+    }
+}
+
+/// Writes `text` to `path` (a report), naming the file on failure.
+///
+/// # Errors
+///
+/// [`Error::Write`] with the path.
+pub fn write(path: &Path, text: &str) -> Result<(), Error> {
+    std::fs::write(path, text).map_err(|source| Error::Write { path: path.to_owned(), source })
+}
+
+/// The rows of `cassette` a usage report (from [`Report::json`]) lists as
+/// never used.
+///
+/// # Errors
+///
+/// A report that is not one, or one of a run that did not pass (what it
+/// did not use may be what it failed to reach).
+pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<i64>, Error> {
+    let bad = |why: &str| Error::Config(format!("the usage report {why}"));
+    if report.get("mcpTape").is_none() {
+        return Err(bad("is not an mcp-tape usage report (written by --report)"));
+    }
+    if report.get("passed") != Some(&Value::Bool(true)) {
+        return Err(bad("is of a run that did not pass: what it never used may be what it failed to reach"));
+    }
+    let wanted = same_file(cassette);
+    let mut rows = Vec::new();
+    for entry in
+        report.get("unused").and_then(Value::as_array).ok_or_else(|| bad("has no \"unused\" list"))?
+    {
+        let file = entry.get("cassette").and_then(Value::as_str).map(PathBuf::from);
+        let row = entry.get("row").and_then(Value::as_i64);
+        match (file, row) {
+            (Some(file), Some(row)) if same_file(&file) == wanted => rows.push(row),
+            (Some(_), Some(_)) => {}
+            _ => return Err(bad("has an \"unused\" entry without \"cassette\" and \"row\"")),
+        }
+    }
+    Ok(rows)
+}
+
+/// A path as the file system resolves it, for comparing two spellings.
+fn same_file(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+/// One line of counts for a case.
+fn counts(case: &Case) -> String {
+    let parts = [
+        (case.hits, "answered from recordings"),
+        (case.mocks, "answered by the mock"),
+        (case.misses, "missed"),
+        (case.forwarded, "forwarded to record"),
+        (case.stale, "answered by recordings older than --max-age"),
+    ];
+    let said: Vec<String> =
+        parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    format!("{} requests: {}", case.requests(), said.join(", "))
+}
+
+/// The nearest recordings of a case's first miss and where each differs.
+fn nearest_diff(case: &Case) -> String {
+    let Some(data) = case.first_miss.as_ref().and_then(|e| e.data.as_ref()) else {
+        return String::new();
+    };
+    let mut text = String::new();
+    for (i, nearest) in data["nearest"].as_array().into_iter().flatten().enumerate() {
+        let _ = write!(text, "{}nearest recording {}:", if i > 0 { "\n" } else { "" }, i + 1);
+        for difference in nearest["differences"].as_array().into_iter().flatten() {
+            let _ = write!(
+                text,
+                "\n  {}: recorded {}, requested {}",
+                printable(difference["pointer"].as_str().unwrap_or_default()),
+                difference.get("recorded").unwrap_or(&Value::Null),
+                difference.get("requested").unwrap_or(&Value::Null),
+            );
+        }
+    }
+    if text.is_empty() { "no recording of this kind to compare with".to_owned() } else { text }
+}
+
+/// `text` for XML content or an attribute value: the five special
+/// characters escaped, characters XML 1.0 does not allow replaced by U+FFFD.
+fn xml(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xml_text_is_escaped_and_kept_legal() {
+        assert_eq!(xml("a<b>&\"c'\u{1b}[31m\n"), "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}[31m\n");
+    }
+}

@@ -1,0 +1,354 @@
+//! `mcp-tape test -- CMD` as CI runs it: the real binary wrapping a stand-in
+//! agent suite (`scripts/ci_agent.py`, Python's standard library only) that
+//! finds the tape through its environment. Exit codes, the environment,
+//! each mode's effect on the cassette, `MCP_TAPE_MODE`, JUnit and usage
+//! reports, `--max-age` and `prune`.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::support::*;
+use crate::upstream;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
+const AGENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/integration/scripts/ci_agent.py");
+/// Bound on one `mcp-tape test` run.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// A loopback port nothing listens on: an upstream that must never be asked.
+const NOWHERE: &str = "http://127.0.0.1:9";
+
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// The answers the agent printed (its first stdout line).
+    fn answers(&self) -> Value {
+        serde_json::from_str(self.stdout.lines().next().unwrap_or("null")).unwrap_or(Value::Null)
+    }
+}
+
+fn command(args: &[&str], env: &[(&str, &str)], calls: &Value, end: &str, env_file: &str) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .arg("test")
+        .args(args)
+        .args(["--", "python3", AGENT, env_file, &calls.to_string(), end])
+        .env_remove("MCP_TAPE_MODE")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+async fn tape_test(args: &[&str], env: &[(&str, &str)], calls: Value, end: &str) -> Run {
+    tape_test_noting_env(args, env, calls, end, "-").await
+}
+
+async fn tape_test_noting_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    calls: Value,
+    end: &str,
+    env_file: &str,
+) -> Run {
+    let output = tokio::time::timeout(PATIENCE, command(args, env, &calls, end, env_file).output())
+        .await
+        .expect("mcp-tape test did not end in time")
+        .unwrap();
+    Run {
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// A cassette `mail.sqlite` holding `GetMessage {"id": "m1"}` on `mcp_MailTools`.
+fn mail_cassette() -> (Cassettes, PathBuf) {
+    let cassettes = Cassettes::new();
+    let path = cassettes
+        .write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "Hello from m1")]);
+    (cassettes, path)
+}
+
+const MAIL: &str = "/agents/servers/mcp_MailTools";
+
+fn text_of(answer: &Value) -> &str {
+    answer["result"]["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+fn exchanges(cassette: &Path) -> Vec<mcp_tape::model::Exchange> {
+    mcp_tape::store::Cassette::open(cassette).unwrap().exchanges().unwrap()
+}
+
+#[tokio::test]
+async fn replay_serves_the_command_through_its_environment_and_passes() {
+    let (cassettes, path) = mail_cassette();
+    let env_file = cassettes.path().join("env.json");
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}]]);
+    let run =
+        tape_test_noting_env(&[path.to_str().unwrap()], &[], calls, "0", env_file.to_str().unwrap()).await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert_eq!(text_of(&run.answers()[0]), "Hello from m1");
+    let seen: Value = serde_json::from_str(&std::fs::read_to_string(&env_file).unwrap()).unwrap();
+    let url = seen["MCP_TAPE_URL"].as_str().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:") && !url.ends_with(":0"), "{seen}");
+    assert_eq!(seen["MCP_PLATFORM_ENDPOINT"], seen["MCP_TAPE_URL"]);
+    assert!(
+        run.stderr.contains("1 requests: 1 answered from recordings, 0 by the mock, 0 missed"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_miss_fails_a_passing_command_and_the_junit_file_names_it() {
+    let (cassettes, path) = mail_cassette();
+    let junit = cassettes.path().join("junit.xml");
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m2"}]]);
+    let args = [path.to_str().unwrap(), "--junit", junit.to_str().unwrap()];
+    let run = tape_test(&args, &[], calls.clone(), "0").await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("miss ×1: mcp_MailTools tools/call GetMessage"), "{}", run.stderr);
+    assert!(run.stderr.contains("/arguments/id: recorded \"m1\", requested \"m2\""), "{}", run.stderr);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<testsuite name="mcp_MailTools" tests="1" failures="1""#), "{xml}");
+    assert!(xml.contains(r#"<testcase classname="mcp_MailTools" name="tools/call GetMessage""#), "{xml}");
+    assert!(xml.contains(r#"<failure type="miss" message="mcp-tape: no recorded answer for mcp_MailTools tools/call GetMessage"#), "{xml}");
+
+    let allowed = tape_test(&[path.to_str().unwrap(), "--allow-misses"], &[], calls, "0").await;
+    assert_eq!(allowed.status.code(), Some(0), "{}", allowed.stderr);
+}
+
+#[tokio::test]
+async fn the_commands_own_status_comes_back() {
+    let (_cassettes, path) = mail_cassette();
+    let failing = tape_test(&[path.to_str().unwrap()], &[], json!([]), "3").await;
+    assert_eq!(failing.status.code(), Some(3), "{}", failing.stderr);
+    let killed = tape_test(&[path.to_str().unwrap()], &[], json!([]), "signal").await;
+    assert_eq!(killed.status.code(), Some(128 + 15), "{}", killed.stderr);
+    // A failing command with misses still ends with its own status.
+    let both =
+        tape_test(&[path.to_str().unwrap()], &[], json!([[MAIL, "GetMessage", {"id": "x"}]]), "4").await;
+    assert_eq!(both.status.code(), Some(4), "{}", both.stderr);
+}
+
+#[tokio::test]
+async fn sigterm_is_passed_on_to_the_command() {
+    let (_cassettes, path) = mail_cassette();
+    let mut child = command(&[path.to_str().unwrap()], &[], &json!([]), "wait", "-").spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(PATIENCE, async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if line == "ready" {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .expect("the command never got ready");
+    assert!(ready, "the command ended before it was ready");
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("no exit in time").unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    // The command's handler exits 7 on SIGTERM: that it did is the proof it got the signal.
+    assert_eq!(status.code(), Some(7), "{stderr}");
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2() {
+    let (cassettes, path) = mail_cassette();
+    let file = path.to_str().unwrap();
+    let no_upstream = tape_test(&[file, "--mode", "missing"], &[], json!([]), "0").await;
+    assert_eq!(no_upstream.status.code(), Some(2), "{}", no_upstream.stderr);
+    assert!(no_upstream.stderr.contains("--upstream"), "{}", no_upstream.stderr);
+    let bad_mode = tape_test(&[file], &[("MCP_TAPE_MODE", "sometimes")], json!([]), "0").await;
+    assert_eq!(bad_mode.status.code(), Some(2), "{}", bad_mode.stderr);
+    assert!(bad_mode.stderr.contains("MCP_TAPE_MODE"), "{}", bad_mode.stderr);
+    let dir = cassettes.path().to_str().unwrap();
+    let a_directory = tape_test(&[dir, "--mode", "all", "--upstream", NOWHERE], &[], json!([]), "0").await;
+    assert_eq!(a_directory.status.code(), Some(2), "{}", a_directory.stderr);
+}
+
+#[tokio::test]
+async fn mcp_tape_mode_overrides_the_command_line() {
+    let (_cassettes, path) = mail_cassette();
+    let before = exchanges(&path);
+    // --mode all would record from an upstream that is not there and replace the cassette.
+    let args = [path.to_str().unwrap(), "--mode", "all", "--upstream", NOWHERE];
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}]]);
+    let run = tape_test(&args, &[("MCP_TAPE_MODE", "replay")], calls, "0").await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert_eq!(text_of(&run.answers()[0]), "Hello from m1");
+    assert_eq!(exchanges(&path), before);
+}
+
+#[tokio::test]
+async fn mode_all_replaces_the_cassette_only_when_the_command_passes() {
+    let fixture = upstream::start().await;
+    let (cassettes, path) = mail_cassette();
+    let before = exchanges(&path);
+    let url = fixture.url();
+    let args = [path.to_str().unwrap(), "--mode", "all", "--upstream", &url];
+    let token = [("AGENT_TOKEN", upstream::TOKEN)];
+    let calls = json!([["/agents/servers/mcp_Fresh", "lookup", {"n": 1}]]);
+
+    let failed = tape_test(&args, &token, calls.clone(), "1").await;
+    assert_eq!(failed.status.code(), Some(1), "{}", failed.stderr);
+    assert_eq!(fixture.state.calls("tools/call"), 1, "it did record through the upstream");
+    assert_eq!(exchanges(&path), before, "the old cassette is intact");
+    let left: Vec<_> = std::fs::read_dir(cassettes.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["mail.sqlite"], "no partial recording left behind");
+
+    let passed = tape_test(&args, &token, calls, "0").await;
+    assert_eq!(passed.status.code(), Some(0), "{}", passed.stderr);
+    let now = exchanges(&path);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!((now[0].server.as_str(), now[0].method.as_str()), ("mcp_Fresh", "tools/call"));
+    let provenance = &now[0].provenance;
+    assert_eq!(provenance.upstream.as_deref(), Some(fixture.addr.to_string().as_str()));
+    assert_eq!(provenance.recorder.as_deref(), Some(env!("CARGO_PKG_VERSION")));
+    assert!(provenance.recorded_at.is_some());
+}
+
+#[tokio::test]
+async fn mode_once_records_a_missing_cassette_then_replays_it() {
+    let fixture = upstream::start().await;
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("once.sqlite");
+    let url = fixture.url();
+    let calls = json!([["/agents/servers/mcp_Once", "lookup", {"n": 2}]]);
+    let token = [("AGENT_TOKEN", upstream::TOKEN)];
+    let first = tape_test(
+        &[path.to_str().unwrap(), "--mode", "once", "--upstream", &url],
+        &token,
+        calls.clone(),
+        "0",
+    )
+    .await;
+    assert_eq!(first.status.code(), Some(0), "{}", first.stderr);
+    assert_eq!(exchanges(&path).len(), 1);
+    // Now the cassette exists: replayed, the upstream (now nowhere) never asked.
+    let second =
+        tape_test(&[path.to_str().unwrap(), "--mode", "once", "--upstream", NOWHERE], &token, calls, "0")
+            .await;
+    assert_eq!(second.status.code(), Some(0), "{}", second.stderr);
+    assert_eq!(second.answers()[0]["result"], first.answers()[0]["result"]);
+    assert_eq!(fixture.state.calls("tools/call"), 1);
+}
+
+#[tokio::test]
+async fn mode_missing_records_only_what_the_cassette_lacks() {
+    let fixture = upstream::start().await;
+    let (_cassettes, path) = mail_cassette();
+    let url = fixture.url();
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m2"}]]);
+    let token = [("AGENT_TOKEN", upstream::TOKEN)];
+    let run =
+        tape_test(&[path.to_str().unwrap(), "--mode", "missing", "--upstream", &url], &token, calls, "0")
+            .await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert_eq!(text_of(&run.answers()[0]), "Hello from m1");
+    assert_eq!(fixture.state.calls("tools/call"), 1, "only m2 went upstream");
+    assert_eq!(exchanges(&path).len(), 2);
+}
+
+#[tokio::test]
+async fn max_age_warns_or_fails_on_old_recordings() {
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("old.sqlite");
+    let day = 86_400;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let line = |tool: &str, age_days: i64| {
+        json!({"server": "mcp_Old", "era": "handshake", "protocolVersion": "2025-06-18", "status": 200,
+            "contentType": "application/json", "recordedAt": now - age_days * day, "recordedFrom": "old.example",
+            "request": {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}},
+            "messages": [{"direction": "server", "offsetMs": 1,
+                "body": {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": tool}]}}}]})
+    };
+    let jsonl = cassettes.path().join("old.jsonl");
+    std::fs::write(&jsonl, format!("{}\n{}\n", line("stale", 40), line("recent", 2))).unwrap();
+    let imported = std::process::Command::new(BIN)
+        .args(["import", jsonl.to_str().unwrap(), "--cassette", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    let file = path.to_str().unwrap();
+    let server = "/agents/servers/mcp_Old";
+
+    let recent_only = tape_test(
+        &[file, "--max-age", "30", "--expired", "error"],
+        &[],
+        json!([[server, "recent", {}]]),
+        "0",
+    )
+    .await;
+    assert_eq!(recent_only.status.code(), Some(0), "{}", recent_only.stderr);
+    let warned = tape_test(&[file, "--max-age", "30"], &[], json!([[server, "stale", {}]]), "0").await;
+    assert_eq!(warned.status.code(), Some(0), "{}", warned.stderr);
+    assert!(
+        warned.stderr.contains(
+            "mcp_Old tools/call stale: the recording answering it is 40 days old, older than --max-age 30"
+        ),
+        "{}",
+        warned.stderr
+    );
+    let failed =
+        tape_test(&[file, "--max-age", "30", "--expired", "error"], &[], json!([[server, "stale", {}]]), "0")
+            .await;
+    assert_eq!(failed.status.code(), Some(1), "{}", failed.stderr);
+    assert_eq!(text_of(&failed.answers()[0]), "stale", "the stale answer is still served");
+}
+
+#[tokio::test]
+async fn prune_removes_what_a_passing_run_never_used() {
+    let cassettes = Cassettes::new();
+    let path = cassettes.write(
+        "mail",
+        vec![
+            tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "used"),
+            tool_call("mcp_MailTools", "GetMessage", json!({"id": "m9"}), "never used"),
+        ],
+    );
+    let report = cassettes.path().join("usage.json");
+    let file = path.to_str().unwrap();
+    let args = [file, "--report", report.to_str().unwrap()];
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}]]);
+    let run = tape_test(&args, &[], calls, "0").await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert!(run.stderr.contains("1 recordings never used"), "{}", run.stderr);
+
+    let pruned = std::process::Command::new(BIN)
+        .args(["prune", file, "--unused-from", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&pruned.stdout);
+    assert!(pruned.status.success(), "{}", String::from_utf8_lossy(&pruned.stderr));
+    assert!(printed.contains("removed #2: mcp_MailTools tools/call") && printed.contains("m9"), "{printed}");
+    let left = exchanges(&path);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].request["params"]["arguments"]["id"], "m1");
+
+    // The report of a failing run is refused: what it never used may be what it failed to reach.
+    let failing = tape_test(&args, &[], json!([]), "1").await;
+    assert_eq!(failing.status.code(), Some(1));
+    let refused = std::process::Command::new(BIN)
+        .args(["prune", file, "--unused-from", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("did not pass"));
+    assert_eq!(exchanges(&path).len(), 1);
+}
