@@ -46,11 +46,16 @@
 //! - [`tape`]: the replay index and per-session cursors.
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
-//!   recorded stream ([`engine::reenact`]).
+//!   recorded stream ([`engine::reenact`]), and the ledger of what a run
+//!   exercised ([`engine::ledger`]).
+//! - [`report`]: a run's ledger told as a summary, JUnit XML and a JSON
+//!   usage report (which `prune` reads back).
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, the record proxy, the accept loop, the upstream client) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
+//! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
+//!   process group, the signals passed on).
 //! - this file: [`run`] wires a command's parts together; `main.rs` parses
 //!   the command line, starts logging, maps the outcome to an exit code.
 

@@ -19,6 +19,9 @@ use crate::util::printable;
 /// worth pruning: kept whatever a run used.
 const NEVER_UNUSED: [&str; 2] = ["initialize", "server/discover"];
 
+/// Unused recordings the summary lists by name at most.
+const UNUSED_LISTED: usize = 10;
+
 /// A run's report: its usage and the recordings it never used.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -87,8 +90,12 @@ impl Report {
         }
         if !self.unused.is_empty() {
             let _ = write!(text, "\n  {} recordings never used:", self.unused.len());
-            for (source, key) in &self.unused {
+            for (source, key) in self.unused.iter().take(UNUSED_LISTED) {
                 let _ = write!(text, "\n    {key} ({})", printable(&source.to_string()));
+            }
+            if self.unused.len() > UNUSED_LISTED {
+                let more = self.unused.len() - UNUSED_LISTED;
+                let _ = write!(text, "\n    and {more} more (--junit and --report list them all)");
             }
         }
         text

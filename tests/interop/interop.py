@@ -21,7 +21,10 @@ TypeScript SDK and the official conformance suite:
   auto) spawning our stdio fixture servers and the published
   server-everything directly, through `mcp-tape record --stdio` (one
   cassette for all) and `mcp-tape replay --stdio` of it; and the HTTP round
-  trip's cassette replayed over stdio.
+  trip's cassette replayed over stdio;
+- CI: the pytest and vitest examples (examples/) under `mcp-tape test` and
+  starting `replay --port 0` on their own, their JUnit files and one with a
+  miss read by junitparser.
 Prints one line per check and closes with "interop: N passed, N failed";
 exits 1 if any check failed.
 """
@@ -47,6 +50,9 @@ import traceback
 import clients
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The stand-in agent suite the integration tests give `mcp-tape test`.
+CI_AGENT = os.path.join(ROOT, "tests", "integration", "scripts", "ci_agent.py")
 FIXTURE = os.path.join(HERE, "fixture.jsonl")
 UPSTREAM = os.path.join(HERE, "agent365_upstream.py")
 CONFORMANCE_UPSTREAM = os.path.join(HERE, "conformance_upstream.mjs")
@@ -671,6 +677,72 @@ def conformance_through_record(args, node_env, conformance, checks):
     checks.run("conformance: every scenario has the same outcome through record as directly", same_outcomes)
 
 
+def run_status(command, timeout, env=None):
+    """Runs `command` from the repository's root; its exit code and output."""
+    result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                            env=env, cwd=ROOT)
+    return result.returncode, result.stdout + result.stderr
+
+
+def junit_cases(path):
+    """(suite, case name) → the case's result kinds, as junitparser reads the file."""
+    from junitparser import JUnitXml
+
+    cases = {}
+    for suite in JUnitXml.fromfile(path):
+        for case in suite:
+            cases[(suite.name, case.name)] = [(type(r).__name__, r.message, r.text) for r in case.result]
+    return cases
+
+
+def ci_examples(args, node_env, checks):
+    """`mcp-tape test` as CI runs it: the examples' suites, with and without it."""
+    env = dict(node_env, MCP_TAPE_BIN=args.binary, MCP_TAPE_CASSETTES=os.path.join(ROOT, "cassettes"))
+    env.pop("MCP_TAPE_URL", None)
+    env.pop("MCP_TAPE_MODE", None)
+    suites = {
+        "pytest": [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/pytest"],
+        "vitest": [args.node, "examples/vitest/node_modules/vitest/vitest.mjs", "run", "--root", "examples/vitest"],
+    }
+    with tempfile.TemporaryDirectory() as out:
+        for name, suite in suites.items():
+            junit = os.path.join(out, f"{name}.xml")
+
+            def under_test(suite=suite, junit=junit):
+                code, output = run_status([args.binary, "test", "cassettes", "--junit", junit, "--", *suite],
+                                          CLIENT_TIMEOUT_S, env)
+                assert code == 0, f"exit {code}:\n{output[-4000:]}"
+                assert "0 missed" in output, output[-4000:]
+                cases = junit_cases(junit)
+                assert cases[("mcp_MeServer", "tools/call GetMyDetails")] == [], cases
+                assert cases[("mcp_MeServer", "tools/list")] == [], cases
+                skipped = [key for key, results in cases.items() if results and results[0][0] == "Skipped"]
+                assert skipped and all(case.startswith("unused recording: ") for _, case in skipped), skipped
+
+            def on_its_own(suite=suite):
+                code, output = run_status(suite, CLIENT_TIMEOUT_S, env)
+                assert code == 0, f"exit {code}:\n{output[-4000:]}"
+
+            checks.run(f"ci: mcp-tape test -- the {name} example: exit 0, its JUnit file read by junitparser",
+                       under_test)
+            checks.run(f"ci: the {name} example starts mcp-tape replay --port 0 itself", on_its_own)
+
+        def a_miss_fails():
+            junit = os.path.join(out, "miss.xml")
+            calls = json.dumps([["/agents/servers/mcp_MeServer", "GetMyDetails", {"select": "mail"}]])
+            code, output = run_status([args.binary, "test", "cassettes", "--junit", junit, "--",
+                                       args.python, CI_AGENT, "-", calls, "0"], CLIENT_TIMEOUT_S, env)
+            assert code == 1, f"exit {code}:\n{output[-4000:]}"
+            results = junit_cases(junit)[("mcp_MeServer", "tools/call GetMyDetails")]
+            assert [kind for kind, _, _ in results] == ["Failure"], results
+            _, message, text = results[0]
+            assert "mcp_MeServer tools/call GetMyDetails" in message, message
+            assert '/arguments/select: recorded "displayName,jobTitle", requested "mail"' in text, text
+
+        checks.run("ci: a passing command with a miss exits 1; junitparser reads a failure naming the tool",
+                   a_miss_fails)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--binary", required=True)
@@ -756,6 +828,7 @@ def main():
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)
+    ci_examples(args, node_env, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
     return 1 if checks.failed else 0
