@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, Expired, ExportConfig, Front, FrontDoor, HttpUpstream,
-    ImportConfig, MaxAge, Normalization, OnMiss, Pace, PruneConfig, RecordConfig, RecordMode, ReplayConfig,
-    Reports, TestConfig, TestMode, Timeouts, Upstream,
+    ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig, RecordConfig, RecordMode,
+    ReplayConfig, Reports, TestConfig, TestMode, Timeouts, Upstream,
 };
 use crate::error::Error;
 
@@ -101,7 +101,8 @@ enum CliCommand {
     Test(TestArgs),
     /// Remove the recordings a passing run never used, as its --report says.
     Prune(PruneArgs),
-    /// Write exchanges from JSON Lines (as `export` writes them) into a cassette.
+    /// Write exchanges from JSON Lines (as `export` writes them), or Agent
+    /// 365 mocks (--a365-mocks), into a cassette.
     Import(ImportArgs),
     /// Write every exchange of a cassette as canonical JSON Lines, for review.
     Export(ExportArgs),
@@ -288,6 +289,24 @@ enum MissPolicy {
     Mock,
 }
 
+impl From<MissPolicy> for OnMiss {
+    fn from(policy: MissPolicy) -> OnMiss {
+        match policy {
+            MissPolicy::Error => OnMiss::Error,
+            MissPolicy::Mock => OnMiss::Mock,
+        }
+    }
+}
+
+impl From<PaceArg> for Pace {
+    fn from(pace: PaceArg) -> Pace {
+        match pace {
+            PaceArg::Instant => Pace::Instant,
+            PaceArg::Recorded => Pace::Recorded,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 struct RecordArgs {
     /// Base URL of the upstream MCP server, e.g. https://agent365.svc.cloud.microsoft
@@ -336,8 +355,14 @@ enum ModeArg {
 #[derive(Debug, Args)]
 struct ImportArgs {
     /// JSON Lines file to read; `-` reads standard input.
-    #[arg(value_name = "FILE")]
-    input: PathBuf,
+    #[arg(value_name = "FILE", required_unless_present = "a365_mocks", conflicts_with = "a365_mocks")]
+    input: Option<PathBuf>,
+    /// Read the Agent 365 mock tooling server's mocks instead: every
+    /// DIR/<server>.json becomes answer templates for that server's tools
+    /// (a call with any arguments is answered from the tool's
+    /// responseTemplate, its {{argument}} holes filled in).
+    #[arg(long = "a365-mocks", value_name = "DIR")]
+    a365_mocks: Option<PathBuf>,
     /// Cassette to write (created if missing; exchanges are appended).
     #[arg(long, value_name = "FILE")]
     cassette: PathBuf,
@@ -368,15 +393,9 @@ impl Cli {
                     Front::Http(args.listen.validate()?)
                 },
                 paths: args.paths,
-                on_miss: match args.on_miss {
-                    MissPolicy::Error => OnMiss::Error,
-                    MissPolicy::Mock => OnMiss::Mock,
-                },
+                on_miss: args.on_miss.into(),
                 fail_on_miss: args.fail_on_miss,
-                pace: match args.pace {
-                    PaceArg::Instant => Pace::Instant,
-                    PaceArg::Recorded => Pace::Recorded,
-                },
+                pace: args.pace.into(),
                 normalization: args.normalization.validate()?,
                 reports: args.reports.validate(),
                 max_age: args.age.validate(),
@@ -426,7 +445,10 @@ impl Cli {
                 Command::Prune(PruneConfig { cassette: args.cassette, report: args.unused_from })
             }
             CliCommand::Import(args) => Command::Import(ImportConfig {
-                input: (args.input.as_os_str() != "-").then_some(args.input),
+                source: match (args.a365_mocks, args.input) {
+                    (Some(dir), _) => ImportSource::A365Mocks(dir),
+                    (None, input) => ImportSource::JsonLines(input.filter(|path| path.as_os_str() != "-")),
+                },
                 cassette: args.cassette,
             }),
             CliCommand::Export(args) => {
@@ -485,14 +507,8 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         upstream,
         command: args.command,
         allow_misses: args.allow_misses,
-        on_miss: match args.on_miss {
-            MissPolicy::Error => OnMiss::Error,
-            MissPolicy::Mock => OnMiss::Mock,
-        },
-        pace: match args.pace {
-            PaceArg::Instant => Pace::Instant,
-            PaceArg::Recorded => Pace::Recorded,
-        },
+        on_miss: args.on_miss.into(),
+        pace: args.pace.into(),
         normalization: args.normalization.validate()?,
         reports: args.reports.validate(),
         max_age: args.age.validate(),

@@ -191,10 +191,18 @@ pub struct PruneConfig {
     pub report: PathBuf,
 }
 
+/// What `import` reads.
+#[derive(Clone, Debug)]
+pub enum ImportSource {
+    /// JSON Lines as `export` writes them; `None` reads standard input.
+    JsonLines(Option<PathBuf>),
+    /// A directory of Agent 365 mock files (`mocks/<server>.json`).
+    A365Mocks(PathBuf),
+}
+
 #[derive(Clone, Debug)]
 pub struct ImportConfig {
-    /// JSON Lines input; `None` reads standard input.
-    pub input: Option<PathBuf>,
+    pub source: ImportSource,
     pub cassette: PathBuf,
 }
 

@@ -1,6 +1,8 @@
 //! Cassettes as canonical JSON Lines, for review in a pull request: one
 //! exchange per line, keys sorted, in recorded order, then one line per
-//! Agent 365 service answer (`"service": ROUTE`). Import reads the same form
+//! Agent 365 service answer (`"service": ROUTE`), then one per answer
+//! template (`"toolTemplate": TOOL`, written by hand or imported from Agent
+//! 365 mocks). Import reads the same form
 //! back (normalizing exchanges again, which changes nothing for exported
 //! lines).
 
@@ -10,8 +12,8 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::model::{
-    Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute,
-    StatusCode, canonical_json,
+    AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
+    ServiceRoute, StatusCode, canonical_json,
 };
 use crate::normalize::Rules;
 use crate::store::{Cassette, Loaded};
@@ -68,6 +70,17 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
         }
         writeln!(out, "{}", canonical_json(&line))?;
     }
+    for template in &loaded.templates {
+        let line = json!({
+            "toolTemplate": template.tool,
+            "server": template.server,
+            "description": template.description,
+            "inputSchema": template.input_schema,
+            "text": template.text,
+            "delayMs": template.delay_ms,
+        });
+        writeln!(out, "{}", canonical_json(&line))?;
+    }
     Ok(())
 }
 
@@ -75,6 +88,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
 enum Line {
     Exchange(Exchange),
     Service(ServiceAnswer),
+    Template(AnswerTemplate),
 }
 
 /// Reads JSON Lines and writes each exchange into `cassette`. Every line is
@@ -93,21 +107,25 @@ pub fn import(input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Err
             continue;
         }
         let value: Value = serde_json::from_str(&line).map_err(|e| bad(format!("not JSON: {e}")))?;
-        lines.push(match value.get("service") {
-            Some(_) => Line::Service(parse_service_line(&value).map_err(bad)?),
-            None => {
+        lines.push(match (value.get("service"), value.get("toolTemplate")) {
+            (Some(_), _) => Line::Service(parse_service_line(&value).map_err(bad)?),
+            (None, Some(_)) => Line::Template(parse_template_line(&value).map_err(bad)?),
+            (None, None) => {
                 let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
                 exchange.provenance = provenance(&value).map_err(bad)?;
                 Line::Exchange(exchange)
             }
         });
     }
+    let mut templates = Vec::new();
     for line in &lines {
         match line {
             Line::Exchange(exchange) => drop(cassette.insert(exchange)?),
             Line::Service(answer) => cassette.insert_service(answer)?,
+            Line::Template(template) => templates.push(template.clone()),
         }
     }
+    cassette.insert_templates(&templates)?;
     Ok(lines.len())
 }
 
@@ -126,6 +144,33 @@ fn parse_service_line(value: &Value) -> Result<ServiceAnswer, String> {
         status: status(value)?,
         content_type: text("contentType")?.to_owned(),
         body,
+    })
+}
+
+/// A `"toolTemplate"` line: an answer to `tools/call` of that tool on
+/// `"server"` for any arguments, `"text"` with `{{argument}}` holes.
+fn parse_template_line(value: &Value) -> Result<AnswerTemplate, String> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
+    let tool = text("toolTemplate")?;
+    if tool.is_empty() {
+        return Err("\"toolTemplate\" must name a tool".into());
+    }
+    let input_schema = match value.get("inputSchema") {
+        None => json!({"type": "object", "properties": {}}),
+        Some(schema) if schema.is_object() => schema.clone(),
+        Some(_) => return Err("\"inputSchema\" must be a JSON object".into()),
+    };
+    let delay_ms = match value.get("delayMs") {
+        None => 0,
+        Some(delay) => delay.as_u64().ok_or("\"delayMs\" must be a whole number of milliseconds")?,
+    };
+    Ok(AnswerTemplate {
+        server: text("server")?.to_owned(),
+        tool: tool.to_owned(),
+        description: value.get("description").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        input_schema,
+        text: text("text")?.to_owned(),
+        delay_ms,
     })
 }
 
@@ -188,17 +233,20 @@ mod tests {
     const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"recordedAt":1790000000,"recordedBy":"0.1.0","recordedFrom":"mcp.example:443","server":"mcp_MeServer","status":200}"#;
 
     const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
+    const TEMPLATE_LINE: &str = r#"{"delayMs":250,"description":"Reads a message","inputSchema":{"properties":{"id":{"type":"string"}},"type":"object"},"server":"mcp_MailTools","text":"Message {{id}}","toolTemplate":"GetMessage"}"#;
     const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
 
     #[test]
     fn import_then_export_round_trips_in_canonical_form() {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        let input = format!("{LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n");
-        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 3);
+        let input = format!("{LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{TEMPLATE_LINE}\n");
+        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 4);
+        assert_eq!(cassette.templates().unwrap()[0].delay_ms, 250);
         assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
         let loaded = |c: &Cassette| Loaded {
             exchanges: c.exchanges().unwrap(),
             service_answers: c.service_answers().unwrap(),
+            templates: c.templates().unwrap(),
         };
         let mut first = Vec::new();
         export(&loaded(&cassette), &mut first).unwrap();
@@ -209,6 +257,7 @@ mod tests {
         assert_eq!(first, second);
         let first = String::from_utf8(first).unwrap();
         assert!(first.contains("\"id\":\"mcp-tape:request-id\""));
+        assert!(first.ends_with(&format!("{TEMPLATE_LINE}\n")), "{first}");
         assert!(first.contains(
             "\"recordedAt\":1790000000,\"recordedBy\":\"0.1.0\",\"recordedFrom\":\"mcp.example:443\""
         ));

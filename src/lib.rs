@@ -68,6 +68,7 @@ pub mod error;
 pub mod jsonl;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod mocks;
 pub mod model;
 pub mod normalize;
 pub mod redact;
@@ -75,6 +76,7 @@ pub mod report;
 pub mod sse;
 pub mod store;
 pub mod tape;
+pub mod template;
 pub mod transport;
 pub mod util;
 
@@ -87,8 +89,9 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use config::{
-    Command, Expired, Front, FrontDoor, HttpUpstream, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
-    RecordConfig, RecordMode, ReplayConfig, Reports, TestConfig, TestMode, Upstream,
+    Command, Expired, Front, FrontDoor, HttpUpstream, ImportConfig, ImportSource, MaxAge, Normalization,
+    OnMiss, Pace, PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, TestConfig, TestMode,
+    Upstream,
 };
 use engine::record::Recorder;
 use engine::replay::{Replay, ServiceAnswers};
@@ -126,19 +129,7 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         },
         Command::Test(config) => test(config).await,
         Command::Prune(config) => prune(&config).map(|()| 0),
-        Command::Import(config) => {
-            let mut cassette = Cassette::open(&config.cassette)?;
-            let count = match &config.input {
-                Some(path) => {
-                    let file = std::fs::File::open(path)
-                        .map_err(|source| Error::Read { path: path.clone(), source })?;
-                    jsonl::import(BufReader::new(file), &mut cassette)?
-                }
-                None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
-            };
-            eprintln!("imported {count} lines into {}", config.cassette.display());
-            Ok(0)
-        }
+        Command::Import(config) => import(&config).map(|()| 0),
         Command::Export(config) => {
             let loaded = store::load(std::slice::from_ref(&config.cassette))?;
             let written = match &config.output {
@@ -193,10 +184,12 @@ fn load_cassettes(
     let files = store::cassette_files(paths)?;
     let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
     let loaded = store::load_as_text(&files)?;
-    let tape = Tape::new(loaded.exchanges, &rules);
+    let templates = loaded.templates.len();
+    let tape = Tape::new(loaded.exchanges, &rules).with_templates(loaded.templates);
     tracing::info!(
-        "loaded {} exchanges for {} servers from {} cassettes{}",
+        "loaded {} exchanges{} for {} servers from {} cassettes{}",
         tape.len(),
+        if templates > 0 { format!(" and {templates} answer templates") } else { String::new() },
         tape.servers().count(),
         files.len(),
         match tape.rejections() {
@@ -607,5 +600,50 @@ pub fn prune(config: &PruneConfig) -> Result<(), Error> {
         println!("removed #{row}: {}", util::printable(what));
     }
     eprintln!("mcp-tape: removed {} recordings from {}", removed.len(), config.cassette.display());
+    Ok(())
+}
+
+/// `mcp-tape import`: JSON Lines or Agent 365 mocks into a cassette. All
+/// input is read and checked before anything is written.
+///
+/// # Errors
+///
+/// Unreadable or bad input (named by line, or by file and tool); a
+/// cassette that cannot be written.
+pub fn import(config: &ImportConfig) -> Result<(), Error> {
+    match &config.source {
+        ImportSource::A365Mocks(dir) => {
+            let mocks = mocks::read_dir(dir)?;
+            let mut cassette = Cassette::open(&config.cassette)?;
+            cassette.insert_templates(&mocks.templates)?;
+            let servers: std::collections::BTreeSet<&str> =
+                mocks.templates.iter().map(|t| t.server.as_str()).collect();
+            if !mocks.error_rates.is_empty() {
+                tracing::warn!(
+                    "errorRate is not reproduced (replay answers the same every time): {}",
+                    util::printable(&mocks.error_rates.join(", "))
+                );
+            }
+            eprintln!(
+                "imported {} tools of {} servers ({} disabled, left out) into {}",
+                mocks.templates.len(),
+                servers.len(),
+                mocks.disabled.len(),
+                config.cassette.display()
+            );
+        }
+        ImportSource::JsonLines(input) => {
+            let mut cassette = Cassette::open(&config.cassette)?;
+            let count = match input {
+                Some(path) => {
+                    let file = std::fs::File::open(path)
+                        .map_err(|source| Error::Read { path: path.clone(), source })?;
+                    jsonl::import(BufReader::new(file), &mut cassette)?
+                }
+                None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
+            };
+            eprintln!("imported {count} lines into {}", config.cassette.display());
+        }
+    }
     Ok(())
 }

@@ -281,6 +281,22 @@ pub struct RawExchange {
     pub messages: Vec<RecordedMessage>,
 }
 
+/// An answer to `tools/call` of one tool, whatever its arguments: the
+/// text's `{{argument}}` holes are filled from the call (see `template`).
+/// It also stands for the tool in `tools/list`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnswerTemplate {
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    /// The tool's `inputSchema`.
+    pub input_schema: Value,
+    /// The answer's text content, with its holes.
+    pub text: String,
+    /// Milliseconds from the request to the answer (`--pace recorded`).
+    pub delay_ms: u64,
+}
+
 /// The answer of an Agent 365 service endpoint that is not MCP (gateway
 /// discovery, chat history), as record saw it.
 #[derive(Clone, Debug, PartialEq)]

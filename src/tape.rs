@@ -6,7 +6,7 @@
 //! progress through repeated requests lives in [`Cursors`], owned by
 //! whoever owns the session.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
-use crate::model::{Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
+use crate::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
 use crate::normalize::{self, Rules};
 
 /// What kind of named thing a request addresses, for "never seen" checks.
@@ -177,6 +177,8 @@ pub struct Tape {
     /// Recorded `-32021` refusals by key, with the capabilities they name:
     /// they answer a live request only when it lacks one of those.
     capability_refusals: HashMap<MatchKey, (Value, Arc<Recorded>)>,
+    /// Answer templates by server, then tool (sorted by name).
+    templates: HashMap<String, BTreeMap<String, AnswerTemplate>>,
     servers: BTreeSet<String>,
     len: usize,
     /// Recorded transport-level rejections left out ([`mcp::is_transport_rejection`]).
@@ -231,6 +233,28 @@ impl Tape {
                 .push(recorded);
         }
         tape
+    }
+
+    /// The same tape with `templates` to answer tool calls no recording
+    /// matches; their tools count as the server's known tools.
+    pub fn with_templates(mut self, templates: Vec<AnswerTemplate>) -> Tape {
+        for template in templates {
+            self.servers.insert(template.server.clone());
+            self.names.insert((template.server.clone(), Named::Tool, template.tool.clone()));
+            let server = self.templates.entry(template.server.clone()).or_default();
+            server.insert(template.tool.clone(), template);
+        }
+        self
+    }
+
+    /// The answer template of `tool` on `server`, if there is one.
+    pub fn template(&self, server: &str, tool: &str) -> Option<&AnswerTemplate> {
+        self.templates.get(server)?.get(tool)
+    }
+
+    /// The answer templates of `server`, sorted by tool name.
+    pub fn templates(&self, server: &str) -> impl Iterator<Item = &AnswerTemplate> {
+        self.templates.get(server).into_iter().flat_map(BTreeMap::values)
     }
 
     /// Every recording replay can answer with (transport-level rejections
@@ -288,7 +312,8 @@ impl Tape {
 
     /// The `inputSchema` a recorded `tools/list` gave `tool` on `server`.
     pub fn tool_schema(&self, server: &str, tool: &str) -> Option<&Value> {
-        self.tool_schemas.get(server)?.get(tool)
+        let listed = self.tool_schemas.get(server).and_then(|tools| tools.get(tool));
+        listed.or_else(|| self.template(server, tool).map(|t| &t.input_schema))
     }
 
     /// Recorded transport-level rejections left out at load.

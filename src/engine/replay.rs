@@ -24,6 +24,7 @@ use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
 use crate::normalize::{self, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
+use crate::template;
 use crate::util::{lock, printable};
 
 /// Seconds in a day, for `--max-age`.
@@ -266,6 +267,9 @@ impl Replay {
         if let Some(answer) = self.answer_from_tape(call, &key) {
             return Ok(answer);
         }
+        if let Some(answer) = self.answer_from_templates(call, params) {
+            return Ok(answer);
+        }
         if let Some(error) = self.miss(call, params) {
             tracing::warn!("{}", printable(&describe_miss(&error)));
             if self.on_miss == OnMiss::Error {
@@ -414,6 +418,8 @@ impl Replay {
         } else if let Some(discover) = self.recorded_result(call.server, "server/discover") {
             let initialize = convert::initialize_from_discover(&discover, requested);
             result_answer(call, Outcome::Hit, initialize, self.identity(call.server))
+        } else if let Some(initialize) = self.templated_initialize(call.server, requested) {
+            result_answer(call, Outcome::Hit, initialize, self.identity(call.server))
         } else {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         };
@@ -429,11 +435,58 @@ impl Replay {
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
             recorded_answer(call, exchange, Outcome::Hit, LogFilter::Nothing, self.identity(call.server))
-        } else if let Some(initialize) = self.recorded_result(call.server, "initialize") {
+        } else if let Some(initialize) = self
+            .recorded_result(call.server, "initialize")
+            .or_else(|| self.templated_initialize(call.server, None))
+        {
             let discover = convert::discover_from_initialize(&initialize);
             result_answer(call, Outcome::Hit, discover, self.identity(call.server))
         } else {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
+        }
+    }
+
+    /// The `initialize` result of a server known only by its answer
+    /// templates: tools, and nothing it cannot serve.
+    fn templated_initialize(&self, server: &str, requested: Option<&str>) -> Option<Value> {
+        self.tape.templates(server).next()?;
+        Some(json!({
+            "protocolVersion": mcp::negotiate(requested),
+            "capabilities": {"tools": {}},
+            "serverInfo": self.identity(server),
+        }))
+    }
+
+    /// The answer templates' answer to `call`: a `tools/list` of their tools
+    /// for a server with no recorded list, a `tools/call` of a templated
+    /// tool with any arguments.
+    fn answer_from_templates(&self, call: &Call, params: Option<&Value>) -> Option<Answer> {
+        match call.method {
+            "tools/list" if self.tape.recorded(call.server, "tools/list").is_empty() => {
+                let tools: Vec<Value> = self
+                    .tape
+                    .templates(call.server)
+                    .map(|t| json!({"name": t.tool, "description": t.description, "inputSchema": t.input_schema}))
+                    .collect();
+                if tools.is_empty() {
+                    return None;
+                }
+                Some(result_answer(call, Outcome::Hit, json!({"tools": tools}), self.identity(call.server)))
+            }
+            "tools/call" => {
+                let name = params?.get("name")?.as_str()?;
+                let template = self.tape.template(call.server, name)?;
+                let text = template::render(&template.text, params?.get("arguments"));
+                let result = json!({"content": [{"type": "text", "text": text}]});
+                let mut answer = result_answer(call, Outcome::Hit, result, self.identity(call.server));
+                // As the real servers answer: a stream when the client takes one, after the mock's delay.
+                answer.recorded_as_stream = true;
+                for message in &mut answer.messages {
+                    message.offset_ms = template.delay_ms;
+                }
+                Some(answer)
+            }
+            _ => None,
         }
     }
 

@@ -8,7 +8,9 @@ use rusqlite::Connection;
 
 use super::Cassette;
 use crate::error::{CassetteError, Error};
-use crate::model::{Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, StatusCode, Text};
+use crate::model::{
+    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, StatusCode, Text,
+};
 
 /// The cassette files that `paths` name: a directory stands for its
 /// `*.sqlite` files (sorted by name), a file for itself.
@@ -45,6 +47,15 @@ pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
 pub struct Loaded<J = serde_json::Value> {
     pub exchanges: Vec<Exchange<J>>,
     pub service_answers: Vec<ServiceAnswer>,
+    pub templates: Vec<AnswerTemplate>,
+}
+
+/// What one cassette holds, exchanges as stored.
+#[derive(Debug, Default)]
+pub struct Everything {
+    pub exchanges: Vec<Exchange<Text>>,
+    pub service_answers: Vec<ServiceAnswer>,
+    pub templates: Vec<AnswerTemplate>,
 }
 
 /// Everything in `files`, file by file, each in recorded order. Files are
@@ -57,13 +68,14 @@ pub struct Loaded<J = serde_json::Value> {
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let (exchanges, service_answers) = Cassette::open_read_only(file)?.read_everything()?;
-        for exchange in exchanges {
+        let everything = Cassette::open_read_only(file)?.read_everything()?;
+        for exchange in everything.exchanges {
             let damaged =
                 |why| Error::Cassette { path: file.clone(), kind: CassetteError::Damaged { id: 0, why } };
             loaded.exchanges.push(exchange.parse().map_err(damaged)?);
         }
-        loaded.service_answers.extend(service_answers);
+        loaded.service_answers.extend(everything.service_answers);
+        loaded.templates.extend(everything.templates);
     }
     Ok(loaded)
 }
@@ -76,9 +88,10 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
 pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let (exchanges, service_answers) = Cassette::open_read_only(file)?.read_everything()?;
-        loaded.exchanges.extend(exchanges);
-        loaded.service_answers.extend(service_answers);
+        let everything = Cassette::open_read_only(file)?.read_everything()?;
+        loaded.exchanges.extend(everything.exchanges);
+        loaded.service_answers.extend(everything.service_answers);
+        loaded.templates.extend(everything.templates);
     }
     Ok(loaded)
 }
@@ -104,6 +117,28 @@ pub(super) fn read_service_answers(conn: &Connection) -> Result<Vec<ServiceAnswe
 
 /// Every exchange of the cassette at `path` (schema `version`) that `conn`
 /// reads, in recorded order, each with its source.
+pub(super) fn read_templates(conn: &Connection) -> Result<Vec<AnswerTemplate>, CassetteError> {
+    let mut select = conn.prepare(
+        "SELECT id, server, tool, description, input_schema, text, delay_ms FROM answer_template ORDER BY server, tool",
+    )?;
+    let mut rows = select.query([])?;
+    let mut templates = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let schema: String = row.get(4)?;
+        templates.push(AnswerTemplate {
+            server: row.get(1)?,
+            tool: row.get(2)?,
+            description: row.get(3)?,
+            input_schema: serde_json::from_str(&schema)
+                .map_err(|e| CassetteError::Damaged { id, why: format!("template input schema: {e}") })?,
+            text: row.get(5)?,
+            delay_ms: row.get::<_, i64>(6)?.max(0) as u64,
+        });
+    }
+    Ok(templates)
+}
+
 pub(super) fn read_all(
     conn: &Connection,
     path: &Path,

@@ -28,18 +28,19 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
 
-pub use load::{Loaded, cassette_files, load, load_as_text};
+pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
-use crate::model::{Exchange, ServiceAnswer, Text, canonical_json};
+use crate::model::{AnswerTemplate, Exchange, ServiceAnswer, Text, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("../../migrations/0001_init.sql"),
     include_str!("../../migrations/0002_service_answers.sql"),
     include_str!("../../migrations/0003_provenance.sql"),
+    include_str!("../../migrations/0004_answer_templates.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -200,18 +201,35 @@ impl Cassette {
         if self.version < 2 { Ok(Vec::new()) } else { load::read_service_answers(&self.conn) }
     }
 
-    /// Every exchange (JSON as stored) and service answer, read in one
-    /// transaction, so that a recorder committing meanwhile is seen either
-    /// before or after each of its commits, never half-way.
+    /// Every answer template, by server and tool.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid template.
+    pub fn templates(&self) -> Result<Vec<AnswerTemplate>, Error> {
+        self.read_templates().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    /// Answer templates arrived with schema 4; an older file has none.
+    fn read_templates(&self) -> Result<Vec<AnswerTemplate>, CassetteError> {
+        if self.version < 4 { Ok(Vec::new()) } else { load::read_templates(&self.conn) }
+    }
+
+    /// Every exchange (JSON as stored), service answer and answer template,
+    /// read in one transaction, so that a recorder committing meanwhile is
+    /// seen either before or after each of its commits, never half-way.
     ///
     /// # Errors
     ///
     /// An SQLite failure, or a row that does not hold a valid entry.
-    pub fn read_everything(&self) -> Result<(Vec<Exchange<Text>>, Vec<ServiceAnswer>), Error> {
+    pub fn read_everything(&self) -> Result<Everything, Error> {
         let read = || -> Result<_, CassetteError> {
             let snapshot = self.conn.unchecked_transaction()?;
-            let everything =
-                (load::read_all(&snapshot, &self.path, self.version)?, self.read_service_answers()?);
+            let everything = Everything {
+                exchanges: load::read_all(&snapshot, &self.path, self.version)?,
+                service_answers: self.read_service_answers()?,
+                templates: self.read_templates()?,
+            };
             snapshot.finish()?;
             Ok(everything)
         };
@@ -249,6 +267,38 @@ impl Cassette {
             Ok(removed)
         };
         remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// Writes answer templates in one transaction; one for a (server, tool)
+    /// the cassette holds already replaces it.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing is then written.
+    pub fn insert_templates(&mut self, templates: &[AnswerTemplate]) -> Result<(), Error> {
+        let insert = |conn: &mut Connection| -> rusqlite::Result<()> {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            {
+                let mut insert = tx.prepare(
+                    "INSERT INTO answer_template (server, tool, description, input_schema, text, delay_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (server, tool) DO UPDATE SET \
+                     description = excluded.description, input_schema = excluded.input_schema, \
+                     text = excluded.text, delay_ms = excluded.delay_ms",
+                )?;
+                for template in templates {
+                    insert.execute(params![
+                        template.server,
+                        template.tool,
+                        template.description,
+                        canonical_json(&template.input_schema),
+                        template.text,
+                        i64::try_from(template.delay_ms).unwrap_or(i64::MAX),
+                    ])?;
+                }
+            }
+            tx.commit()
+        };
+        insert(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
     /// Writes one service answer in its own transaction.
@@ -472,12 +522,12 @@ mod tests {
         });
         let mut reads = 0;
         while !writer.is_finished() {
-            let (exchanges, _) = Cassette::open_read_only(&path).unwrap().read_everything().unwrap();
+            let exchanges = Cassette::open_read_only(&path).unwrap().read_everything().unwrap().exchanges;
             assert!(exchanges.iter().all(|e| e.messages.len() == 1));
             reads += 1;
         }
         writer.join().unwrap();
-        let (exchanges, _) = Cassette::open_read_only(&path).unwrap().read_everything().unwrap();
+        let exchanges = Cassette::open_read_only(&path).unwrap().read_everything().unwrap().exchanges;
         assert_eq!((exchanges.len(), reads > 0), (1500, true));
     }
 
@@ -491,7 +541,12 @@ mod tests {
         drop(conn);
         let before = std::fs::read(&path).unwrap();
         let cassette = Cassette::open_read_only(&path).unwrap();
-        assert_eq!(cassette.read_everything().unwrap(), (Vec::new(), Vec::new()));
+        let everything = cassette.read_everything().unwrap();
+        assert!(
+            everything.exchanges.is_empty()
+                && everything.service_answers.is_empty()
+                && everything.templates.is_empty()
+        );
         drop(cassette);
         assert_eq!(std::fs::read(&path).unwrap(), before, "read-only means untouched");
         let empty = dir.path().join("empty.sqlite");

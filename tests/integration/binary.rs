@@ -160,6 +160,46 @@ async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
 }
 
 #[tokio::test]
+async fn replay_writes_its_junit_and_usage_reports_at_shutdown() {
+    let cassettes = Cassettes::new();
+    cassettes.write(
+        "mail",
+        vec![
+            tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello"),
+            tool_call("mcp_MailTools", "SendMail", json!({"to": "a"}), "sent"),
+        ],
+    );
+    let junit = cassettes.path().join("out.xml");
+    let usage = cassettes.path().join("usage.json");
+    let args = [
+        cassettes.path().to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--report",
+        usage.to_str().unwrap(),
+    ];
+    let daemon = Daemon::start(&args).await;
+    let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    for id in ["1", "2"] {
+        call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": id}})).await;
+    }
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(r#"<testsuite name="mcp_MailTools" tests="2" failures="1" errors="0" skipped="1""#),
+        "{xml}"
+    );
+    assert!(xml.contains("/arguments/id: recorded &quot;1&quot;, requested &quot;2&quot;"), "{xml}");
+    assert!(xml.contains(r#"name="unused recording: tools/call SendMail""#), "{xml}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&usage).unwrap()).unwrap();
+    assert_eq!(report["passed"], false, "a miss: not a passing run");
+    assert_eq!(report["cases"][0]["hits"], 1);
+    assert_eq!(report["cases"][0]["misses"], 1);
+    assert_eq!(report["unused"][0]["subject"], "SendMail");
+}
+
+#[tokio::test]
 async fn fail_on_miss_makes_the_exit_status_say_so() {
     let cassettes = Cassettes::new();
     cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello")]);

@@ -212,8 +212,15 @@ async fn mode_all_replaces_the_cassette_only_when_the_command_passes() {
     let left: Vec<_> = std::fs::read_dir(cassettes.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["mail.sqlite"], "no partial recording left behind");
 
-    let passed = tape_test(&args, &token, calls, "0").await;
+    let junit = cassettes.path().join("junit.xml");
+    let with_junit = [&args[..], &["--junit", junit.to_str().unwrap()]].concat();
+    let passed = tape_test(&with_junit, &token, calls, "0").await;
     assert_eq!(passed.status.code(), Some(0), "{}", passed.stderr);
+    assert!(passed.stderr.contains("1 forwarded to record"), "{}", passed.stderr);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains(r#"<testsuite name="mcp_Fresh" tests="1" failures="0""#), "{xml}");
+    assert!(xml.contains("1 requests: 1 forwarded to record"), "{xml}");
+    std::fs::remove_file(&junit).unwrap();
     let now = exchanges(&path);
     assert_eq!(now.len(), 1, "{now:?}");
     assert_eq!((now[0].server.as_str(), now[0].method.as_str()), ("mcp_Fresh", "tools/call"));

@@ -14,4 +14,5 @@ mod recorded;
 mod rmcp_clients;
 mod stdio;
 mod support;
+mod templates;
 mod upstream;
