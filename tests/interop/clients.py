@@ -232,3 +232,22 @@ async def everything_flow(connect):
         environment = await client.call_tool("get-env", {})
         note("get-env", "answered" if environment.content else "empty")
     return transcript
+
+
+async def mocks_flow(url, mode, calls):
+    """Tools listed and calls made against answer templates: {tools, calls},
+    the same shape mocks_client.mjs prints."""
+    async with Client(url, mode=mode) as client:
+        listed = (await client.list_tools()).tools
+        tools = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema,
+                  "extra": [k for k in ("responseTemplate", "placeholders") if k in (t.model_extra or {})]}
+                 for t in listed]
+        answers = []
+        for name, arguments in calls:
+            try:
+                result = await client.call_tool(name, arguments)
+            except MCPError as error:
+                answers.append({"code": error.error.code})
+                continue
+            answers.append({"isError": True} if result.is_error else {"text": result.content[0].text})
+        return {"tools": tools, "calls": answers}

@@ -22,6 +22,9 @@ TypeScript SDK and the official conformance suite:
   server-everything directly, through `mcp-tape record --stdio` (one
   cassette for all) and `mcp-tape replay --stdio` of it; and the HTTP round
   trip's cassette replayed over stdio;
+- Agent 365 mocks imported as answer templates (`import --a365-mocks`),
+  served to the Python SDK (auto, legacy) and TypeScript SDK (v1; v2
+  legacy, auto);
 - CI: the pytest and vitest examples (examples/) under `mcp-tape test` and
   starting `replay --port 0` on their own, their JUnit files and one with a
   miss read by junitparser.
@@ -677,6 +680,78 @@ def conformance_through_record(args, node_env, conformance, checks):
     checks.run("conformance: every scenario has the same outcome through record as directly", same_outcomes)
 
 
+# An Agent 365 mocks file as `a365 develop mts` users keep them: comments, trailing commas, any-case
+# property names, a disabled tool, a JSON template.
+CALENDAR_MOCKS = r"""// mocks/mcp_CalendarTools.json
+[
+  {
+    "name": "GetRooms",
+    "description": "Lists meeting rooms in a city",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "responseTemplate": "Rooms in {{city}}: Aurora, Borealis",
+    "delayMs": 20,
+  },
+  /* JSON in the text, as the newer mocks write it */
+  {
+    "Name": "CreateEvent",
+    "DESCRIPTION": "Creates an event",
+    "inputSchema": {"type": "object", "properties": {"subject": {"type": "string"}, "attendees": {"type": "array"}}},
+    "responseTemplate": "{\"id\": \"evt-1\", \"subject\": \"{{subject}}\", \"attendees\": {{attendees}}}",
+  },
+  {"name": "DeleteEvent", "responseTemplate": "deleted", "enabled": false},
+]
+"""
+MOCK_CALLS = [
+    ["GetRooms", {"city": 'Oslo "Sentrum" \\ 1'}],
+    ["CreateEvent", {"subject": 'Q3 "plan"', "attendees": ["a@x", "b@x"]}],
+    ["DeleteEvent", {}],
+    ["GetRooms", {}],
+]
+
+
+def a365_mocks_import(args, node_env, checks):
+    """Mocks imported as answer templates, served to every client generation in both eras."""
+    with tempfile.TemporaryDirectory() as work:
+        mocks = os.path.join(work, "mocks")
+        os.makedirs(mocks)
+        with open(os.path.join(mocks, "mcp_CalendarTools.json"), "w") as out:
+            out.write(CALENDAR_MOCKS)
+        cassettes = os.path.join(work, "cassettes")
+        os.makedirs(cassettes)
+        run_process([args.binary, "import", "--a365-mocks", mocks, "--cassette",
+                     os.path.join(cassettes, "mocks.sqlite")], CLIENT_TIMEOUT_S)
+        daemon = Daemon(args.binary, [cassettes])
+        url = daemon.url("/agents/servers/mcp_CalendarTools")
+
+        def expect(transcript):
+            tools = sorted(transcript["tools"], key=lambda t: t["name"])
+            assert [t["name"] for t in tools] == ["CreateEvent", "GetRooms"], tools
+            assert tools[1]["description"] == "Lists meeting rooms in a city", tools
+            assert tools[1]["inputSchema"]["required"] == ["city"], tools
+            assert all(t["extra"] == [] for t in tools), "the mock server's own fields are not listed"
+            rooms, event, disabled, unfilled = transcript["calls"]
+            assert rooms == {"text": f"Rooms in {MOCK_CALLS[0][1]['city']}: Aurora, Borealis"}, rooms
+            assert json.loads(event["text"]) == {"id": "evt-1", **MOCK_CALLS[1][1]}, event
+            assert disabled == {"code": -32602}, disabled
+            assert unfilled == {"text": "Rooms in {{city}}: Aurora, Borealis"}, unfilled
+
+        for mode in ["auto", "legacy"]:
+            checks.run(f"a365 mocks: python-sdk {mode} lists the tools and gets each template filled",
+                       lambda mode=mode: expect(python_flow(clients.mocks_flow(url, mode, MOCK_CALLS))))
+        for sdk in ["v1", "legacy", "auto"]:
+            checks.run(f"a365 mocks: typescript-sdk {sdk} lists the tools and gets each template filled",
+                       lambda sdk=sdk: expect(json.loads(run_process(
+                           [args.node, "mocks_client.mjs", url, sdk, json.dumps(MOCK_CALLS)], CLIENT_TIMEOUT_S,
+                           node_env))))
+        code, log = daemon.stop(os.path.join(args.logs, "replay-mocks.log"))
+
+        def no_misses():
+            assert code == 0, f"exit code {code}"
+            assert "no misses" in log, log[-2000:]
+
+        checks.run("a365 mocks: replay stopped cleanly with no misses", no_misses)
+
+
 def run_status(command, timeout, env=None):
     """Runs `command` from the repository's root; its exit code and output."""
     result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
@@ -828,6 +903,7 @@ def main():
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)
+    a365_mocks_import(args, node_env, checks)
     ci_examples(args, node_env, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
