@@ -25,7 +25,8 @@
 //!
 //! - [`util`]: log-safe text, a poison-proof lock.
 //! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
-//!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`) and
+//!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
+//!   `AnswerTemplate`) and
 //!   canonical JSON; SQLite conversions of the stored ones.
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
 //!   `ErrorCode`, `ErrorObject`; no MCP, no I/O.
@@ -42,6 +43,8 @@
 //! - [`agent365`]: the Agent 365 service endpoints that are not MCP
 //!   (gateway discovery, chat history): routes, listings, url rewriting.
 //! - [`store`]: SQLite cassettes: open + migrate, writer thread, loader.
+//! - [`template`]: answer templates: `{{argument}}` holes filled from a call.
+//! - [`mocks`]: Agent 365 mock tooling server files read as answer templates.
 //! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
 //! - [`tape`]: the replay index and per-session cursors.
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
