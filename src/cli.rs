@@ -9,9 +9,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, Expired, ExportConfig, Front, FrontDoor, HttpUpstream,
-    ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig, RecordConfig, RecordMode,
-    ReplayConfig, Reports, TestConfig, TestMode, Timeouts, Upstream,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, TestConfig, TestMode, Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
 
@@ -101,6 +101,21 @@ enum CliCommand {
     Test(TestArgs),
     /// Remove the recordings a passing run never used, as its --report says.
     Prune(PruneArgs),
+    /// Re-send recorded requests to the live server and report drift.
+    ///
+    /// One fresh session per recorded server and era; only list, read and
+    /// get requests unless --include-calls (a call can change something).
+    /// Each answer is compared with its recording (fields at --ignore-path
+    /// left out) and printed as same, changed (with JSON pointers), gone,
+    /// or error shape changed; tool catalogue changes are classified as
+    /// breaking (tool removed, required parameter added, a parameter's type
+    /// changed or removed, output schema narrowed), additive or cosmetic.
+    /// Exit 1 on breaking drift (--fail-on changed: on any). --update
+    /// writes the changed answers into the cassettes.
+    Verify(VerifyArgs),
+    /// Compare two cassettes (a re-recording with the old one) with the
+    /// same classification as verify, for review in a pull request.
+    Diff(DiffArgs),
     /// Write exchanges from JSON Lines (as `export` writes them), or Agent
     /// 365 mocks (--a365-mocks), into a cassette.
     Import(ImportArgs),
@@ -231,6 +246,138 @@ enum TestModeArg {
     Missing,
     All,
     Once,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FailOnArg {
+    Breaking,
+    Changed,
+    Never,
+}
+
+impl From<FailOnArg> for FailOn {
+    fn from(fail_on: FailOnArg) -> FailOn {
+        match fail_on {
+            FailOnArg::Breaking => FailOn::Breaking,
+            FailOnArg::Changed => FailOn::Changed,
+            FailOnArg::Never => FailOn::Never,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    Text,
+    Json,
+    Markdown,
+}
+
+impl From<FormatArg> for Format {
+    fn from(format: FormatArg) -> Format {
+        match format {
+            FormatArg::Text => Format::Text,
+            FormatArg::Json => Format::Json,
+            FormatArg::Markdown => Format::Markdown,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// Leave the field at this JSON pointer into each answer message out of
+    /// the comparison, e.g. /result/_meta/timestamp (repeatable).
+    #[arg(long = "ignore-path", value_name = "POINTER")]
+    ignore_paths: Vec<String>,
+    /// Exit 1 on `breaking` catalogue drift (default), on any difference
+    /// (`changed`), or `never`.
+    #[arg(long, value_enum, default_value_t = FailOnArg::Breaking)]
+    fail_on: FailOnArg,
+    /// text, json, or markdown (fits a pull request comment).
+    #[arg(long, value_enum, default_value_t = FormatArg::Text)]
+    format: FormatArg,
+}
+
+impl CompareArgs {
+    fn validate(self) -> Result<(Vec<String>, FailOn, Format), Error> {
+        if let Some(bad) = self.ignore_paths.iter().find(|p| !p.starts_with('/')) {
+            return Err(Error::Config(format!(
+                "--ignore-path {bad:?}: expected a JSON pointer into the answer, such as /result/_meta"
+            )));
+        }
+        Ok((self.ignore_paths, self.fail_on.into(), self.format.into()))
+    }
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    /// Cassette files, or directories of *.sqlite cassettes.
+    #[arg(value_name = "CASSETTE", required = true)]
+    cassettes: Vec<PathBuf>,
+    /// Base URL of the live MCP server.
+    #[arg(long, value_name = "URL")]
+    upstream: String,
+    #[command(flatten)]
+    upstream_args: UpstreamArgs,
+    /// Only this server's recordings.
+    #[arg(long, value_name = "NAME")]
+    server: Option<String>,
+    /// Also re-send calls (tools/call and anything else that is not a list,
+    /// read or get): they may have side effects.
+    #[arg(long)]
+    include_calls: bool,
+    /// Write the live answers over the changed recordings (each cassette in
+    /// one transaction).
+    #[arg(long)]
+    update: bool,
+    /// A request header, e.g. "Authorization: Bearer TOKEN" (repeatable);
+    /// MCP_TAPE_UPSTREAM_TOKEN in the environment sends a bearer token.
+    /// Never stored, never printed.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    #[command(flatten)]
+    compare: CompareArgs,
+}
+
+#[derive(Debug, Args)]
+struct DiffArgs {
+    /// The old cassette (or directory of cassettes).
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+    /// The new one.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    #[command(flatten)]
+    compare: CompareArgs,
+}
+
+/// The environment variable `verify` takes a bearer token from.
+pub const TOKEN_VARIABLE: &str = "MCP_TAPE_UPSTREAM_TOKEN";
+
+fn verify_config(args: VerifyArgs) -> Result<VerifyConfig, Error> {
+    let mut headers = Vec::new();
+    for header in &args.headers {
+        let Some((name, value)) = header.split_once(':').filter(|(n, _)| !n.trim().is_empty()) else {
+            return Err(Error::Config("--header: expected NAME: VALUE".into()));
+        };
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    if let Ok(token) = std::env::var(TOKEN_VARIABLE)
+        && !headers.iter().any(|(name, _)| name == "authorization")
+    {
+        headers.push(("authorization".into(), format!("Bearer {}", token.trim())));
+    }
+    let (ignore_paths, fail_on, format) = args.compare.validate()?;
+    Ok(VerifyConfig {
+        cassettes: args.cassettes,
+        upstream: args.upstream_args.validate(args.upstream)?,
+        server: args.server,
+        include_calls: args.include_calls,
+        ignore_paths,
+        update: args.update,
+        headers,
+        fail_on,
+        format,
+    })
 }
 
 #[derive(Debug, Args)]
@@ -441,6 +588,11 @@ impl Cli {
                 })
             }
             CliCommand::Test(args) => Command::Test(test_config(args)?),
+            CliCommand::Verify(args) => Command::Verify(verify_config(args)?),
+            CliCommand::Diff(args) => {
+                let (ignore_paths, fail_on, format) = args.compare.validate()?;
+                Command::Diff(DiffConfig { old: args.old, new: args.new, ignore_paths, fail_on, format })
+            }
             CliCommand::Prune(args) => {
                 Command::Prune(PruneConfig { cassette: args.cassette, report: args.unused_from })
             }

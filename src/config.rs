@@ -183,6 +183,55 @@ pub struct TestConfig {
     pub max_age: Option<MaxAge>,
 }
 
+/// When a comparison (`verify`, `diff`) fails the command (exit 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailOn {
+    /// A breaking catalogue change.
+    Breaking,
+    /// Any difference at all.
+    Changed,
+    /// Never: a report only.
+    Never,
+}
+
+/// How findings are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+/// `mcp-tape verify`: recordings against the live server.
+#[derive(Clone, Debug)]
+pub struct VerifyConfig {
+    /// Cassette files and directories of cassettes.
+    pub cassettes: Vec<PathBuf>,
+    pub upstream: HttpUpstream,
+    /// Only this server's recordings.
+    pub server: Option<String>,
+    /// Also re-send calls (anything that is not a list, read or get).
+    pub include_calls: bool,
+    /// JSON pointers into answers left out of the comparison.
+    pub ignore_paths: Vec<String>,
+    /// Write changed answers over the recorded ones.
+    pub update: bool,
+    /// Extra request headers (credentials): sent, never stored or printed.
+    pub headers: Vec<(String, String)>,
+    pub fail_on: FailOn,
+    pub format: Format,
+}
+
+/// `mcp-tape diff`: two sets of recordings.
+#[derive(Clone, Debug)]
+pub struct DiffConfig {
+    pub old: PathBuf,
+    pub new: PathBuf,
+    pub ignore_paths: Vec<String>,
+    pub fail_on: FailOn,
+    pub format: Format,
+}
+
 /// `mcp-tape prune`: remove the recordings a passing run never used.
 #[derive(Clone, Debug)]
 pub struct PruneConfig {
@@ -220,6 +269,8 @@ pub enum Command {
     Record(RecordConfig),
     Test(TestConfig),
     Prune(PruneConfig),
+    Verify(VerifyConfig),
+    Diff(DiffConfig),
     Import(ImportConfig),
     Export(ExportConfig),
 }
@@ -230,7 +281,12 @@ impl Command {
         match self {
             Command::Replay(config) => matches!(config.front, Front::Stdio { .. }),
             Command::Record(config) => matches!(config.upstream, Upstream::Stdio { .. }),
-            Command::Test(_) | Command::Prune(_) | Command::Import(_) | Command::Export(_) => false,
+            Command::Test(_)
+            | Command::Prune(_)
+            | Command::Verify(_)
+            | Command::Diff(_)
+            | Command::Import(_)
+            | Command::Export(_) => false,
         }
     }
 }

@@ -66,6 +66,7 @@ pub mod agent365;
 pub mod ci;
 pub mod cli;
 pub mod config;
+pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod jsonl;
@@ -82,6 +83,7 @@ pub mod tape;
 pub mod template;
 pub mod transport;
 pub mod util;
+pub mod verify;
 
 use std::future::Future;
 use std::io::{BufReader, Write};
@@ -132,6 +134,25 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         },
         Command::Test(config) => test(config).await,
         Command::Prune(config) => prune(&config).map(|()| 0),
+        Command::Verify(config) => {
+            let verified = verify::verify(&config).await?;
+            print_findings(&verified.findings, config.format);
+            for failure in &verified.failures {
+                eprintln!("mcp-tape: could not verify {failure}");
+            }
+            if config.update {
+                eprintln!("mcp-tape: rewrote {} recordings", verified.updated);
+            }
+            let failed = !verified.failures.is_empty() || verified.findings.fails(config.fail_on);
+            Ok(u8::from(failed))
+        }
+        Command::Diff(config) => {
+            let old = store::load(&store::cassette_files(std::slice::from_ref(&config.old))?)?.exchanges;
+            let new = store::load(&store::cassette_files(std::slice::from_ref(&config.new))?)?.exchanges;
+            let findings = drift::cassettes(&old, &new, &config.ignore_paths);
+            print_findings(&findings, config.format);
+            Ok(u8::from(findings.fails(config.fail_on)))
+        }
         Command::Import(config) => import(&config).map(|()| 0),
         Command::Export(config) => {
             let loaded = store::load(std::slice::from_ref(&config.cassette))?;
@@ -604,6 +625,15 @@ pub fn prune(config: &PruneConfig) -> Result<(), Error> {
     }
     eprintln!("mcp-tape: removed {} recordings from {}", removed.len(), config.cassette.display());
     Ok(())
+}
+
+/// Prints findings on standard output in `format`.
+fn print_findings(findings: &drift::Findings, format: config::Format) {
+    match format {
+        config::Format::Text => print!("{}", findings.text()),
+        config::Format::Json => println!("{:#}", findings.json()),
+        config::Format::Markdown => print!("{}", findings.markdown()),
+    }
 }
 
 /// `mcp-tape import`: JSON Lines or Agent 365 mocks into a cassette. All

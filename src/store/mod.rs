@@ -301,6 +301,26 @@ impl Cassette {
         insert(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
+    /// Writes new bodies over recorded messages, each given by its
+    /// exchange's row and its place in the answer, in one transaction.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing is then changed.
+    pub fn update_answers(&mut self, answers: &[(i64, usize, serde_json::Value)]) -> Result<(), Error> {
+        let update = |conn: &mut Connection| -> rusqlite::Result<()> {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            for (row, seq, body) in answers {
+                tx.execute(
+                    "UPDATE message SET body = ?3 WHERE exchange_id = ?1 AND seq = ?2",
+                    params![row, *seq as i64, canonical_json(body)],
+                )?;
+            }
+            tx.commit()
+        };
+        update(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
     /// Writes one service answer in its own transaction.
     ///
     /// # Errors

@@ -6,6 +6,7 @@ mod agent365;
 mod architecture;
 mod binary;
 mod ci;
+mod drift;
 mod eras;
 mod fidelity;
 mod http_rules;
