@@ -57,6 +57,9 @@
 //!   framing, the record proxy, the accept loop, the upstream client) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
+//! - [`drift`]: answers and tool catalogues compared (same, changed, gone;
+//!   breaking, additive, cosmetic), and two cassettes (`diff`).
+//! - [`verify`]: recordings re-sent to the live server and compared.
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
 //!   process group, the signals passed on).
 //! - this file: [`run`] wires a command's parts together; `main.rs` parses
