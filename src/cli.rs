@@ -222,19 +222,8 @@ struct TestArgs {
     /// A request that missed does not fail a run whose command passed.
     #[arg(long)]
     allow_misses: bool,
-    /// On a miss: `error` answers -32001 naming the nearest recorded
-    /// requests and what differs; `mock` answers as the mock would.
-    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
-    on_miss: MissPolicy,
-    /// `instant` or `recorded` (as for replay).
-    #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
-    pace: PaceArg,
     #[command(flatten)]
-    reports: ReportArgs,
-    #[command(flatten)]
-    age: AgeArgs,
-    #[command(flatten)]
-    normalization: NormalizationArgs,
+    serve: ServeArgs,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -404,14 +393,21 @@ struct ReplayArgs {
     server: Option<String>,
     #[command(flatten)]
     listen: Listen,
-    /// On a miss: `error` answers -32001 naming the nearest recorded
-    /// requests and what differs; `mock` answers as the mock would.
-    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
-    on_miss: MissPolicy,
     /// Exit with status 1 at shutdown if any request missed, so a CI run
     /// fails loudly.
     #[arg(long)]
     fail_on_miss: bool,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// How replay answers and reports, for `replay` and `test`.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// On a miss: `error` answers -32001 naming the nearest recorded
+    /// requests and what differs; `mock` answers as the mock would.
+    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
+    on_miss: MissPolicy,
     /// `instant` sends a recorded stream's events as fast as the client
     /// reads them; `recorded` keeps the gaps the recording saw.
     #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
@@ -540,12 +536,12 @@ impl Cli {
                     Front::Http(args.listen.validate()?)
                 },
                 paths: args.paths,
-                on_miss: args.on_miss.into(),
+                on_miss: args.serve.on_miss.into(),
                 fail_on_miss: args.fail_on_miss,
-                pace: args.pace.into(),
-                normalization: args.normalization.validate()?,
-                reports: args.reports.validate(),
-                max_age: args.age.validate(),
+                pace: args.serve.pace.into(),
+                normalization: args.serve.normalization.validate()?,
+                reports: args.serve.reports.validate(),
+                max_age: args.serve.age.validate(),
             }),
             CliCommand::Record(args) => {
                 if args.name.is_empty()
@@ -659,11 +655,11 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         upstream,
         command: args.command,
         allow_misses: args.allow_misses,
-        on_miss: args.on_miss.into(),
-        pace: args.pace.into(),
-        normalization: args.normalization.validate()?,
-        reports: args.reports.validate(),
-        max_age: args.age.validate(),
+        on_miss: args.serve.on_miss.into(),
+        pace: args.serve.pace.into(),
+        normalization: args.serve.normalization.validate()?,
+        reports: args.serve.reports.validate(),
+        max_age: args.serve.age.validate(),
     })
 }
 

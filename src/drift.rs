@@ -113,19 +113,13 @@ fn types(property: &Value) -> Value {
 fn compare_inputs(before: &Value, after: &Value) -> Vec<(String, Severity, String)> {
     let (old, old_required) = shape(before);
     let (new, new_required) = shape(after);
-    let mut found = Vec::new();
+    let mut found = removed_or_retyped(&old, &new, "removed");
     for (name, property) in &old {
-        match new.get(name) {
-            None => found.push((name.clone(), Severity::Breaking, "removed".into())),
-            Some(now) if types(property) != types(now) => found.push((
-                name.clone(),
-                Severity::Breaking,
-                format!("type {} became {}", types(property), types(now)),
-            )),
-            Some(now) if property.get("description") != now.get("description") => {
-                found.push((name.clone(), Severity::Cosmetic, "description changed".into()));
-            }
-            Some(_) => {}
+        if let Some(now) = new.get(name)
+            && types(property) == types(now)
+            && property.get("description") != now.get("description")
+        {
+            found.push((name.clone(), Severity::Cosmetic, "description changed".into()));
         }
     }
     for name in &new_required {
@@ -140,17 +134,16 @@ fn compare_inputs(before: &Value, after: &Value) -> Vec<(String, Severity, Strin
     found
 }
 
-/// Changes to the output schema: what a caller may rely on getting.
-fn compare_outputs(before: &Value, after: &Value) -> Vec<(String, Severity, String)> {
-    if before.is_null() && after.is_null() {
-        return Vec::new();
-    }
-    let (old, _) = shape(before);
-    let (new, _) = shape(after);
+/// The properties of `old` that `new` lacks (said as `removed`) or types otherwise: breaking.
+fn removed_or_retyped(
+    old: &BTreeMap<String, Value>,
+    new: &BTreeMap<String, Value>,
+    removed: &str,
+) -> Vec<(String, Severity, String)> {
     let mut found = Vec::new();
-    for (name, property) in &old {
+    for (name, property) in old {
         match new.get(name) {
-            None => found.push((name.clone(), Severity::Breaking, "no longer in the output".into())),
+            None => found.push((name.clone(), Severity::Breaking, removed.to_owned())),
             Some(now) if types(property) != types(now) => found.push((
                 name.clone(),
                 Severity::Breaking,
@@ -159,6 +152,17 @@ fn compare_outputs(before: &Value, after: &Value) -> Vec<(String, Severity, Stri
             Some(_) => {}
         }
     }
+    found
+}
+
+/// Changes to the output schema: what a caller may rely on getting.
+fn compare_outputs(before: &Value, after: &Value) -> Vec<(String, Severity, String)> {
+    if before.is_null() && after.is_null() {
+        return Vec::new();
+    }
+    let (old, _) = shape(before);
+    let (new, _) = shape(after);
+    let mut found = removed_or_retyped(&old, &new, "no longer in the output");
     for name in new.keys().filter(|name| !old.contains_key(*name)) {
         found.push((name.clone(), Severity::Additive, "added to the output".into()));
     }
