@@ -327,67 +327,115 @@ impl Cassette {
     ///
     /// An SQLite failure; nothing is then stored.
     pub fn insert_service(&mut self, answer: &ServiceAnswer) -> Result<(), Error> {
-        self.conn
-            .execute(
-                "INSERT INTO service_answer (route, upstream, status, content_type, body) \
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    answer.route,
-                    answer.upstream,
-                    answer.status.as_u16(),
-                    answer.content_type,
-                    answer.body
-                ],
-            )
-            .map(drop)
+        insert_service_row(&self.conn, answer)
             .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// Writes `entries` in one transaction (group commit), each in a
+    /// savepoint of its own: one that fails is left out and the others are
+    /// committed. Each entry's outcome, in order; all fail if the commit does.
+    pub fn insert_batch(&mut self, entries: &[Entry]) -> Vec<Result<(), Error>> {
+        let path = self.path.clone();
+        let failed = |e: rusqlite::Error| Error::Cassette { path: path.clone(), kind: e.into() };
+        let mut tx = match self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => return entries.iter().map(|_| Err(failed(clone_error(&e)))).collect(),
+        };
+        let mut outcomes = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let written = tx.savepoint().and_then(|savepoint| {
+                match entry {
+                    Entry::Exchange(exchange) => insert_exchange_rows(&savepoint, exchange).map(drop),
+                    Entry::Service(answer) => insert_service_row(&savepoint, answer),
+                }?;
+                savepoint.commit()
+            });
+            outcomes.push(written.map_err(&failed));
+        }
+        match tx.commit() {
+            Ok(()) => outcomes,
+            Err(e) => entries.iter().map(|_| Err(failed(clone_error(&e)))).collect(),
+        }
     }
 
     fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        // One index probe on (match_key, occurrence), however many repeats.
-        let occurrence: i64 = tx.query_row(
-            "SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1",
-            params![exchange.key],
-            |r| r.get(0),
-        )?;
-        tx.execute(
-            "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
-             request, status, content_type, recorded_at, upstream, recorder) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                exchange.server,
-                exchange.era,
-                exchange.protocol_version,
-                exchange.method,
-                exchange.key,
-                occurrence,
-                canonical_json(&exchange.request),
-                exchange.status.as_u16(),
-                exchange.content_type,
-                exchange.provenance.recorded_at,
-                exchange.provenance.upstream,
-                exchange.provenance.recorder,
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        {
-            let mut insert = tx.prepare(
-                "INSERT INTO message (exchange_id, seq, offset_ms, direction, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            for (seq, message) in exchange.messages.iter().enumerate() {
-                insert.execute(params![
-                    id,
-                    seq as i64,
-                    message.offset_ms as i64,
-                    message.direction,
-                    canonical_json(&message.body),
-                ])?;
-            }
-        }
+        let occurrence = insert_exchange_rows(&tx, exchange)?;
         tx.commit()?;
         Ok(occurrence)
     }
+}
+
+/// One thing for a cassette to store.
+#[derive(Debug)]
+pub enum Entry {
+    Exchange(Box<Exchange>),
+    Service(Box<ServiceAnswer>),
+}
+
+/// The same SQLite error again (one failure reported for each entry it failed).
+fn clone_error(error: &rusqlite::Error) -> rusqlite::Error {
+    match error {
+        rusqlite::Error::SqliteFailure(code, message) => {
+            rusqlite::Error::SqliteFailure(*code, message.clone())
+        }
+        other => rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
+            Some(other.to_string()),
+        ),
+    }
+}
+
+/// Inserts an exchange and its messages through `conn` (inside a
+/// transaction the caller owns); returns its occurrence number.
+fn insert_exchange_rows(conn: &Connection, exchange: &Exchange) -> rusqlite::Result<i64> {
+    // One index probe on (match_key, occurrence), however many repeats.
+    let occurrence: i64 = conn.query_row(
+        "SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1",
+        params![exchange.key],
+        |r| r.get(0),
+    )?;
+    conn.execute(
+        "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
+         request, status, content_type, recorded_at, upstream, recorder) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            exchange.server,
+            exchange.era,
+            exchange.protocol_version,
+            exchange.method,
+            exchange.key,
+            occurrence,
+            canonical_json(&exchange.request),
+            exchange.status.as_u16(),
+            exchange.content_type,
+            exchange.provenance.recorded_at,
+            exchange.provenance.upstream,
+            exchange.provenance.recorder,
+        ],
+    )?;
+    let id = conn.last_insert_rowid();
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO message (exchange_id, seq, offset_ms, direction, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (seq, message) in exchange.messages.iter().enumerate() {
+        insert.execute(params![
+            id,
+            seq as i64,
+            message.offset_ms as i64,
+            message.direction,
+            canonical_json(&message.body),
+        ])?;
+    }
+    Ok(occurrence)
+}
+
+fn insert_service_row(conn: &Connection, answer: &ServiceAnswer) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO service_answer (route, upstream, status, content_type, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![answer.route, answer.upstream, answer.status.as_u16(), answer.content_type, answer.body],
+    )
+    .map(drop)
 }
 
 /// The schema version of an mcp-tape cassette, after checking the file is
@@ -493,6 +541,29 @@ mod tests {
         assert_eq!(loaded.len(), 3);
         assert_eq!(loaded[0].source.as_ref().map(|s| s.row), Some(1), "read back with its row");
         assert_eq!(loaded[0], Exchange { source: loaded[0].source.clone(), ..first });
+    }
+
+    #[test]
+    fn a_batch_commits_together_and_one_failing_entry_spoils_no_other() {
+        let mut cassette = Cassette::open_in_memory().unwrap();
+        cassette
+            .conn
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON exchange WHEN NEW.server = 'refused' \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+            )
+            .unwrap();
+        let entries: Vec<Entry> = ["first", "refused", "third"]
+            .into_iter()
+            .map(|server| Entry::Exchange(Box::new(sample(server, "GetMessage", "x"))))
+            .collect();
+        let outcomes = cassette.insert_batch(&entries);
+        let ok: Vec<bool> = outcomes.iter().map(Result::is_ok).collect();
+        assert_eq!(ok, [true, false, true]);
+        assert!(outcomes[1].as_ref().unwrap_err().to_string().contains("refused by the test"));
+        let servers: Vec<String> = cassette.exchanges().unwrap().into_iter().map(|e| e.server).collect();
+        assert_eq!(servers, ["first", "third"]);
+        assert!(cassette.exchanges().unwrap().iter().all(|e| e.messages.len() == 1), "messages with them");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The one writer of a cassette while recording: a thread that owns the
-//! connection and inserts each finished exchange (or service answer) in its
-//! own transaction, in the order they finish. Senders get an acknowledgement once the exchange is
-//! committed, so a proxy can hold back the last bytes of an answer until the
-//! exchange is safe on disk.
+//! connection and inserts finished exchanges (and service answers) in the
+//! order they finish. What queued up while it committed goes in the next
+//! transaction together (group commit, each entry in a savepoint of its
+//! own, so one that fails spoils no other). Senders get an acknowledgement
+//! once their entry is committed, so a proxy can hold back the last bytes
+//! of an answer until the exchange is safe on disk.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,14 +13,16 @@ use std::thread;
 
 use tokio::sync::oneshot;
 
-use super::Cassette;
+use super::{Cassette, Entry};
 use crate::model::{Exchange, ServiceAnswer};
 
 enum Job {
-    Write(Box<Exchange>, oneshot::Sender<bool>),
-    Service(Box<ServiceAnswer>, oneshot::Sender<bool>),
+    Write(Entry, oneshot::Sender<bool>),
     Stop,
 }
+
+/// Entries committed together at most.
+const MAX_BATCH: usize = 256;
 
 /// What the writer did, for the summary line at shutdown.
 #[derive(Clone, Debug, Default)]
@@ -54,34 +58,46 @@ impl Writer {
         let (jobs, queue) = mpsc::channel();
         let thread = thread::spawn(move || {
             let mut report = WriterReport { path: cassette.path().to_owned(), ..WriterReport::default() };
-            for job in queue {
-                let (stored, label, done) = match job {
-                    Job::Write(exchange, done) => {
-                        let stored = cassette.insert(&exchange).map(drop);
-                        if let Err(e) = &stored {
-                            tracing::error!(
-                                "not stored: {} {} on {}: {e}",
-                                exchange.method,
-                                exchange.key.to_hex(),
-                                exchange.server
-                            );
-                        }
-                        (stored, exchange.server, done)
+            let mut stopping = false;
+            while !stopping {
+                let mut batch = Vec::new();
+                // Wait for one entry, then take what else is queued already.
+                let mut next = queue.recv().ok();
+                while let Some(job) = next.take() {
+                    match job {
+                        Job::Write(entry, done) => batch.push((entry, done)),
+                        Job::Stop => stopping = true,
                     }
-                    Job::Service(answer, done) => {
-                        let stored = cassette.insert_service(&answer);
-                        if let Err(e) = &stored {
-                            tracing::error!("not stored: the {} answer: {e}", answer.route.as_str());
-                        }
-                        (stored, answer.route.as_str().to_owned(), done)
+                    if !stopping && batch.len() < MAX_BATCH {
+                        next = queue.try_recv().ok();
                     }
-                    Job::Stop => break,
-                };
-                match stored {
-                    Ok(()) => *report.per_server.entry(label).or_default() += 1,
-                    Err(_) => report.failed += 1,
                 }
-                let _ = done.send(stored.is_ok()); // the sender may have gone; the entry is stored anyway
+                if batch.is_empty() {
+                    break; // stopped, or every handle is gone
+                }
+                let (entries, acks): (Vec<Entry>, Vec<oneshot::Sender<bool>>) = batch.into_iter().unzip();
+                let outcomes = cassette.insert_batch(&entries);
+                for ((entry, done), stored) in entries.iter().zip(acks).zip(outcomes) {
+                    let label = match (entry, &stored) {
+                        (Entry::Exchange(exchange), Err(e)) => {
+                            let (method, key, server) =
+                                (&exchange.method, exchange.key.to_hex(), &exchange.server);
+                            tracing::error!("not stored: {method} {key} on {server}: {e}");
+                            None
+                        }
+                        (Entry::Service(answer), Err(e)) => {
+                            tracing::error!("not stored: the {} answer: {e}", answer.route.as_str());
+                            None
+                        }
+                        (Entry::Exchange(exchange), Ok(())) => Some(exchange.server.clone()),
+                        (Entry::Service(answer), Ok(())) => Some(answer.route.as_str().to_owned()),
+                    };
+                    match label {
+                        Some(label) => *report.per_server.entry(label).or_default() += 1,
+                        None => report.failed += 1,
+                    }
+                    let _ = done.send(stored.is_ok()); // the sender may have gone; the entry is stored anyway
+                }
             }
             report
         });
@@ -107,8 +123,8 @@ impl WriterHandle {
     /// also when the writer has stopped).
     pub fn write(&self, exchange: Exchange) -> oneshot::Receiver<bool> {
         let (done, committed) = oneshot::channel();
-        if let Err(mpsc::SendError(Job::Write(exchange, done))) =
-            self.jobs.send(Job::Write(Box::new(exchange), done))
+        if let Err(mpsc::SendError(Job::Write(Entry::Exchange(exchange), done))) =
+            self.jobs.send(Job::Write(Entry::Exchange(Box::new(exchange)), done))
         {
             tracing::error!("not stored: {} on {}: the writer has stopped", exchange.method, exchange.server);
             let _ = done.send(false);
@@ -119,8 +135,8 @@ impl WriterHandle {
     /// Queues a service answer; the receiver says whether it was committed.
     pub fn write_service(&self, answer: ServiceAnswer) -> oneshot::Receiver<bool> {
         let (done, committed) = oneshot::channel();
-        if let Err(mpsc::SendError(Job::Service(answer, done))) =
-            self.jobs.send(Job::Service(Box::new(answer), done))
+        if let Err(mpsc::SendError(Job::Write(Entry::Service(answer), done))) =
+            self.jobs.send(Job::Write(Entry::Service(Box::new(answer)), done))
         {
             tracing::error!("not stored: the {} answer: the writer has stopped", answer.route.as_str());
             let _ = done.send(false);
