@@ -415,3 +415,60 @@ mod tests {
         assert!(conn.query_row("SELECT 3", [], |r| r.get::<_, Direction>(0)).is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Any JSON: scalars (finite numbers, any text), arrays and objects nested a few levels.
+    pub(crate) fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("JSON numbers are finite", |f| f.is_finite()).prop_map(Value::from),
+            ".{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((".{0,8}", inner), 0..6)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_json_reads_back_as_the_same_value_and_is_a_fixed_point(value in json()) {
+            let text = canonical_json(&value);
+            let again: Value = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(&again, &value);
+            prop_assert_eq!(canonical_json(&again), text);
+        }
+
+        #[test]
+        fn canonical_json_does_not_depend_on_the_order_members_were_written(
+            entries in prop::collection::vec(("[a-z]{1,4}", json()), 0..8)
+        ) {
+            let forward = Value::Object(entries.iter().cloned().collect());
+            let backward = Value::Object(entries.iter().rev().cloned().collect());
+            // Later members win in both; compare on the members both kept the same way.
+            let kept: std::collections::BTreeMap<_, _> = entries.iter().cloned().collect();
+            let reversed: std::collections::BTreeMap<_, _> = entries.iter().rev().cloned().collect();
+            prop_assume!(kept == reversed);
+            prop_assert_eq!(canonical_json(&forward), canonical_json(&backward));
+        }
+
+        #[test]
+        fn leaving_out_a_member_is_the_same_as_removing_it(value in json(), key in "[a-z]{0,3}") {
+            let mut copy = value.clone();
+            if let Some(object) = copy.as_object_mut() {
+                object.remove(&key);
+            }
+            prop_assert_eq!(canonical_json_without(&value, &key), canonical_json(&copy));
+        }
+    }
+}

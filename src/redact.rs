@@ -360,3 +360,47 @@ mod tests {
         assert!(!redactor.is_sensitive("displayName"));
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The forms a server may echo a credential in (finding 8 of the adversarial run).
+    fn echoed(secret: &str, form: usize) -> String {
+        use base64::Engine;
+        use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        match form {
+            0 => secret.to_owned(),
+            1 => percent_encoded(secret),
+            2 => percent_encoded(secret).replace("%20", "+"),
+            3 => STANDARD.encode(secret),
+            4 => STANDARD_NO_PAD.encode(secret),
+            5 => URL_SAFE_NO_PAD.encode(secret),
+            6 => secret.to_ascii_uppercase(),
+            _ => secret.to_ascii_lowercase(),
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_secret_survives_no_encoding_anywhere_in_a_value(
+            // Token alphabets (JWT, base64, API keys with separators and spaces); no '[' or ']',
+            // which could make the secret again out of the "[REDACTED]" put in its place.
+            secret in "[A-Za-z0-9._~+/=: -]{8,40}",
+            form in 0usize..8,
+            before in "[a-z {}\"]{0,10}",
+            after in "[a-z {}\"]{0,10}",
+        ) {
+            prop_assume!(secret.trim().chars().count() >= MIN_SCRUBBED_SECRET_CHARS);
+            let secret = secret.trim().to_owned();
+            let echo = echoed(&secret, form);
+            let text = format!("{before}{echo}{after}");
+            let mut value = serde_json::json!({"result": {"content": [{"type": "text", "text": text}]},
+                text.clone(): [text.clone(), {"nested": text}]});
+            scrub(&mut value, std::slice::from_ref(&secret));
+            let stored = value.to_string().to_ascii_lowercase();
+            prop_assert!(!stored.contains(&echo.to_ascii_lowercase()), "{echo} survived in {stored}");
+        }
+    }
+}
