@@ -260,7 +260,7 @@ def round_trip(args, node_env, checks):
                 replayed = flow(over_stdio)
                 direct_http = transcripts[http_name]["directly against the fixture upstream"]
                 if http_name.startswith("typescript"):
-                    direct_http = progress_began(direct_http)
+                    direct_http = without_progress(direct_http)
                 differ = [(a, b) for a, b in zip(direct_http, replayed) if a != b]
                 assert replayed == direct_http, f"differs at {json.dumps(differ[:1])[:3000]}"
 
@@ -303,20 +303,21 @@ def stdio_flows(args, node_env, extra_env=None):
     for generation, mode in [("v1", "legacy"), ("v2", "legacy"), ("v2", "auto")]:
         for flow in ["round-trip", "everything"]:
             name = f"typescript-sdk {generation} {mode} {flow}"
-            flows[name] = lambda command, g=generation, m=mode, f=flow: progress_began(json.loads(run_process(
+            flows[name] = lambda command, g=generation, m=mode, f=flow: without_progress(json.loads(run_process(
                 [args.node, "ts_stdio_client.mjs", g, m, f, json.dumps(command)], CLIENT_TIMEOUT_S, node_stdio_env)))
     return flows
 
 
-def progress_began(transcript):
-    """The TypeScript SDK's stdio client drops a progress notification that
-    arrives in the same read as its request's answer (notifications go
+def without_progress(transcript):
+    """The TypeScript SDK's stdio client drops progress notifications that
+    arrive in the same read as their request's answer (notifications go
     through a microtask, the answer removes the progress handler at once), so
-    how many of a tool's last notifications it sees varies from run to run,
-    directly against a server too. Its transcripts keep the first progress
-    value only (progress began); the Python SDK's keep them all."""
-    return [[server, step, value[:1] if step.startswith("progress") or step.endswith(" progress") else value]
-            for server, step, value in transcript]
+    how many of a tool's last notifications it sees, none included, varies
+    from run to run, directly against a server too. Its transcripts leave
+    progress out; the Python SDK's keep every notification, and those check
+    that record and replay carry progress."""
+    return [[server, step, value] for server, step, value in transcript
+            if not (step.startswith("progress") or step.endswith(" progress"))]
 
 
 def stdio_server_of(flow_name, fixture, everything):
