@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use hyper::body::{Body as _, Incoming};
 use hyper::header::{self, HeaderMap};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
@@ -61,8 +60,19 @@ struct Logged {
     outcome: Outcome,
 }
 
+/// A request body the front door reads: hyper's, from a connection, or any
+/// other (a test's or a fuzzer's, with no socket at all).
+pub trait RequestBody: hyper::body::Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin {}
+
+impl<B> RequestBody for B
+where
+    B: hyper::body::Body<Data = Bytes> + Send + Unpin,
+    B::Error: std::fmt::Display,
+{
+}
+
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
-pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
+pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<Body> {
     let started = Instant::now();
     let http_method = request.method().clone();
     let mut logged = Logged {
@@ -89,7 +99,7 @@ pub async fn handle(request: Request<Incoming>, app: &App) -> Response<Body> {
 }
 
 async fn dispatch(
-    request: Request<Incoming>,
+    request: Request<impl RequestBody>,
     app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
@@ -128,7 +138,7 @@ fn proxy(app: &App) -> Result<&Proxy, RequestError> {
 /// front door cannot read as one goes to the upstream as it is, for the
 /// upstream to judge.
 async fn post(
-    request: Request<Incoming>,
+    request: Request<impl RequestBody>,
     app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
@@ -247,7 +257,7 @@ fn credentials(headers: &HeaderMap) -> Vec<String> {
 /// (a chat-message body, the user's conversation, is logged at debug level
 /// and dropped).
 async fn replay_service(
-    request: Request<Incoming>,
+    request: Request<impl RequestBody>,
     route: ServiceRoute,
     replay: &Replay,
     body_idle: Duration,
@@ -265,8 +275,8 @@ async fn replay_service(
 
 /// Replay's answer to anything but a POST: health, the handshake era's
 /// GET stream (none is offered) and DELETE (ends the session).
-fn replay_other(
-    request: Request<Incoming>,
+fn replay_other<B>(
+    request: Request<B>,
     replay: &Replay,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
@@ -325,7 +335,7 @@ fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
 /// # Errors
 ///
 /// 413 over the limit, 408 for a stalled body, 400 when it cannot be read.
-async fn read_body(mut body: Incoming, idle: Duration) -> Result<Bytes, RequestError> {
+async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, RequestError> {
     let too_large = || RequestError::from(Fault::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
     // A body announced (Content-Length) over the limit is refused before any of it is read.
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
