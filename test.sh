@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every test mcp-tape has, installing what they need (pinned): style checks, `cargo test` (unit tests
-# and integration tests with the rmcp client), then the interop suite (official Python and
-# TypeScript SDK clients and the official conformance suite against the real binary).
+# Every test mcp-tape has, installing what they need (pinned): style checks, `cargo test` (unit tests,
+# property tests and integration tests with the rmcp client), a short run of each fuzz target, then
+# the interop suite (official Python and TypeScript SDK clients and the official conformance suite
+# against the real binary).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked
+fuzz/run-short.sh
 tests/interop/run.sh
