@@ -101,9 +101,11 @@ async fn client(target: Arc<Target>, tally: Arc<Tally>, until: Instant, seed: u6
         let progress = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "progress", "arguments": {}, "_meta": {"progressToken": 7}}});
         let mut session = None;
-        for (step, url, body) in
-            [("initialize", &target.json_url, &initialize), ("lookup", &target.json_url, &lookup), ("progress", &target.sse_url, &progress)]
-        {
+        for (step, url, body) in [
+            ("initialize", &target.json_url, &initialize),
+            ("lookup", &target.json_url, &lookup),
+            ("progress", &target.sse_url, &progress),
+        ] {
             tally.requests.fetch_add(1, Ordering::Relaxed);
             match post(&mut sender, &target, url, session.as_deref(), body).await {
                 Ok((200, new_session, answer)) => {
