@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -104,6 +105,33 @@ pub struct Recorded {
     pub source: Option<Source>,
     /// When it was recorded (seconds since 1970), if the cassette says.
     pub recorded_at: Option<i64>,
+    /// Whether it has answered yet.
+    pub used: UseMark,
+}
+
+/// Set the first time a recording answers: a flag on the recording, so
+/// that a hit costs no lock (the ledger hears of each recording once).
+#[derive(Debug, Default)]
+pub struct UseMark(AtomicBool);
+
+impl UseMark {
+    /// Marks it used; true the first time.
+    pub fn mark(&self) -> bool {
+        !self.0.swap(true, Ordering::Relaxed)
+    }
+}
+
+impl Clone for UseMark {
+    fn clone(&self) -> UseMark {
+        UseMark(AtomicBool::new(self.0.load(Ordering::Relaxed)))
+    }
+}
+
+/// Whether a recording was used does not make it another recording.
+impl PartialEq for UseMark {
+    fn eq(&self, _: &UseMark) -> bool {
+        true
+    }
 }
 
 impl Recorded {
@@ -209,6 +237,7 @@ impl Tape {
                 messages,
                 source: exchange.source,
                 recorded_at: exchange.provenance.recorded_at,
+                used: UseMark::default(),
             };
             let answer = recorded.answer();
             let error = answer.and_then(|a| a.error.as_deref());

@@ -5,7 +5,7 @@
 //! each case with its nearest recordings; the recordings used, and those
 //! used although older than `--max-age`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Mutex;
 
@@ -27,12 +27,7 @@ pub struct CaseKey {
 
 impl CaseKey {
     pub fn of(server: &str, method: &str, params: Option<&Value>) -> CaseKey {
-        let field = match method {
-            "tools/call" | "prompts/get" => Some("name"),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
-            _ => None,
-        };
-        let subject = field.and_then(|f| params?.get(f)?.as_str()).map(str::to_owned);
+        let subject = subject_of(method, params).map(str::to_owned);
         CaseKey { server: server.to_owned(), method: method.to_owned(), subject }
     }
 
@@ -43,6 +38,16 @@ impl CaseKey {
             None => printable(&self.method).into_owned(),
         }
     }
+}
+
+/// The tool or prompt name, or the resource URI, a request of `method` names.
+fn subject_of<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        _ => return None,
+    };
+    params?.get(field)?.as_str()
 }
 
 impl fmt::Display for CaseKey {
@@ -111,14 +116,47 @@ impl Usage {
 /// The ledger an engine keeps while it serves.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    usage: Mutex<Usage>,
+    state: Mutex<State>,
+}
+
+/// The cases of one server and method, by subject.
+type Subjects = Vec<(Option<String>, Case)>;
+
+/// Cases by server, then method, then subject (few per method): a request
+/// that repeats a case is counted without building its key.
+#[derive(Debug, Default)]
+struct State {
+    cases: HashMap<String, HashMap<String, Subjects>>,
+    used: BTreeSet<Source>,
+    stale: BTreeSet<Source>,
+}
+
+impl State {
+    fn case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
+        if !self.cases.contains_key(server) {
+            self.cases.insert(server.to_owned(), HashMap::new());
+        }
+        let methods = self.cases.get_mut(server).expect("inserted above");
+        if !methods.contains_key(method) {
+            methods.insert(method.to_owned(), Vec::new());
+        }
+        let subjects = methods.get_mut(method).expect("inserted above");
+        let at = match subjects.iter().position(|(known, _)| known.as_deref() == subject) {
+            Some(at) => at,
+            None => {
+                subjects.push((subject.map(str::to_owned), Case::default()));
+                subjects.len() - 1
+            }
+        };
+        &mut subjects[at].1
+    }
 }
 
 impl Ledger {
-    /// Counts one request of `key` that ended as `outcome`.
-    pub fn note(&self, key: CaseKey, outcome: Outcome) {
-        let mut usage = lock(&self.usage);
-        let case = usage.cases.entry(key).or_default();
+    /// Counts one request of `method` with `params` to `server` that ended as `outcome`.
+    pub fn note(&self, server: &str, method: &str, params: Option<&Value>, outcome: Outcome) {
+        let mut state = lock(&self.state);
+        let case = state.case(server, method, subject_of(method, params));
         match outcome {
             Outcome::Hit | Outcome::Cassette => case.hits += 1,
             Outcome::Mock => case.mocks += 1,
@@ -130,28 +168,39 @@ impl Ledger {
 
     /// Keeps the first miss error of `key`.
     pub fn missed(&self, key: &CaseKey, error: &ErrorObject) {
-        let mut usage = lock(&self.usage);
-        let case = usage.cases.entry(key.clone()).or_default();
+        let mut state = lock(&self.state);
+        let case = state.case(&key.server, &key.method, key.subject.as_deref());
         if case.first_miss.is_none() {
             case.first_miss = Some(error.clone());
         }
     }
 
-    /// Notes that the recording at `source` answered a request of `key`;
-    /// `stale` if it is older than `--max-age`. True the first time a
-    /// stale recording is used (to warn once).
-    pub fn used(&self, key: &CaseKey, source: Option<&Source>, stale: bool) -> bool {
-        let mut usage = lock(&self.usage);
-        if stale {
-            usage.cases.entry(key.clone()).or_default().stale += 1;
-        }
-        let Some(source) = source else { return false };
-        usage.used.insert(source.clone());
-        stale && usage.stale.insert(source.clone())
+    /// Notes that the recording at `source` answered (once per recording is enough).
+    pub fn used(&self, source: &Source) {
+        lock(&self.state).used.insert(source.clone());
+    }
+
+    /// Notes that a recording older than `--max-age` answered a request of
+    /// `key`; true the first time that recording does (to warn once).
+    pub fn stale(&self, key: &CaseKey, source: Option<&Source>) -> bool {
+        let mut state = lock(&self.state);
+        state.case(&key.server, &key.method, key.subject.as_deref()).stale += 1;
+        source.is_some_and(|source| state.stale.insert(source.clone()))
     }
 
     pub fn usage(&self) -> Usage {
-        lock(&self.usage).clone()
+        let state = lock(&self.state);
+        let mut cases = BTreeMap::new();
+        for (server, methods) in &state.cases {
+            for (method, subjects) in methods {
+                for (subject, case) in subjects {
+                    let key =
+                        CaseKey { server: server.clone(), method: method.clone(), subject: subject.clone() };
+                    cases.insert(key, case.clone());
+                }
+            }
+        }
+        Usage { cases, used: state.used.clone(), stale: state.stale.clone() }
     }
 }
 
@@ -174,10 +223,11 @@ mod tests {
     fn counts_merge_and_the_first_miss_stays() {
         let key = CaseKey::of("s", "tools/call", Some(&json!({"name": "t"})));
         let (one, two) = (Ledger::default(), Ledger::default());
-        one.note(key.clone(), Outcome::Hit);
-        one.note(key.clone(), Outcome::Miss);
+        let params = json!({"name": "t"});
+        one.note("s", "tools/call", Some(&params), Outcome::Hit);
+        one.note("s", "tools/call", Some(&params), Outcome::Miss);
         one.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "first"));
-        two.note(key.clone(), Outcome::Recorded);
+        two.note("s", "tools/call", Some(&params), Outcome::Recorded);
         two.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "second"));
         let mut usage = one.usage();
         usage.merge(two.usage());
@@ -192,8 +242,9 @@ mod tests {
         let key = CaseKey::of("s", "ping", None);
         let source = Source { cassette: std::path::Path::new("c.sqlite").into(), row: 3 };
         let ledger = Ledger::default();
-        assert!(ledger.used(&key, Some(&source), true));
-        assert!(!ledger.used(&key, Some(&source), true));
+        ledger.used(&source);
+        assert!(ledger.stale(&key, Some(&source)));
+        assert!(!ledger.stale(&key, Some(&source)));
         let usage = ledger.usage();
         assert_eq!((usage.used.len(), usage.stale.len(), usage.cases[&key].stale), (1, 1, 2));
     }

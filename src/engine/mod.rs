@@ -25,7 +25,7 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::mcp::RoutingHeaders;
 use crate::model::{Era, StatusCode};
-use ledger::{CaseKey, Usage};
+use ledger::Usage;
 use record::{Capture, Recorder};
 use replay::Replay;
 
@@ -225,9 +225,7 @@ impl Engine {
                 };
                 match recorded {
                     Some(answer) => {
-                        cassette
-                            .ledger()
-                            .note(CaseKey::of(call.server, call.method, call.params), Outcome::Cassette);
+                        cassette.ledger().note(call.server, call.method, call.params, Outcome::Cassette);
                         Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer }))
                     }
                     None => Ok(Step::Forward(Some(recorder.capture(call)))),

@@ -235,7 +235,7 @@ impl Replay {
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
         let answered = self.answer_unnoted(call);
         if let Ok(answer) = &answered {
-            self.ledger.note(CaseKey::of(call.server, call.method, call.params), answer.outcome);
+            self.ledger.note(call.server, call.method, call.params, answer.outcome);
         }
         answered
     }
@@ -322,19 +322,25 @@ impl Replay {
     /// Notes that `recorded` answers `call`, warning the first time a
     /// recording older than `--max-age` does.
     fn note_use(&self, call: &Call, recorded: &Recorded) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        let age_days = |at: i64| now.saturating_sub(at) / SECONDS_PER_DAY;
-        let limit = self.max_age.map(|age| age.as_secs() as i64);
-        let stale = match (limit, recorded.recorded_at) {
-            (Some(limit), Some(at)) => now.saturating_sub(at) > limit,
-            _ => false,
+        if recorded.used.mark()
+            && let Some(source) = &recorded.source
+        {
+            self.ledger.used(source);
+        }
+        let (Some(limit), Some(at)) = (self.max_age.map(|age| age.as_secs() as i64), recorded.recorded_at)
+        else {
+            return;
         };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        if now.saturating_sub(at) <= limit {
+            return;
+        }
         let case = CaseKey::of(call.server, call.method, call.params);
-        if self.ledger.used(&case, recorded.source.as_ref(), stale) {
+        if self.ledger.stale(&case, recorded.source.as_ref()) {
             tracing::warn!(
                 "{case}: the recording answering it is {} days old, older than --max-age {}{}",
-                recorded.recorded_at.map_or(0, age_days),
-                limit.unwrap_or_default() / SECONDS_PER_DAY,
+                now.saturating_sub(at) / SECONDS_PER_DAY,
+                limit / SECONDS_PER_DAY,
                 recorded.source.as_ref().map(|s| format!(" ({s})")).unwrap_or_default(),
             );
         }
