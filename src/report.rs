@@ -22,10 +22,12 @@ const NEVER_UNUSED: [&str; 2] = ["initialize", "server/discover"];
 /// Unused recordings the summary lists by name at most.
 const UNUSED_LISTED: usize = 10;
 
-/// A run's report: its usage and the recordings it never used.
+/// A run's report: its usage, and the recordings it used and never used.
 #[derive(Debug, Default)]
 pub struct Report {
     pub usage: Usage,
+    /// Recordings that answered at least once.
+    pub used: Vec<Source>,
     /// Recordings that never answered, with the case each would answer.
     pub unused: Vec<(Source, CaseKey)>,
     /// Whether stale recordings fail the run (`--expired error`).
@@ -33,19 +35,22 @@ pub struct Report {
 }
 
 impl Report {
-    /// The report of a run with `usage` over `tape` (the recordings it could use).
+    /// The report of a run with `usage` over `tape` (the recordings it
+    /// could use; each knows whether it answered).
     pub fn new(usage: Usage, tape: Option<&Tape>, stale_fails: bool) -> Report {
-        let mut unused: Vec<(Source, CaseKey)> = tape
-            .into_iter()
-            .flat_map(Tape::recordings)
-            .filter(|r| !NEVER_UNUSED.contains(&r.method.as_str()))
-            .filter_map(|r| {
-                let source = r.source.as_ref().filter(|s| !usage.used.contains(s))?;
-                Some((source.clone(), CaseKey::of(&r.server, &r.method, r.params().as_ref())))
-            })
-            .collect();
+        let (mut used, mut unused) = (Vec::new(), Vec::new());
+        for recorded in tape.into_iter().flat_map(Tape::recordings) {
+            let Some(source) = &recorded.source else { continue };
+            if recorded.used.is_marked() {
+                used.push(source.clone());
+            } else if !NEVER_UNUSED.contains(&recorded.method.as_str()) {
+                let case = CaseKey::of(&recorded.server, &recorded.method, recorded.params().as_ref());
+                unused.push((source.clone(), case));
+            }
+        }
+        used.sort();
         unused.sort();
-        Report { usage, unused, stale_fails }
+        Report { usage, used, unused, stale_fails }
     }
 
     pub fn requests(&self) -> u64 {
@@ -198,7 +203,7 @@ impl Report {
             "mcpTape": env!("CARGO_PKG_VERSION"),
             "passed": passed,
             "cases": cases,
-            "used": self.usage.used.iter().map(place).collect::<Vec<_>>(),
+            "used": self.used.iter().map(place).collect::<Vec<_>>(),
             "stale": self.usage.stale.iter().map(place).collect::<Vec<_>>(),
             "unused": unused,
         })

@@ -109,21 +109,24 @@ pub struct Recorded {
     pub used: UseMark,
 }
 
-/// Set the first time a recording answers: a flag on the recording, so
-/// that a hit costs no lock (the ledger hears of each recording once).
+/// Set when a recording answers: a flag on the recording, so that a hit
+/// costs no lock; the report reads it at the end.
 #[derive(Debug, Default)]
 pub struct UseMark(AtomicBool);
 
 impl UseMark {
-    /// Marks it used; true the first time.
-    pub fn mark(&self) -> bool {
-        !self.0.swap(true, Ordering::Relaxed)
+    pub fn mark(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_marked(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
     }
 }
 
 impl Clone for UseMark {
     fn clone(&self) -> UseMark {
-        UseMark(AtomicBool::new(self.0.load(Ordering::Relaxed)))
+        UseMark(AtomicBool::new(self.is_marked()))
     }
 }
 

@@ -2,8 +2,9 @@
 //! `--report`): per case — a server, a method and the tool, prompt or
 //! resource it names — how many requests a recording answered, the mock
 //! answered, missed, or were forwarded to be recorded; the first miss of
-//! each case with its nearest recordings; the recordings used, and those
-//! used although older than `--max-age`.
+//! each case with its nearest recordings; the recordings used although
+//! older than `--max-age`. (Whether a recording answered at all is a flag
+//! on the recording: see `tape::UseMark`.)
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -84,8 +85,6 @@ impl Case {
 #[derive(Clone, Debug, Default)]
 pub struct Usage {
     pub cases: BTreeMap<CaseKey, Case>,
-    /// Recordings that answered at least once.
-    pub used: BTreeSet<Source>,
     /// Recordings that answered although older than `--max-age`.
     pub stale: BTreeSet<Source>,
 }
@@ -104,7 +103,6 @@ impl Usage {
                 mine.first_miss = case.first_miss;
             }
         }
-        self.used.extend(other.used);
         self.stale.extend(other.stale);
     }
 
@@ -127,7 +125,6 @@ type Subjects = Vec<(Option<String>, Case)>;
 #[derive(Debug, Default)]
 struct State {
     cases: HashMap<String, HashMap<String, Subjects>>,
-    used: BTreeSet<Source>,
     stale: BTreeSet<Source>,
 }
 
@@ -175,11 +172,6 @@ impl Ledger {
         }
     }
 
-    /// Notes that the recording at `source` answered (once per recording is enough).
-    pub fn used(&self, source: &Source) {
-        lock(&self.state).used.insert(source.clone());
-    }
-
     /// Notes that a recording older than `--max-age` answered a request of
     /// `key`; true the first time that recording does (to warn once).
     pub fn stale(&self, key: &CaseKey, source: Option<&Source>) -> bool {
@@ -200,7 +192,7 @@ impl Ledger {
                 }
             }
         }
-        Usage { cases, used: state.used.clone(), stale: state.stale.clone() }
+        Usage { cases, stale: state.stale.clone() }
     }
 }
 
@@ -242,10 +234,9 @@ mod tests {
         let key = CaseKey::of("s", "ping", None);
         let source = Source { cassette: std::path::Path::new("c.sqlite").into(), row: 3 };
         let ledger = Ledger::default();
-        ledger.used(&source);
         assert!(ledger.stale(&key, Some(&source)));
         assert!(!ledger.stale(&key, Some(&source)));
         let usage = ledger.usage();
-        assert_eq!((usage.used.len(), usage.stale.len(), usage.cases[&key].stale), (1, 1, 2));
+        assert_eq!((usage.stale.len(), usage.cases[&key].stale), (1, 2));
     }
 }

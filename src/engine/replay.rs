@@ -322,11 +322,7 @@ impl Replay {
     /// Notes that `recorded` answers `call`, warning the first time a
     /// recording older than `--max-age` does.
     fn note_use(&self, call: &Call, recorded: &Recorded) {
-        if recorded.used.mark()
-            && let Some(source) = &recorded.source
-        {
-            self.ledger.used(source);
-        }
+        recorded.used.mark();
         let (Some(limit), Some(at)) = (self.max_age.map(|age| age.as_secs() as i64), recorded.recorded_at)
         else {
             return;
