@@ -17,6 +17,7 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use crate::config::FailOn;
+use crate::engine::ledger::CaseKey;
 use crate::jsonrpc::ErrorCode;
 use crate::model::{Direction, Exchange};
 use crate::normalize::{self, Difference};
@@ -439,22 +440,18 @@ pub fn final_answer(exchange: &Exchange) -> Option<&Value> {
         .map(|m| &m.body)
 }
 
-/// `server method [subject]` of an exchange, for a line of findings.
+/// `server method [subject]` of an exchange (its case, as a run's report
+/// names it), a call's arguments after it, for a line of findings.
 pub fn label(exchange: &Exchange) -> String {
     let params = exchange.request.get("params");
-    let subject = params.and_then(|p| p.get("name").or_else(|| p.get("uri"))).and_then(Value::as_str);
-    let mut label = format!("{} {}", exchange.server, exchange.method);
-    if let Some(subject) = subject {
-        label.push(' ');
-        label.push_str(subject);
-    }
+    let mut label = CaseKey::of(&exchange.server, &exchange.method, params).to_string();
     if exchange.method == "tools/call"
         && let Some(arguments) = params.and_then(|p| p.get("arguments"))
     {
         label.push(' ');
         label.push_str(&crate::model::canonical_json(arguments));
     }
-    printable(&label).into_owned()
+    label
 }
 
 /// Whether an error code says the tool or method does not exist.

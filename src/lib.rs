@@ -150,9 +150,11 @@ pub async fn run(command: Command) -> Result<u8, Error> {
             Ok(u8::from(failed))
         }
         Command::Diff(config) => {
-            let old = store::load(&store::cassette_files(std::slice::from_ref(&config.old))?)?.exchanges;
-            let new = store::load(&store::cassette_files(std::slice::from_ref(&config.new))?)?.exchanges;
-            let findings = drift::cassettes(&old, &new, &config.ignore_paths);
+            let exchanges = |path: &PathBuf| -> Result<_, Error> {
+                Ok(store::load(&store::cassette_files(std::slice::from_ref(path))?)?.exchanges)
+            };
+            let findings =
+                drift::cassettes(&exchanges(&config.old)?, &exchanges(&config.new)?, &config.ignore_paths);
             print_findings(&findings, config.format);
             Ok(u8::from(findings.fails(config.fail_on)))
         }
@@ -515,7 +517,7 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
     let recording = config.mode == TestMode::Missing || fresh;
     // A fresh recording goes to a file of its own until the command passes.
     let target = fresh.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
-    let (app, writer) = match (&config.upstream, recording) {
+    let (app, writer, what) = match (&config.upstream, recording) {
         (_, false) => {
             let replay = load_cassettes(
                 &config.paths,
@@ -524,14 +526,9 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
                 config.pace,
                 config.max_age,
             )?;
-            (
-                Arc::new(App {
-                    engine: Engine::Replay(replay),
-                    proxy: None,
-                    front_door: config.front_door.clone(),
-                }),
-                None,
-            )
+            let front_door = config.front_door.clone();
+            let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+            (app, None, "replaying".to_owned())
         }
         (Some(upstream), true) => {
             let (file, mode) = match &target {
@@ -540,13 +537,9 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
             };
             let (app, writer) =
                 http_recording(file, mode, &config.normalization, upstream, config.front_door.clone())?;
-            (app, Some(writer))
+            (app, Some(writer), format!("recording from {}", upstream.url))
         }
         (None, true) => return Err(Error::Usage("recording needs --upstream URL".into())),
-    };
-    let what = match (&config.upstream, recording) {
-        (Some(upstream), true) => format!("recording from {}", upstream.url),
-        _ => "replaying".to_owned(),
     };
     announce(format!("test: tape at {url} ({what}); running {}", util::printable(&config.command.join(" "))));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
