@@ -24,6 +24,7 @@
 //! Bottom to top; each module uses only modules above it in this list.
 //!
 //! - [`util`]: log-safe text, a poison-proof lock.
+//! - [`logging`]: where log lines go (one buffer, one writer thread).
 //! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
 //!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
 //!   `AnswerTemplate`) and
@@ -74,6 +75,7 @@ pub mod engine;
 pub mod error;
 pub mod jsonl;
 pub mod jsonrpc;
+pub mod logging;
 pub mod mcp;
 pub mod mocks;
 pub mod model;

@@ -22,17 +22,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Log lines go through a writer thread that drains every queued line
-    // before one flush, so a busy daemon pays for a channel send per request,
-    // not a write to stderr; lossless, it slows callers rather than drop lines.
-    let (writer, flush_on_drop) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("mcp-tape-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
+    // Log lines gather in one buffer that a writer thread empties in large
+    // writes: a busy daemon pays for a copy per request, not a write to stderr.
+    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr()) {
+        Ok(started) => started,
+        Err(e) => {
+            eprintln!("mcp-tape: cannot start the log writer: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tracing_subscriber::fmt()
-        .with_writer(writer)
-        .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
+        .event_format(mcp_tape::logging::Lines)
+        .with_writer(writer)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MCP_TAPE_LOG").unwrap_or_else(|_| "info".into()),
         )

@@ -33,11 +33,11 @@ impl Redactor {
     }
 
     pub fn is_sensitive(&self, key: &str) -> bool {
-        let folded = fold(key);
-        if PROTOCOL_KEYS.contains(&folded.as_str()) {
-            return false;
-        }
-        SENSITIVE_ENDINGS.iter().any(|ending| folded.ends_with(ending)) || self.extra.contains(&folded)
+        with_folded(key, |folded| {
+            !PROTOCOL_KEYS.contains(&folded)
+                && (SENSITIVE_ENDINGS.iter().any(|ending| folded.ends_with(ending))
+                    || self.extra.iter().any(|extra| extra == folded))
+        })
     }
 
     /// Whether any key of `value`, at any depth, is sensitive.
@@ -255,10 +255,41 @@ fn fold(key: &str) -> String {
     key.chars().filter(char::is_ascii_alphanumeric).map(|c| c.to_ascii_lowercase()).collect()
 }
 
+/// `check` of [`fold`]`(key)`, folded on the stack when it is short (every
+/// key of every request is checked: no allocation for the usual ones).
+fn with_folded<R>(key: &str, check: impl FnOnce(&str) -> R) -> R {
+    let mut buffer = [0u8; 64];
+    let mut len = 0;
+    for byte in key.bytes().filter(u8::is_ascii_alphanumeric) {
+        let Some(slot) = buffer.get_mut(len) else {
+            return check(&fold(key));
+        };
+        *slot = byte.to_ascii_lowercase();
+        len += 1;
+    }
+    // ASCII letters and digits only, so always UTF-8.
+    check(std::str::from_utf8(&buffer[..len]).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Keys are folded on the stack up to 64 letters and digits, in a
+    /// String past that: both give the same verdicts.
+    #[test]
+    fn long_and_non_ascii_keys_are_judged_like_short_ones() {
+        let redactor = Redactor::new(&["ssn".into()]);
+        let long = "a".repeat(100);
+        assert!(redactor.is_sensitive(&format!("{long}_Token")));
+        assert!(!redactor.is_sensitive(&format!("{long}_name")));
+        assert!(redactor.is_sensitive("Größe-Password") && redactor.is_sensitive("S.S.N"));
+        let at_bound = format!("{}apikey", "x".repeat(58));
+        let past_bound = format!("{}apikey", "x".repeat(59));
+        assert!(redactor.is_sensitive(&at_bound) && redactor.is_sensitive(&past_bound));
+        assert!(!redactor.is_sensitive(&"x".repeat(64)) && !redactor.is_sensitive(&"x".repeat(65)));
+    }
 
     #[test]
     fn redacts_credentials_at_any_depth_and_keeps_protocol_fields() {

@@ -87,13 +87,15 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
             frame::error(&error)
         }
     };
+    let tenths_of_ms = (started.elapsed().as_micros() + 50) / 100;
     tracing::info!(
-        "{http_method} server={} method={} {} status={} {:.1}ms",
+        "{http_method} server={} method={} {} status={} {}.{}ms",
         printable(&logged.server),
         if logged.mcp_method.is_empty() { "-".into() } else { printable(&logged.mcp_method) },
         logged.outcome.as_str(),
         response.status().as_u16(),
-        started.elapsed().as_secs_f64() * 1e3,
+        tenths_of_ms / 10,
+        tenths_of_ms % 10,
     );
     response
 }
@@ -341,17 +343,34 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
         return Err(too_large());
     }
-    let mut bytes = bytes::BytesMut::new();
+    // The usual body comes in one piece, kept as it is; only a body in
+    // several pieces is copied into one.
+    let mut whole = Bytes::new();
+    let mut pieces: Option<bytes::BytesMut> = None;
+    let done = |whole: Bytes, pieces: Option<bytes::BytesMut>| pieces.map_or(whole, bytes::BytesMut::freeze);
     loop {
         match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => return Err(Fault::BodyStalled { idle }.into()),
-            Ok(None) => return Ok(bytes.freeze()),
+            Ok(None) => return Ok(done(whole, pieces)),
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
-                    if bytes.len() + data.len() > MAX_REQUEST_BODY_BYTES {
+                    let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
+                    if read + data.len() > MAX_REQUEST_BODY_BYTES {
                         return Err(too_large());
                     }
-                    bytes.extend_from_slice(&data);
+                    match &mut pieces {
+                        Some(buffer) => buffer.extend_from_slice(&data),
+                        None if whole.is_empty() => whole = data,
+                        None => {
+                            let mut buffer = bytes::BytesMut::with_capacity(read + data.len());
+                            buffer.extend_from_slice(&whole);
+                            buffer.extend_from_slice(&data);
+                            pieces = Some(buffer);
+                        }
+                    }
+                }
+                if body.is_end_stream() {
+                    return Ok(done(whole, pieces));
                 }
             }
             Ok(Some(Err(e))) => return Err(Fault::BodyUnreadable(e.to_string()).into()),
@@ -365,13 +384,18 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
 /// trailing slash does not matter.
 pub fn server_name(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
-    let segments: Vec<&str> = trimmed.split('/').skip(1).collect();
-    match segments.as_slice() {
-        ["agents", "servers", name]
-        | ["agents", "tenants", _, "servers", name]
-        | ["mcp", "environments", _, "servers", name] => (*name).to_owned(),
-        _ if trimmed.is_empty() => "/".to_owned(),
-        _ => trimmed.to_owned(),
+    let mut segments = trimmed.split('/').skip(1);
+    let mut next = || segments.next();
+    let named = match (next(), next(), next(), next(), next(), next()) {
+        (Some("agents"), Some("servers"), Some(name), None, ..) => Some(name),
+        (Some("agents"), Some("tenants"), Some(_), Some("servers"), Some(name), None)
+        | (Some("mcp"), Some("environments"), Some(_), Some("servers"), Some(name), None) => Some(name),
+        _ => None,
+    };
+    match named {
+        Some(name) => name.to_owned(),
+        None if trimmed.is_empty() => "/".to_owned(),
+        None => trimmed.to_owned(),
     }
 }
 
@@ -413,10 +437,9 @@ fn strip_port(authority: &str) -> &str {
 }
 
 fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
-    let host = host.to_ascii_lowercase();
-    host == "localhost"
+    host.eq_ignore_ascii_case("localhost")
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-        || allowed.contains(&host)
+        || allowed.iter().any(|name| name.eq_ignore_ascii_case(host))
 }
 
 /// A header's value as text; `None` when absent.
@@ -448,19 +471,20 @@ struct Accepts {
 
 impl Accepts {
     fn of(headers: &HeaderMap) -> Accepts {
-        let values: Vec<&str> =
-            headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
-        if values.is_empty() {
+        let mut values = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).peekable();
+        if values.peek().is_none() {
             return Accepts { json: true, sse: true };
         }
         let mut accepts = Accepts { json: false, sse: false };
-        for range in values.iter().flat_map(|v| v.split(',')) {
-            let media = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-            match media.as_str() {
-                "*/*" => accepts = Accepts { json: true, sse: true },
-                "application/*" | "application/json" => accepts.json = true,
-                "text/*" | "text/event-stream" => accepts.sse = true,
-                _ => {}
+        for range in values.flat_map(|v| v.split(',')) {
+            let media = range.split(';').next().unwrap_or_default().trim();
+            let is = |name: &str| media.eq_ignore_ascii_case(name);
+            if is("*/*") {
+                accepts = Accepts { json: true, sse: true };
+            } else if is("application/*") || is("application/json") {
+                accepts.json = true;
+            } else if is("text/*") || is("text/event-stream") {
+                accepts.sse = true;
             }
         }
         accepts

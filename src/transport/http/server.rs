@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -70,7 +70,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         };
         let idle_timeout = app.front_door.idle_timeout;
         let app = Arc::clone(&app);
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::default());
         let served = Arc::clone(&activity);
         let service = service_fn(move |request| {
             let app = Arc::clone(&app);
@@ -138,34 +138,40 @@ pub fn shutdown_signal() -> impl Future<Output = ()> {
 }
 
 /// What a connection is doing: requests in flight (answers still streaming
-/// included) and when bytes last moved either way.
+/// included), and a count of its reads and writes (a count, not a time: no
+/// clock is read per read or write).
+#[derive(Default)]
 struct Activity {
-    opened: Instant,
-    /// Milliseconds after `opened` of the last read or write.
-    last_ms: AtomicU64,
+    moves: AtomicU64,
     in_flight: AtomicUsize,
 }
 
+/// How often per idle limit a connection is looked at.
+const IDLE_CHECKS: u32 = 4;
+
 impl Activity {
-    fn new() -> Activity {
-        Activity { opened: Instant::now(), last_ms: AtomicU64::new(0), in_flight: AtomicUsize::new(0) }
-    }
-
     fn touch(&self) {
-        self.last_ms.store(self.opened.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.moves.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Resolves once no request is in flight and nothing has moved for `limit`.
+    /// Resolves once no request has been in flight and nothing has moved for
+    /// `limit`: seen so at [`IDLE_CHECKS`] looks in a row, `limit /
+    /// IDLE_CHECKS` apart (so within a quarter of `limit` after it passed).
     async fn idle(&self, limit: Duration) {
+        let mut seen = self.moves.load(Ordering::Relaxed);
+        let mut quiet = 0;
         loop {
-            let since = self
-                .opened
-                .elapsed()
-                .saturating_sub(Duration::from_millis(self.last_ms.load(Ordering::Relaxed)));
-            if self.in_flight.load(Ordering::Relaxed) == 0 && since >= limit {
-                return;
+            tokio::time::sleep(limit / IDLE_CHECKS).await;
+            let moves = self.moves.load(Ordering::Relaxed);
+            if moves == seen && self.in_flight.load(Ordering::Relaxed) == 0 {
+                quiet += 1;
+                if quiet == IDLE_CHECKS {
+                    return;
+                }
+            } else {
+                quiet = 0;
+                seen = moves;
             }
-            tokio::time::sleep(limit.saturating_sub(since).max(limit / 4)).await;
         }
     }
 }
