@@ -76,7 +76,13 @@ impl MatchKey {
     }
 
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut hex = String::with_capacity(64);
+        for byte in self.0 {
+            hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+            hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+        }
+        hex
     }
 
     pub fn from_hex(text: &str) -> Option<MatchKey> {
