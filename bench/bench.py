@@ -1,13 +1,16 @@
 """mcp-tape benchmarks, in one run, on loopback, bounded in time.
 
-Measures, side by side:
-- the floor (bench/floor.rs), `mcp-tape replay` (a recorded JSON answer, a
+Every server measured runs pinned to core 1 and the load (wrk, the stdio
+client, first-event) to core 0 (taskset), so what is measured is the
+server's own cost. Measures, side by side:
+- the floor (bench/floor.rs, answering the very bytes replay answers the
+  JSON scenario with), `mcp-tape replay` (a recorded JSON answer, a
   recorded SSE answer with 3 progress notifications) and the mock fallback
   (`ping`, empty `tools/list`) at 1 and 32 connections with wrk: requests/s,
   p50/p99/p99.9 latency, and the ratio to the floor of the same run;
 - record's overhead: the floor called directly vs through `mcp-tape record`
-  (added latency at 1 connection, throughput at 32), and the time to the
-  first SSE event;
+  (record on core 1, its upstream a second floor on core 0; added latency
+  at 1 connection, throughput at 32), and the time to the first SSE event;
 - stdio: one client keeping 32 requests in flight against `mcp-tape replay
   --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
   per line): messages/s and the ratio;
@@ -34,6 +37,12 @@ SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
 STDIO_IN_FLIGHT = 32
 START_TIMEOUT_S = 60
+SERVER_CORE = "1"
+LOAD_CORE = "0"
+
+
+def pinned(core, command):
+    return ["taskset", "-c", core, *command]
 
 LUA = """
 wrk.method = "POST"
@@ -63,10 +72,10 @@ PROGRESS = request("tools/call", {"name": "progress", "arguments": {}, "_meta": 
 class Server:
     """A process that logs "listening on http://..." once ready."""
 
-    def __init__(self, command, log_path):
+    def __init__(self, command, log_path, core=SERVER_CORE):
         self.started = time.monotonic()
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(pinned(core, command), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         ready = queue.Queue()
 
         def read():
@@ -85,7 +94,7 @@ class Server:
         # Under load the server logs ~100k lines/s: `cat` drains them to the log file in large
         # reads, so the harness takes next to no CPU from what is being measured.
         self.log.flush()
-        self.drain = subprocess.Popen(["cat"], stdin=self.proc.stderr, stdout=self.log)
+        self.drain = subprocess.Popen(pinned(LOAD_CORE, ["cat"]), stdin=self.proc.stderr, stdout=self.log)
         if self.base is None:
             raise RuntimeError(f"{command[0]} exited before listening; see {log_path}")
         self.ready_at = time.monotonic()
@@ -108,9 +117,8 @@ def wrk(url, body, connections, seconds, scratch):
     script = os.path.join(scratch, "load.lua")
     with open(script, "w") as f:
         f.write(LUA % body)
-    threads = min(connections, 2)
     output = subprocess.run(
-        ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{seconds}s", "-s", script, url],
+        pinned(LOAD_CORE, ["wrk", "-t1", "-c", str(connections), "-d", f"{seconds}s", "-s", script, url]),
         capture_output=True, text=True, timeout=seconds + 60, check=True,
     ).stdout
     result = json.loads(output.strip().splitlines()[-1])
@@ -128,7 +136,7 @@ def post(url, body):
 
 
 def first_event(tool, url, body):
-    output = subprocess.run([tool, url, body, str(FIRST_EVENT_SAMPLES)], capture_output=True, text=True,
+    output = subprocess.run(pinned(LOAD_CORE, [tool, url, body, str(FIRST_EVENT_SAMPLES)]), capture_output=True, text=True,
                             timeout=120, check=True).stdout
     return json.loads(output)
 
@@ -137,8 +145,7 @@ def stdio_load(tool, command, seconds):
     """Messages/s of one client keeping STDIO_IN_FLIGHT requests in flight: the
     client pinned to core 0, the server it spawns to core 1, so the server's
     own cost is what is measured."""
-    done = subprocess.run(["taskset", "-c", "0", tool, str(seconds), str(STDIO_IN_FLIGHT),
-                           "taskset", "-c", "1", *command],
+    done = subprocess.run(pinned(LOAD_CORE, [tool, str(seconds), str(STDIO_IN_FLIGHT), *pinned(SERVER_CORE, command)]),
                           capture_output=True, text=True, timeout=seconds + 60)
     if done.returncode != 0:
         raise RuntimeError(f"stdio-load {command[0]} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -167,9 +174,12 @@ def main():
         os.makedirs(cassettes)
         subprocess.run([tool("gen-cassette"), "1000", os.path.join(cassettes, "bench.sqlite")], check=True)
 
-        floor = Server([tool("floor")], log("floor"))
         replay = Server([tool("mcp-tape"), "replay", cassettes, "--port", "0"], log("replay"))
         bench_url = replay.base + "/agents/servers/mcp_Bench"
+        answer = os.path.join(scratch, "answer.json")
+        with open(answer, "wb") as f:
+            f.write(post(bench_url, LOOKUP(500)))
+        floor = Server([tool("floor"), "0", answer], log("floor"))
         cases = [
             ("floor (fixed JSON result)", floor.base + "/", LOOKUP(500)),
             ("replay: recorded JSON answer", bench_url, LOOKUP(500)),
@@ -197,7 +207,11 @@ def main():
         emit()
         emit("## Record overhead (the floor as a fast upstream)")
         emit()
-        record = Server([tool("mcp-tape"), "record", "--upstream", floor.base, "--cassettes", scratch,
+        emit("Direct: the floor on core 1. Through record: record on core 1, its upstream a second floor on")
+        emit("core 0 (beside the load), so that record, like the floor, has a core of its own.")
+        emit()
+        upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
+        record = Server([tool("mcp-tape"), "record", "--upstream", upstream.base, "--cassettes", scratch,
                          "--name", "overhead", "--port", "0"], log("record"))
         path = "/agents/servers/mcp_Bench"
         emit("| measure | direct | through record | added / ratio |")
@@ -217,13 +231,14 @@ def main():
             emit(f"| SSE time to first event {q} (ms) | {ms(direct[q + '_us'])} | {ms(through[q + '_us'])} | "
                  f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
         record.stop()
+        upstream.stop()
         floor.stop()
 
         emit()
         emit(f"## stdio: one client, {STDIO_IN_FLIGHT} requests in flight")
         emit()
         emit("Each replay run right after a floor run of its own (bench/stdio_floor.rs answers every line with")
-        emit("one fixed line of the same size); the server pinned to core 1, the client to core 0.")
+        emit("one fixed line of the same size).")
         emit()
         emit("| run | floor messages/s | replay --stdio messages/s | replay vs floor |")
         emit("|---:|---:|---:|---:|")

@@ -4,7 +4,10 @@
 //! notifications first, as an SSE stream, so it also serves as the fast
 //! upstream for measuring record's overhead.
 //!
-//! Usage: floor [PORT]   (prints "listening on http://127.0.0.1:PORT")
+//! Usage: floor [PORT [BODY_FILE]]   (prints "listening on http://127.0.0.1:PORT")
+//!
+//! With `BODY_FILE`, a plain POST is answered with that file's bytes (the
+//! bench passes the very answer replay gives, so both write the same bytes).
 
 use std::convert::Infallible;
 
@@ -30,14 +33,11 @@ fn sse() -> String {
     body
 }
 
-async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(request: Request<Incoming>, fixed: Bytes) -> Result<Response<Full<Bytes>>, Infallible> {
     let streamed = request.uri().path() == "/sse";
     let _ = request.into_body().collect().await;
-    let (content_type, body) = if streamed {
-        ("text/event-stream", Bytes::from(sse()))
-    } else {
-        ("application/json", Bytes::from(RESULT))
-    };
+    let (content_type, body) =
+        if streamed { ("text/event-stream", Bytes::from(sse())) } else { ("application/json", fixed) };
     let mut response = Response::new(Full::new(body));
     response.headers_mut().insert("content-type", content_type.parse().expect("a valid header value"));
     Ok(response)
@@ -45,14 +45,21 @@ async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Inf
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let port: u16 = std::env::args().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    let mut args = std::env::args().skip(1);
+    let port: u16 = args.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let fixed = match args.next() {
+        Some(path) => Bytes::from(std::fs::read(path)?),
+        None => Bytes::from_static(RESULT.as_bytes()),
+    };
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("listening on http://{}", listener.local_addr()?);
     loop {
         let (stream, _) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
+        let fixed = fixed.clone();
         tokio::spawn(async move {
-            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service_fn(answer)).await;
+            let service = service_fn(move |request| answer(request, fixed.clone()));
+            let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }
 }
