@@ -181,7 +181,7 @@ def main():
             f.write(post(bench_url, LOOKUP(500)))
         floor = Server([tool("floor"), "0", answer], log("floor"))
         cases = [
-            ("floor (fixed JSON result)", floor.base + "/", LOOKUP(500)),
+            ("floor (replay's JSON answer as fixed bytes)", floor.base + "/", LOOKUP(500)),
             ("replay: recorded JSON answer", bench_url, LOOKUP(500)),
             ("replay: recorded SSE answer, 3 progress notifications", bench_url, PROGRESS),
             ("mock: ping", replay.base + "/mcp", request("ping")),

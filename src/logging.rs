@@ -6,9 +6,10 @@
 //! [`MAX_PENDING`] bytes a logging thread waits for the writer rather than
 //! drop a line.
 
+use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,7 +64,41 @@ pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher
     let writer = Arc::clone(&shared);
     let thread =
         std::thread::Builder::new().name("mcp-tape-log".into()).spawn(move || drain(&writer, out))?;
-    Ok((Sink { shared: Arc::clone(&shared) }, Flusher { shared, thread: Some(thread) }))
+    let sink = Sink { shared: Arc::clone(&shared) };
+    let _ = STARTED.set(sink.clone());
+    Ok((sink, Flusher { shared, thread: Some(thread) }))
+}
+
+/// The sink the process started, for [`info`].
+static STARTED: OnceLock<Sink> = OnceLock::new();
+
+thread_local! {
+    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Logs `message` at info level, as `tracing::info!` would through [`Lines`]
+/// (same format, same filter), but formatted and appended here without
+/// tracing's dispatch: the request line, which every request pays for.
+/// Without a started sink (a library user's own subscriber), it is
+/// `tracing::info!`. No colours: the level is plain even on a terminal.
+pub fn info(message: fmt::Arguments<'_>) {
+    if !tracing::enabled!(Level::INFO) {
+        return;
+    }
+    let Some(sink) = STARTED.get() else {
+        tracing::info!("{message}");
+        return;
+    };
+    LINE.with_borrow_mut(|line| {
+        line.clear();
+        let mut stamp = [0; 28];
+        line.push_str(timestamp(SystemTime::now(), &mut stamp));
+        line.push_str(" INFO ");
+        // Writing to a String cannot fail.
+        let _ = Escaped(line).write_fmt(message);
+        line.push('\n');
+        let _ = sink.make_writer().write_all(line.as_bytes());
+    });
 }
 
 fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -236,7 +271,7 @@ fn civil_date(days: i64) -> (i64, u64, u64) {
 
 /// The message, then each other field as ` name=value`.
 struct Fields<'a, 'w> {
-    out: Escaped<'a, 'w>,
+    out: Escaped<'a, Writer<'w>>,
     result: fmt::Result,
 }
 
@@ -263,9 +298,9 @@ impl Visit for Fields<'_, '_> {
 }
 
 /// A writer that escapes control characters.
-struct Escaped<'a, 'w>(&'a mut Writer<'w>);
+struct Escaped<'a, W>(&'a mut W);
 
-impl fmt::Write for Escaped<'_, '_> {
+impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         // Control characters are C0 (below 0x20), DEL (0x7f) and C1 (U+0080
         // to U+009F, whose UTF-8 starts with 0xc2): text without those bytes

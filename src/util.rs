@@ -9,7 +9,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// name holding a newline or a terminal escape must not forge a line or
 /// repaint the terminal.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    // Control characters are C0 (below 0x20), DEL and C1 (U+0080 to U+009F,
+    // whose UTF-8 starts with 0xc2): text without those bytes is borrowed
+    // after one byte scan.
+    let suspect = |b: u8| b < 0x20 || b == 0x7f || b == 0xc2;
+    if !text.bytes().any(suspect) || !text.chars().any(char::is_control) {
         return text.into();
     }
     text.chars()
@@ -33,5 +37,7 @@ mod tests {
     fn control_characters_are_escaped_and_plain_text_borrowed() {
         assert!(matches!(printable("tools/call"), Cow::Borrowed("tools/call")));
         assert_eq!(printable("a\nINFO fake\u{1b}[2J"), "a\\nINFO fake\\u{1b}[2J");
+        assert_eq!(printable("csi\u{9b}1m"), "csi\\u{9b}1m");
+        assert!(matches!(printable("café ½"), Cow::Borrowed("café ½")));
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use hyper::header::{self, HeaderMap};
+use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
 
@@ -38,6 +38,13 @@ use crate::mcp::{self, RoutingHeaders};
 use crate::model::{Era, ServiceRoute};
 use crate::redact;
 use crate::util::printable;
+
+/// The MCP headers, named once: a lookup by `&str` parses the name on
+/// every request.
+static SESSION_ID: HeaderName = HeaderName::from_static(mcp::HEADER_SESSION_ID);
+static PROTOCOL_VERSION: HeaderName = HeaderName::from_static(mcp::HEADER_PROTOCOL_VERSION);
+static METHOD: HeaderName = HeaderName::from_static(mcp::HEADER_METHOD);
+static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
 
 /// Largest POST body accepted; larger ones get 413.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -87,8 +94,8 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
             frame::error(&error)
         }
     };
-    let tenths_of_ms = (started.elapsed().as_micros() + 50) / 100;
-    tracing::info!(
+    let tenths_of_ms = (started.elapsed().as_micros() as u64 + 50) / 100;
+    crate::logging::info(format_args!(
         "{http_method} server={} method={} {} status={} {}.{}ms",
         printable(&logged.server),
         if logged.mcp_method.is_empty() { "-".into() } else { printable(&logged.mcp_method) },
@@ -96,7 +103,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         response.status().as_u16(),
         tenths_of_ms / 10,
         tenths_of_ms % 10,
-    );
+    ));
     response
 }
 
@@ -215,16 +222,16 @@ impl Context {
     /// refused; recording, it is left for the upstream to judge (read as
     /// absent), and the request's credentials are collected to be scrubbed.
     fn read(headers: &HeaderMap, recording: bool) -> Result<Context, RequestError> {
-        let text = |name: &'static str| match header_str(headers, name) {
+        let text = |name: &'static HeaderName| match header_str(headers, name) {
             Err(_) if recording => Ok(None),
             read => read,
         };
-        let protocol_version = text(mcp::HEADER_PROTOCOL_VERSION)?;
+        let protocol_version = text(&PROTOCOL_VERSION)?;
         let era = mcp::era_of(protocol_version);
         let routing = RoutingHeaders {
             protocol_version: protocol_version.map(str::to_owned),
-            method: text(mcp::HEADER_METHOD)?.map(str::to_owned),
-            name: text(mcp::HEADER_NAME)?.map(str::to_owned),
+            method: text(&METHOD)?.map(str::to_owned),
+            name: text(&NAME)?.map(str::to_owned),
         };
         // `Mcp-Param-{Name}` headers matter to replay's checks of stateless requests only.
         let param_headers = if era == Era::Stateless && !recording {
@@ -241,7 +248,7 @@ impl Context {
         let credentials = if recording { credentials(headers) } else { Vec::new() };
         Ok(Context {
             era,
-            session: text(mcp::HEADER_SESSION_ID)?.map(str::to_owned),
+            session: text(&SESSION_ID)?.map(str::to_owned),
             facts: Facts { routing: Some(routing), param_headers, credentials },
         })
     }
@@ -286,8 +293,8 @@ fn replay_other<B>(
         logged.outcome = Outcome::Health;
         return Ok(health(replay));
     }
-    let era = mcp::era_of(header_str(request.headers(), mcp::HEADER_PROTOCOL_VERSION)?);
-    let session = header_str(request.headers(), mcp::HEADER_SESSION_ID)?;
+    let era = mcp::era_of(header_str(request.headers(), &PROTOCOL_VERSION)?);
+    let session = header_str(request.headers(), &SESSION_ID)?;
     match *request.method() {
         Method::GET if era == Era::Handshake => {
             replay.check_session(session)?;
@@ -447,10 +454,13 @@ fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
 /// # Errors
 ///
 /// 400 for a value that is not visible ASCII.
-fn header_str<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, RequestError> {
+fn header_str<'a>(
+    headers: &'a HeaderMap,
+    name: &'static HeaderName,
+) -> Result<Option<&'a str>, RequestError> {
     match headers.get(name) {
         None => Ok(None),
-        Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name).into()),
+        Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name.as_str()).into()),
     }
 }
 
