@@ -24,6 +24,7 @@
 mod load;
 mod writer;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, params};
@@ -32,7 +33,7 @@ pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
-use crate::model::{AnswerTemplate, Exchange, ServiceAnswer, Text, canonical_json};
+use crate::model::{AnswerTemplate, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
@@ -56,6 +57,25 @@ pub struct Cassette {
     /// The schema the file is at (older than [`MIGRATIONS`] only when opened
     /// read-only, which never migrates).
     version: i64,
+    occurrences: Occurrences,
+}
+
+/// The next occurrence number of each match key [`Cassette::insert_batch`]
+/// has written, so that the next one is known without a query (the query's
+/// bound key made SQLite prepare it again every time: half of the writer's
+/// work). Valid while only this connection writes exchanges: forgotten
+/// when another connection has committed (`PRAGMA data_version` moved) or
+/// this one wrote exchanges any other way.
+#[derive(Default)]
+struct Occurrences {
+    next: HashMap<MatchKey, i64>,
+    data_version: Option<i64>,
+}
+
+impl Occurrences {
+    fn forget(&mut self) {
+        *self = Occurrences::default();
+    }
 }
 
 impl Cassette {
@@ -75,7 +95,8 @@ impl Cassette {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| fail(e.into()))?;
-        let mut cassette = Cassette { conn, path: path.to_owned(), version: 0 };
+        let mut cassette =
+            Cassette { conn, path: path.to_owned(), version: 0, occurrences: Occurrences::default() };
         cassette.prepare().map_err(fail)?;
         Ok(cassette)
     }
@@ -113,7 +134,7 @@ impl Cassette {
             }
             other => other.map_err(fail)?,
         };
-        Ok(Cassette { conn, path: path.to_owned(), version })
+        Ok(Cassette { conn, path: path.to_owned(), version, occurrences: Occurrences::default() })
     }
 
     /// A cassette that lives in memory, for tests.
@@ -123,6 +144,7 @@ impl Cassette {
             conn: Connection::open_in_memory().map_err(fail)?,
             path: ":memory:".into(),
             version: 0,
+            occurrences: Occurrences::default(),
         };
         cassette.prepare().map_err(|kind| Error::Cassette { path: ":memory:".into(), kind })?;
         Ok(cassette)
@@ -244,6 +266,7 @@ impl Cassette {
     ///
     /// An SQLite failure; nothing is then removed.
     pub fn remove(&mut self, rows: &[i64]) -> Result<Vec<(i64, String)>, Error> {
+        self.occurrences.forget();
         let remove = |conn: &mut Connection| -> rusqlite::Result<Vec<(i64, String)>> {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let mut removed = Vec::new();
@@ -341,17 +364,37 @@ impl Cassette {
             Ok(tx) => tx,
             Err(e) => return entries.iter().map(|_| Err(failed(clone_error(&e)))).collect(),
         };
+        // The write lock is held from here: no other connection commits
+        // until this transaction ends.
+        let version =
+            tx.prepare_cached("PRAGMA data_version").and_then(|mut q| q.query_row([], |r| r.get(0)));
+        match version {
+            Ok(version) if self.occurrences.data_version == Some(version) => {}
+            Ok(version) => {
+                self.occurrences = Occurrences { data_version: Some(version), ..Occurrences::default() }
+            }
+            Err(_) => self.occurrences.forget(),
+        }
+        let known = &self.occurrences.next;
+        let mut written_now: HashMap<MatchKey, i64> = HashMap::new();
         let mut outcomes = Vec::with_capacity(entries.len());
         for entry in entries {
             // The savepoint statements are prepared once, like the inserts:
             // SQL text parsed per entry was most of the writer's time.
             let written = run_cached(&tx, "SAVEPOINT entry").and_then(|()| {
                 let inserted = match entry {
-                    Entry::Exchange(exchange) => insert_exchange_rows(&tx, exchange).map(drop),
-                    Entry::Service(answer) => insert_service_row(&tx, answer),
+                    Entry::Exchange(exchange) => {
+                        let key = &exchange.key;
+                        let known = written_now.get(key).or_else(|| known.get(key)).copied();
+                        known.map_or_else(|| next_occurrence(&tx, key), Ok).and_then(|occurrence| {
+                            insert_exchange_rows(&tx, exchange, occurrence)
+                                .map(|()| Some((*key, occurrence + 1)))
+                        })
+                    }
+                    Entry::Service(answer) => insert_service_row(&tx, answer).map(|()| None),
                 };
                 match inserted {
-                    Ok(()) => run_cached(&tx, "RELEASE entry"),
+                    Ok(next) => run_cached(&tx, "RELEASE entry").map(|()| next),
                     Err(e) => {
                         let _ = run_cached(&tx, "ROLLBACK TO entry")
                             .and_then(|()| run_cached(&tx, "RELEASE entry"));
@@ -359,17 +402,25 @@ impl Cassette {
                     }
                 }
             });
-            outcomes.push(written.map_err(&failed));
+            outcomes.push(written.map(|next| written_now.extend(next)).map_err(&failed));
         }
         match tx.commit() {
-            Ok(()) => outcomes,
-            Err(e) => entries.iter().map(|_| Err(failed(clone_error(&e)))).collect(),
+            Ok(()) => {
+                self.occurrences.next.extend(written_now);
+                outcomes
+            }
+            Err(e) => {
+                self.occurrences.forget();
+                entries.iter().map(|_| Err(failed(clone_error(&e)))).collect()
+            }
         }
     }
 
     fn insert_tx(&mut self, exchange: &Exchange) -> rusqlite::Result<i64> {
+        self.occurrences.forget();
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let occurrence = insert_exchange_rows(&tx, exchange)?;
+        let occurrence = next_occurrence(&tx, &exchange.key)?;
+        insert_exchange_rows(&tx, exchange, occurrence)?;
         tx.commit()?;
         Ok(occurrence)
     }
@@ -395,13 +446,16 @@ fn clone_error(error: &rusqlite::Error) -> rusqlite::Error {
     }
 }
 
-/// Inserts an exchange and its messages through `conn` (inside a
-/// transaction the caller owns); returns its occurrence number.
-fn insert_exchange_rows(conn: &Connection, exchange: &Exchange) -> rusqlite::Result<i64> {
-    // One index probe on (match_key, occurrence), however many repeats.
-    let occurrence: i64 = conn
-        .prepare_cached("SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1")?
-        .query_row(params![exchange.key], |r| r.get(0))?;
+/// The occurrence number the next exchange of `key` gets: one index probe
+/// on (match_key, occurrence), however many repeats.
+fn next_occurrence(conn: &Connection, key: &MatchKey) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT coalesce(max(occurrence) + 1, 0) FROM exchange WHERE match_key = ?1")?
+        .query_row(params![key], |r| r.get(0))
+}
+
+/// Inserts an exchange as occurrence `occurrence` of its key, and its
+/// messages, through `conn` (inside a transaction the caller owns).
+fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
          request, status, content_type, recorded_at, upstream, recorder) \
@@ -434,7 +488,7 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange) -> rusqlite::Res
             canonical_json(&message.body),
         ])?;
     }
-    Ok(occurrence)
+    Ok(())
 }
 
 /// Runs a statement without parameters or rows, prepared once per connection.
@@ -576,6 +630,43 @@ mod tests {
         let servers: Vec<String> = cassette.exchanges().unwrap().into_iter().map(|e| e.server).collect();
         assert_eq!(servers, ["first", "third"]);
         assert!(cassette.exchanges().unwrap().iter().all(|e| e.messages.len() == 1), "messages with them");
+    }
+
+    /// The next occurrence of a key is remembered between batches, and
+    /// learned again when the file changed another way: an exchange of the
+    /// same key committed by another connection, one inserted outside a
+    /// batch. A stale count would break the (match_key, occurrence) key.
+    #[test]
+    fn occurrences_count_on_across_batches_and_writers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("counted.sqlite");
+        let mut cassette = Cassette::open(&path).unwrap();
+        let entry = || Entry::Exchange(Box::new(sample("mcp_A", "Get", "x")));
+        let all_ok =
+            |outcomes: Vec<Result<(), Error>>| assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        all_ok(cassette.insert_batch(&[entry(), entry()]));
+        all_ok(cassette.insert_batch(&[entry()]));
+        Cassette::open(&path).unwrap().insert(&sample("mcp_A", "Get", "elsewhere")).unwrap();
+        all_ok(cassette.insert_batch(&[entry()]));
+        cassette.insert(&sample("mcp_A", "Get", "outside a batch")).unwrap();
+        all_ok(cassette.insert_batch(&[entry(), Entry::Exchange(Box::new(sample("mcp_B", "Get", "x")))]));
+        let mut rows = cassette.conn.prepare("SELECT server, occurrence FROM exchange ORDER BY id").unwrap();
+        let stored: Vec<(String, i64)> =
+            rows.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<Result<_, _>>().unwrap();
+        let expected: Vec<(String, i64)> = [
+            ("mcp_A", 0),
+            ("mcp_A", 1),
+            ("mcp_A", 2),
+            ("mcp_A", 3),
+            ("mcp_A", 4),
+            ("mcp_A", 5),
+            ("mcp_A", 6),
+            ("mcp_B", 0),
+        ]
+        .into_iter()
+        .map(|(server, n)| (server.to_owned(), n))
+        .collect();
+        assert_eq!(stored, expected);
     }
 
     #[test]
