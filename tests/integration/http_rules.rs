@@ -428,6 +428,40 @@ async fn silent_and_stalled_connections_are_closed() {
     replay.stop().await.unwrap();
 }
 
+/// A request head that trickles in a byte at a time keeps the connection
+/// from looking idle; the head itself gets the header limit (10 s, or the
+/// idle timeout when shorter, as here).
+#[tokio::test]
+async fn a_request_head_that_trickles_in_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_millis(300);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut from_server, mut to_server) = peer.into_split();
+    let began = std::time::Instant::now();
+    let trickle = tokio::spawn(async move {
+        to_server.write_all(b"POST /mcp HTTP/1.1\r\nX-Slow: ").await?;
+        for _ in 0..200 {
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            to_server.write_all(b"a").await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let mut answer = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(5), from_server.read_to_end(&mut answer))
+        .await
+        .expect("a trickling request head was cut off")
+        .ok();
+    assert!(began.elapsed() >= idle, "cut off after {:?}, before the limit", began.elapsed());
+    trickle.abort();
+    let ping = call(&replay.url("/mcp"), &[], "ping", json!({})).await;
+    assert_eq!(ping.status, 200, "the daemon serves on");
+    replay.stop().await.unwrap();
+}
+
 /// Numeric ids once came back re-serialized: `123456789012345678901234567890`
 /// as `1.2345678901234568e+29`, `-0` as `-0.0`, `1e2` as `100.0`. The
 /// caller's id must come back exactly as sent.

@@ -1,14 +1,17 @@
 //! The accept loop: a bounded number of connections, HTTP/1.1 and HTTP/2 on
-//! one port, a header read timeout, idle connections closed (a connection
-//! with no request in flight, silent for the front door's idle timeout), and
-//! one graceful shutdown path (stop accepting, let in-flight requests finish
-//! within a grace period).
+//! one port, a time limit on a request head, idle connections closed (a
+//! connection with no request in flight, silent for the front door's idle
+//! timeout), and one graceful shutdown path (stop accepting, let in-flight
+//! requests finish within a grace period).
+//!
+//! Both limits are watched by one timer per connection that looks at counts
+//! of the connection's reads and requests; nothing is timed per request.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
@@ -29,7 +32,8 @@ use super::{App, Body, handle};
 
 /// Connections served at once; further ones wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
-/// A client has this long to send its request headers.
+/// An HTTP/1 client has this long (or the idle timeout, when shorter) from
+/// the first byte of a request head to its end.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// In-flight requests get this long to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -40,8 +44,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let limits = Limits {
+        idle: app.front_door.idle_timeout,
+        head: HEADER_READ_TIMEOUT.min(app.front_door.idle_timeout),
+    };
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -68,7 +75,6 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        let idle_timeout = app.front_door.idle_timeout;
         let app = Arc::clone(&app);
         let activity = Arc::new(Activity::default());
         let served = Arc::clone(&activity);
@@ -91,9 +97,14 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                         tracing::debug!("connection ended with an error: {e}");
                     }
                 },
-                () = activity.idle(idle_timeout) => {
-                    tracing::debug!("{peer}: closed after {idle_timeout:?} idle with no request in flight");
-                }
+                why = activity.watch(limits) => match why {
+                    Closed::Idle => tracing::debug!(
+                        "{peer}: closed after {:?} idle with no request in flight", limits.idle
+                    ),
+                    Closed::SlowHead => tracing::info!(
+                        "{peer} rejected: request head not complete within {:?}", limits.head
+                    ),
+                },
             }
             drop(permit);
         });
@@ -138,43 +149,84 @@ pub fn shutdown_signal() -> impl Future<Output = ()> {
 }
 
 /// What a connection is doing: requests in flight (answers still streaming
-/// included), and a count of its reads and writes (a count, not a time: no
-/// clock is read per read or write).
+/// included), and counts of its reads, writes and requests (counts, not
+/// times: no clock is read per read, write or request).
 #[derive(Default)]
 struct Activity {
     moves: AtomicU64,
+    reads: AtomicU64,
+    /// `reads` when the last request started or ended: reads past it with
+    /// nothing in flight are a request head on its way.
+    settled: AtomicU64,
     in_flight: AtomicUsize,
+    /// The client opened with the HTTP/2 preface: frames between requests
+    /// (pings, settings) are not a request head.
+    http2: AtomicBool,
 }
 
-/// How often per idle limit a connection is looked at.
-const IDLE_CHECKS: u32 = 4;
+/// How often per limit a connection is looked at.
+const CHECKS: u32 = 4;
+
+/// A connection's time limits.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// No request in flight and nothing read or written.
+    idle: Duration,
+    /// From the first byte of an HTTP/1 request head to its end.
+    head: Duration,
+}
+
+/// Why [`Activity::watch`] closed a connection.
+enum Closed {
+    Idle,
+    SlowHead,
+}
 
 impl Activity {
     fn touch(&self) {
         self.moves.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Resolves once no request has been in flight and nothing has moved for
-    /// `limit`: seen so at [`IDLE_CHECKS`] looks in a row, `limit /
-    /// IDLE_CHECKS` apart (so within a quarter of `limit` after it passed).
-    async fn idle(&self, limit: Duration) {
+    fn settle(&self) {
+        self.settled.store(self.reads.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Resolves once a limit is passed: no request in flight and nothing
+    /// moved for `limits.idle`, or an HTTP/1 request head begun and not
+    /// finished for `limits.head`. Each is seen so at [`CHECKS`] looks in a
+    /// row, a quarter of the shorter limit apart, so it is noticed within a
+    /// quarter of that limit after it passed.
+    async fn watch(&self, limits: Limits) -> Closed {
+        let every = limits.idle.min(limits.head) / CHECKS;
+        let looks = |limit: Duration| limit.as_nanos().div_ceil(every.as_nanos().max(1));
+        let (idle_looks, head_looks) = (looks(limits.idle), looks(limits.head));
         let mut seen = self.moves.load(Ordering::Relaxed);
-        let mut quiet = 0;
+        let mut settled = self.settled.load(Ordering::Relaxed);
+        let (mut quiet, mut heading) = (0u128, 0u128);
         loop {
-            tokio::time::sleep(limit / IDLE_CHECKS).await;
+            tokio::time::sleep(every).await;
             let moves = self.moves.load(Ordering::Relaxed);
-            if moves == seen && self.in_flight.load(Ordering::Relaxed) == 0 {
-                quiet += 1;
-                if quiet == IDLE_CHECKS {
-                    return;
-                }
-            } else {
-                quiet = 0;
-                seen = moves;
+            let idle = self.in_flight.load(Ordering::Relaxed) == 0;
+            quiet = if moves == seen && idle { quiet + 1 } else { 0 };
+            seen = moves;
+            // The same head as at the last look: no request started or ended since.
+            let same_head = self.settled.load(Ordering::Relaxed) == settled;
+            settled = self.settled.load(Ordering::Relaxed);
+            let head_begun =
+                idle && !self.http2.load(Ordering::Relaxed) && self.reads.load(Ordering::Relaxed) > settled;
+            heading = if head_begun && same_head { heading + 1 } else { u128::from(head_begun) };
+            if quiet >= idle_looks {
+                return Closed::Idle;
+            }
+            if heading > head_looks {
+                return Closed::SlowHead;
             }
         }
     }
 }
+
+/// How an HTTP/2 connection opens (RFC 9113, section 3.4).
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
 /// The socket, noting each read and write in its [`Activity`].
 struct Tracked {
@@ -191,7 +243,13 @@ impl AsyncRead for Tracked {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         if buf.filled().len() > before {
-            self.activity.touch();
+            let activity = &self.activity;
+            if activity.reads.fetch_add(1, Ordering::Relaxed) == 0 {
+                let first = &buf.filled()[before..];
+                let http2 = first.len() >= HTTP2_PREFACE.len() && first.starts_with(HTTP2_PREFACE);
+                activity.http2.store(http2, Ordering::Relaxed);
+            }
+            activity.touch();
         }
         polled
     }
@@ -241,6 +299,7 @@ struct InFlight(Arc<Activity>);
 
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
+        activity.settle();
         activity.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(Arc::clone(activity))
     }
@@ -254,6 +313,7 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.touch();
+        self.0.settle();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
