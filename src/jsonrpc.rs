@@ -2,11 +2,16 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
+use std::collections::HashMap;
 use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::util::lock;
 
 /// A JSON-RPC error code. The protocol's own are associated constants;
 /// MCP's live in `mcp`.
@@ -71,6 +76,105 @@ impl RequestId {
     }
 }
 
+/// A message's `params`: the value, and the JSON text it was read from.
+/// Cloning shares it; params read through a [`ParamsCache`] that holds the
+/// same text are the very same `Params`, which lets the engine remember what
+/// it worked out from them ([`Params::same`]).
+#[derive(Clone, Debug)]
+pub struct Params(Arc<Read>);
+
+#[derive(Debug)]
+struct Read {
+    value: Value,
+    text: Box<str>,
+}
+
+impl Params {
+    pub fn new(value: Value) -> Params {
+        let text = value.to_string().into();
+        Params(Arc::new(Read { value, text }))
+    }
+
+    /// Params read from their JSON text (which the caller checked is JSON).
+    fn from_raw(raw: &RawValue) -> serde_json::Result<Params> {
+        let value = serde_json::from_str(raw.get())?;
+        Ok(Params(Arc::new(Read { value, text: raw.get().into() })))
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.0.value
+    }
+
+    /// The JSON text as the sender wrote it.
+    pub fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    /// Whether both are one read of the params (not merely equal values).
+    pub fn same(&self, other: &Params) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Where this read lives: the same for every clone, never another
+    /// read's while this one exists.
+    pub fn address(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+}
+
+impl Deref for Params {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.0.value
+    }
+}
+
+impl PartialEq for Params {
+    fn eq(&self, other: &Params) -> bool {
+        self.0.value == other.0.value
+    }
+}
+
+/// Params read before, by their text: a client that sends the same params
+/// again (a test suite run against replay does little else) gets the value
+/// read the first time instead of a new tree. Bounded: texts over
+/// [`ParamsCache::MAX_TEXT`] bytes are not kept, and the cache starts over
+/// when it holds [`ParamsCache::MAX_ENTRIES`].
+#[derive(Default)]
+pub struct ParamsCache(Mutex<HashMap<Box<str>, Params>>);
+
+impl ParamsCache {
+    pub const MAX_ENTRIES: usize = 1024;
+    pub const MAX_TEXT: usize = 4096;
+
+    fn read(&self, raw: &RawValue) -> serde_json::Result<Params> {
+        let text = raw.get();
+        if text.len() > ParamsCache::MAX_TEXT {
+            return Params::from_raw(raw);
+        }
+        if let Some(known) = lock(&self.0).get(text) {
+            return Ok(known.clone());
+        }
+        let params = Params::from_raw(raw)?;
+        let mut known = lock(&self.0);
+        if known.len() >= ParamsCache::MAX_ENTRIES {
+            known.clear();
+        }
+        known.insert(text.into(), params.clone());
+        Ok(params)
+    }
+
+    /// How many texts it holds.
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// A JSON-RPC error object. Protocol errors are data, not Rust errors.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ErrorObject {
@@ -104,9 +208,9 @@ impl ErrorObject {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
     /// Has a method and an id: expects an answer.
-    Request { id: RequestId, method: String, params: Option<Value> },
+    Request { id: RequestId, method: String, params: Option<Params> },
     /// Has a method and no id: gets no answer.
-    Notification { method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Params> },
     /// Has `result` or `error` and no method: an answer to a request the
     /// other side sent.
     Response { id: Option<RequestId>, body: Value },
@@ -131,6 +235,19 @@ impl Message {
     ///
     /// [`Unreadable`]: not JSON, or not one JSON-RPC message.
     pub fn from_slice(bytes: &[u8]) -> Result<Message, Unreadable> {
+        Message::read(bytes, None)
+    }
+
+    /// [`Message::from_slice`], params read through `cache`.
+    ///
+    /// # Errors
+    ///
+    /// [`Unreadable`]: not JSON, or not one JSON-RPC message.
+    pub fn from_slice_cached(bytes: &[u8], cache: &ParamsCache) -> Result<Message, Unreadable> {
+        Message::read(bytes, Some(cache))
+    }
+
+    fn read(bytes: &[u8], cache: Option<&ParamsCache>) -> Result<Message, Unreadable> {
         let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
         if first != Some(&b'{') {
             serde_json::from_slice::<IgnoredAny>(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
@@ -143,7 +260,7 @@ impl Message {
         }
         let envelope: Envelope =
             serde_json::from_slice(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
-        envelope.classify()
+        envelope.classify(cache)
     }
 }
 
@@ -154,39 +271,49 @@ fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
     )
 }
 
-/// The members of a message object as read: the envelope's own apart (the
-/// id as its text), the others kept for an answer's body.
+/// The members of a message object as read: the envelope's own as their
+/// text (nothing is built for them), the others kept for an answer's body.
 #[derive(Default)]
 struct Envelope<'a> {
-    jsonrpc: Option<Value>,
+    jsonrpc: Option<&'a RawValue>,
     id: Option<&'a RawValue>,
-    method: Option<Value>,
-    params: Option<Value>,
+    method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
     rest: Map<String, Value>,
 }
 
+/// A member's value, built from its text.
+fn value_of(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+}
+
 impl Envelope<'_> {
-    fn classify(self) -> Result<Message, Unreadable> {
+    fn classify(self, cache: Option<&ParamsCache>) -> Result<Message, Unreadable> {
         let id = self.id.and_then(RequestId::from_raw);
-        if self.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+        let is_two = |raw: &RawValue| raw.get() == r#""2.0""# || value_of(raw).as_str() == Some("2.0");
+        if !self.jsonrpc.is_some_and(is_two) {
             return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
         }
-        if self.params.as_ref().is_some_and(|p| !p.is_object() && !p.is_array()) {
+        if self.params.is_some_and(|p| !p.get().starts_with(['{', '['])) {
             return Err(invalid(id, "\"params\" must be an object or an array"));
         }
-        match self.method {
-            Some(Value::String(method)) => match (self.id, id) {
-                (None, _) => Ok(Message::Notification { method, params: self.params }),
-                (Some(_), Some(id)) => Ok(Message::Request { id, method, params: self.params }),
+        let params = || {
+            let read = |raw| cache.map_or_else(|| Params::from_raw(raw), |cache| cache.read(raw));
+            self.params.map(read).transpose().map_err(|e| Unreadable::NotJson(e.to_string()))
+        };
+        let method = self.method.map(|raw| serde_json::from_str::<String>(raw.get()));
+        match method {
+            Some(Ok(method)) => match (self.id, id) {
+                (None, _) => Ok(Message::Notification { method, params: params()? }),
+                (Some(_), Some(id)) => Ok(Message::Request { id, method, params: params()? }),
                 (Some(_), None) => Err(invalid(None, "\"id\" must be a string or a number")),
             },
-            Some(_) => Err(invalid(id, "\"method\" must be a string")),
+            Some(Err(_)) => Err(invalid(id, "\"method\" must be a string")),
             None if self.rest.contains_key("result") || self.rest.contains_key("error") => {
                 let mut body = self.rest;
-                body.extend(self.jsonrpc.map(|v| ("jsonrpc".to_owned(), v)));
-                body.extend(self.params.map(|v| ("params".to_owned(), v)));
-                let raw_id = self.id.and_then(|raw| serde_json::from_str(raw.get()).ok());
-                body.extend(raw_id.map(|v| ("id".to_owned(), v)));
+                for (name, raw) in [("jsonrpc", self.jsonrpc), ("params", self.params), ("id", self.id)] {
+                    body.extend(raw.map(|raw| (name.to_owned(), value_of(raw))));
+                }
                 Ok(Message::Response { id, body: Value::Object(body) })
             }
             None => Err(invalid(id, "no \"method\", \"result\" or \"error\"")),
@@ -321,6 +448,7 @@ mod tests {
         // An escaped member name is the same name; a repeated member counts with its last value.
         let text = r#"{"jsonrpc":"2.0","i\u0064":1,"method":"a","method":"b","params":{"x":[1]}}"#;
         let Ok(Message::Request { id, method, params }) = parse(text) else { panic!("not a request") };
+        let params = params.map(|p| p.value().clone());
         assert_eq!((id.json_text(), method.as_str(), params), ("1", "b", Some(json!({"x": [1]}))));
         let text = r#" {"result":{"ok":true},"id":"r 1","jsonrpc":"2.0","extra":null} "#;
         let Ok(Message::Response { id, body }) = parse(text) else { panic!("not a response") };
@@ -328,6 +456,29 @@ mod tests {
         assert_eq!(body, serde_json::from_str::<Value>(text).unwrap());
         assert!(matches!(Message::from_slice(b"{\"id\":1,"), Err(Unreadable::NotJson(_))));
         assert!(matches!(Message::from_slice(b"[1,"), Err(Unreadable::NotJson(_))));
+    }
+
+    #[test]
+    fn the_params_cache_shares_one_read_of_a_text_and_stays_bounded() {
+        let cache = ParamsCache::default();
+        let read = |params: &str| {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#);
+            match Message::from_slice_cached(text.as_bytes(), &cache) {
+                Ok(Message::Request { params: Some(params), .. }) => params,
+                other => panic!("{params}: {other:?}"),
+            }
+        };
+        let first = read(r#"{"a":1}"#);
+        assert!(first.same(&read(r#"{"a":1}"#)));
+        let spaced = read(r#"{"a": 1}"#);
+        assert!(!first.same(&spaced) && first == spaced && spaced.text() == r#"{"a": 1}"#);
+        for n in 0..ParamsCache::MAX_ENTRIES + 10 {
+            read(&format!(r#"{{"n":{n}}}"#));
+            assert!(cache.len() <= ParamsCache::MAX_ENTRIES);
+        }
+        let long = format!(r#"{{"s":"{}"}}"#, "x".repeat(ParamsCache::MAX_TEXT));
+        assert!(!read(&long).same(&read(&long)), "a text over the limit is not kept");
+        assert!(cache.len() <= ParamsCache::MAX_ENTRIES);
     }
 
     #[test]

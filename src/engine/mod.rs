@@ -22,7 +22,7 @@ pub mod replay;
 use serde_json::Value;
 
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::RequestId;
+use crate::jsonrpc::{Params, RequestId};
 use crate::mcp::RoutingHeaders;
 use crate::model::{Era, StatusCode};
 use ledger::Usage;
@@ -52,8 +52,15 @@ pub struct Call<'a> {
     pub session: Option<&'a str>,
     pub id: &'a RequestId,
     pub method: &'a str,
-    pub params: Option<&'a Value>,
+    pub params: Option<&'a Params>,
     pub facts: &'a Facts,
+}
+
+impl<'a> Call<'a> {
+    /// The params' value.
+    pub fn params(&self) -> Option<&'a Value> {
+        self.params.map(Params::value)
+    }
 }
 
 /// What became of a request, for the log line.
@@ -225,7 +232,7 @@ impl Engine {
                 };
                 match recorded {
                     Some(answer) => {
-                        cassette.ledger().note(call.server, call.method, call.params, Outcome::Cassette);
+                        cassette.ledger().note(call.server, call.method, call.params(), Outcome::Cassette);
                         Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer }))
                     }
                     None => Ok(Step::Forward(Some(recorder.capture(call)))),

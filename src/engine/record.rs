@@ -148,16 +148,16 @@ impl Recorder {
 
     /// Starts recording `call`; the front door fills in the upstream's answer.
     pub fn capture(&self, call: &Call) -> Capture {
-        self.ledger.note(call.server, call.method, call.params, Outcome::Forwarded);
+        self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded);
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
-        let meta = call.params.and_then(|p| p.get("_meta"));
+        let meta = call.params().and_then(|p| p.get("_meta"));
         let meta_version = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str);
         let protocol_version = header_version
             .or_else(|| meta_version.map(str::to_owned))
             .or_else(|| call.session.and_then(|s| lock(&self.versions).get(s).cloned()))
             .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned());
         let mut request = json!({"jsonrpc": "2.0", "id": call.id.as_value(), "method": call.method});
-        if let Some(params) = call.params {
+        if let Some(params) = call.params() {
             request["params"] = params.clone();
         }
         Capture {

@@ -19,7 +19,7 @@ use super::{Answer, Call, Outcome, Outgoing};
 use crate::agent365;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{self, ErrorCode, ErrorObject};
+use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, ParamsCache};
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
 use crate::normalize::{self, Rules};
@@ -83,6 +83,9 @@ pub struct Replay {
     /// era, or a handshake client that never initialized) or per foreign
     /// session (the upstream's, when record answers from a cassette).
     sessionless: Mutex<HashMap<String, Cursors>>,
+    /// Match keys worked out before, by the address of the params they were
+    /// worked out from (see [`Replay::key_of`]).
+    keys: Mutex<HashMap<usize, KnownKey>>,
     /// What was asked and how it was answered.
     ledger: Ledger,
     /// Recordings older than this are reported when used (`--max-age`).
@@ -100,6 +103,7 @@ impl Replay {
             sessions: Mutex::new(Sessions::default()),
             replies: Arc::default(),
             sessionless: Mutex::new(HashMap::new()),
+            keys: Mutex::new(HashMap::new()),
             ledger: Ledger::default(),
             max_age: None,
         }
@@ -208,15 +212,15 @@ impl Replay {
     /// [`Fault::Stateless`] with the error the spec names.
     fn check_stateless(&self, call: &Call) -> Result<(), RequestError> {
         let routing = call.facts.routing.as_ref();
-        let checked = mcp::check_stateless(call.method, call.params, routing).and_then(|()| {
-            let tool = call.params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        let checked = mcp::check_stateless(call.method, call.params(), routing).and_then(|()| {
+            let tool = call.params().and_then(|p| p.get("name")).and_then(Value::as_str);
             let schema = tool
                 .filter(|_| call.method == "tools/call" && routing.is_some())
                 .and_then(|t| self.tape.tool_schema(call.server, t));
             match schema {
                 Some(schema) => mcp::check_param_headers(
                     schema,
-                    call.params.and_then(|p| p.get("arguments")),
+                    call.params().and_then(|p| p.get("arguments")),
                     &call.facts.param_headers,
                 ),
                 None => Ok(()),
@@ -235,7 +239,7 @@ impl Replay {
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
         let answered = self.answer_unnoted(call);
         if let Ok(answer) = &answered {
-            self.ledger.note(call.server, call.method, call.params, answer.outcome);
+            self.ledger.note(call.server, call.method, call.params(), answer.outcome);
         }
         answered
     }
@@ -258,15 +262,14 @@ impl Replay {
             }
             _ => {}
         }
-        let params = self.redacted(call.params);
-        let params = params.as_deref();
         if call.method == "logging/setLevel" {
             self.remember_log_level(call);
         }
-        let key = self.rules.match_key(call.server, call.method, params);
-        if let Some(answer) = self.answer_from_tape(call, &key) {
+        if let Some(answer) = self.answer_from_tape(call, &self.key_of(call)) {
             return Ok(answer);
         }
+        let params = self.redacted(call.params());
+        let params = params.as_deref();
         if let Some(answer) = self.answer_from_templates(call, params) {
             return Ok(answer);
         }
@@ -283,9 +286,39 @@ impl Replay {
     /// The recorded answer to `call`, if the tape holds one; no mock, no
     /// miss, no session or header checks (record `--mode missing` asks this).
     pub fn recorded(&self, call: &Call) -> Option<Answer> {
-        let params = self.redacted(call.params);
-        let key = self.rules.match_key(call.server, call.method, params.as_deref());
-        self.answer_from_tape(call, &key)
+        self.answer_from_tape(call, &self.key_of(call))
+    }
+
+    /// The match key of `call`. Remembered for params read before (the same
+    /// [`Params`], not only equal ones, to the same server and method), so
+    /// a repeated request skips redaction, canonical JSON and hashing.
+    /// Bounded as the params cache is: params longer than its longest text
+    /// are not remembered, and the memory starts over when full.
+    fn key_of(&self, call: &Call) -> MatchKey {
+        let work_out = || {
+            let params = self.redacted(call.params());
+            self.rules.match_key(call.server, call.method, params.as_deref())
+        };
+        let Some(params) = call.params.filter(|p| p.text().len() <= ParamsCache::MAX_TEXT) else {
+            return work_out();
+        };
+        let known = lock(&self.keys).get(&params.address()).and_then(|known| {
+            let same =
+                known.params.same(params) && *known.server == *call.server && *known.method == *call.method;
+            same.then_some(known.key)
+        });
+        if let Some(key) = known {
+            return key;
+        }
+        let key = work_out();
+        let mut keys = lock(&self.keys);
+        if keys.len() >= ParamsCache::MAX_ENTRIES {
+            keys.clear();
+        }
+        let known =
+            KnownKey { params: params.clone(), server: call.server.into(), method: call.method.into(), key };
+        keys.insert(params.address(), known);
+        key
     }
 
     /// `params` as the match key sees them: redacted. A copy is made only
@@ -331,7 +364,7 @@ impl Replay {
         if now.saturating_sub(at) <= limit {
             return;
         }
-        let case = CaseKey::of(call.server, call.method, call.params);
+        let case = CaseKey::of(call.server, call.method, call.params());
         if self.ledger.stale(&case, recorded.source.as_ref()) {
             tracing::warn!(
                 "{case}: the recording answering it is {} days old, older than --max-age {}{}",
@@ -351,7 +384,7 @@ impl Replay {
     /// `logging/setLevel` in a session: later log notifications below this
     /// level are not replayed to it.
     fn remember_log_level(&self, call: &Call) {
-        let level = call.params.and_then(|p| p.get("level")).and_then(Value::as_str);
+        let level = call.params().and_then(|p| p.get("level")).and_then(Value::as_str);
         if let (Some(session), Some(level)) = (call.session, level)
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
@@ -366,7 +399,7 @@ impl Replay {
         match call.era {
             Era::Stateless => {
                 let level =
-                    call.params.and_then(|p| p.pointer("/_meta")).and_then(|m| m.get(mcp::META_LOG_LEVEL));
+                    call.params().and_then(|p| p.pointer("/_meta")).and_then(|m| m.get(mcp::META_LOG_LEVEL));
                 level.and_then(Value::as_str).map_or(LogFilter::Nothing, |l| LogFilter::AtLeast(l.to_owned()))
             }
             Era::Handshake => call
@@ -403,7 +436,7 @@ impl Replay {
     /// discover, or the mock's) with the version negotiated for this client,
     /// and a new session.
     fn initialize(&self, call: &Call) -> Answer {
-        let requested = call.params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+        let requested = call.params().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
             let identity = self.identity(call.server);
@@ -587,6 +620,16 @@ impl LogFilter {
     }
 }
 
+/// A match key worked out from `params` (kept, so that their address is
+/// not another's while this is remembered) for a request of `method` to
+/// `server`.
+struct KnownKey {
+    params: Params,
+    server: Box<str>,
+    method: Box<str>,
+    key: MatchKey,
+}
+
 /// A recorded exchange re-stamped for this caller and era: the caller's id
 /// and progress token in place of the placeholders (progress notifications
 /// dropped for a caller that asked for none), log notifications the caller
@@ -602,7 +645,7 @@ fn recorded_answer(
     identity: &Value,
 ) -> Answer {
     let id = call.id.json_text();
-    let token = mcp::progress_token(call.params).map(Value::to_string);
+    let token = mcp::progress_token(call.params()).map(Value::to_string);
     let replied: Vec<&Value> = exchange
         .messages
         .iter()
@@ -724,7 +767,7 @@ fn status_of(era: Era, last: Option<&Value>) -> StatusCode {
 }
 
 fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
-    match fallback::answer(call.era, call.method, call.params) {
+    match fallback::answer(call.era, call.method, call.params()) {
         Ok(result) => result_answer(call, outcome, result, identity),
         Err(error) => error_answer(call, outcome, &error),
     }
@@ -803,6 +846,39 @@ mod tests {
     use crate::engine::Facts;
     use crate::jsonrpc::RequestId;
 
+    /// A match key is remembered by the params it was worked out from; the
+    /// same params sent to another server (or as another method) are
+    /// another request.
+    #[test]
+    fn remembered_keys_belong_to_their_server_and_method() {
+        let rules = Rules::default();
+        let recorded = ["mcp_A", "mcp_B"]
+            .map(|server| crate::normalize::tests::sample(server, "t", &format!("from {server}")).to_text());
+        let tape = Tape::new(recorded.into(), &rules);
+        let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
+        let id = RequestId::from_value(&json!(1)).unwrap();
+        let params = Params::new(json!({"name": "t"}));
+        let facts = Facts::default();
+        let answer = |server: &str, method: &str| {
+            let call = Call {
+                server,
+                era: Era::Handshake,
+                session: None,
+                id: &id,
+                method,
+                params: Some(&params),
+                facts: &facts,
+            };
+            let answer = replay.answer(&call).unwrap();
+            (answer.outcome, answer.messages.last().map(|m| m.json.contains(&format!("from {server}"))))
+        };
+        for _ in 0..2 {
+            assert_eq!(answer("mcp_A", "tools/call"), (Outcome::Hit, Some(true)));
+            assert_eq!(answer("mcp_B", "tools/call"), (Outcome::Hit, Some(true)));
+            assert_ne!(answer("mcp_A", "prompts/get").0, Outcome::Hit);
+        }
+    }
+
     /// Session-less cursors were once made for every server path a request
     /// named, so made-up paths grew memory without bound.
     #[test]
@@ -812,9 +888,9 @@ mod tests {
         let tape = Tape::new(vec![recorded], &rules);
         let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
         let id = RequestId::from_value(&json!(1)).unwrap();
-        let params = json!({"name": "t"});
+        let params = Params::new(json!({"name": "t"}));
         let facts = Facts::default();
-        fn call<'a>(server: &'a str, id: &'a RequestId, params: &'a Value, facts: &'a Facts) -> Call<'a> {
+        fn call<'a>(server: &'a str, id: &'a RequestId, params: &'a Params, facts: &'a Facts) -> Call<'a> {
             let era = Era::Handshake;
             Call { server, era, session: None, id, method: "tools/call", params: Some(params), facts }
         }

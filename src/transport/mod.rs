@@ -17,7 +17,12 @@ pub mod http;
 pub mod stdio;
 
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Message, Unreadable};
+use std::sync::LazyLock;
+
+use crate::jsonrpc::{Message, ParamsCache, Unreadable};
+
+/// The params both front doors have read lately (see [`ParamsCache`]).
+static PARAMS: LazyLock<ParamsCache> = LazyLock::new(ParamsCache::default);
 
 /// One framed message (an HTTP body, a stdio line) as JSON-RPC, a
 /// request's id as the client wrote it.
@@ -26,7 +31,7 @@ use crate::jsonrpc::{Message, Unreadable};
 ///
 /// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
 fn parse_message(bytes: &[u8]) -> Result<Message, RequestError> {
-    Message::from_slice(bytes).map_err(|unreadable| match unreadable {
+    Message::from_slice_cached(bytes, &PARAMS).map_err(|unreadable| match unreadable {
         Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
         Unreadable::NotJsonRpc(id, error) => RequestError { fault: Fault::NotJsonRpc(error), id },
     })

@@ -274,7 +274,7 @@ impl Door {
         let session = stream.session.as_deref();
         let (method, step) = match message {
             Message::Request { id, method, params } => {
-                let era = era_of(Some(&method), params.as_ref());
+                let era = era_of(Some(&method), params.as_deref());
                 let call = Call {
                     server: &self.server,
                     era,
@@ -288,7 +288,8 @@ impl Door {
                 (method, step)
             }
             Message::Notification { method, params } => {
-                let step = self.engine.client_message(era_of(Some(&method), params.as_ref()), session, None);
+                let step =
+                    self.engine.client_message(era_of(Some(&method), params.as_deref()), session, None);
                 (method, step)
             }
             Message::Response { id, body } => {
