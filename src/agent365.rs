@@ -32,11 +32,16 @@ const DEFAULT_SCOPE: &str = "Tools.ListInvoke.All";
 /// The route a request addresses, if it is one of these endpoints. A
 /// trailing slash does not matter.
 pub fn route(http_method: &str, path: &str) -> Option<ServiceRoute> {
-    let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    match (http_method, segments.as_slice()) {
-        ("GET", ["agents", "v2", _, "mcpServers"]) => Some(ServiceRoute::GatewayV2),
-        ("GET", ["agents", agent, "mcpServers"]) if *agent != "servers" => Some(ServiceRoute::Gateway),
-        ("POST", ["agents", "real-time-threat-protection", "chat-message"]) => {
+    let mut segments = crate::util::path_segments(path);
+    let mut next = || segments.next();
+    match (http_method, next(), next(), next(), next(), next()) {
+        ("GET", Some("agents"), Some("v2"), Some(_), Some("mcpServers"), None) => {
+            Some(ServiceRoute::GatewayV2)
+        }
+        ("GET", Some("agents"), Some(agent), Some("mcpServers"), None, _) if agent != "servers" => {
+            Some(ServiceRoute::Gateway)
+        }
+        ("POST", Some("agents"), Some("real-time-threat-protection"), Some("chat-message"), None, _) => {
             Some(ServiceRoute::ChatMessage)
         }
         _ => None,

@@ -2,7 +2,6 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
@@ -11,7 +10,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::util::lock;
+use crate::util::{FastMap, lock};
 
 /// A JSON-RPC error code. The protocol's own are associated constants;
 /// MCP's live in `mcp`.
@@ -142,7 +141,7 @@ impl PartialEq for Params {
 /// [`ParamsCache::MAX_TEXT`] bytes are not kept, and the cache starts over
 /// when it holds [`ParamsCache::MAX_ENTRIES`].
 #[derive(Default)]
-pub struct ParamsCache(Mutex<HashMap<Box<str>, Params>>);
+pub struct ParamsCache(Mutex<FastMap<Box<str>, Params>>);
 
 impl ParamsCache {
     pub const MAX_ENTRIES: usize = 1024;

@@ -17,6 +17,7 @@ use crate::jsonrpc::ErrorCode;
 use crate::mcp;
 use crate::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
 use crate::normalize::{self, Rules};
+use crate::util::FastMap;
 
 /// What kind of named thing a request addresses, for "never seen" checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -195,7 +196,7 @@ impl ByEra {
 #[derive(Default)]
 pub struct Tape {
     /// Exchanges with the same key, by era.
-    by_key: HashMap<MatchKey, ByEra>,
+    by_key: FastMap<MatchKey, ByEra>,
     /// Exchanges of one server and method, in recorded order.
     by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
@@ -204,7 +205,7 @@ pub struct Tape {
     tool_schemas: HashMap<String, HashMap<String, Value>>,
     /// Each server's own `serverInfo`, from its first recorded `initialize`
     /// or `server/discover` result.
-    server_info: HashMap<String, Value>,
+    server_info: FastMap<String, Value>,
     /// Recorded `-32021` refusals by key, with the capabilities they name:
     /// they answer a live request only when it lacks one of those.
     capability_refusals: HashMap<MatchKey, (Value, Arc<Recorded>)>,
@@ -408,7 +409,7 @@ impl Tape {
 /// How far one replay session (or one stateless server) has got through
 /// each run of identical requests.
 #[derive(Debug, Default)]
-pub struct Cursors(HashMap<(MatchKey, Era), usize>);
+pub struct Cursors(FastMap<(MatchKey, Era), usize>);
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,14 @@
-//! Two small helpers every layer may use: values made safe for a log line,
-//! and a lock that survives a panicked holder.
+//! Small helpers every layer may use: values made safe for a log line, a
+//! lock that survives a panicked holder, a URL path's segments, a fast map.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// A hash map for the lookups every request makes (the tape, cursors, the
+/// ledger, the params cache): foldhash, several times cheaper than the
+/// standard SipHash on short keys, still seeded at random per process.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// `text` with its control characters escaped (`\n`, `\u{1b}`, ...), for
 /// values from the network or a cassette that go into a log line: a method
@@ -29,9 +35,36 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The segments of a URL path after its leading `/` (as `split('/')`
+/// without its first piece), `/`s at the end left out. A byte scan: this
+/// runs for every request, and a char search costs several times more.
+pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(path.trim_end_matches('/'));
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let (segment, after) = match text.bytes().position(|b| b == b'/') {
+            Some(at) => (&text[..at], Some(&text[at + 1..])),
+            None => (text, None),
+        };
+        rest = after;
+        Some(segment)
+    })
+    .skip(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_split_as_split_does() {
+        for path in ["/agents/servers/mcp_X", "/agents/servers/mcp_X//", "/", "", "x", "/a//b", "//", "/é/ü/"]
+        {
+            let trimmed = path.trim_end_matches('/');
+            let expected: Vec<&str> = trimmed.split('/').skip(1).collect();
+            assert_eq!(path_segments(path).collect::<Vec<_>>(), expected, "{path:?}");
+        }
+    }
 
     #[test]
     fn control_characters_are_escaped_and_plain_text_borrowed() {

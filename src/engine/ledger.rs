@@ -6,7 +6,7 @@
 //! older than `--max-age`. (Whether a recording answered at all is a flag
 //! on the recording: see `tape::UseMark`.)
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Mutex;
 
@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::Outcome;
 use crate::jsonrpc::ErrorObject;
 use crate::model::Source;
-use crate::util::{lock, printable};
+use crate::util::{FastMap, lock, printable};
 
 /// One case: what a testing tool would call a test.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -124,14 +124,14 @@ type Subjects = Vec<(Option<String>, Case)>;
 /// that repeats a case is counted without building its key.
 #[derive(Debug, Default)]
 struct State {
-    cases: HashMap<String, HashMap<String, Subjects>>,
+    cases: FastMap<String, FastMap<String, Subjects>>,
     stale: BTreeSet<Source>,
 }
 
 impl State {
     fn case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
         if !self.cases.contains_key(server) {
-            self.cases.insert(server.to_owned(), HashMap::new());
+            self.cases.insert(server.to_owned(), FastMap::default());
         }
         let methods = self.cases.get_mut(server).expect("inserted above");
         if !methods.contains_key(method) {

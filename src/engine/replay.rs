@@ -7,7 +7,7 @@
 //! that are not MCP ([`Replay::service`]).
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,7 +25,7 @@ use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status
 use crate::normalize::{self, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::template;
-use crate::util::{lock, printable};
+use crate::util::{FastMap, lock, printable};
 
 /// Seconds in a day, for `--max-age`.
 pub const SECONDS_PER_DAY: i64 = 86_400;
@@ -82,10 +82,10 @@ pub struct Replay {
     /// Cursors of requests outside any replay session, per server (stateless
     /// era, or a handshake client that never initialized) or per foreign
     /// session (the upstream's, when record answers from a cassette).
-    sessionless: Mutex<HashMap<String, Cursors>>,
+    sessionless: Mutex<FastMap<String, Cursors>>,
     /// Match keys worked out before, by the address of the params they were
     /// worked out from (see [`Replay::key_of`]).
-    keys: Mutex<HashMap<usize, KnownKey>>,
+    keys: Mutex<FastMap<usize, KnownKey>>,
     /// What was asked and how it was answered.
     ledger: Ledger,
     /// Recordings older than this are reported when used (`--max-age`).
@@ -102,8 +102,8 @@ impl Replay {
             pace,
             sessions: Mutex::new(Sessions::default()),
             replies: Arc::default(),
-            sessionless: Mutex::new(HashMap::new()),
-            keys: Mutex::new(HashMap::new()),
+            sessionless: Mutex::default(),
+            keys: Mutex::default(),
             ledger: Ledger::default(),
             max_age: None,
         }
@@ -806,7 +806,7 @@ struct Session {
 /// Handshake-era replay sessions.
 #[derive(Default)]
 struct Sessions {
-    live: HashMap<String, Session>,
+    live: FastMap<String, Session>,
     /// Creation order, for evicting the oldest; may hold ended ids.
     order: VecDeque<String>,
 }

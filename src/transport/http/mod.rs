@@ -391,7 +391,7 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
 /// trailing slash does not matter.
 pub fn server_name(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
-    let mut segments = trimmed.split('/').skip(1);
+    let mut segments = crate::util::path_segments(trimmed);
     let mut next = || segments.next();
     let named = match (next(), next(), next(), next(), next(), next()) {
         (Some("agents"), Some("servers"), Some(name), None, ..) => Some(name),
