@@ -32,6 +32,12 @@ const DEFAULT_SCOPE: &str = "Tools.ListInvoke.All";
 /// The route a request addresses, if it is one of these endpoints. A
 /// trailing slash does not matter.
 pub fn route(http_method: &str, path: &str) -> Option<ServiceRoute> {
+    // The only POST route has one path: the MCP POSTs every request makes
+    // are told apart without splitting theirs.
+    if http_method == "POST" {
+        let chat = path.trim_end_matches('/') == "/agents/real-time-threat-protection/chat-message";
+        return chat.then_some(ServiceRoute::ChatMessage);
+    }
     let mut segments = crate::util::path_segments(path);
     let mut next = || segments.next();
     match (http_method, next(), next(), next(), next(), next()) {
@@ -40,9 +46,6 @@ pub fn route(http_method: &str, path: &str) -> Option<ServiceRoute> {
         }
         ("GET", Some("agents"), Some(agent), Some("mcpServers"), None, _) if agent != "servers" => {
             Some(ServiceRoute::Gateway)
-        }
-        ("POST", Some("agents"), Some("real-time-threat-protection"), Some("chat-message"), None, _) => {
-            Some(ServiceRoute::ChatMessage)
         }
         _ => None,
     }

@@ -257,8 +257,11 @@ impl Message {
             };
             return Err(invalid(None, why));
         }
+        // Checked as UTF-8 once here, so that the members read as their
+        // text are not checked again one by one.
+        let text = std::str::from_utf8(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
         let envelope: Envelope =
-            serde_json::from_slice(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| Unreadable::NotJson(e.to_string()))?;
         envelope.classify(cache)
     }
 }

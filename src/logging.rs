@@ -76,17 +76,18 @@ thread_local! {
     static LINE: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
-/// Logs `message` at info level, as `tracing::info!` would through [`Lines`]
-/// (same format, same filter), but formatted and appended here without
-/// tracing's dispatch: the request line, which every request pays for.
-/// Without a started sink (a library user's own subscriber), it is
-/// `tracing::info!`. No colours: the level is plain even on a terminal.
-pub fn info(message: fmt::Arguments<'_>) {
+/// Logs the line made of `pieces` at info level, as `tracing::info!` would
+/// through [`Lines`] (same format, same filter, control characters escaped),
+/// but appended here without tracing's dispatch or any formatting: the
+/// request line, which every request pays for. Without a started sink (a
+/// library user's own subscriber), it is `tracing::info!`. No colours: the
+/// level is plain even on a terminal.
+pub fn info(pieces: &[&str]) {
     if !tracing::enabled!(Level::INFO) {
         return;
     }
     let Some(sink) = STARTED.get() else {
-        tracing::info!("{message}");
+        tracing::info!("{}", pieces.concat());
         return;
     };
     LINE.with_borrow_mut(|line| {
@@ -94,11 +95,27 @@ pub fn info(message: fmt::Arguments<'_>) {
         let mut stamp = [0; 28];
         line.push_str(timestamp(SystemTime::now(), &mut stamp));
         line.push_str(" INFO ");
-        // Writing to a String cannot fail.
-        let _ = Escaped(line).write_fmt(message);
+        for piece in pieces {
+            // Writing to a String cannot fail.
+            let _ = Escaped(line).write_str(piece);
+        }
         line.push('\n');
         let _ = sink.make_writer().write_all(line.as_bytes());
     });
+}
+
+/// `n` in decimal, written into `buffer`.
+pub fn decimal(mut n: u64, buffer: &mut [u8; 20]) -> &str {
+    let mut at = buffer.len();
+    loop {
+        at -= 1;
+        buffer[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buffer[at..]).unwrap_or_default()
 }
 
 fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -323,6 +340,14 @@ impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
 mod tests {
     use super::*;
     use std::sync::mpsc;
+
+    #[test]
+    fn decimals_are_written_in_full() {
+        let mut buffer = [0; 20];
+        for n in [0, 7, 10, 65_535, u64::MAX] {
+            assert_eq!(decimal(n, &mut buffer), n.to_string());
+        }
+    }
 
     #[test]
     fn timestamps_are_utc_dates_with_microseconds() {

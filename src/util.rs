@@ -1,5 +1,5 @@
 //! Small helpers every layer may use: values made safe for a log line, a
-//! lock that survives a panicked holder, a URL path's segments, a fast map.
+//! lock that survives a panicked holder, text split at a byte, a fast map.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -35,21 +35,27 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The segments of a URL path after its leading `/` (as `split('/')`
-/// without its first piece), `/`s at the end left out. A byte scan: this
-/// runs for every request, and a char search costs several times more.
-pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(path.trim_end_matches('/'));
+/// `text` split at each `separator` (an ASCII byte), as `split(char)`
+/// splits it, by a plain byte scan: header values and paths are split for
+/// every request, and a char searcher costs several times more.
+pub fn pieces(text: &str, separator: u8) -> impl Iterator<Item = &str> {
+    debug_assert!(separator.is_ascii());
+    let mut rest = Some(text);
     std::iter::from_fn(move || {
         let text = rest?;
-        let (segment, after) = match text.bytes().position(|b| b == b'/') {
+        let (piece, after) = match text.bytes().position(|b| b == separator) {
             Some(at) => (&text[..at], Some(&text[at + 1..])),
             None => (text, None),
         };
         rest = after;
-        Some(segment)
+        Some(piece)
     })
-    .skip(1)
+}
+
+/// The segments of a URL path after its leading `/`, `/`s at the end left
+/// out.
+pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
+    pieces(path.trim_end_matches('/'), b'/').skip(1)
 }
 
 #[cfg(test)]

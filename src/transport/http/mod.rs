@@ -16,6 +16,7 @@ pub mod upstream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -37,7 +38,7 @@ use crate::jsonrpc::Message;
 use crate::mcp::{self, RoutingHeaders};
 use crate::model::{Era, ServiceRoute};
 use crate::redact;
-use crate::util::printable;
+use crate::util::pieces;
 
 /// The MCP headers, named once: a lookup by `&str` parses the name on
 /// every request.
@@ -95,15 +96,23 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         }
     };
     let tenths_of_ms = (started.elapsed().as_micros() as u64 + 50) / 100;
-    crate::logging::info(format_args!(
-        "{http_method} server={} method={} {} status={} {}.{}ms",
-        printable(&logged.server),
-        if logged.mcp_method.is_empty() { "-".into() } else { printable(&logged.mcp_method) },
+    let (mut whole, mut tenths) = ([0; 20], [0; 20]);
+    crate::logging::info(&[
+        http_method.as_str(),
+        " server=",
+        &logged.server,
+        " method=",
+        if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
+        " ",
         logged.outcome.as_str(),
-        response.status().as_u16(),
-        tenths_of_ms / 10,
-        tenths_of_ms % 10,
-    ));
+        " status=",
+        response.status().as_str(),
+        " ",
+        crate::logging::decimal(tenths_of_ms / 10, &mut whole),
+        ".",
+        crate::logging::decimal(tenths_of_ms % 10, &mut tenths),
+        "ms",
+    ]);
     response
 }
 
@@ -356,7 +365,14 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
     let mut pieces: Option<bytes::BytesMut> = None;
     let done = |whole: Bytes, pieces: Option<bytes::BytesMut>| pieces.map_or(whole, bytes::BytesMut::freeze);
     loop {
-        match tokio::time::timeout(idle, body.frame()).await {
+        // A piece that is already there is taken without arming a timer.
+        let mut next = std::pin::pin!(body.frame());
+        let ready = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).map(Ok))).await;
+        let piece = match ready {
+            Poll::Ready(piece) => piece,
+            Poll::Pending => tokio::time::timeout(idle, next).await,
+        };
+        match piece {
             Err(_) => return Err(Fault::BodyStalled { idle }.into()),
             Ok(None) => return Ok(done(whole, pieces)),
             Ok(Some(Ok(frame))) => {
@@ -438,9 +454,9 @@ fn check_host_and_origin(
 fn strip_port(authority: &str) -> &str {
     let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
     if let Some(rest) = authority.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or_default();
+        return pieces(rest, b']').next().unwrap_or_default();
     }
-    authority.split(':').next().unwrap_or_default()
+    pieces(authority, b':').next().unwrap_or_default()
 }
 
 fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
@@ -468,7 +484,7 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
+        .and_then(|v| pieces(v, b';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
 }
 
@@ -486,8 +502,8 @@ impl Accepts {
             return Accepts { json: true, sse: true };
         }
         let mut accepts = Accepts { json: false, sse: false };
-        for range in values.flat_map(|v| v.split(',')) {
-            let media = range.split(';').next().unwrap_or_default().trim();
+        for range in values.flat_map(|v| pieces(v, b',')) {
+            let media = pieces(range, b';').next().unwrap_or_default().trim();
             let is = |name: &str| media.eq_ignore_ascii_case(name);
             if is("*/*") {
                 accepts = Accepts { json: true, sse: true };
