@@ -24,12 +24,16 @@ use crate::mcp;
 use crate::sse;
 
 /// Turns an answer into JSON (its final message) or SSE (every message).
-/// With `live`, an SSE answer that must pace, wait for client replies or
-/// stay open is streamed as it is re-enacted; otherwise it is sent whole.
-pub(super) fn answer(answer: Answer, accepts: Accepts, live: Option<Live>) -> Response<Body> {
+/// With a `live` link, an SSE answer that must pace, wait for client replies
+/// or stay open is streamed as it is re-enacted; otherwise it is sent whole.
+pub(super) fn answer(
+    answer: Answer,
+    accepts: Accepts,
+    live: impl FnOnce() -> Option<Live>,
+) -> Response<Body> {
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
     let mut response = if stream {
-        let body = match live.filter(|live| answer.needs_time(live.pace)) {
+        let body = match live().filter(|live| answer.needs_time(live.pace)) {
             Some(live) => Channel(reenact::reenact(answer.messages, live, answer.hold_open)).boxed(),
             None => {
                 let mut body = String::new();

@@ -178,7 +178,6 @@ async fn post(
     let Context { era, session, facts } = context;
     let step = match message {
         Message::Request { id, method, params } => {
-            logged.mcp_method.clone_from(&method);
             let call = Call {
                 server: &logged.server,
                 era,
@@ -188,7 +187,9 @@ async fn post(
                 params: params.as_ref(),
                 facts: &facts,
             };
-            app.engine.request(&call)?
+            let step = app.engine.request(&call);
+            logged.mcp_method = method;
+            step?
         }
         Message::Notification { method, .. } => {
             logged.mcp_method = method;
@@ -202,12 +203,14 @@ async fn post(
     match step {
         Step::Answer(answer) => {
             logged.outcome = answer.outcome;
-            let live = app.engine.replay().map(|replay| Live {
-                replies: Arc::clone(replay.replies()),
-                session: session.clone(),
-                pace: replay.pace(),
-                gap: Duration::ZERO,
-            });
+            let live = || {
+                app.engine.replay().map(|replay| Live {
+                    replies: Arc::clone(replay.replies()),
+                    session: session.clone(),
+                    pace: replay.pace(),
+                    gap: Duration::ZERO,
+                })
+            };
             Ok(frame::answer(answer, accepts, live))
         }
         Step::Accepted => {
@@ -231,9 +234,17 @@ impl Context {
     /// refused; recording, it is left for the upstream to judge (read as
     /// absent), and the request's credentials are collected to be scrubbed.
     fn read(headers: &HeaderMap, recording: bool) -> Result<Context, RequestError> {
-        let text = |name: &'static HeaderName| match header_str(headers, name) {
-            Err(_) if recording => Ok(None),
-            read => read,
+        // Many requests carry no MCP header at all: one look at the names
+        // spares the lookups below.
+        let any_mcp = headers.keys().any(|name| name.as_str().starts_with("mcp-"));
+        let text = |name: &'static HeaderName| {
+            if !any_mcp {
+                return Ok(None);
+            }
+            match header_str(headers, name) {
+                Err(_) if recording => Ok(None),
+                read => read,
+            }
         };
         let protocol_version = text(&PROTOCOL_VERSION)?;
         let era = mcp::era_of(protocol_version);
@@ -460,7 +471,8 @@ fn strip_port(authority: &str) -> &str {
 }
 
 fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
-    host.eq_ignore_ascii_case("localhost")
+    host == "127.0.0.1"
+        || host.eq_ignore_ascii_case("localhost")
         || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
         || allowed.iter().any(|name| name.eq_ignore_ascii_case(host))
 }

@@ -16,7 +16,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -305,8 +304,8 @@ impl InFlight {
     }
 
     /// The answer's body, keeping the request in flight while it streams.
-    fn guard(self, body: Body) -> Body {
-        Guarded { body, _in_flight: self }.boxed()
+    fn guard(self, body: Body) -> Guarded {
+        Guarded { body, _in_flight: self }
     }
 }
 
