@@ -2,6 +2,7 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex};
@@ -277,11 +278,76 @@ fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
 /// text (nothing is built for them), the others kept for an answer's body.
 #[derive(Default)]
 struct Envelope<'a> {
-    jsonrpc: Option<&'a RawValue>,
+    jsonrpc: Option<Text<'a>>,
     id: Option<&'a RawValue>,
-    method: Option<&'a RawValue>,
+    method: Option<Text<'a>>,
     params: Option<&'a RawValue>,
     rest: Map<String, Value>,
+}
+
+/// A member that must be a string: the string (borrowed when it has no
+/// escapes), or the note that it was something else.
+enum Text<'a> {
+    Str(Cow<'a, str>),
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+        Ok(Text::Str(Cow::Borrowed(text)))
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+        Ok(Text::Str(Cow::Owned(text.to_owned())))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
+        Ok(Text::Str(Cow::Owned(text)))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Text<'de>, E> {
+        Ok(Text::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Text<'de>, E> {
+        Ok(Text::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Text<'de>, E> {
+        Ok(Text::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Text<'de>, E> {
+        Ok(Text::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Text<'de>, E> {
+        Ok(Text::Other)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut items: A) -> Result<Text<'de>, A::Error> {
+        while items.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Text::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<Text<'de>, A::Error> {
+        while members.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Text::Other)
+    }
 }
 
 /// A member's value, built from its text.
@@ -292,8 +358,7 @@ fn value_of(raw: &RawValue) -> Value {
 impl Envelope<'_> {
     fn classify(self, cache: Option<&ParamsCache>) -> Result<Message, Unreadable> {
         let id = self.id.and_then(RequestId::from_raw);
-        let is_two = |raw: &RawValue| raw.get() == r#""2.0""# || value_of(raw).as_str() == Some("2.0");
-        if !self.jsonrpc.is_some_and(is_two) {
+        if !matches!(&self.jsonrpc, Some(Text::Str(version)) if version == "2.0") {
             return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
         }
         if self.params.is_some_and(|p| !p.get().starts_with(['{', '['])) {
@@ -303,17 +368,20 @@ impl Envelope<'_> {
             let read = |raw| cache.map_or_else(|| Params::from_raw(raw), |cache| cache.read(raw));
             self.params.map(read).transpose().map_err(|e| Unreadable::NotJson(e.to_string()))
         };
-        let method = self.method.map(|raw| serde_json::from_str::<String>(raw.get()));
-        match method {
-            Some(Ok(method)) => match (self.id, id) {
-                (None, _) => Ok(Message::Notification { method, params: params()? }),
-                (Some(_), Some(id)) => Ok(Message::Request { id, method, params: params()? }),
-                (Some(_), None) => Err(invalid(None, "\"id\" must be a string or a number")),
-            },
-            Some(Err(_)) => Err(invalid(id, "\"method\" must be a string")),
+        match self.method {
+            Some(Text::Str(method)) => {
+                let method = method.into_owned();
+                match (self.id, id) {
+                    (None, _) => Ok(Message::Notification { method, params: params()? }),
+                    (Some(_), Some(id)) => Ok(Message::Request { id, method, params: params()? }),
+                    (Some(_), None) => Err(invalid(None, "\"id\" must be a string or a number")),
+                }
+            }
+            Some(Text::Other) => Err(invalid(id, "\"method\" must be a string")),
             None if self.rest.contains_key("result") || self.rest.contains_key("error") => {
                 let mut body = self.rest;
-                for (name, raw) in [("jsonrpc", self.jsonrpc), ("params", self.params), ("id", self.id)] {
+                body.insert("jsonrpc".to_owned(), "2.0".into());
+                for (name, raw) in [("params", self.params), ("id", self.id)] {
                     body.extend(raw.map(|raw| (name.to_owned(), value_of(raw))));
                 }
                 Ok(Message::Response { id, body: Value::Object(body) })

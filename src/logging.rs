@@ -73,7 +73,15 @@ pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher
 static STARTED: OnceLock<Sink> = OnceLock::new();
 
 thread_local! {
-    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+    static LINE: RefCell<RequestLine> = const { RefCell::new(RequestLine { text: String::new(), second: None, stamp: [0; 28] }) };
+}
+
+/// A thread's request line being made, and the last timestamp it wrote
+/// (within one second only the microseconds change).
+struct RequestLine {
+    text: String,
+    second: Option<u64>,
+    stamp: [u8; 28],
 }
 
 /// Logs the line made of `pieces` at info level, as `tracing::info!` would
@@ -90,17 +98,16 @@ pub fn info(pieces: &[&str]) {
         tracing::info!("{}", pieces.concat());
         return;
     };
-    LINE.with_borrow_mut(|line| {
-        line.clear();
-        let mut stamp = [0; 28];
-        line.push_str(timestamp(SystemTime::now(), &mut stamp));
-        line.push_str(" INFO ");
+    LINE.with_borrow_mut(|RequestLine { text, second, stamp }| {
+        text.clear();
+        text.push_str(restamp(SystemTime::now(), second, stamp));
+        text.push_str(" INFO ");
         for piece in pieces {
             // Writing to a String cannot fail.
-            let _ = Escaped(line).write_str(piece);
+            let _ = Escaped(&mut *text).write_str(piece);
         }
-        line.push('\n');
-        let _ = sink.make_writer().write_all(line.as_bytes());
+        text.push('\n');
+        let _ = sink.make_writer().write_all(text.as_bytes());
     });
 }
 
@@ -263,13 +270,30 @@ fn timestamp(at: SystemTime, buffer: &mut [u8; 28]) -> &str {
         (20, u64::from(since.subsec_micros()), 6),
     ];
     buffer.copy_from_slice(b"0000-00-00T00:00:00.000000Z ");
-    for (at, mut value, width) in parts {
-        for digit in buffer[at..at + width].iter_mut().rev() {
-            *digit = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
+    for (at, value, width) in parts {
+        write_digits(&mut buffer[at..at + width], value);
     }
     std::str::from_utf8(buffer).unwrap_or_default()
+}
+
+/// [`timestamp`] for `at`, in `stamp`, which holds the timestamp of a time
+/// in `second`: within that second only the microseconds are written.
+fn restamp<'a>(at: SystemTime, second: &mut Option<u64>, stamp: &'a mut [u8; 28]) -> &'a str {
+    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+    if *second != Some(since.as_secs()) {
+        *second = Some(since.as_secs());
+        return timestamp(at, stamp);
+    }
+    write_digits(&mut stamp[20..26], u64::from(since.subsec_micros()));
+    std::str::from_utf8(stamp).unwrap_or_default()
+}
+
+/// The last `digits.len()` decimal digits of `value`, zero-padded.
+fn write_digits(digits: &mut [u8], mut value: u64) {
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// The proleptic Gregorian date of a day counted from 1970-01-01.
@@ -346,6 +370,17 @@ mod tests {
         let mut buffer = [0; 20];
         for n in [0, 7, 10, 65_535, u64::MAX] {
             assert_eq!(decimal(n, &mut buffer), n.to_string());
+        }
+    }
+
+    #[test]
+    fn a_restamp_within_the_second_is_the_full_timestamp() {
+        let (mut second, mut stamp) = (None, [0; 28]);
+        let mut full = [0; 28];
+        for micros in [5_000_000, 5_000_001, 5_999_999, 6_000_000, 6_123_456, 86_400_000_000, 86_400_000_007]
+        {
+            let at = UNIX_EPOCH + Duration::from_micros(1_795_465_061_000_000 + micros);
+            assert_eq!(restamp(at, &mut second, &mut stamp), timestamp(at, &mut full));
         }
     }
 
