@@ -73,7 +73,8 @@ pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher
 static STARTED: OnceLock<Sink> = OnceLock::new();
 
 thread_local! {
-    static LINE: RefCell<RequestLine> = const { RefCell::new(RequestLine { text: String::new(), second: None, stamp: [0; 28] }) };
+    static LINE: RefCell<RequestLine> =
+        const { RefCell::new(RequestLine { text: String::new(), second: None, stamp: String::new() }) };
 }
 
 /// A thread's request line being made, and the last timestamp it wrote
@@ -81,7 +82,7 @@ thread_local! {
 struct RequestLine {
     text: String,
     second: Option<u64>,
-    stamp: [u8; 28],
+    stamp: String,
 }
 
 /// Logs the line made of `pieces` at info level, as `tracing::info!` would
@@ -100,7 +101,7 @@ pub fn info(pieces: &[&str]) {
     };
     LINE.with_borrow_mut(|RequestLine { text, second, stamp }| {
         text.clear();
-        text.push_str(restamp(SystemTime::now(), second, stamp));
+        push_timestamp(text, SystemTime::now(), second, stamp);
         text.push_str(" INFO ");
         for piece in pieces {
             // Writing to a String cannot fail.
@@ -109,20 +110,6 @@ pub fn info(pieces: &[&str]) {
         text.push('\n');
         let _ = sink.make_writer().write_all(text.as_bytes());
     });
-}
-
-/// `n` in decimal, written into `buffer`.
-pub fn decimal(mut n: u64, buffer: &mut [u8; 20]) -> &str {
-    let mut at = buffer.len();
-    loop {
-        at -= 1;
-        buffer[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buffer[at..]).unwrap_or_default()
 }
 
 fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -276,16 +263,19 @@ fn timestamp(at: SystemTime, buffer: &mut [u8; 28]) -> &str {
     std::str::from_utf8(buffer).unwrap_or_default()
 }
 
-/// [`timestamp`] for `at`, in `stamp`, which holds the timestamp of a time
-/// in `second`: within that second only the microseconds are written.
-fn restamp<'a>(at: SystemTime, second: &mut Option<u64>, stamp: &'a mut [u8; 28]) -> &'a str {
+/// Appends [`timestamp`] of `at` to `line`. `stamp` holds the timestamp of
+/// a time in `second`: within that second only the microseconds are new.
+fn push_timestamp(line: &mut String, at: SystemTime, second: &mut Option<u64>, stamp: &mut String) {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     if *second != Some(since.as_secs()) {
         *second = Some(since.as_secs());
-        return timestamp(at, stamp);
+        stamp.clear();
+        stamp.push_str(timestamp(at, &mut [0; 28]));
     }
-    write_digits(&mut stamp[20..26], u64::from(since.subsec_micros()));
-    std::str::from_utf8(stamp).unwrap_or_default()
+    line.push_str(&stamp[..20]);
+    // A seventh leading digit keeps the six that follow it zero-padded.
+    line.push_str(&itoa::Buffer::new().format(1_000_000 + since.subsec_micros())[1..]);
+    line.push_str("Z ");
 }
 
 /// The last `digits.len()` decimal digits of `value`, zero-padded.
@@ -343,10 +333,7 @@ struct Escaped<'a, W>(&'a mut W);
 
 impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
     fn write_str(&mut self, text: &str) -> fmt::Result {
-        // Control characters are C0 (below 0x20), DEL (0x7f) and C1 (U+0080
-        // to U+009F, whose UTF-8 starts with 0xc2): text without those bytes
-        // goes out as it is.
-        if !text.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) {
+        if !crate::util::may_hold_controls(text) {
             return self.0.write_str(text);
         }
         let mut rest = text;
@@ -366,21 +353,14 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
-    fn decimals_are_written_in_full() {
-        let mut buffer = [0; 20];
-        for n in [0, 7, 10, 65_535, u64::MAX] {
-            assert_eq!(decimal(n, &mut buffer), n.to_string());
-        }
-    }
-
-    #[test]
-    fn a_restamp_within_the_second_is_the_full_timestamp() {
-        let (mut second, mut stamp) = (None, [0; 28]);
-        let mut full = [0; 28];
+    fn a_timestamp_within_the_second_is_the_full_timestamp() {
+        let (mut second, mut stamp, mut line) = (None, String::new(), String::new());
         for micros in [5_000_000, 5_000_001, 5_999_999, 6_000_000, 6_123_456, 86_400_000_000, 86_400_000_007]
         {
             let at = UNIX_EPOCH + Duration::from_micros(1_795_465_061_000_000 + micros);
-            assert_eq!(restamp(at, &mut second, &mut stamp), timestamp(at, &mut full));
+            line.clear();
+            push_timestamp(&mut line, at, &mut second, &mut stamp);
+            assert_eq!(line, timestamp(at, &mut [0; 28]));
         }
     }
 

@@ -15,17 +15,22 @@ pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// name holding a newline or a terminal escape must not forge a line or
 /// repaint the terminal.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    // Control characters are C0 (below 0x20), DEL and C1 (U+0080 to U+009F,
-    // whose UTF-8 starts with 0xc2): text without those bytes is borrowed
-    // after one byte scan.
-    let suspect = |b: u8| b < 0x20 || b == 0x7f || b == 0xc2;
-    if !text.bytes().any(suspect) || !text.chars().any(char::is_control) {
+    if !may_hold_controls(text) || !text.chars().any(char::is_control) {
         return text.into();
     }
     text.chars()
         .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
         .collect::<String>()
         .into()
+}
+
+/// Whether `text` may hold a control character: it has a byte of C0 (below
+/// 0x20), DEL (0x7f) or the first byte of C1's UTF-8 (0xc2, for U+0080 to
+/// U+009F). Text without one is safe as it is. One pass without an early
+/// exit, which compiles to wide compares: the texts are short, and nearly
+/// all hold none.
+pub fn may_hold_controls(text: &str) -> bool {
+    text.bytes().fold(false, |seen, b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2))
 }
 
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in

@@ -96,7 +96,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         }
     };
     let tenths_of_ms = (started.elapsed().as_micros() as u64 + 50) / 100;
-    let (mut whole, mut tenths) = ([0; 20], [0; 20]);
+    let (mut whole, mut tenths) = (itoa::Buffer::new(), itoa::Buffer::new());
     crate::logging::info(&[
         http_method.as_str(),
         " server=",
@@ -108,9 +108,9 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         " status=",
         response.status().as_str(),
         " ",
-        crate::logging::decimal(tenths_of_ms / 10, &mut whole),
+        whole.format(tenths_of_ms / 10),
         ".",
-        crate::logging::decimal(tenths_of_ms % 10, &mut tenths),
+        tenths.format(tenths_of_ms % 10),
         "ms",
     ]);
     response
@@ -463,7 +463,8 @@ fn check_host_and_origin(
 }
 
 fn strip_port(authority: &str) -> &str {
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let after_user = authority.bytes().rposition(|b| b == b'@').map_or(0, |at| at + 1);
+    let authority = &authority[after_user..];
     if let Some(rest) = authority.strip_prefix('[') {
         return pieces(rest, b']').next().unwrap_or_default();
     }

@@ -86,6 +86,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
         tokio::spawn(async move {
             tokio::select! {
+                biased; // in order: no random draw each time the connection wakes
                 ended = connection => if let Err(e) = ended {
                     // A request hyper refused before it reached us (400, 414,
                     // 431) gets a log line like every other request.
