@@ -8,9 +8,14 @@ server's own cost. Measures, side by side:
   recorded SSE answer with 3 progress notifications) and the mock fallback
   (`ping`, empty `tools/list`) at 1 and 32 connections with wrk: requests/s,
   p50/p99/p99.9 latency, and the ratio to the floor of the same run;
+- replay's recorded JSON answer at 32 connections in paired rounds: each
+  replay run between two floor runs, its ratio to their mean, and the
+  median of the rounds (the machine's speed drifts from minute to minute);
 - record's overhead: the floor called directly vs through `mcp-tape record`
   (record on core 1, its upstream a second floor on core 0; added latency
-  at 1 connection, throughput at 32), and the time to the first SSE event;
+  at 1 connection, throughput at 32), the time to the first SSE event, and
+  the added latency again with the upstream on core 1 beside record (where
+  the direct floor runs: no extra hop between the cores);
 - stdio: one client keeping 32 requests in flight against `mcp-tape replay
   --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
   per line): messages/s and the ratio;
@@ -25,6 +30,7 @@ import json
 import os
 import queue
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +39,8 @@ import time
 import urllib.request
 
 SECONDS_PER_LOAD = 5
+PAIRED_ROUNDS = 8
+PAIRED_SECONDS = 3
 SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
 STDIO_IN_FLIGHT = 32
@@ -202,6 +210,23 @@ def main():
                 emit(f"| {name} | {connections} | {result['rps']:.0f} | {ms(result['p50'])} | {ms(result['p99'])} | "
                      f"{ms(result['p999'])} | {base['rps']:.0f} | {result['rps'] / base['rps']:.0%} | "
                      f"{result['p99'] / base['p99']:.2f}× |")
+        emit()
+        emit("## Replay vs the floor in paired rounds (recorded JSON answer, 32 connections)")
+        emit()
+        emit(f"Each replay run ({PAIRED_SECONDS} s) between two floor runs; its ratio is to their mean.")
+        emit()
+        emit("| round | floor before | replay | floor after | replay vs floor |")
+        emit("|---:|---:|---:|---:|---:|")
+        ratios = []
+        before = wrk(floor_url, floor_body, 32, PAIRED_SECONDS, scratch)["rps"]
+        for number in range(1, PAIRED_ROUNDS + 1):
+            replayed = wrk(bench_url, LOOKUP(500), 32, PAIRED_SECONDS, scratch)["rps"]
+            after = wrk(floor_url, floor_body, 32, PAIRED_SECONDS, scratch)["rps"]
+            ratios.append(replayed / ((before + after) / 2))
+            emit(f"| {number} | {before:.0f} | {replayed:.0f} | {after:.0f} | {ratios[-1]:.0%} |")
+            before = after
+        emit()
+        emit(f"Median {statistics.median(ratios):.0%} (from {min(ratios):.0%} to {max(ratios):.0%}).")
         replay.stop()
 
         emit()
@@ -232,6 +257,21 @@ def main():
                  f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
         record.stop()
         upstream.stop()
+        emit()
+        emit("The same 1-connection latency with record's upstream on core 1 beside record, where the direct")
+        emit("floor runs (a request crosses between the cores twice, as it does direct):")
+        emit()
+        beside = Server([tool("floor")], log("upstream-beside"))
+        record = Server([tool("mcp-tape"), "record", "--upstream", beside.base, "--cassettes", scratch,
+                         "--name", "overhead-beside", "--port", "0"], log("record-beside"))
+        emit("| measure | direct | through record | added |")
+        emit("|---|---:|---:|---:|")
+        direct = wrk(floor.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        through = wrk(record.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        emit(f"| JSON latency p50, 1 conn (ms) | {ms(direct['p50'])} | {ms(through['p50'])} | "
+             f"+{ms(through['p50'] - direct['p50'])} ms |")
+        record.stop()
+        beside.stop()
         floor.stop()
 
         emit()

@@ -23,14 +23,16 @@
 //!
 //! Bottom to top; each module uses only modules above it in this list.
 //!
-//! - [`util`]: log-safe text, a poison-proof lock.
+//! - [`util`]: log-safe text, a poison-proof lock, text split at a byte,
+//!   the fast map of per-request lookups.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
 //! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
 //!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
 //!   `AnswerTemplate`) and
 //!   canonical JSON; SQLite conversions of the stored ones.
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
-//!   `ErrorCode`, `ErrorObject`; no MCP, no I/O.
+//!   `Params` (and the cache of params read before), `ErrorCode`,
+//!   `ErrorObject`; no MCP, no I/O.
 //! - [`error`]: start-up errors ([`error::Error`]) and the one request
 //!   error ([`error::RequestError`]): faults by side, mapped once to HTTP
 //!   status and JSON-RPC error.
