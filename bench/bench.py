@@ -14,8 +14,10 @@ server's own cost. Measures, side by side:
 - record's overhead: the floor called directly vs through `mcp-tape record`
   (record on core 1, its upstream a second floor on core 0; added latency
   at 1 connection, throughput at 32), the time to the first SSE event, and
-  the added latency again with the upstream on core 1 beside record (where
-  the direct floor runs: no extra hop between the cores);
+  the added latency at 1 connection again in paired rounds (each record run
+  between two direct runs, added to their mean; the median of the rounds),
+  and with the upstream on core 1 beside record (where the direct floor
+  runs: no extra hop between the cores);
 - stdio: one client keeping 32 requests in flight against `mcp-tape replay
   --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
   per line): messages/s and the ratio;
@@ -41,6 +43,7 @@ import urllib.request
 SECONDS_PER_LOAD = 5
 PAIRED_ROUNDS = 8
 PAIRED_SECONDS = 3
+LATENCY_ROUNDS = 12
 SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
 STDIO_IN_FLIGHT = 32
@@ -164,6 +167,10 @@ def ms(us):
     return f"{us / 1000:.3f}"
 
 
+def signed_ms(us):
+    return f"{us / 1000:+.3f}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event, stdio-floor, stdio-load")
@@ -255,6 +262,23 @@ def main():
         for q in ("p50", "p99"):
             emit(f"| SSE time to first event {q} (ms) | {ms(direct[q + '_us'])} | {ms(through[q + '_us'])} | "
                  f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
+        emit()
+        emit(f"Added p50 at 1 connection in paired rounds: each record run ({PAIRED_SECONDS} s) between two direct")
+        emit("runs, the added latency to their mean (same placement as above).")
+        emit()
+        emit("| round | direct p50 before | through record p50 | direct p50 after | added |")
+        emit("|---:|---:|---:|---:|---:|")
+        added = []
+        before = wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
+        for number in range(1, LATENCY_ROUNDS + 1):
+            through = wrk(record.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
+            after = wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
+            added.append(through - (before + after) / 2)
+            emit(f"| {number} | {ms(before)} | {ms(through)} | {ms(after)} | {signed_ms(added[-1])} ms |")
+            before = after
+        emit()
+        emit(f"Median {signed_ms(statistics.median(added))} ms (from {signed_ms(min(added))} to "
+             f"{signed_ms(max(added))}).")
         record.stop()
         upstream.stop()
         emit()
