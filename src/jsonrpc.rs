@@ -47,6 +47,7 @@ pub struct RequestId {
 
 impl RequestId {
     /// Accepts a string or a number; anything else (null included) is not an id.
+    #[cfg(test)]
     pub fn from_value(value: &Value) -> Option<RequestId> {
         match value {
             Value::String(_) | Value::Number(_) => {

@@ -3,7 +3,7 @@
 //! endpoints that are not MCP, and for a POST the content type, Accept, a
 //! bounded body read and JSON-RPC parsing. The headers become the
 //! [`Call`]'s era, session and [`Facts`]; the [`Engine`] says what to do,
-//! and [`frame`] turns its answer into JSON, SSE or an empty 202. In record
+//! and `frame` turns its answer into JSON, SSE or an empty 202. In record
 //! modes what the engine forwards goes through the [`Proxy`]; a POST that is
 //! not a JSON-RPC message is relayed to the upstream as it is. GET and
 //! DELETE are replay's session rules, or forwarded. Every request leaves
