@@ -171,6 +171,18 @@ def signed_ms(us):
     return f"{us / 1000:+.3f}"
 
 
+def paired_rounds(rounds, base, subject):
+    """Runs `subject` between two runs of `base`, `rounds` times, each
+    `base` run ending one round and starting the next; yields the round's
+    number and its (before, subject, after) figures."""
+    before = base()
+    for number in range(1, rounds + 1):
+        measured = subject()
+        after = base()
+        yield number, before, measured, after
+        before = after
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event, stdio-floor, stdio-load")
@@ -225,13 +237,12 @@ def main():
         emit("| round | floor before | replay | floor after | replay vs floor |")
         emit("|---:|---:|---:|---:|---:|")
         ratios = []
-        before = wrk(floor_url, floor_body, 32, PAIRED_SECONDS, scratch)["rps"]
-        for number in range(1, PAIRED_ROUNDS + 1):
-            replayed = wrk(bench_url, LOOKUP(500), 32, PAIRED_SECONDS, scratch)["rps"]
-            after = wrk(floor_url, floor_body, 32, PAIRED_SECONDS, scratch)["rps"]
+        rounds = paired_rounds(PAIRED_ROUNDS,
+                               lambda: wrk(floor_url, floor_body, 32, PAIRED_SECONDS, scratch)["rps"],
+                               lambda: wrk(bench_url, LOOKUP(500), 32, PAIRED_SECONDS, scratch)["rps"])
+        for number, before, replayed, after in rounds:
             ratios.append(replayed / ((before + after) / 2))
             emit(f"| {number} | {before:.0f} | {replayed:.0f} | {after:.0f} | {ratios[-1]:.0%} |")
-            before = after
         emit()
         emit(f"Median {statistics.median(ratios):.0%} (from {min(ratios):.0%} to {max(ratios):.0%}).")
         replay.stop()
@@ -269,13 +280,12 @@ def main():
         emit("| round | direct p50 before | through record p50 | direct p50 after | added |")
         emit("|---:|---:|---:|---:|---:|")
         added = []
-        before = wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
-        for number in range(1, LATENCY_ROUNDS + 1):
-            through = wrk(record.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
-            after = wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"]
+        rounds = paired_rounds(LATENCY_ROUNDS,
+                               lambda: wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"],
+                               lambda: wrk(record.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"])
+        for number, before, through, after in rounds:
             added.append(through - (before + after) / 2)
             emit(f"| {number} | {ms(before)} | {ms(through)} | {ms(after)} | {signed_ms(added[-1])} ms |")
-            before = after
         emit()
         emit(f"Median {signed_ms(statistics.median(added))} ms (from {signed_ms(min(added))} to "
              f"{signed_ms(max(added))}).")
