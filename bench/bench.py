@@ -17,7 +17,9 @@ server's own cost. Measures, side by side:
   the added latency at 1 connection again in paired rounds (each record run
   between two direct runs, added to their mean; the median of the rounds),
   and with the upstream on core 1 beside record (where the direct floor
-  runs: no extra hop between the cores);
+  runs: no extra hop between the cores); the proxy floor
+  (bench/proxy_floor.rs, the smallest forwarding proxy) in record's place,
+  as the bound for any recorder's second hop;
 - stdio: one client keeping 32 requests in flight against `mcp-tape replay
   --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
   per line): messages/s and the ratio;
@@ -185,7 +187,7 @@ def paired_rounds(rounds, base, subject):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, gen-cassette, first-event, stdio-floor, stdio-load")
+    parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, proxy-floor, gen-cassette, first-event, stdio-floor, stdio-load")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
@@ -253,26 +255,34 @@ def main():
         emit("Direct: the floor on core 1. Through record: record on core 1, its upstream a second floor on")
         emit("core 0 (beside the load), so that record, like the floor, has a core of its own.")
         emit()
+        emit("The proxy floor (bench/proxy_floor.rs) sits where record does, in front of the same upstream:")
+        emit("the smallest hyper forwarding proxy, one upstream connection per client connection, no parsing,")
+        emit("no storage. It is what any HTTP recorder on this stack pays for the second hop alone.")
+        emit()
         upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
+        authority = upstream.base.removeprefix("http://")
+        proxy = Server([tool("proxy-floor"), "0", authority], log("proxy-floor"))
         record = Server([tool("mcp-tape"), "record", "--upstream", upstream.base, "--cassettes", scratch,
                          "--name", "overhead", "--port", "0"], log("record"))
         path = "/agents/servers/mcp_Bench"
-        emit("| measure | direct | through record | added / ratio |")
-        emit("|---|---:|---:|---:|")
-        direct = wrk(floor.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
-        through = wrk(record.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        emit("| measure | direct | proxy floor | through record | record added / ratio | record vs proxy floor |")
+        emit("|---|---:|---:|---:|---:|---:|")
+        direct, bare, through = (wrk(server.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+                                 for server in (floor, proxy, record))
         for q in ("p50", "p99"):
-            emit(f"| JSON latency {q}, 1 conn (ms) | {ms(direct[q])} | {ms(through[q])} | "
-                 f"+{ms(through[q] - direct[q])} ms |")
-        direct = wrk(floor.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
-        through = wrk(record.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
-        emit(f"| JSON requests/s, 32 conns | {direct['rps']:.0f} | {through['rps']:.0f} | "
-             f"{through['rps'] / direct['rps']:.0%} |")
+            emit(f"| JSON latency {q}, 1 conn (ms) | {ms(direct[q])} | {ms(bare[q])} | {ms(through[q])} | "
+                 f"+{ms(through[q] - direct[q])} ms | +{ms(through[q] - bare[q])} ms |")
+        direct, bare, through = (wrk(server.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
+                                 for server in (floor, proxy, record))
+        emit(f"| JSON requests/s, 32 conns | {direct['rps']:.0f} | {bare['rps']:.0f} "
+             f"({bare['rps'] / direct['rps']:.0%} of direct) | {through['rps']:.0f} | "
+             f"{through['rps'] / direct['rps']:.0%} | {through['rps'] / bare['rps']:.0%} |")
+        proxy.stop()
         direct = first_event(tool("first-event"), floor.base + "/sse", PROGRESS)
         through = first_event(tool("first-event"), record.base + "/sse", PROGRESS)
         for q in ("p50", "p99"):
-            emit(f"| SSE time to first event {q} (ms) | {ms(direct[q + '_us'])} | {ms(through[q + '_us'])} | "
-                 f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms |")
+            emit(f"| SSE time to first event {q} (ms) | {ms(direct[q + '_us'])} | — | {ms(through[q + '_us'])} | "
+                 f"+{ms(through[q + '_us'] - direct[q + '_us'])} ms | — |")
         emit()
         emit(f"Added p50 at 1 connection in paired rounds: each record run ({PAIRED_SECONDS} s) between two direct")
         emit("runs, the added latency to their mean (same placement as above).")
