@@ -383,7 +383,7 @@ fn http_recording(
     let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client = http::upstream::Upstream::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
-    let writer = Writer::start(cassette);
+    let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
     let proxy = Proxy::new(client, recorder.clone());
     let engine = recording_engine(recorder, existing, rules);
@@ -472,7 +472,7 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
     };
     let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
     let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
-    let writer = Writer::start(cassette);
+    let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
     let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
     let (output, mut to_client) = stdio::Writer::new(stdio::stdout());

@@ -1,6 +1,7 @@
 //! SQLite cassettes. A cassette is one file holding normalized exchanges
 //! (schema in `migrations/`). This module owns opening and migrating a file
-//! and writing one finished exchange per transaction; [`load`] reads
+//! and writing finished exchanges (the writer thread commits what queued up
+//! while it was busy in one transaction); [`load`] reads
 //! cassettes back for replay. It speaks SQLite and the domain types of
 //! `model`, nothing else: no protocol, no HTTP.
 //!
@@ -16,10 +17,11 @@
 //!
 //! ## Durability
 //!
-//! WAL mode with `synchronous = NORMAL`, one transaction per exchange: a
-//! crashed or killed process loses at most the exchanges not yet handed to
-//! [`Cassette::insert`], and never corrupts the file (a power cut may also
-//! lose the last commits).
+//! WAL mode with `synchronous = NORMAL`, each entry in a savepoint of its
+//! own inside the batch's transaction: a crashed or killed process loses at
+//! most the exchanges not yet committed (whose clients have not seen their
+//! answers finish), and never corrupts the file (a power cut may also lose
+//! the last commits).
 
 mod load;
 mod writer;
@@ -630,6 +632,28 @@ mod tests {
         let servers: Vec<String> = cassette.exchanges().unwrap().into_iter().map(|e| e.server).collect();
         assert_eq!(servers, ["first", "third"]);
         assert!(cassette.exchanges().unwrap().iter().all(|e| e.messages.len() == 1), "messages with them");
+    }
+
+    /// The writer thread runs as `SCHED_BATCH` (policy 3 in field 41 of
+    /// `/proc/self/task/*/stat`), so a queued entry does not preempt the
+    /// runtime thread that queued it.
+    #[test]
+    fn the_writer_thread_yields_to_the_runtime() {
+        let writer = writer::Writer::start(Cassette::open_in_memory().unwrap()).unwrap();
+        let committed = writer.handle().write(sample("mcp_MailTools", "GetMessage", "x"));
+        assert!(committed.blocking_recv().unwrap(), "committed, so the thread has set its policy");
+        let mut policies = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let task = task.unwrap().path();
+            if std::fs::read_to_string(task.join("comm")).unwrap().trim_end() == "cassette-writer" {
+                let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+                let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+                policies.push(after_name.split(' ').nth(41 - 3).unwrap().to_owned());
+            }
+        }
+        assert!(!policies.is_empty(), "the writer thread is named");
+        assert!(policies.iter().all(|p| p == "3"), "SCHED_BATCH: {policies:?}");
+        assert_eq!(writer.finish().total(), 1);
     }
 
     /// The next occurrence of a key is remembered between batches, and
