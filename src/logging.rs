@@ -31,6 +31,9 @@ pub const GATHER: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub struct Sink {
     shared: Arc<Shared>,
+    /// Whether lines go to a terminal, so [`info`]'s level is coloured as
+    /// [`Lines`] colours the others.
+    ansi: bool,
 }
 
 /// The writing side: ends the writer thread on drop, once every line
@@ -54,17 +57,18 @@ struct State {
     closed: bool,
 }
 
-/// Starts the writer thread, writing to `out`.
+/// Starts the writer thread, writing to `out`; `ansi` when `out` is a
+/// terminal (the subscriber's own setting, for the lines [`info`] makes).
 ///
 /// # Errors
 ///
 /// When the thread cannot be started.
-pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher)> {
+pub fn start(out: impl Write + Send + 'static, ansi: bool) -> std::io::Result<(Sink, Flusher)> {
     let shared = Arc::new(Shared { state: Mutex::default(), lines: Condvar::new(), room: Condvar::new() });
     let writer = Arc::clone(&shared);
     let thread =
         std::thread::Builder::new().name("mcp-tape-log".into()).spawn(move || drain(&writer, out))?;
-    let sink = Sink { shared: Arc::clone(&shared) };
+    let sink = Sink { shared: Arc::clone(&shared), ansi };
     let _ = STARTED.set(sink.clone());
     Ok((sink, Flusher { shared, thread: Some(thread) }))
 }
@@ -89,27 +93,32 @@ struct RequestLine {
 /// through [`Lines`] (same format, same filter, control characters escaped),
 /// but appended here without tracing's dispatch or any formatting: the
 /// request line, which every request pays for. Without a started sink (a
-/// library user's own subscriber), it is `tracing::info!`. No colours: the
-/// level is plain even on a terminal.
+/// library user's own subscriber), it is `tracing::info!`.
 pub fn info(pieces: &[&str]) {
     if !tracing::enabled!(Level::INFO) {
         return;
     }
-    let Some(sink) = STARTED.get() else {
-        tracing::info!("{}", pieces.concat());
-        return;
-    };
-    LINE.with_borrow_mut(|RequestLine { text, second, stamp }| {
-        text.clear();
-        push_timestamp(text, SystemTime::now(), second, stamp);
-        text.push_str(" INFO ");
-        for piece in pieces {
+    match STARTED.get() {
+        Some(sink) => sink.info(pieces),
+        None => tracing::info!("{}", pieces.concat()),
+    }
+}
+
+impl Sink {
+    /// Appends the info line made of `pieces` (see [`info`]).
+    fn info(&self, pieces: &[&str]) {
+        LINE.with_borrow_mut(|RequestLine { text, second, stamp }| {
+            text.clear();
+            push_timestamp(text, SystemTime::now(), second, stamp);
             // Writing to a String cannot fail.
-            let _ = Escaped(&mut *text).write_str(piece);
-        }
-        text.push('\n');
-        let _ = sink.make_writer().write_all(text.as_bytes());
-    });
+            let _ = push_level(text, Level::INFO, self.ansi);
+            for piece in pieces {
+                let _ = Escaped(&mut *text).write_str(piece);
+            }
+            text.push('\n');
+            let _ = self.make_writer().write_all(text.as_bytes());
+        });
+    }
 }
 
 fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -214,15 +223,8 @@ where
     ) -> fmt::Result {
         let mut stamp = [0; 28];
         writer.write_str(timestamp(SystemTime::now(), &mut stamp))?;
-        let (colour, level) = look(*event.metadata().level());
-        if writer.has_ansi_escapes() {
-            writer.write_str(colour)?;
-            writer.write_str(level)?;
-            writer.write_str("\x1b[0m ")?;
-        } else {
-            writer.write_str(level)?;
-            writer.write_char(' ')?;
-        }
+        let ansi = writer.has_ansi_escapes();
+        push_level(&mut writer, *event.metadata().level(), ansi)?;
         let mut fields = Fields { out: Escaped(&mut writer), result: Ok(()) };
         event.record(&mut fields);
         fields.result?;
@@ -230,14 +232,23 @@ where
     }
 }
 
-/// A level's colour on a terminal and its name, right-aligned.
-fn look(level: Level) -> (&'static str, &'static str) {
-    match level {
+/// A level's name, right-aligned, and the space after it; coloured for a
+/// terminal (`ansi`).
+fn push_level(out: &mut impl fmt::Write, level: Level, ansi: bool) -> fmt::Result {
+    let (colour, name) = match level {
         Level::ERROR => ("\x1b[31m", "ERROR"),
         Level::WARN => ("\x1b[33m", " WARN"),
         Level::INFO => ("\x1b[32m", " INFO"),
         Level::DEBUG => ("\x1b[34m", "DEBUG"),
         Level::TRACE => ("\x1b[35m", "TRACE"),
+    };
+    if ansi {
+        out.write_str(colour)?;
+        out.write_str(name)?;
+        out.write_str("\x1b[0m ")
+    } else {
+        out.write_str(name)?;
+        out.write_char(' ')
     }
 }
 
@@ -438,6 +449,31 @@ mod tests {
         }
     }
 
+    /// The request line [`info`] makes looks like any line [`Lines`]
+    /// formats, coloured level included when the output is a terminal.
+    #[test]
+    fn request_lines_look_like_the_others() {
+        for ansi in [false, true] {
+            let formatted = Arc::new(Mutex::new(Vec::new()));
+            let writer = {
+                let out = Arc::clone(&formatted);
+                move || Capture(Arc::clone(&out))
+            };
+            let subscriber =
+                tracing_subscriber::fmt().with_ansi(ansi).event_format(Lines).with_writer(writer).finish();
+            tracing::subscriber::with_default(subscriber, || tracing::info!("POST server=a\nb"));
+            let made = Arc::new(Mutex::new(Vec::new()));
+            let (sink, flusher) = start(Capture(Arc::clone(&made)), ansi).unwrap();
+            sink.info(&["POST ", "server=a\nb"]);
+            drop(flusher);
+            let after_timestamp =
+                |out: &Arc<Mutex<Vec<u8>>>| String::from_utf8(lock(out)[27..].to_vec()).unwrap();
+            let expected = after_timestamp(&formatted);
+            assert_eq!(expected.contains("\x1b[32m"), ansi, "{expected:?}");
+            assert_eq!(after_timestamp(&made), expected);
+        }
+    }
+
     /// Lines from four threads, three times what the buffer may hold, while
     /// the writer is stuck: no batch outgrows the bound (logging threads
     /// waited), and every line is written whole, each thread's in order.
@@ -447,7 +483,7 @@ mod tests {
         let (entered, writer_entered) = mpsc::channel();
         let (go, gate) = mpsc::channel();
         let out = Recorded { writes: Arc::clone(&writes), entered, gate: Some(gate) };
-        let (sink, flusher) = start(out).unwrap();
+        let (sink, flusher) = start(out, false).unwrap();
         sink.make_writer().write_all(b"first\n").unwrap();
         writer_entered.recv().unwrap();
         let line = |t: usize, i: usize| format!("thread {t} line {i} {}\n", "x".repeat(i % 300));

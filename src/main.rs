@@ -24,7 +24,8 @@ fn main() -> ExitCode {
     };
     // Log lines gather in one buffer that a writer thread empties in large
     // writes: a busy daemon pays for a copy per request, not a write to stderr.
-    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr()) {
+    let ansi = std::io::stderr().is_terminal();
+    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr(), ansi) {
         Ok(started) => started,
         Err(e) => {
             eprintln!("mcp-tape: cannot start the log writer: {e}");
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt()
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(ansi)
         .event_format(mcp_tape::logging::Lines)
         .with_writer(writer)
         .with_env_filter(
