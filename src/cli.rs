@@ -237,6 +237,17 @@ enum TestModeArg {
     Once,
 }
 
+impl From<TestModeArg> for TestMode {
+    fn from(mode: TestModeArg) -> TestMode {
+        match mode {
+            TestModeArg::Replay => TestMode::Replay,
+            TestModeArg::Missing => TestMode::Missing,
+            TestModeArg::All => TestMode::All,
+            TestModeArg::Once => TestMode::Once,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum FailOnArg {
     Breaking,
@@ -617,20 +628,13 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         })?,
         Err(_) => args.mode,
     };
-    let mode = match mode {
-        TestModeArg::Replay => TestMode::Replay,
-        TestModeArg::Missing => TestMode::Missing,
-        TestModeArg::All => TestMode::All,
-        TestModeArg::Once => TestMode::Once,
-    };
+    let mode_name = mode.to_possible_value().map(|name| name.get_name().to_owned()).unwrap_or_default();
+    let mode = TestMode::from(mode);
     let upstream = match args.upstream {
         Some(url) => Some(args.upstream_args.validate(url)?),
         None if mode == TestMode::Replay => None,
         None => {
-            return Err(Error::Usage(format!(
-                "--mode {}: records, so it needs --upstream URL",
-                mode_name(mode)
-            )));
+            return Err(Error::Usage(format!("--mode {}: records, so it needs --upstream URL", mode_name)));
         }
     };
     if mode != TestMode::Replay {
@@ -638,7 +642,7 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         if !one_file {
             return Err(Error::Usage(format!(
                 "--mode {}: records into one cassette: give its file as the only PATH, e.g. cassettes/agent.sqlite",
-                mode_name(mode)
+                mode_name
             )));
         }
     }
@@ -661,15 +665,6 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         reports: args.serve.reports.validate(),
         max_age: args.serve.age.validate(),
     })
-}
-
-fn mode_name(mode: TestMode) -> &'static str {
-    match mode {
-        TestMode::Replay => "replay",
-        TestMode::Missing => "missing",
-        TestMode::All => "all",
-        TestMode::Once => "once",
-    }
 }
 
 impl UpstreamArgs {
@@ -816,6 +811,16 @@ mod tests {
         assert!(Cli::try_parse_from(["mcp-tape", "record", "--stdio"]).is_err(), "a command is needed");
         assert!(Cli::try_parse_from(["mcp-tape", "record", "--stdio", "--port", "1", "--", "c"]).is_err());
         assert!(Cli::try_parse_from(["mcp-tape", "record", "--", "c"]).is_err(), "--upstream or --stdio");
+    }
+
+    #[test]
+    fn test_modes_that_record_say_what_they_need() {
+        let err = |args: &[&str]| command(args).err().map(|e| e.to_string()).unwrap_or_default();
+        let no_upstream = err(&["mcp-tape", "test", "--mode", "all", "a.sqlite", "--", "true"]);
+        assert!(no_upstream.contains("--mode all: records, so it needs --upstream URL"), "{no_upstream}");
+        let a_directory =
+            err(&["mcp-tape", "test", "--mode", "missing", "--upstream", "http://h", ".", "--", "true"]);
+        assert!(a_directory.contains("--mode missing: records into one cassette"), "{a_directory}");
     }
 
     #[test]
