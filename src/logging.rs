@@ -390,22 +390,27 @@ mod tests {
         }
     }
 
-    /// A line as a subscriber with [`Lines`] writes it: control characters
-    /// in the message and in fields come out escaped, one line per event.
-    #[test]
-    fn lines_escape_control_characters() {
+    /// What a subscriber with [`Lines`] writes while `log` runs.
+    fn formatted(ansi: bool, log: impl FnOnce()) -> String {
         let out = Arc::new(Mutex::new(Vec::new()));
         let writer = {
             let out = Arc::clone(&out);
             move || Capture(Arc::clone(&out))
         };
         let subscriber =
-            tracing_subscriber::fmt().with_ansi(false).event_format(Lines).with_writer(writer).finish();
-        tracing::subscriber::with_default(subscriber, || {
+            tracing_subscriber::fmt().with_ansi(ansi).event_format(Lines).with_writer(writer).finish();
+        tracing::subscriber::with_default(subscriber, log);
+        String::from_utf8(lock(&out).clone()).unwrap()
+    }
+
+    /// A line as a subscriber with [`Lines`] writes it: control characters
+    /// in the message and in fields come out escaped, one line per event.
+    #[test]
+    fn lines_escape_control_characters() {
+        let text = formatted(false, || {
             tracing::warn!("method={} done", "x\nINFO forged\u{1b}[2J\u{9b}1m");
             tracing::info!(peer = "a\rb", "plain");
         });
-        let text = String::from_utf8(lock(&out).clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].ends_with(r"  WARN method=x\nINFO forged\u{1b}[2J\u{9b}1m done"), "{}", lines[0]);
@@ -454,23 +459,15 @@ mod tests {
     #[test]
     fn request_lines_look_like_the_others() {
         for ansi in [false, true] {
-            let formatted = Arc::new(Mutex::new(Vec::new()));
-            let writer = {
-                let out = Arc::clone(&formatted);
-                move || Capture(Arc::clone(&out))
-            };
-            let subscriber =
-                tracing_subscriber::fmt().with_ansi(ansi).event_format(Lines).with_writer(writer).finish();
-            tracing::subscriber::with_default(subscriber, || tracing::info!("POST server=a\nb"));
+            let expected = formatted(ansi, || tracing::info!("POST server=a\nb"));
             let made = Arc::new(Mutex::new(Vec::new()));
             let (sink, flusher) = start(Capture(Arc::clone(&made)), ansi).unwrap();
             sink.info(&["POST ", "server=a\nb"]);
             drop(flusher);
-            let after_timestamp =
-                |out: &Arc<Mutex<Vec<u8>>>| String::from_utf8(lock(out)[27..].to_vec()).unwrap();
-            let expected = after_timestamp(&formatted);
+            let made = String::from_utf8(lock(&made).clone()).unwrap();
             assert_eq!(expected.contains("\x1b[32m"), ansi, "{expected:?}");
-            assert_eq!(after_timestamp(&made), expected);
+            // The same line, after the timestamp.
+            assert_eq!(made[27..], expected[27..]);
         }
     }
 
