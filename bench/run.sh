@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark command (not part of the test command): installs wrk from Debian if it is missing,
 # builds release binaries, and runs bench.py, which prints the table and writes bench/results.md.
-# Loopback only; about six minutes.
+# Loopback only; six to eight minutes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if ! command -v wrk >/dev/null; then
