@@ -20,6 +20,10 @@ server's own cost. Measures, side by side:
   runs: no extra hop between the cores); the proxy floor
   (bench/proxy_floor.rs, the smallest forwarding proxy) in record's place,
   as the bound for any recorder's second hop;
+- record in front of a server on the official TypeScript SDK
+  (bench/sdk_upstream.mjs, stateless, JSON answers): paired rounds against
+  that server directly, at 32 and 1 connections, with record's upstream
+  beside the load and beside record;
 - stdio: one client keeping 32 requests in flight against `mcp-tape replay
   --stdio` and against the stdio floor (bench/stdio_floor.rs, one fixed line
   per line): messages/s and the ratio;
@@ -48,6 +52,7 @@ PAIRED_SECONDS = 3
 LATENCY_ROUNDS = 12
 SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
+SDK_ROUNDS = 4
 STDIO_IN_FLIGHT = 32
 START_TIMEOUT_S = 60
 SERVER_CORE = "1"
@@ -185,10 +190,52 @@ def paired_rounds(rounds, base, subject):
         before = after
 
 
+def sdk_upstream_section(emit, tool, node, scratch, log):
+    """Record in front of a server on the official TypeScript SDK
+    (bench/sdk_upstream.mjs), as its users run it: paired rounds, each
+    record run between two direct runs, in two placements."""
+    emit()
+    emit("## Record in front of a server on the official TypeScript SDK")
+    emit()
+    emit("The upstream is bench/sdk_upstream.mjs: `@modelcontextprotocol/sdk` (pinned in tests/interop) serving")
+    emit("stateless Streamable HTTP with JSON answers, a fresh Server and transport per POST, one `lookup`")
+    emit("tool. Direct: that server on core 1. Through record: record on core 1 and its upstream either on")
+    emit("core 0 beside the load (record has a core of its own, as in the floor table) or on core 1 beside")
+    emit(f"record (record's CPU is taken from the server's). Each record run ({PAIRED_SECONDS} s) sits between two")
+    emit(f"direct runs and is taken against their mean; {SDK_ROUNDS} rounds each, after a warm-up of both")
+    emit("servers' JIT; every exchange is stored.")
+    emit()
+    emit("| record's upstream | conns | direct rps (median) | through record rps (median) | record vs direct, median (range) | added p50, median |")
+    emit("|---|---:|---:|---:|---:|---:|")
+    path = "/agents/servers/mcp_Bench"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_upstream.mjs")
+    direct = Server([node, script], log("sdk-direct"))
+    beside_load = Server([node, script], log("sdk-beside-load"), core=LOAD_CORE)
+    placements = [("core 0, beside the load", beside_load), ("core 1, beside record", direct)]
+    for label, upstream in placements:
+        record = Server([tool("mcp-tape"), "record", "--upstream", upstream.base, "--cassettes", scratch,
+                         "--name", f"sdk-{upstream.proc.pid}", "--port", "0"], log(f"record-sdk-{upstream.proc.pid}"))
+        for server in (direct, record):
+            wrk(server.base + path, LOOKUP(1), 32, PAIRED_SECONDS, scratch)
+        for connections in (32, 1):
+            rounds = list(paired_rounds(SDK_ROUNDS,
+                                        lambda: wrk(direct.base + path, LOOKUP(1), connections, PAIRED_SECONDS, scratch),
+                                        lambda: wrk(record.base + path, LOOKUP(1), connections, PAIRED_SECONDS, scratch)))
+            ratios = [through["rps"] / ((before["rps"] + after["rps"]) / 2) for _, before, through, after in rounds]
+            added = [through["p50"] - (before["p50"] + after["p50"]) / 2 for _, before, through, after in rounds]
+            emit(f"| {label} | {connections} | {statistics.median(r[1]['rps'] for r in rounds):.0f} | "
+                 f"{statistics.median(r[2]['rps'] for r in rounds):.0f} | {statistics.median(ratios):.0%} "
+                 f"({min(ratios):.0%}–{max(ratios):.0%}) | {signed_ms(statistics.median(added))} ms |")
+        record.stop()
+    beside_load.stop()
+    direct.stop()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bin", required=True, help="directory with mcp-tape, floor, proxy-floor, gen-cassette, first-event, stdio-floor, stdio-load")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--node", required=True, help="Node 22, to run bench/sdk_upstream.mjs")
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     lines = []
@@ -317,6 +364,8 @@ def main():
         record.stop()
         beside.stop()
         floor.stop()
+
+        sdk_upstream_section(emit, tool, args.node, scratch, log)
 
         emit()
         emit(f"## stdio: one client, {STDIO_IN_FLIGHT} requests in flight")
