@@ -2,7 +2,7 @@
 # The benchmark command (not part of the test command): installs wrk from Debian if it is missing,
 # installs the interop tests' pinned Node and SDKs (tests/interop/setup.sh), builds release binaries,
 # and runs bench.py, which prints the table and writes bench/results.md.
-# Loopback only; six to eight minutes.
+# Loopback only; eight to ten minutes.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if ! command -v wrk >/dev/null; then
