@@ -9,6 +9,7 @@ import http from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { listenOnLoopback } from "../tests/interop/listen.mjs";
 
 const LOOKUP = {
   name: "lookup",
@@ -50,13 +51,4 @@ const httpServer = http.createServer(async (req, res) => {
 });
 
 httpServer.keepAliveTimeout = 60_000;
-httpServer.listen(0, "127.0.0.1", () => {
-  console.error(`listening on http://127.0.0.1:${httpServer.address().port}`);
-});
-for (const signal of ["SIGTERM", "SIGINT"]) {
-  process.on(signal, () => {
-    httpServer.close();
-    httpServer.closeAllConnections();
-    process.exit(0);
-  });
-}
+listenOnLoopback(httpServer);

@@ -26,6 +26,7 @@ import {
   UnsubscribeRequestSchema,
   isInitializeRequest,
 } from "@modelcontextprotocol/sdk/types.js";
+import { listenOnLoopback } from "./listen.mjs";
 
 // A 1x1 PNG and a 4-sample 8 kHz mono WAV, both made here.
 const PNG =
@@ -410,13 +411,4 @@ const httpServer = http.createServer(async (req, res) => {
   await transport.handleRequest(req, res, body);
 });
 
-httpServer.listen(0, "127.0.0.1", () => {
-  console.error(`listening on http://127.0.0.1:${httpServer.address().port}`);
-});
-for (const signal of ["SIGTERM", "SIGINT"]) {
-  process.on(signal, () => {
-    httpServer.close();
-    httpServer.closeAllConnections();
-    process.exit(0);
-  });
-}
+listenOnLoopback(httpServer);

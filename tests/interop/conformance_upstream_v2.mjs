@@ -20,6 +20,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { localhostHostValidation, localhostOriginValidation, toNodeHandler } from "@modelcontextprotocol/node";
 import { z } from "zod";
+import { listenOnLoopback } from "./listen.mjs";
 
 // A 1×1 PNG and a minimal WAV, base64.
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
@@ -609,8 +610,4 @@ const http = createServer((req, res) => {
   if (!validHost(req, res) || !validOrigin(req, res)) return;
   handler(req, res);
 });
-http.listen(0, "127.0.0.1", () => {
-  console.error(`conformance fixture listening on http://127.0.0.1:${http.address().port}`);
-});
-process.on("SIGTERM", () => process.exit(0));
-process.on("SIGINT", () => process.exit(0));
+listenOnLoopback(http, "conformance fixture");
