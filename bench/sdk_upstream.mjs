@@ -9,7 +9,7 @@ import http from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { listenOnLoopback } from "../tests/interop/listen.mjs";
+import { listenOnLoopback, readJson, refuse } from "../tests/interop/http_server.mjs";
 
 const LOOKUP = {
   name: "lookup",
@@ -26,19 +26,12 @@ function makeServer() {
   return server;
 }
 
-async function readJson(req) {
-  const chunks = [];
-  for await (const chunk of req) chunks.push(chunk);
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
-}
-
 const httpServer = http.createServer(async (req, res) => {
   let body;
   try {
     body = req.method === "POST" ? await readJson(req) : undefined;
   } catch {
-    res.writeHead(400, { "content-type": "application/json" });
-    return res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "Parse error" } }));
+    return refuse(res, 400, -32700, "Parse error");
   }
   const server = makeServer();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });

@@ -26,7 +26,7 @@ import {
   UnsubscribeRequestSchema,
   isInitializeRequest,
 } from "@modelcontextprotocol/sdk/types.js";
-import { listenOnLoopback } from "./listen.mjs";
+import { listenOnLoopback, readJson, refuse } from "./http_server.mjs";
 
 // A 1x1 PNG and a 4-sample 8 kHz mono WAV, both made here.
 const PNG =
@@ -366,17 +366,6 @@ class MemoryEventStore {
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 const hostOf = (authority) => (authority.startsWith("[") ? authority.slice(0, authority.indexOf("]") + 1) : authority.split(":")[0]);
-
-function refuse(res, status, code, message) {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message } }));
-}
-
-async function readJson(req) {
-  const chunks = [];
-  for await (const chunk of req) chunks.push(chunk);
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
-}
 
 const sessions = new Map();
 const httpServer = http.createServer(async (req, res) => {

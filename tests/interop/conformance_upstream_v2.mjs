@@ -20,7 +20,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { localhostHostValidation, localhostOriginValidation, toNodeHandler } from "@modelcontextprotocol/node";
 import { z } from "zod";
-import { listenOnLoopback } from "./listen.mjs";
+import { listenOnLoopback } from "./http_server.mjs";
 
 // A 1×1 PNG and a minimal WAV, base64.
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
