@@ -84,6 +84,7 @@ def request(method, params=None, id=1):
 
 
 LOOKUP = lambda n: request("tools/call", {"name": "lookup", "arguments": {"n": n}})  # noqa: E731
+BENCH_PATH = "/agents/servers/mcp_Bench"
 PROGRESS = request("tools/call", {"name": "progress", "arguments": {}, "_meta": {"progressToken": 7}})
 
 
@@ -129,6 +130,12 @@ class Server:
         self.proc.wait(timeout=START_TIMEOUT_S)
         self.drain.wait(timeout=START_TIMEOUT_S)
         self.log.close()
+
+
+def start_record(tool, upstream, scratch, name, log):
+    """`mcp-tape record` in front of `upstream` (a base URL), writing cassette `name` into `scratch`."""
+    return Server([tool("mcp-tape"), "record", "--upstream", upstream, "--cassettes", scratch, "--name", name,
+                   "--port", "0"], log(f"record-{name}"))
 
 
 def wrk(url, body, connections, seconds, scratch):
@@ -207,20 +214,18 @@ def sdk_upstream_section(emit, tool, node, scratch, log):
     emit()
     emit("| record's upstream | conns | direct rps (median) | through record rps (median) | record vs direct, median (range) | added p50, median |")
     emit("|---|---:|---:|---:|---:|---:|")
-    path = "/agents/servers/mcp_Bench"
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sdk_upstream.mjs")
     direct = Server([node, script], log("sdk-direct"))
     beside_load = Server([node, script], log("sdk-beside-load"), core=LOAD_CORE)
     placements = [("core 0, beside the load", beside_load), ("core 1, beside record", direct)]
     for label, upstream in placements:
-        record = Server([tool("mcp-tape"), "record", "--upstream", upstream.base, "--cassettes", scratch,
-                         "--name", f"sdk-{upstream.proc.pid}", "--port", "0"], log(f"record-sdk-{upstream.proc.pid}"))
+        record = start_record(tool, upstream.base, scratch, f"sdk-{upstream.proc.pid}", log)
         for server in (direct, record):
-            wrk(server.base + path, LOOKUP(1), 32, PAIRED_SECONDS, scratch)
+            wrk(server.base + BENCH_PATH, LOOKUP(1), 32, PAIRED_SECONDS, scratch)
         for connections in (32, 1):
             rounds = list(paired_rounds(SDK_ROUNDS,
-                                        lambda: wrk(direct.base + path, LOOKUP(1), connections, PAIRED_SECONDS, scratch),
-                                        lambda: wrk(record.base + path, LOOKUP(1), connections, PAIRED_SECONDS, scratch)))
+                                        lambda: wrk(direct.base + BENCH_PATH, LOOKUP(1), connections, PAIRED_SECONDS, scratch),
+                                        lambda: wrk(record.base + BENCH_PATH, LOOKUP(1), connections, PAIRED_SECONDS, scratch)))
             ratios = [through["rps"] / ((before["rps"] + after["rps"]) / 2) for _, before, through, after in rounds]
             added = [through["p50"] - (before["p50"] + after["p50"]) / 2 for _, before, through, after in rounds]
             emit(f"| {label} | {connections} | {statistics.median(r[1]['rps'] for r in rounds):.0f} | "
@@ -251,7 +256,7 @@ def main():
         subprocess.run([tool("gen-cassette"), "1000", os.path.join(cassettes, "bench.sqlite")], check=True)
 
         replay = Server([tool("mcp-tape"), "replay", cassettes, "--port", "0"], log("replay"))
-        bench_url = replay.base + "/agents/servers/mcp_Bench"
+        bench_url = replay.base + BENCH_PATH
         answer = os.path.join(scratch, "answer.json")
         with open(answer, "wb") as f:
             f.write(post(bench_url, LOOKUP(500)))
@@ -309,17 +314,15 @@ def main():
         upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
         authority = upstream.base.removeprefix("http://")
         proxy = Server([tool("proxy-floor"), "0", authority], log("proxy-floor"))
-        record = Server([tool("mcp-tape"), "record", "--upstream", upstream.base, "--cassettes", scratch,
-                         "--name", "overhead", "--port", "0"], log("record"))
-        path = "/agents/servers/mcp_Bench"
+        record = start_record(tool, upstream.base, scratch, "overhead", log)
         emit("| measure | direct | proxy floor | through record | record added / ratio | record vs proxy floor |")
         emit("|---|---:|---:|---:|---:|---:|")
-        direct, bare, through = (wrk(server.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        direct, bare, through = (wrk(server.base + BENCH_PATH, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
                                  for server in (floor, proxy, record))
         for q in ("p50", "p99"):
             emit(f"| JSON latency {q}, 1 conn (ms) | {ms(direct[q])} | {ms(bare[q])} | {ms(through[q])} | "
                  f"+{ms(through[q] - direct[q])} ms | +{ms(through[q] - bare[q])} ms |")
-        direct, bare, through = (wrk(server.base + path, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
+        direct, bare, through = (wrk(server.base + BENCH_PATH, LOOKUP(1), 32, SECONDS_PER_LOAD, scratch)
                                  for server in (floor, proxy, record))
         emit(f"| JSON requests/s, 32 conns | {direct['rps']:.0f} | {bare['rps']:.0f} "
              f"({bare['rps'] / direct['rps']:.0%} of direct) | {through['rps']:.0f} | "
@@ -338,8 +341,8 @@ def main():
         emit("|---:|---:|---:|---:|---:|")
         added = []
         rounds = paired_rounds(LATENCY_ROUNDS,
-                               lambda: wrk(floor.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"],
-                               lambda: wrk(record.base + path, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"])
+                               lambda: wrk(floor.base + BENCH_PATH, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"],
+                               lambda: wrk(record.base + BENCH_PATH, LOOKUP(1), 1, PAIRED_SECONDS, scratch)["p50"])
         for number, before, through, after in rounds:
             added.append(through - (before + after) / 2)
             emit(f"| {number} | {ms(before)} | {ms(through)} | {ms(after)} | {signed_ms(added[-1])} ms |")
@@ -353,12 +356,11 @@ def main():
         emit("floor runs (a request crosses between the cores twice, as it does direct):")
         emit()
         beside = Server([tool("floor")], log("upstream-beside"))
-        record = Server([tool("mcp-tape"), "record", "--upstream", beside.base, "--cassettes", scratch,
-                         "--name", "overhead-beside", "--port", "0"], log("record-beside"))
+        record = start_record(tool, beside.base, scratch, "overhead-beside", log)
         emit("| measure | direct | through record | added |")
         emit("|---|---:|---:|---:|")
-        direct = wrk(floor.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
-        through = wrk(record.base + path, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        direct = wrk(floor.base + BENCH_PATH, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
+        through = wrk(record.base + BENCH_PATH, LOOKUP(1), 1, SECONDS_PER_LOAD, scratch)
         emit(f"| JSON latency p50, 1 conn (ms) | {ms(direct['p50'])} | {ms(through['p50'])} | "
              f"+{ms(through['p50'] - direct['p50'])} ms |")
         record.stop()
@@ -394,7 +396,7 @@ def main():
             subprocess.run([tool("gen-cassette"), str(count), file], check=True)
             written = time.monotonic() - began
             server = Server([tool("mcp-tape"), "replay", directory, "--port", "0"], log(f"scale-{count}"))
-            url = server.base + "/agents/servers/mcp_Bench"
+            url = server.base + BENCH_PATH
             post(url, LOOKUP(count // 2))
             first_answer = time.monotonic() - server.started
             result = wrk(url, LOOKUP(count // 2), 1, SCALE_SECONDS, scratch)
