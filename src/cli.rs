@@ -423,6 +423,12 @@ struct ServeArgs {
     /// reads them; `recorded` keeps the gaps the recording saw.
     #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
     pace: PaceArg,
+    /// Match rules: a TOML file of [[match]] tables that decide, among the
+    /// recordings of the same server, method and tool, which one answers a
+    /// request no recording matches exactly (ignore and normalize pointers;
+    /// by exact, sequence or nearest). Default: ./mcp-tape.toml if it exists.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
     #[command(flatten)]
     reports: ReportArgs,
     #[command(flatten)]
@@ -550,6 +556,7 @@ impl Cli {
                 on_miss: args.serve.on_miss.into(),
                 fail_on_miss: args.fail_on_miss,
                 pace: args.serve.pace.into(),
+                rules: args.serve.rules,
                 normalization: args.serve.normalization.validate()?,
                 reports: args.serve.reports.validate(),
                 max_age: args.serve.age.validate(),
@@ -661,6 +668,7 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         allow_misses: args.allow_misses,
         on_miss: args.serve.on_miss.into(),
         pace: args.serve.pace.into(),
+        rules: args.serve.rules,
         normalization: args.serve.normalization.validate()?,
         reports: args.serve.reports.validate(),
         max_age: args.serve.age.validate(),

@@ -103,6 +103,8 @@ pub struct ReplayConfig {
     /// Exit non-zero at shutdown if any request missed.
     pub fail_on_miss: bool,
     pub pace: Pace,
+    /// The match rules file (`--rules`); `None`: `mcp-tape.toml` if it exists.
+    pub rules: Option<PathBuf>,
     pub normalization: Normalization,
     pub reports: Reports,
     pub max_age: Option<MaxAge>,
@@ -178,6 +180,8 @@ pub struct TestConfig {
     pub allow_misses: bool,
     pub on_miss: OnMiss,
     pub pace: Pace,
+    /// The match rules file (`--rules`); `None`: `mcp-tape.toml` if it exists.
+    pub rules: Option<PathBuf>,
     pub normalization: Normalization,
     pub reports: Reports,
     pub max_age: Option<MaxAge>,

@@ -22,6 +22,9 @@ pub enum Error {
     /// Bad use found after start (e.g. an ambiguous `--server`): exit 2.
     #[error("{0}")]
     Usage(String),
+    /// A match rules file that cannot be used: exit 2.
+    #[error("{}:{line}: {reason}", file.display())]
+    Rules { file: PathBuf, line: usize, reason: String },
     #[error("cannot start {command:?}")]
     Spawn {
         command: String,

@@ -78,6 +78,7 @@ pub mod error;
 pub mod jsonl;
 pub mod jsonrpc;
 pub mod logging;
+pub mod matching;
 pub mod mcp;
 pub mod mocks;
 pub mod model;
@@ -109,6 +110,7 @@ use engine::record::Recorder;
 use engine::replay::{Replay, ServiceAnswers};
 use engine::{Engine, Facts};
 use error::Error;
+use matching::MatchRules;
 use normalize::Rules;
 use report::Report;
 use store::{Cassette, Writer};
@@ -203,7 +205,23 @@ fn announce(line: String) {
 
 /// The replay engine over the cassettes `config` names.
 fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
+    let rules = load_rules(config.rules.as_deref())?;
     load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)
+        .map(|replay| replay.with_match_rules(rules))
+}
+
+/// The match rules `path` names (`--rules`), else those of
+/// `mcp-tape.toml` in the working directory, else none; logged when any.
+fn load_rules(path: Option<&Path>) -> Result<MatchRules, Error> {
+    let rules = MatchRules::load(path)?;
+    if !rules.is_empty() {
+        tracing::info!(
+            "{} match rules from {}",
+            rules.rules().len(),
+            util::printable(&rules.file().display().to_string())
+        );
+    }
+    Ok(rules)
 }
 
 /// The replay engine over the cassettes under `paths`.
@@ -377,6 +395,7 @@ fn http_recording(
     cassette: &Path,
     mode: RecordMode,
     normalization: &Normalization,
+    match_rules: MatchRules,
     upstream: &HttpUpstream,
     front_door: FrontDoor,
 ) -> Result<(Arc<App>, Writer), Error> {
@@ -386,13 +405,19 @@ fn http_recording(
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
     let proxy = Proxy::new(client, recorder.clone());
-    let engine = recording_engine(recorder, existing, rules);
+    let engine = recording_engine(recorder, existing, rules, match_rules);
     Ok((Arc::new(App { engine, proxy: Some(proxy), front_door }), writer))
 }
 
 /// The engine of a recording: record, or with `existing` (what the
-/// cassette held), `--mode missing`.
-fn recording_engine(recorder: Recorder, existing: Option<Tape>, rules: Rules) -> Engine {
+/// cassette held), `--mode missing`, answering what `match_rules` pick
+/// from it too.
+fn recording_engine(
+    recorder: Recorder,
+    existing: Option<Tape>,
+    rules: Rules,
+    match_rules: MatchRules,
+) -> Engine {
     match existing {
         None => Engine::Record(recorder),
         Some(tape) => Engine::Missing {
@@ -402,7 +427,8 @@ fn recording_engine(recorder: Recorder, existing: Option<Tape>, rules: Rules) ->
                 rules,
                 config::OnMiss::Error,
                 config::Pace::Instant,
-            ),
+            )
+            .with_match_rules(match_rules),
             recorder,
         },
     }
@@ -450,8 +476,14 @@ pub async fn record(
         return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
     };
     let address = local_address(&listener, &front_door)?;
-    let (app, writer) =
-        http_recording(&config.cassette, config.mode, &config.normalization, &upstream, front_door)?;
+    let (app, writer) = http_recording(
+        &config.cassette,
+        config.mode,
+        &config.normalization,
+        MatchRules::default(),
+        &upstream,
+        front_door,
+    )?;
     announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
     server::run(listener, Arc::clone(&app), shutdown).await;
     summarize_recording(writer);
@@ -481,7 +513,12 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
         .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
     announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
     let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
-    let door = Door { engine: recording_engine(recorder, existing, rules), server, facts, link: Some(link) };
+    let door = Door {
+        engine: recording_engine(recorder, existing, rules, MatchRules::default()),
+        server,
+        facts,
+        link: Some(link),
+    };
     let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
     match ended {
         Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
@@ -521,6 +558,7 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
     let recording = config.mode == TestMode::Missing || fresh;
     // A fresh recording goes to a file of its own until the command passes.
     let target = fresh.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+    let match_rules = load_rules(config.rules.as_deref())?;
     let (app, writer, what) = match (&config.upstream, recording) {
         (_, false) => {
             let replay = load_cassettes(
@@ -529,7 +567,8 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
                 config.on_miss,
                 config.pace,
                 config.max_age,
-            )?;
+            )?
+            .with_match_rules(match_rules);
             let front_door = config.front_door.clone();
             let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
             (app, None, "replaying".to_owned())
@@ -539,8 +578,14 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
                 Some(file) => (file.as_path(), RecordMode::All),
                 None => (cassette.as_path(), RecordMode::Missing),
             };
-            let (app, writer) =
-                http_recording(file, mode, &config.normalization, upstream, config.front_door.clone())?;
+            let (app, writer) = http_recording(
+                file,
+                mode,
+                &config.normalization,
+                match_rules,
+                upstream,
+                config.front_door.clone(),
+            )?;
             (app, Some(writer), format!("recording from {}", upstream.url))
         }
         (None, true) => return Err(Error::Usage("recording needs --upstream URL".into())),

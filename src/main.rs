@@ -65,7 +65,11 @@ fn main() -> ExitCode {
                 eprintln!("  caused by: {inner}");
                 cause = inner.source();
             }
-            if matches!(e, mcp_tape::error::Error::Usage(_)) { ExitCode::from(2) } else { ExitCode::FAILURE }
+            if matches!(e, mcp_tape::error::Error::Usage(_) | mcp_tape::error::Error::Rules { .. }) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -193,6 +193,55 @@ pub struct Difference {
     pub requested: Option<Value>,
 }
 
+/// Characters of a value a told difference shows at most.
+const VALUE_SHOWN: usize = 120;
+
+impl Difference {
+    /// As miss errors and reports carry it: `{"pointer", "recorded", "requested"}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({"pointer": self.pointer, "recorded": self.recorded, "requested": self.requested})
+    }
+
+    /// Read back from [`Difference::to_json`]'s form.
+    pub fn from_json(value: &Value) -> Option<Difference> {
+        Some(Difference {
+            pointer: value.get("pointer")?.as_str()?.to_owned(),
+            recorded: value.get("recorded").filter(|v| !v.is_null()).cloned(),
+            requested: value.get("requested").filter(|v| !v.is_null()).cloned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Difference {
+    /// `POINTER (recorded A, requested B)`, long values cut, control
+    /// characters escaped (it is logged and shown to models).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side =
+            |value: &Option<Value>| value.as_ref().map_or("absent".to_owned(), |v| cut(&v.to_string()));
+        write!(
+            f,
+            "{} (recorded {}, requested {})",
+            crate::util::printable(&self.pointer),
+            crate::util::printable(&side(&self.recorded)),
+            crate::util::printable(&side(&self.requested))
+        )
+    }
+}
+
+/// `differences` told one after another, comma-separated.
+pub fn describe(differences: &[Difference]) -> String {
+    let told: Vec<String> = differences.iter().map(Difference::to_string).collect();
+    told.join(", ")
+}
+
+/// `text` cut to [`VALUE_SHOWN`] characters, saying how long it was.
+pub fn cut(text: &str) -> String {
+    match text.char_indices().nth(VALUE_SHOWN) {
+        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
+        None => text.to_owned(),
+    }
+}
+
 /// The fields where `recorded` and `requested` differ, leaf by leaf through
 /// objects (and arrays of equal length), in pointer order.
 pub fn differences(recorded: &Value, requested: &Value) -> Vec<Difference> {

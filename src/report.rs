@@ -1,7 +1,9 @@
 //! What a run exercised, told three ways: the summary printed at the end,
 //! a JUnit XML file for CI systems (`--junit`), and a JSON usage report
 //! (`--report`) that `prune` reads back to remove recordings a passing run
-//! never used.
+//! never used and `rules suggest` reads for its misses. Each says how the
+//! requests of a case were answered: exactly, by which match rule (and
+//! where a `nearest` pick differed), by a template, by the mock, or missed.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +14,7 @@ use serde_json::{Value, json};
 use crate::engine::ledger::{Case, CaseKey, Usage};
 use crate::error::Error;
 use crate::model::Source;
+use crate::normalize::{self, Difference};
 use crate::tape::Tape;
 use crate::util::printable;
 
@@ -74,11 +77,27 @@ impl Report {
         let mut text = format!(
             "{} requests: {} answered from recordings, {} by the mock, {} missed, {} forwarded to record",
             self.requests(),
-            count(|c| c.hits),
+            count(|c| c.hits + c.by_rules() + c.templates),
             count(|c| c.mocks),
             count(|c| c.misses),
             count(|c| c.forwarded),
         );
+        let (ruled, templates) = (count(Case::by_rules), count(|c| c.templates));
+        if ruled + templates > 0 {
+            let _ = write!(
+                text,
+                " (of those from recordings: {} exactly, {ruled} by match rules, {templates} by answer templates)",
+                count(|c| c.hits)
+            );
+        }
+        for (key, case) in &self.usage.cases {
+            for (rule, ruled) in &case.ruled {
+                let _ = write!(text, "\n  rule {} ×{}: {key}", self.rule_label(*rule), ruled.answered);
+                for differences in &ruled.differences {
+                    let _ = write!(text, "\n    nearest differed at {}", normalize::describe(differences));
+                }
+            }
+        }
         for (key, case) in self.usage.cases.iter().filter(|(_, c)| c.misses > 0) {
             let _ = write!(text, "\n  miss ×{}: {key}", case.misses);
             for line in nearest_diff(case).lines() {
@@ -133,8 +152,11 @@ impl Report {
                     xml(&format!("{key}: answered by a recording older than --max-age"))
                 );
             }
-            let _ =
-                write!(testcase, "\n      <system-out>{}</system-out>\n    </testcase>", xml(&counts(case)));
+            let _ = write!(
+                testcase,
+                "\n      <system-out>{}</system-out>\n    </testcase>",
+                xml(&self.counts(case))
+            );
             suites.entry(server).or_default().push(testcase);
         }
         for (source, key) in &self.unused {
@@ -179,11 +201,25 @@ impl Report {
             .cases
             .iter()
             .map(|(key, case)| {
-                json!({
+                let rules: Vec<Value> = case
+                    .ruled
+                    .iter()
+                    .map(|(rule, ruled)| {
+                        let differences: Vec<Value> =
+                            ruled.differences.iter().map(|list| differences_json(list)).collect();
+                        json!({"rule": self.rule_label(*rule), "answered": ruled.answered, "nearestDifferences": differences})
+                    })
+                    .collect();
+                let mut entry = json!({
                     "server": key.server, "method": key.method, "subject": key.subject,
-                    "hits": case.hits, "mocks": case.mocks, "misses": case.misses,
+                    "hits": case.hits, "rules": rules, "templates": case.templates,
+                    "mocks": case.mocks, "misses": case.misses,
                     "forwarded": case.forwarded, "stale": case.stale,
-                })
+                });
+                if let Some(error) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
+                    entry["firstMiss"] = json!({"message": error.message, "data": error.data});
+                }
+                entry
             })
             .collect();
         let place =
@@ -255,18 +291,37 @@ fn same_file(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
-/// One line of counts for a case.
-fn counts(case: &Case) -> String {
-    let parts = [
-        (case.hits, "answered from recordings"),
-        (case.mocks, "answered by the mock"),
-        (case.misses, "missed"),
-        (case.forwarded, "forwarded to record"),
-        (case.stale, "answered by recordings older than --max-age"),
-    ];
-    let said: Vec<String> =
-        parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
-    format!("{} requests: {}", case.requests(), said.join(", "))
+impl Report {
+    /// How rule `index` is told: `FILE:LINE (by)`.
+    fn rule_label(&self, index: usize) -> &str {
+        self.usage.rules.get(index).map_or("(unknown rule)", String::as_str)
+    }
+
+    /// How a case's requests were answered, a line each way.
+    fn counts(&self, case: &Case) -> String {
+        let parts = [
+            (case.hits, "answered exactly from recordings"),
+            (case.templates, "answered by answer templates"),
+            (case.mocks, "answered by the mock"),
+            (case.misses, "missed"),
+            (case.forwarded, "forwarded to record"),
+            (case.stale, "answered by recordings older than --max-age"),
+        ];
+        let mut said: Vec<String> =
+            parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+        for (rule, ruled) in &case.ruled {
+            said.push(format!("{} answered by rule {}", ruled.answered, self.rule_label(*rule)));
+        }
+        let mut text = format!("{} requests: {}", case.requests(), said.join(", "));
+        for differences in case.ruled.values().flat_map(|ruled| &ruled.differences) {
+            let _ = write!(text, "\nnearest differed at {}", normalize::describe(differences));
+        }
+        text
+    }
+}
+
+fn differences_json(differences: &[Difference]) -> Value {
+    differences.iter().map(Difference::to_json).collect()
 }
 
 /// The nearest recordings of a case's first miss and where each differs.

@@ -24,6 +24,7 @@ use crate::util::FastMap;
 pub enum Named {
     Tool,
     Prompt,
+    Resource,
 }
 
 /// One recorded message, as replay serves it.
@@ -297,19 +298,20 @@ impl Tape {
     }
 
     fn learn_names(&mut self, recorded: &Recorded, request: &Value) {
-        let (kind, list_field) = match recorded.method.as_str() {
-            "tools/call" | "tools/list" => (Named::Tool, "tools"),
-            "prompts/get" | "prompts/list" => (Named::Prompt, "prompts"),
+        let (kind, list_field, name_field) = match recorded.method.as_str() {
+            "tools/call" | "tools/list" => (Named::Tool, "tools", "name"),
+            "prompts/get" | "prompts/list" => (Named::Prompt, "prompts", "name"),
+            "resources/read" | "resources/list" => (Named::Resource, "resources", "uri"),
             _ => return,
         };
         let mut names: Vec<String> = Vec::new();
-        if let Some(name) = request.pointer("/params/name").and_then(Value::as_str) {
+        if let Some(name) = request.get("params").and_then(|p| p.get(name_field)).and_then(Value::as_str) {
             names.push(name.to_owned());
         }
         if recorded.method.ends_with("/list") {
             let listed = recorded.result().and_then(|r| r.get(list_field).cloned());
             for item in listed.as_ref().and_then(Value::as_array).into_iter().flatten() {
-                let Some(name) = item.get("name").and_then(Value::as_str) else { continue };
+                let Some(name) = item.get(name_field).and_then(Value::as_str) else { continue };
                 names.push(name.to_owned());
                 if let Some(schema) = item.get("inputSchema").filter(|_| kind == Named::Tool) {
                     let schemas = self.tool_schemas.entry(recorded.server.clone()).or_default();
@@ -381,7 +383,8 @@ impl Tape {
         self.by_method.get(&(server.to_owned(), method.to_owned())).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether `server` ever listed or was called with the tool or prompt `name`.
+    /// Whether `server` ever listed or was called with the tool, prompt or
+    /// resource `name`.
     pub fn knows(&self, server: &str, kind: Named, name: &str) -> bool {
         self.names.contains(&(server.to_owned(), kind, name.to_owned()))
     }
@@ -399,10 +402,8 @@ impl Tape {
         if recorded.is_empty() {
             return None;
         }
-        let position = cursors.0.entry((*key, recorded_in)).or_insert(0);
-        let exchange = &recorded[(*position).min(recorded.len() - 1)];
-        *position += 1;
-        Some(Arc::clone(exchange))
+        let position = cursors.advance(*key, recorded_in);
+        Some(Arc::clone(&recorded[position.min(recorded.len() - 1)]))
     }
 }
 
@@ -410,6 +411,16 @@ impl Tape {
 /// each run of identical requests.
 #[derive(Debug, Default)]
 pub struct Cursors(FastMap<(MatchKey, Era), usize>);
+
+impl Cursors {
+    /// How many requests of the run `key` (recorded in `era`) came before
+    /// this one, counting this one for the next.
+    pub fn advance(&mut self, key: MatchKey, era: Era) -> usize {
+        let position = self.0.entry((key, era)).or_insert(0);
+        *position += 1;
+        *position - 1
+    }
+}
 
 #[cfg(test)]
 mod tests {

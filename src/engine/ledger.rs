@@ -1,9 +1,11 @@
 //! What a run exercised, for its summary and reports (`test`, `--junit`,
 //! `--report`): per case — a server, a method and the tool, prompt or
 //! resource it names — how many requests a recording answered, the mock
-//! answered, missed, or were forwarded to be recorded; the first miss of
-//! each case with its nearest recordings; the recordings used although
-//! older than `--max-age`. (Whether a recording answered at all is a flag
+//! answered exactly, which match rule answered how many (and where the
+//! nearest recordings it picked differed), how many an answer template or
+//! the mock answered, missed, or were forwarded to be recorded; the first
+//! miss of each case with its nearest recordings; the recordings used
+//! although older than `--max-age`. (Whether a recording answered at all is a flag
 //! on the recording: see `tape::UseMark`.)
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,8 +15,11 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::Outcome;
+use super::by_rule::RuleUse;
 use crate::jsonrpc::ErrorObject;
+use crate::mcp;
 use crate::model::Source;
+use crate::normalize::Difference;
 use crate::util::{FastMap, lock, printable};
 
 /// One case: what a testing tool would call a test.
@@ -28,7 +33,7 @@ pub struct CaseKey {
 
 impl CaseKey {
     pub fn of(server: &str, method: &str, params: Option<&Value>) -> CaseKey {
-        let subject = subject_of(method, params).map(str::to_owned);
+        let subject = mcp::subject_of(method, params).map(str::to_owned);
         CaseKey { server: server.to_owned(), method: method.to_owned(), subject }
     }
 
@@ -41,16 +46,6 @@ impl CaseKey {
     }
 }
 
-/// The tool or prompt name, or the resource URI, a request of `method` names.
-fn subject_of<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
-    let field = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        _ => return None,
-    };
-    params?.get(field)?.as_str()
-}
-
 impl fmt::Display for CaseKey {
     /// `server method [subject]`, control characters escaped (it is logged).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -58,11 +53,18 @@ impl fmt::Display for CaseKey {
     }
 }
 
+/// Differing-pointer lists a case keeps per rule at most (the first ones).
+const DIFFERENCES_KEPT: usize = 5;
+
 /// The counts of one case.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Case {
-    /// Answered from a recording.
+    /// Answered from a recording that matched exactly.
     pub hits: u64,
+    /// Answered from a recording a match rule picked, by rule index.
+    pub ruled: BTreeMap<usize, Ruled>,
+    /// Answered by an answer template.
+    pub templates: u64,
     /// Answered by the mock (nothing recorded applies).
     pub mocks: u64,
     /// A server with recordings had none for the request.
@@ -75,9 +77,40 @@ pub struct Case {
     pub first_miss: Option<ErrorObject>,
 }
 
+/// What one match rule answered in one case.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ruled {
+    pub answered: u64,
+    /// Where the recordings a `nearest` rule picked differed from the
+    /// requests, each distinct list once, the first [`DIFFERENCES_KEPT`].
+    pub differences: Vec<Vec<Difference>>,
+}
+
 impl Case {
     pub fn requests(&self) -> u64 {
-        self.hits + self.mocks + self.misses + self.forwarded
+        self.hits + self.by_rules() + self.templates + self.mocks + self.misses + self.forwarded
+    }
+
+    /// How many requests match rules answered.
+    pub fn by_rules(&self) -> u64 {
+        self.ruled.values().map(|r| r.answered).sum()
+    }
+
+    fn rule_answered(&mut self, used: &RuleUse) {
+        let ruled = self.ruled.entry(used.rule).or_default();
+        ruled.answered += 1;
+        ruled.keep(&used.differences);
+    }
+}
+
+impl Ruled {
+    fn keep(&mut self, differences: &[Difference]) {
+        if !differences.is_empty()
+            && self.differences.len() < DIFFERENCES_KEPT
+            && !self.differences.iter().any(|kept| kept == differences)
+        {
+            self.differences.push(differences.to_vec());
+        }
     }
 }
 
@@ -85,6 +118,8 @@ impl Case {
 #[derive(Clone, Debug, Default)]
 pub struct Usage {
     pub cases: BTreeMap<CaseKey, Case>,
+    /// How each match rule is told (`FILE:LINE (by)`), by index.
+    pub rules: Vec<String>,
     /// Recordings that answered although older than `--max-age`.
     pub stale: BTreeSet<Source>,
 }
@@ -95,6 +130,12 @@ impl Usage {
         for (key, case) in other.cases {
             let mine = self.cases.entry(key).or_default();
             mine.hits += case.hits;
+            for (rule, ruled) in case.ruled {
+                let kept = mine.ruled.entry(rule).or_default();
+                kept.answered += ruled.answered;
+                ruled.differences.iter().for_each(|differences| kept.keep(differences));
+            }
+            mine.templates += case.templates;
             mine.mocks += case.mocks;
             mine.misses += case.misses;
             mine.forwarded += case.forwarded;
@@ -104,6 +145,9 @@ impl Usage {
             }
         }
         self.stale.extend(other.stale);
+        if self.rules.is_empty() {
+            self.rules = other.rules;
+        }
     }
 
     pub fn misses(&self) -> u64 {
@@ -150,12 +194,25 @@ impl State {
 }
 
 impl Ledger {
-    /// Counts one request of `method` with `params` to `server` that ended as `outcome`.
-    pub fn note(&self, server: &str, method: &str, params: Option<&Value>, outcome: Outcome) {
+    /// Counts one request of `method` with `params` to `server` that ended
+    /// as `outcome`; `rule`: the match rule that picked its recording.
+    pub fn note(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+        outcome: Outcome,
+        rule: Option<&RuleUse>,
+    ) {
         let mut state = lock(&self.state);
-        let case = state.case(server, method, subject_of(method, params));
+        let case = state.case(server, method, mcp::subject_of(method, params));
+        if let Some(used) = rule {
+            case.rule_answered(used);
+            return;
+        }
         match outcome {
-            Outcome::Hit | Outcome::Cassette => case.hits += 1,
+            Outcome::Hit | Outcome::Cassette | Outcome::Ruled => case.hits += 1,
+            Outcome::Template => case.templates += 1,
             Outcome::Mock => case.mocks += 1,
             Outcome::Miss => case.misses += 1,
             Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded => case.forwarded += 1,
@@ -192,7 +249,7 @@ impl Ledger {
                 }
             }
         }
-        Usage { cases, stale: state.stale.clone() }
+        Usage { cases, rules: Vec::new(), stale: state.stale.clone() }
     }
 }
 
@@ -216,10 +273,10 @@ mod tests {
         let key = CaseKey::of("s", "tools/call", Some(&json!({"name": "t"})));
         let (one, two) = (Ledger::default(), Ledger::default());
         let params = json!({"name": "t"});
-        one.note("s", "tools/call", Some(&params), Outcome::Hit);
-        one.note("s", "tools/call", Some(&params), Outcome::Miss);
+        one.note("s", "tools/call", Some(&params), Outcome::Hit, None);
+        one.note("s", "tools/call", Some(&params), Outcome::Miss, None);
         one.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "first"));
-        two.note("s", "tools/call", Some(&params), Outcome::Recorded);
+        two.note("s", "tools/call", Some(&params), Outcome::Recorded, None);
         two.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "second"));
         let mut usage = one.usage();
         usage.merge(two.usage());

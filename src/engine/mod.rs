@@ -14,6 +14,7 @@
 //! two never import each other. No HTTP and no I/O here: how bytes become
 //! messages and how the upstream is reached belong to the front door.
 
+pub mod by_rule;
 pub mod ledger;
 pub mod record;
 pub mod reenact;
@@ -68,6 +69,11 @@ impl<'a> Call<'a> {
 pub enum Outcome {
     /// Replay: a recorded exchange matched.
     Hit,
+    /// Replay: a match rule picked a recording for a request no recording
+    /// matches exactly.
+    Ruled,
+    /// Replay: an answer template answered.
+    Template,
     /// Replay: a server with recordings had none for this request.
     Miss,
     /// Replay: the mock answered (no recording applies).
@@ -102,6 +108,8 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
+            Outcome::Ruled => "rule",
+            Outcome::Template => "template",
             Outcome::Miss => "miss",
             Outcome::Mock => "mock",
             Outcome::Cassette => "cassette",
@@ -176,6 +184,8 @@ pub struct Answer {
     /// The stream stays open after the messages, until the client closes
     /// it (`subscriptions/listen`).
     pub hold_open: bool,
+    /// The match rule that picked the recording, when one did.
+    pub rule: Option<by_rule::RuleUse>,
 }
 
 impl Answer {
@@ -232,7 +242,14 @@ impl Engine {
                 };
                 match recorded {
                     Some(answer) => {
-                        cassette.ledger().note(call.server, call.method, call.params(), Outcome::Cassette);
+                        let rule = answer.rule.as_ref();
+                        cassette.ledger().note(
+                            call.server,
+                            call.method,
+                            call.params(),
+                            Outcome::Cassette,
+                            rule,
+                        );
                         Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer }))
                     }
                     None => Ok(Step::Forward(Some(recorder.capture(call)))),
@@ -283,10 +300,10 @@ impl Engine {
     /// What this engine was asked and how it answered, so far.
     pub fn usage(&self) -> Usage {
         match self {
-            Engine::Replay(replay) => replay.ledger().usage(),
+            Engine::Replay(replay) => replay.usage(),
             Engine::Record(recorder) => recorder.ledger().usage(),
             Engine::Missing { cassette, recorder } => {
-                let mut usage = cassette.ledger().usage();
+                let mut usage = cassette.usage();
                 usage.merge(recorder.ledger().usage());
                 usage
             }

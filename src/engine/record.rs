@@ -148,7 +148,7 @@ impl Recorder {
 
     /// Starts recording `call`; the front door fills in the upstream's answer.
     pub fn capture(&self, call: &Call) -> Capture {
-        self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded);
+        self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded, None);
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
         let meta = call.params().and_then(|p| p.get("_meta"));
         let meta_version = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str);

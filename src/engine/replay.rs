@@ -13,16 +13,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::ledger::{CaseKey, Ledger};
+use super::by_rule::{Refusal, RuleIndex};
+use super::ledger::{CaseKey, Ledger, Usage};
 use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing};
 use crate::agent365;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, ParamsCache};
+use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
-use crate::normalize::{self, Rules};
+use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::template;
 use crate::util::{FastMap, lock, printable};
@@ -74,6 +76,8 @@ pub struct Replay {
     tape: Tape,
     service: ServiceAnswers,
     rules: Rules,
+    /// The match rules (`mcp-tape.toml`) with what they need of the tape.
+    by_rule: RuleIndex,
     on_miss: OnMiss,
     pace: Pace,
     sessions: Mutex<Sessions>,
@@ -98,6 +102,7 @@ impl Replay {
             tape,
             service,
             rules,
+            by_rule: RuleIndex::default(),
             on_miss,
             pace,
             sessions: Mutex::new(Sessions::default()),
@@ -115,8 +120,23 @@ impl Replay {
         Replay { max_age, ..self }
     }
 
+    /// The same engine deciding by `rules` the requests no recording
+    /// matches exactly.
+    pub fn with_match_rules(self, rules: MatchRules) -> Replay {
+        let by_rule = RuleIndex::new(rules, &self.tape, &self.rules);
+        Replay { by_rule, ..self }
+    }
+
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// What this engine was asked and how it answered, so far.
+    pub fn usage(&self) -> Usage {
+        let rules = self.by_rule.rules();
+        let mut usage = self.ledger.usage();
+        usage.rules = (0..rules.rules().len()).map(|i| rules.label(i)).collect();
+        usage
     }
 
     pub fn tape(&self) -> &Tape {
@@ -239,7 +259,7 @@ impl Replay {
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
         let answered = self.answer_unnoted(call);
         if let Ok(answer) = &answered {
-            self.ledger.note(call.server, call.method, call.params(), answer.outcome);
+            self.ledger.note(call.server, call.method, call.params(), answer.outcome, answer.rule.as_ref());
         }
         answered
     }
@@ -270,23 +290,65 @@ impl Replay {
         }
         let params = self.redacted(call.params());
         let params = params.as_deref();
+        let refusal = match self.answer_by_rule(call, params) {
+            Some(Ok(answer)) => return Ok(answer),
+            Some(Err(refusal)) => Some(refusal),
+            None => None,
+        };
         if let Some(answer) = self.answer_from_templates(call, params) {
             return Ok(answer);
         }
-        if let Some(error) = self.miss(call, params) {
+        if let Some(error) = self.miss(call, params, refusal.as_ref()) {
             tracing::warn!("{}", printable(&describe_miss(&error)));
             if self.on_miss == OnMiss::Error {
                 return Ok(error_answer(call, Outcome::Miss, &error));
             }
-            return Ok(mock_answer(call, Outcome::Miss, identity));
+            return Ok(miss_as_result(call, &error, identity)
+                .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)));
         }
         Ok(mock_answer(call, Outcome::Mock, identity))
     }
 
-    /// The recorded answer to `call`, if the tape holds one; no mock, no
-    /// miss, no session or header checks (record `--mode missing` asks this).
+    /// The recorded answer to `call`, exact or by a match rule, if the tape
+    /// holds one; no mock, no miss, no session or header checks (record
+    /// `--mode missing` asks this).
     pub fn recorded(&self, call: &Call) -> Option<Answer> {
-        self.answer_from_tape(call, &self.key_of(call))
+        self.answer_from_tape(call, &self.key_of(call)).or_else(|| {
+            let params = self.redacted(call.params());
+            self.answer_by_rule(call, params.as_deref())?.ok()
+        })
+    }
+
+    /// The answer the first match rule that decides `call` picks; `None`
+    /// when no rule decides it, the refusal when the rule picks nothing.
+    fn answer_by_rule(&self, call: &Call, params: Option<&Value>) -> Option<Result<Answer, Refusal>> {
+        let rule = self.by_rule.rule_for(call.server, call.method, params)?;
+        // Cursors only where there are recordings (see `next_recorded`).
+        if self.tape.recorded(call.server, call.method).is_empty() {
+            let why = "nothing of this server and method is recorded".to_owned();
+            return Some(Err(Refusal { rule, why }));
+        }
+        let canonical = self.rules.canonical_params(params);
+        let picked = self.with_cursors(call, |cursors| {
+            self.by_rule.pick(rule, call.era, call.server, call.method, &canonical, cursors)
+        });
+        let (recorded, used) = match picked {
+            Ok(picked) => picked,
+            Err(refusal) => return Some(Err(refusal)),
+        };
+        self.note_use(call, &recorded);
+        if !used.differences.is_empty() {
+            tracing::warn!(
+                "{}: no exact recording; rule {} answered with the nearest, which differs at {}",
+                CaseKey::of(call.server, call.method, params),
+                printable(&self.by_rule.rules().label(rule)),
+                normalize::describe(&used.differences),
+            );
+        }
+        let identity = self.identity(call.server);
+        let mut answer = recorded_answer(call, &recorded, Outcome::Ruled, self.log_filter(call), identity);
+        answer.rule = Some(used);
+        Some(Ok(answer))
     }
 
     /// The match key of `call`. Remembered for params read before (the same
@@ -415,21 +477,28 @@ impl Replay {
         if !self.tape.has(key) {
             return None;
         }
+        self.with_cursors(call, |cursors| self.tape.next(key, call.era, cursors))
+    }
+
+    /// Runs `with` on the cursors of `call`'s session: its replay session,
+    /// else those of its server (stateless era, or no session) or of a
+    /// foreign session (record's, when it answers from a cassette).
+    fn with_cursors<T>(&self, call: &Call, with: impl FnOnce(&mut Cursors) -> T) -> T {
         let session = call.session.filter(|_| call.era == Era::Handshake);
         if let Some(session) = session
             && let Some(state) = lock(&self.sessions).live.get_mut(session)
         {
-            return self.tape.next(key, call.era, &mut state.cursors);
+            return with(&mut state.cursors);
         }
         let scope = session.unwrap_or(call.server);
         let mut sessionless = lock(&self.sessionless);
         if let Some(cursors) = sessionless.get_mut(scope) {
-            return self.tape.next(key, call.era, cursors);
+            return with(cursors);
         }
         if sessionless.len() >= MAX_SESSIONS {
             sessionless.clear(); // long-gone foreign sessions; a live one restarts its recorded order
         }
-        self.tape.next(key, call.era, sessionless.entry(scope.to_owned()).or_default())
+        with(sessionless.entry(scope.to_owned()).or_default())
     }
 
     /// `initialize`: the recorded result (or one made from a recorded
@@ -506,14 +575,19 @@ impl Replay {
                 if tools.is_empty() {
                     return None;
                 }
-                Some(result_answer(call, Outcome::Hit, json!({"tools": tools}), self.identity(call.server)))
+                Some(result_answer(
+                    call,
+                    Outcome::Template,
+                    json!({"tools": tools}),
+                    self.identity(call.server),
+                ))
             }
             "tools/call" => {
                 let name = params?.get("name")?.as_str()?;
                 let template = self.tape.template(call.server, name)?;
                 let text = template::render(&template.text, params?.get("arguments"));
                 let result = json!({"content": [{"type": "text", "text": text}]});
-                let mut answer = result_answer(call, Outcome::Hit, result, self.identity(call.server));
+                let mut answer = result_answer(call, Outcome::Template, result, self.identity(call.server));
                 // As the real servers answer: a stream when the client takes one, after the mock's delay.
                 answer.recorded_as_stream = true;
                 for message in &mut answer.messages {
@@ -531,28 +605,43 @@ impl Replay {
     }
 
     /// The miss error for a request that a server with recordings should
-    /// have recorded, or `None` when the mock's answer is the right one.
-    fn miss(&self, call: &Call, params: Option<&Value>) -> Option<ErrorObject> {
+    /// have recorded (a listed tool, prompt or resource, or a method the
+    /// mock does not know), or `None` when the mock's answer is the right
+    /// one; `refusal`: why the match rule that decided it picked nothing.
+    fn miss(&self, call: &Call, params: Option<&Value>, refusal: Option<&Refusal>) -> Option<ErrorObject> {
         let recorded = self.tape.recorded(call.server, call.method);
-        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
-        let candidates: Vec<(Option<Value>, &Arc<Recorded>)> = match call.method {
-            "tools/call" | "prompts/get" => {
-                let kind = if call.method == "tools/call" { Named::Tool } else { Named::Prompt };
+        let named = match call.method {
+            "tools/call" => Some(Named::Tool),
+            "prompts/get" => Some(Named::Prompt),
+            "resources/read" => Some(Named::Resource),
+            _ => None,
+        };
+        let candidates: Vec<(Option<Value>, &Arc<Recorded>)> = match named {
+            Some(kind) => {
+                let name = mcp::subject_of(call.method, params);
                 if !self.tape.knows(call.server, kind, name.unwrap_or_default()) {
                     return None;
                 }
                 let same_name = |(params, _): &(Option<Value>, &Arc<Recorded>)| {
-                    params.as_ref().and_then(|p| p.get("name")).and_then(Value::as_str) == name
+                    mcp::subject_of(call.method, params.as_ref()) == name
                 };
                 recorded.iter().map(|r| (r.params(), r)).filter(same_name).collect()
             }
-            method if !recorded.is_empty() && is_unknown_to_mock(call.era, method) => {
+            None if !recorded.is_empty() && is_unknown_to_mock(call.era, call.method) => {
                 recorded.iter().map(|r| (r.params(), r)).collect()
             }
-            _ => return None,
+            None => return None,
         };
         let case = CaseKey::of(call.server, call.method, params);
-        let error = self.miss_error(call, &case.to_string(), params, &candidates);
+        let mut error = self.miss_error(call, &case.to_string(), params, &candidates);
+        if let (Some(refusal), Some(data)) = (refusal, error.data.as_mut()) {
+            data["rule"] = json!({"rule": self.by_rule.rules().label(refusal.rule), "why": refusal.why});
+            error.message.push_str(&format!(
+                "; rule {} decided it: {}",
+                self.by_rule.rules().label(refusal.rule),
+                refusal.why
+            ));
+        }
         self.ledger.missed(&case, &error);
         Some(error)
     }
@@ -565,15 +654,19 @@ impl Replay {
         candidates: &[(Option<Value>, &Arc<Recorded>)],
     ) -> ErrorObject {
         let requested = self.rules.canonical_params(params);
-        let mut nearest: Vec<(usize, Value)> = candidates
-            .iter()
-            .map(|(params, _)| {
-                let recorded = self.rules.canonical_params(params.as_ref());
+        // A recording held in both eras (or twice) is one candidate.
+        let mut distinct: Vec<Value> = Vec::new();
+        for (params, _) in candidates {
+            let recorded = self.rules.canonical_params(params.as_ref());
+            if !distinct.contains(&recorded) {
+                distinct.push(recorded);
+            }
+        }
+        let mut nearest: Vec<(usize, Value)> = distinct
+            .into_iter()
+            .map(|recorded| {
                 let differences = normalize::differences(&recorded, &requested);
-                let listed: Vec<Value> = differences
-                    .iter()
-                    .map(|d| json!({"pointer": d.pointer, "recorded": d.recorded, "requested": d.requested}))
-                    .collect();
+                let listed: Vec<Value> = differences.iter().map(Difference::to_json).collect();
                 (differences.len(), json!({"params": recorded, "differences": listed}))
             })
             .collect();
@@ -694,6 +787,7 @@ fn recorded_answer(
         recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
         session_id: None,
         hold_open: false,
+        rule: None,
     }
 }
 
@@ -714,6 +808,7 @@ fn listen(call: &Call) -> Answer {
         recorded_as_stream: true,
         session_id: None,
         hold_open: true,
+        rule: None,
     }
 }
 
@@ -732,6 +827,46 @@ fn describe_miss(error: &ErrorObject) -> String {
         }
         None => error.message.clone(),
     }
+}
+
+/// A miss of a listed tool, prompt or resource told as its method's result
+/// (`--on-miss mock`), so that a model reads a failed call, not a protocol
+/// error: a tool result with `isError`, a prompt or a resource whose text
+/// says what was not recorded. `None` for other methods.
+fn miss_as_result(call: &Call, error: &ErrorObject, identity: &Value) -> Option<Answer> {
+    let data = error.data.as_ref()?;
+    let name = mcp::subject_of(call.method, call.params()).unwrap_or_default();
+    let mut text = format!(
+        "mcp-tape: no recording of {} {} on {} for these arguments",
+        call.method,
+        normalize::cut(name),
+        normalize::cut(call.server)
+    );
+    let nearest: Vec<Difference> = data["nearest"]
+        .get(0)
+        .and_then(|n| n["differences"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(Difference::from_json)
+        .collect();
+    if let (Some(rule), Some(why)) = (data["rule"]["rule"].as_str(), data["rule"]["why"].as_str()) {
+        text.push_str(&format!("; match rule {rule}: {why}"));
+    }
+    if !nearest.is_empty() {
+        text.push_str(&format!("; the nearest recording differs at {}", normalize::describe(&nearest)));
+    } else if data["nearest"].get(0).is_none() {
+        text.push_str("; nothing of this kind is recorded");
+    }
+    let result = match call.method {
+        "tools/call" => json!({"content": [{"type": "text", "text": text}], "isError": true}),
+        "prompts/get" => json!({
+            "description": text,
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+        }),
+        "resources/read" => json!({"contents": [{"uri": name, "mimeType": "text/plain", "text": text}]}),
+        _ => return None,
+    };
+    Some(result_answer(call, Outcome::Miss, result, identity))
 }
 
 /// Brings a recorded message into the stateless era's shape.
@@ -792,6 +927,7 @@ fn single(outcome: Outcome, status: StatusCode, message: String) -> Answer {
         recorded_as_stream: false,
         session_id: None,
         hold_open: false,
+        rule: None,
     }
 }
 

@@ -314,6 +314,16 @@ pub fn log_severity(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).map_or(0, |at| at + 1)
 }
 
+/// The tool or prompt name, or the resource URI, a request of `method` names.
+pub fn subject_of<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        _ => return None,
+    };
+    params?.get(field)?.as_str()
+}
+
 /// The progress token a request asked for, if any.
 pub fn progress_token(params: Option<&Value>) -> Option<&Value> {
     params?.get("_meta")?.get("progressToken")

@@ -171,10 +171,21 @@ async fn misses_name_the_nearest_recording_and_what_differs() {
 
     let options = Options { on_miss: OnMiss::Mock, ..Options::default() };
     let replay = Replayer::start_with(&[cassettes.path()], options).await;
+    let arguments = json!({"id": "AAMk9", "preferHtml": true});
     let reply =
-        call(&replay.url(MAIL), &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": "x"}}))
+        call(&replay.url(MAIL), &[], "tools/call", json!({"name": "GetMessage", "arguments": arguments}))
             .await;
-    assert_eq!(reply.json()["error"]["code"], -32602, "--on-miss mock answers as the mock does");
+    let result = &reply.json()["result"];
+    assert_eq!(result["isError"], true, "a listed tool with unrecorded arguments is a failed call: {result}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no recording of tools/call GetMessage on mcp_MailTools"), "{text}");
+    assert!(text.contains(r#"/arguments/id (recorded "AAMk2", requested "AAMk9")"#), "{text}");
+    let never_seen = call(&replay.url(MAIL), &[], "tools/call", json!({"name": "DeleteEverything"})).await;
+    assert_eq!(
+        never_seen.json()["error"]["code"],
+        -32602,
+        "a tool never seen is still unknown under the mock"
+    );
     replay.stop().await.unwrap();
 }
 

@@ -93,6 +93,8 @@ pub struct Options {
     pub allowed_hosts: Vec<String>,
     pub normalization: Normalization,
     pub idle_timeout: std::time::Duration,
+    /// A match rules file (`--rules`).
+    pub rules: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -103,6 +105,7 @@ impl Default for Options {
             allowed_hosts: Vec::new(),
             normalization: Normalization::default(),
             idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
+            rules: None,
         }
     }
 }
@@ -125,6 +128,7 @@ impl Replayer {
             on_miss: options.on_miss,
             fail_on_miss: false,
             pace: options.pace,
+            rules: options.rules,
             normalization: options.normalization,
             reports: mcp_tape::config::Reports::default(),
             max_age: None,

@@ -1,0 +1,389 @@
+//! Which recording a match rule picks for a request that no recording
+//! matches exactly. The index is built once at load: for each rule, the
+//! recordings it decides among, grouped by server, method and name (tool,
+//! prompt or URI) and by era, each with its params prepared as the rule
+//! compares them; so a request costs one preparation of its own params and
+//! a map lookup (`exact`), a cursor (`sequence`), or a comparison with the
+//! group's distinct recorded params (`nearest`). Rules and their file are
+//! [`crate::matching`]'s; cursors belong to the session that asks.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::matching::{By, MatchRules};
+use crate::mcp;
+use crate::model::{Era, MatchKey, canonical_json};
+use crate::normalize::{self, Difference, Rules};
+use crate::tape::{Cursors, Recorded, Tape};
+use crate::util::FastMap;
+
+/// Characters of a differing value the nearest rule compares at most: the
+/// tie-break between equally near recordings stays cheap on long values.
+const DISTANCE_CHARS: usize = 200;
+
+/// How a rule answered a request: which rule, and for `nearest` where the
+/// recording it picked differs from the request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleUse {
+    /// The rule's index in its file.
+    pub rule: usize,
+    pub differences: Vec<Difference>,
+}
+
+/// A rule decided a request but no recording fits it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refusal {
+    pub rule: usize,
+    pub why: String,
+}
+
+/// One rule's groups of recordings by server, then method, then name.
+type Groups = FastMap<String, FastMap<String, FastMap<String, Group>>>;
+
+/// The match rules with what they need of the tape, built at load.
+#[derive(Default)]
+pub struct RuleIndex {
+    rules: MatchRules,
+    /// Per rule (by index): its groups by server, method, then name.
+    groups: Vec<Groups>,
+}
+
+/// The recordings one rule decides among for one server, method and name.
+struct Group {
+    handshake: Recordings,
+    stateless: Recordings,
+}
+
+/// One era's recordings of a group.
+struct Recordings {
+    /// Every recording, in recorded order (`sequence`).
+    all: Vec<Arc<Recorded>>,
+    /// The distinct params as the rule prepares them, in order of first
+    /// recording.
+    variants: Vec<Variant>,
+    /// Variants by their prepared params' canonical JSON (`exact`).
+    by_params: FastMap<String, usize>,
+    /// The cursor of `sequence` through `all`.
+    sequence_key: MatchKey,
+}
+
+/// Recordings whose params the rule makes the same.
+struct Variant {
+    params: Value,
+    /// The cursor key of its run of recordings.
+    key: MatchKey,
+    recordings: Vec<Arc<Recorded>>,
+}
+
+impl RuleIndex {
+    /// Indexes what `rules` decide among in `tape`; `normalization` gives
+    /// the canonical params (redaction and `--ignore-param`s as for keys).
+    pub fn new(rules: MatchRules, tape: &Tape, normalization: &Rules) -> RuleIndex {
+        let mut groups: Vec<Groups> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
+        for recorded in tape.recordings() {
+            let params = recorded.params();
+            let name = mcp::subject_of(&recorded.method, params.as_ref()).unwrap_or_default();
+            let Some(index) = rules.find(&recorded.server, &recorded.method, name) else { continue };
+            let prepared = rules.rules()[index].prepare(&normalization.canonical_params(params.as_ref()));
+            let group = groups[index]
+                .entry(recorded.server.clone())
+                .or_default()
+                .entry(recorded.method.clone())
+                .or_default()
+                .entry(name.to_owned())
+                .or_insert_with(|| Group {
+                    handshake: Recordings::new(index, recorded, name, Era::Handshake),
+                    stateless: Recordings::new(index, recorded, name, Era::Stateless),
+                });
+            let recordings = match recorded.era {
+                Era::Handshake => &mut group.handshake,
+                Era::Stateless => &mut group.stateless,
+            };
+            recordings.add(index, name, Arc::clone(recorded), prepared);
+        }
+        RuleIndex { rules, groups }
+    }
+
+    pub fn rules(&self) -> &MatchRules {
+        &self.rules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The rule that decides a request of `method` to `server` with
+    /// (redacted) `params`, if any.
+    pub fn rule_for(&self, server: &str, method: &str, params: Option<&Value>) -> Option<usize> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        self.rules.find(server, method, mcp::subject_of(method, params).unwrap_or_default())
+    }
+
+    /// The recording rule `rule` picks for a request of `era`, `method` to
+    /// `server` with canonical `params` (redacted, `_meta` out), advancing
+    /// `cursors`; or why it picks none.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`]: no recording of this server, method and name; none
+    /// equal under the rule (`exact`); every recording used (`sequence`).
+    pub fn pick(
+        &self,
+        rule: usize,
+        era: Era,
+        server: &str,
+        method: &str,
+        params: &Value,
+        cursors: &mut Cursors,
+    ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
+        let name = mcp::subject_of(method, Some(params)).unwrap_or_default();
+        let refuse = |why: String| Refusal { rule, why };
+        let group = self
+            .groups
+            .get(rule)
+            .and_then(|servers| servers.get(server)?.get(method)?.get(name))
+            .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
+        let (recorded_in, recordings) = group.for_era(era);
+        let definition = &self.rules.rules()[rule];
+        let used =
+            |recorded: &Arc<Recorded>, differences| (Arc::clone(recorded), RuleUse { rule, differences });
+        match definition.by {
+            By::Sequence => {
+                let position = cursors.advance(recordings.sequence_key, recorded_in);
+                match recordings.all.get(position) {
+                    Some(recorded) => Ok(used(recorded, Vec::new())),
+                    None => Err(refuse(format!(
+                        "call {} of this kind, past the last of its {} recordings",
+                        position + 1,
+                        recordings.all.len()
+                    ))),
+                }
+            }
+            By::Exact => {
+                let prepared = canonical_json(&definition.prepare(params));
+                let variant = recordings
+                    .by_params
+                    .get(&prepared)
+                    .map(|at| &recordings.variants[*at])
+                    .ok_or_else(|| {
+                        refuse("no recording is the same once the rule's ignore and normalize apply".into())
+                    })?;
+                Ok(used(variant.next(recorded_in, cursors), Vec::new()))
+            }
+            By::Nearest => {
+                let prepared = definition.prepare(params);
+                let nearest = recordings
+                    .variants
+                    .iter()
+                    .map(|variant| {
+                        let differences = normalize::differences(&variant.params, &prepared);
+                        let distance: usize = differences.iter().map(edit_distance).sum();
+                        ((differences.len(), distance), variant, differences)
+                    })
+                    .min_by_key(|(rank, _, _)| *rank);
+                let (_, variant, differences) = nearest
+                    .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
+                Ok(used(variant.next(recorded_in, cursors), differences))
+            }
+        }
+    }
+}
+
+impl Group {
+    /// `era`'s recordings if it has any, else the other era's; with the era
+    /// they were made in.
+    fn for_era(&self, era: Era) -> (Era, &Recordings) {
+        let (own, other, other_era) = match era {
+            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
+            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
+        };
+        if own.all.is_empty() { (other_era, other) } else { (era, own) }
+    }
+}
+
+impl Recordings {
+    fn new(rule: usize, first: &Recorded, name: &str, era: Era) -> Recordings {
+        let tag = format!("sequence/{}", era_name(era));
+        Recordings {
+            all: Vec::new(),
+            variants: Vec::new(),
+            by_params: FastMap::default(),
+            sequence_key: key_of(rule, first, name, &tag),
+        }
+    }
+
+    fn add(&mut self, rule: usize, name: &str, recorded: Arc<Recorded>, prepared: Value) {
+        let text = canonical_json(&prepared);
+        let at = match self.by_params.get(&text) {
+            Some(at) => *at,
+            None => {
+                let key = key_of(rule, &recorded, name, &text);
+                self.variants.push(Variant { params: prepared, key, recordings: Vec::new() });
+                self.by_params.insert(text, self.variants.len() - 1);
+                self.variants.len() - 1
+            }
+        };
+        self.variants[at].recordings.push(Arc::clone(&recorded));
+        self.all.push(recorded);
+    }
+}
+
+impl Variant {
+    /// Its next recording for the session of `cursors`: in recorded order,
+    /// then the last one again.
+    fn next(&self, era: Era, cursors: &mut Cursors) -> &Arc<Recorded> {
+        let position = cursors.advance(self.key, era);
+        &self.recordings[position.min(self.recordings.len() - 1)]
+    }
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Handshake => "handshake",
+        Era::Stateless => "stateless",
+    }
+}
+
+/// A cursor key for rule `rule`'s `what` among `recorded`'s server, method
+/// and `name`: apart from every exact match key (those hash no rule).
+fn key_of(rule: usize, recorded: &Recorded, name: &str, what: &str) -> MatchKey {
+    let mut hash = Sha256::new();
+    for part in ["mcp-tape match rule", &rule.to_string(), &recorded.server, &recorded.method, name, what] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    MatchKey::from_digest(hash.finalize().into())
+}
+
+/// How far apart the two sides of a difference are: the edit distance
+/// between their JSON texts (each cut to [`DISTANCE_CHARS`]); an absent
+/// side counts as empty.
+fn edit_distance(difference: &Difference) -> usize {
+    let text = |value: &Option<Value>| -> Vec<char> {
+        let text = match value {
+            None => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        text.chars().take(DISTANCE_CHARS).collect()
+    };
+    let (a, b) = (text(&difference.recorded), text(&difference.requested));
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substituted = diagonal + usize::from(ca != cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn index(rules: &str, recorded: &[(&str, Value, &str)]) -> RuleIndex {
+        let exchanges = recorded.iter().map(|(tool, arguments, text)| {
+            let mut sample = crate::normalize::tests::sample("s", tool, text);
+            sample.request["params"]["arguments"] = arguments.clone();
+            sample.to_text()
+        });
+        let normalization = Rules::default();
+        let tape = Tape::new(exchanges.collect(), &normalization);
+        let rules = MatchRules::parse(Path::new("mcp-tape.toml"), rules).unwrap();
+        RuleIndex::new(rules, &tape, &normalization)
+    }
+
+    fn pick(
+        index: &RuleIndex,
+        tool: &str,
+        arguments: Value,
+        cursors: &mut Cursors,
+    ) -> Result<String, String> {
+        let params = json!({"name": tool, "arguments": arguments});
+        let rule = index.rule_for("s", "tools/call", Some(&params)).ok_or("no rule")?;
+        index
+            .pick(rule, Era::Handshake, "s", "tools/call", &params, cursors)
+            .map(|(recorded, _)| {
+                recorded.result().unwrap()["content"][0]["text"].as_str().unwrap().to_owned()
+            })
+            .map_err(|refusal| refusal.why)
+    }
+
+    #[test]
+    fn exact_compares_what_is_left() {
+        let index = index(
+            "[[match]]\ntool = \"t\"\nignore = [\"/arguments/at\"]\nnormalize = { \"/arguments/q\" = [\"case\"] }\n",
+            &[("t", json!({"q": "Sync", "at": 1}), "one"), ("t", json!({"q": "other", "at": 2}), "two")],
+        );
+        let mut cursors = Cursors::default();
+        assert_eq!(pick(&index, "t", json!({"q": "SYNC", "at": 99}), &mut cursors), Ok("one".into()));
+        assert_eq!(pick(&index, "t", json!({"q": "Other"}), &mut cursors), Ok("two".into()));
+        assert!(pick(&index, "t", json!({"q": "third", "at": 1}), &mut cursors).is_err());
+        assert_eq!(pick(&index, "u", json!({"q": "Sync"}), &mut cursors), Err("no rule".into()));
+    }
+
+    #[test]
+    fn sequence_runs_out() {
+        let index = index(
+            "[[match]]\ntool = \"t\"\nby = \"sequence\"\n",
+            &[
+                ("t", json!({"n": 1}), "first"),
+                ("t", json!({"n": 2}), "second"),
+                ("u", json!({}), "other tool"),
+            ],
+        );
+        let mut cursors = Cursors::default();
+        assert_eq!(pick(&index, "t", json!({"x": "a"}), &mut cursors), Ok("first".into()));
+        assert_eq!(pick(&index, "t", json!({"x": "b"}), &mut cursors), Ok("second".into()));
+        let past = pick(&index, "t", json!({"x": "c"}), &mut cursors).unwrap_err();
+        assert!(past.contains("past the last of its 2 recordings"), "{past}");
+        assert_eq!(pick(&index, "t", json!({}), &mut Cursors::default()), Ok("first".into()));
+    }
+
+    #[test]
+    fn nearest_counts_differing_pointers_then_distance() {
+        let index = index(
+            "[[match]]\ntool = \"t\"\nby = \"nearest\"\n",
+            &[
+                ("t", json!({"subject": "Team sync", "top": 5}), "sync"),
+                ("t", json!({"subject": "Budget review", "top": 5}), "budget"),
+                ("t", json!({"subject": "Team sync", "top": 10, "extra": true}), "two away"),
+            ],
+        );
+        let mut cursors = Cursors::default();
+        assert_eq!(
+            pick(&index, "t", json!({"subject": "Team sync tomorrow", "top": 5}), &mut cursors),
+            Ok("sync".into())
+        );
+        assert_eq!(
+            pick(&index, "t", json!({"subject": "Budget", "top": 5}), &mut cursors),
+            Ok("budget".into())
+        );
+        assert_eq!(
+            pick(&index, "t", json!({"subject": "Team sync", "top": 10}), &mut cursors),
+            Ok("sync".into())
+        );
+    }
+
+    #[test]
+    fn edit_distance_is_levenshtein() {
+        let d = |a: &str, b: &str| {
+            edit_distance(&Difference {
+                pointer: String::new(),
+                recorded: Some(json!(a)),
+                requested: Some(json!(b)),
+            })
+        };
+        assert_eq!((d("kitten", "sitting"), d("", "abc"), d("same", "same")), (3, 3, 0));
+    }
+}

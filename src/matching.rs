@@ -1,0 +1,718 @@
+//! Match rules chosen at replay time: the `[[match]]` tables of
+//! `mcp-tape.toml` (or `--rules FILE`), read and checked once at start, and
+//! the pure transforms they apply to a request's params before it is
+//! compared with the recordings. Which recording a rule then picks, with
+//! the cursors and the index built at load, is the replay engine's
+//! (`engine::by_rule`).
+//!
+//! A rule names which requests it decides (server, and a tool, prompt,
+//! resource URI or method, all globs) and how they are compared with the
+//! recordings of the same server, method and name: `ignore` pointers left
+//! out, `normalize` folds (case, space, number) applied at pointers, and
+//! `by`: `exact` (equal once ignored and folded), `sequence` (the n-th call
+//! gets the n-th recording) or `nearest` (the recording that differs
+//! least). The first rule whose patterns match a request decides it; an
+//! exact match of the whole request always comes before any rule.
+//!
+//! Globs: `*` matches any run of characters (`**` is the same), `?` one
+//! character, `[abc]`, `[a-z]` and `[!abc]` one of (or none of) a set, `\`
+//! takes the next character as it is. Pointers are RFC 6901 JSON pointers
+//! into params (`/arguments/subject`) in which a whole segment `*` matches
+//! any one key or index and `**` any number of them, none included.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Number, Value};
+use toml::Spanned;
+
+use crate::error::Error;
+
+/// The rules file read when `--rules` names none, if it exists.
+pub const DEFAULT_FILE: &str = "mcp-tape.toml";
+
+/// How a rule compares a request with the recordings it decides among.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum By {
+    /// Equal once ignored pointers are left out and folds applied.
+    #[default]
+    Exact,
+    /// The n-th call gets the n-th recording, whatever its arguments; past
+    /// the last recording, a miss.
+    Sequence,
+    /// The recording that differs least: fewest differing pointers, then
+    /// the smallest edit distance between the differing values.
+    Nearest,
+}
+
+impl By {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            By::Exact => "exact",
+            By::Sequence => "sequence",
+            By::Nearest => "nearest",
+        }
+    }
+}
+
+/// One way of making two values the same for comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fold {
+    /// Strings compared without regard to case.
+    Case,
+    /// Strings trimmed, runs of white space made one space.
+    Space,
+    /// Numbers and strings that hold a number compared as numbers.
+    Number,
+}
+
+/// The rules of one file, in order.
+#[derive(Clone, Debug, Default)]
+pub struct MatchRules {
+    /// The file they came from (for reports: `FILE:LINE`).
+    file: PathBuf,
+    rules: Vec<MatchRule>,
+}
+
+/// One `[[match]]` table.
+#[derive(Clone, Debug)]
+pub struct MatchRule {
+    /// The line its table starts on.
+    pub line: usize,
+    server: Glob,
+    method: Glob,
+    /// The tool or prompt name, or the resource URI; `None`: any.
+    name: Option<Glob>,
+    ignore: Vec<Pointer>,
+    normalize: Vec<(Pointer, Vec<Fold>)>,
+    pub by: By,
+}
+
+/// A `[[match]]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    server: Option<Spanned<String>>,
+    method: Option<Spanned<String>>,
+    tool: Option<Spanned<String>>,
+    prompt: Option<Spanned<String>>,
+    uri: Option<Spanned<String>>,
+    #[serde(default)]
+    ignore: Vec<Spanned<String>>,
+    normalize: Option<Spanned<std::collections::BTreeMap<String, Vec<Fold>>>>,
+    #[serde(default)]
+    by: By,
+}
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(rename = "match", default)]
+    rules: Vec<Spanned<RawRule>>,
+}
+
+impl MatchRules {
+    /// The rules `path` names; with `None`, those of [`DEFAULT_FILE`] in the
+    /// working directory if there is one, else none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Read`] for a named file that cannot be read, [`Error::Rules`]
+    /// (file, line, reason) for one that is not a rules file.
+    pub fn load(path: Option<&Path>) -> Result<MatchRules, Error> {
+        let path = match path {
+            Some(path) => path.to_owned(),
+            None if Path::new(DEFAULT_FILE).is_file() => PathBuf::from(DEFAULT_FILE),
+            None => return Ok(MatchRules::default()),
+        };
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
+        MatchRules::parse(&path, &text)
+    }
+
+    /// The rules `text` (the contents of `file`) holds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rules`] naming the line and what is wrong there.
+    pub fn parse(file: &Path, text: &str) -> Result<MatchRules, Error> {
+        let refuse = |span: Option<Range<usize>>, reason: String| Error::Rules {
+            file: file.to_owned(),
+            line: span.map_or(1, |span| line_of(text, span.start)),
+            reason,
+        };
+        let raw: RawFile =
+            toml::from_str(text).map_err(|e| refuse(e.span(), e.message().trim().to_owned()))?;
+        let mut rules = Vec::with_capacity(raw.rules.len());
+        for table in raw.rules {
+            let line = line_of(text, table.span().start);
+            let rule =
+                MatchRule::from_raw(table.into_inner()).map_err(|(span, reason)| refuse(span, reason))?;
+            rules.push(MatchRule { line, ..rule });
+        }
+        Ok(MatchRules { file: file.to_owned(), rules })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    pub fn rules(&self) -> &[MatchRule] {
+        &self.rules
+    }
+
+    /// The index of the first rule that decides a request of `method` to
+    /// `server` naming `name` (tool, prompt or URI; `""` for none).
+    pub fn find(&self, server: &str, method: &str, name: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.decides(server, method, name))
+    }
+
+    /// Where rule `index` stands, for reports: `FILE:LINE`.
+    pub fn place(&self, index: usize) -> String {
+        let line = self.rules.get(index).map_or(0, |rule| rule.line);
+        format!("{}:{line}", self.file.display())
+    }
+
+    /// How rule `index` is told in reports: `FILE:LINE (by)`.
+    pub fn label(&self, index: usize) -> String {
+        let by = self.rules.get(index).map_or(By::Exact, |rule| rule.by);
+        format!("{} ({})", self.place(index), by.as_str())
+    }
+}
+
+impl MatchRule {
+    fn from_raw(raw: RawRule) -> Result<MatchRule, (Option<Range<usize>>, String)> {
+        let glob = |field: &Option<Spanned<String>>, what: &str| -> Result<Option<Glob>, _> {
+            field
+                .as_ref()
+                .map(|text| {
+                    Glob::new(text.get_ref())
+                        .map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
+                })
+                .transpose()
+        };
+        let named: Vec<(&str, &Spanned<String>)> =
+            [("tool", &raw.tool), ("prompt", &raw.prompt), ("uri", &raw.uri)]
+                .into_iter()
+                .filter_map(|(key, value)| Some((key, value.as_ref()?)))
+                .collect();
+        let (name, implied) = match named.as_slice() {
+            [] => (None, None),
+            [(key, value)] => {
+                let method = match *key {
+                    "tool" => "tools/call",
+                    "prompt" => "prompts/get",
+                    _ => "resources/read",
+                };
+                (glob(&Some((*value).clone()), key)?, Some((*key, method)))
+            }
+            [_, (key, value), ..] => {
+                let keys: Vec<&str> = named.iter().map(|(k, _)| *k).collect();
+                return Err((
+                    Some(value.span()),
+                    format!("{key}: a rule names one of tool, prompt and uri, not {}", keys.join(" and ")),
+                ));
+            }
+        };
+        let method = match (&raw.method, implied) {
+            (Some(method), Some((key, implied))) if method.get_ref() != implied => {
+                return Err((
+                    Some(method.span()),
+                    format!("method {:?}: a rule with {key} decides {implied} only", method.get_ref()),
+                ));
+            }
+            (Some(method), _) => glob(&Some(method.clone()), "method")?.unwrap_or_default(),
+            (None, Some((_, implied))) => Glob::literal(implied),
+            (None, None) => Glob::any(),
+        };
+        let pointer = |text: &Spanned<String>, what: &str| {
+            Pointer::new(text.get_ref()).map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
+        };
+        let ignore = raw.ignore.iter().map(|p| pointer(p, "ignore")).collect::<Result<Vec<_>, _>>()?;
+        let mut normalize = Vec::new();
+        let (span, table) = raw.normalize.map_or((0..0, Default::default()), |n| (n.span(), n.into_inner()));
+        for (text, folds) in table {
+            let at = Pointer::new(&text)
+                .map_err(|why| (Some(span.clone()), format!("normalize {text:?}: {why}")))?;
+            if folds.is_empty() {
+                return Err((
+                    Some(span.clone()),
+                    format!("normalize {text:?}: name at least one of case, space, number"),
+                ));
+            }
+            normalize.push((at, folds));
+        }
+        Ok(MatchRule {
+            line: 0,
+            server: glob(&raw.server, "server")?.unwrap_or_default(),
+            method,
+            name,
+            ignore,
+            normalize,
+            by: raw.by,
+        })
+    }
+
+    /// Whether this rule decides a request of `method` to `server` naming `name`.
+    pub fn decides(&self, server: &str, method: &str, name: &str) -> bool {
+        self.method.matches(method)
+            && self.server.matches(server)
+            && self.name.as_ref().is_none_or(|glob| glob.matches(name))
+    }
+
+    /// `params` (canonical: redacted, `_meta` and `--ignore-param`s left
+    /// out) as this rule compares them: ignored pointers out, folds applied.
+    pub fn prepare(&self, params: &Value) -> Value {
+        let mut prepared = params.clone();
+        for pointer in &self.ignore {
+            pointer.visit(&mut prepared, &mut |parent, key| match parent {
+                Value::Object(map) => {
+                    map.remove(key);
+                }
+                // Positions stay where they are, so later elements still line up.
+                Value::Array(items) => {
+                    if let Some(item) = key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                        *item = Value::Null;
+                    }
+                }
+                _ => {}
+            });
+        }
+        for (pointer, folds) in &self.normalize {
+            pointer.visit(&mut prepared, &mut |parent, key| {
+                let child = match parent {
+                    Value::Object(map) => map.get_mut(key),
+                    Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+                    _ => None,
+                };
+                if let Some(child) = child {
+                    fold(child, folds);
+                }
+            });
+        }
+        prepared
+    }
+}
+
+/// Applies `folds` to every string and number at or below `value`.
+fn fold(value: &mut Value, folds: &[Fold]) {
+    match value {
+        Value::Object(map) => map.values_mut().for_each(|v| fold(v, folds)),
+        Value::Array(items) => items.iter_mut().for_each(|v| fold(v, folds)),
+        Value::String(text) => {
+            for how in folds {
+                match how {
+                    Fold::Case => *text = text.to_lowercase(),
+                    Fold::Space => *text = text.split_whitespace().collect::<Vec<_>>().join(" "),
+                    Fold::Number => {}
+                }
+            }
+            if folds.contains(&Fold::Number)
+                && let Some(number) = text.trim().parse::<f64>().ok().and_then(as_number)
+            {
+                *value = Value::Number(number);
+            }
+        }
+        Value::Number(number) if folds.contains(&Fold::Number) => {
+            if let Some(same) = number.as_f64().and_then(as_number) {
+                *number = same;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One spelling per number: a whole number as an integer, else the float.
+fn as_number(value: f64) -> Option<Number> {
+    if !value.is_finite() {
+        return None;
+    }
+    if value.fract() == 0.0 && value.abs() < 9.0e15 {
+        return Some(Number::from(value as i64));
+    }
+    Number::from_f64(value)
+}
+
+/// The 1-based line of byte `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+}
+
+/// A name pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Glob {
+    text: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Part {
+    Char(char),
+    AnyOne,
+    AnyRun,
+    /// A set of ranges (a single character is a range of one); `bool`: negated.
+    Set(Vec<(char, char)>, bool),
+}
+
+impl Default for Glob {
+    fn default() -> Glob {
+        Glob::any()
+    }
+}
+
+impl Glob {
+    /// `text` read as a glob.
+    ///
+    /// # Errors
+    ///
+    /// Why it is not one (an unclosed or empty set, a `\` at the end).
+    pub fn new(text: &str) -> Result<Glob, String> {
+        let mut parts = Vec::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '*' => {
+                    while chars.peek() == Some(&'*') {
+                        chars.next();
+                    }
+                    parts.push(Part::AnyRun);
+                }
+                '?' => parts.push(Part::AnyOne),
+                '\\' => parts.push(Part::Char(chars.next().ok_or("a `\\` must be followed by a character")?)),
+                '[' => {
+                    let negated = chars.next_if(|c| *c == '!' || *c == '^').is_some();
+                    let mut ranges = Vec::new();
+                    loop {
+                        let start = match chars.next() {
+                            None => return Err("a `[` set is not closed with `]`".into()),
+                            Some(']') if !ranges.is_empty() => break,
+                            Some(']') => return Err("a `[]` set names no character".into()),
+                            Some('\\') => chars.next().ok_or("a `\\` must be followed by a character")?,
+                            Some(c) => c,
+                        };
+                        // `a-z` is a range; a `-` first or last in the set is itself.
+                        let mut ahead = chars.clone();
+                        let is_range = ahead.next() == Some('-') && ahead.next().is_some_and(|c| c != ']');
+                        if !is_range {
+                            ranges.push((start, start));
+                            continue;
+                        }
+                        chars.next();
+                        let end = match chars.next() {
+                            Some('\\') => chars.next().ok_or("a `\\` must be followed by a character")?,
+                            Some(c) => c,
+                            None => return Err("a `[` set is not closed with `]`".into()),
+                        };
+                        if end < start {
+                            return Err(format!("the range `{start}-{end}` runs backwards"));
+                        }
+                        ranges.push((start, end));
+                    }
+                    parts.push(Part::Set(ranges, negated));
+                }
+                c => parts.push(Part::Char(c)),
+            }
+        }
+        Ok(Glob { text: text.to_owned(), parts })
+    }
+
+    /// Matches anything.
+    pub fn any() -> Glob {
+        Glob { text: "*".into(), parts: vec![Part::AnyRun] }
+    }
+
+    /// Matches `text` only.
+    pub fn literal(text: &str) -> Glob {
+        Glob { text: text.to_owned(), parts: text.chars().map(Part::Char).collect() }
+    }
+
+    pub fn matches(&self, text: &str) -> bool {
+        let text: Vec<char> = text.chars().collect();
+        // The classic two-pointer match with one backtrack point: linear
+        // for patterns with one `*`, never exponential.
+        let (mut p, mut t) = (0, 0);
+        let mut retry: Option<(usize, usize)> = None;
+        while t < text.len() {
+            match self.parts.get(p) {
+                Some(Part::AnyRun) => {
+                    retry = Some((p, t));
+                    p += 1;
+                    continue;
+                }
+                Some(part) if part.takes(text[t]) => {
+                    p += 1;
+                    t += 1;
+                    continue;
+                }
+                _ => {}
+            }
+            match retry {
+                Some((star, from)) => {
+                    p = star + 1;
+                    t = from + 1;
+                    retry = Some((star, from + 1));
+                }
+                None => return false,
+            }
+        }
+        self.parts[p..].iter().all(|part| *part == Part::AnyRun)
+    }
+}
+
+impl Part {
+    fn takes(&self, c: char) -> bool {
+        match self {
+            Part::Char(expected) => *expected == c,
+            Part::AnyOne => true,
+            Part::AnyRun => false,
+            Part::Set(ranges, negated) => ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&c)) != *negated,
+        }
+    }
+}
+
+impl fmt::Display for Glob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A JSON pointer whose segments may be `*` (any one) or `**` (any number).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pointer(Vec<Segment>);
+
+#[derive(Clone, Debug, PartialEq)]
+enum Segment {
+    Key(String),
+    AnyOne,
+    AnyDepth,
+}
+
+impl Pointer {
+    /// `text` read as a pointer pattern.
+    ///
+    /// # Errors
+    ///
+    /// Why it is not one: it does not start with `/`, names nothing (`""`,
+    /// `/**`), or has a `~` not followed by `0` or `1`.
+    pub fn new(text: &str) -> Result<Pointer, String> {
+        let Some(rest) = text.strip_prefix('/') else {
+            return Err("a JSON pointer starts with `/`, e.g. /arguments/requestId".into());
+        };
+        let mut segments = Vec::new();
+        for raw in rest.split('/') {
+            segments.push(match raw {
+                "*" => Segment::AnyOne,
+                "**" => Segment::AnyDepth,
+                raw => Segment::Key(unescape(raw)?),
+            });
+        }
+        if segments.last() == Some(&Segment::AnyDepth) {
+            return Err(
+                "a pointer cannot end in `**`: name what to find at any depth, e.g. /arguments/**/timestamp"
+                    .into(),
+            );
+        }
+        Ok(Pointer(segments))
+    }
+
+    /// Calls `at(parent, key)` for every place this pattern names in
+    /// `value`: the parent object or array, and the key (or index, as text)
+    /// in it. Places are visited deepest first within each parent, so that
+    /// what `at` removes does not hide a place still to be visited.
+    fn visit(&self, value: &mut Value, at: &mut dyn FnMut(&mut Value, &str)) {
+        visit(&self.0, value, at);
+    }
+}
+
+fn visit(segments: &[Segment], value: &mut Value, at: &mut dyn FnMut(&mut Value, &str)) {
+    let Some((first, rest)) = segments.split_first() else { return };
+    match first {
+        Segment::AnyDepth => {
+            for key in child_keys(value) {
+                if let Some(child) = child_mut(value, &key) {
+                    visit(segments, child, at);
+                }
+            }
+            visit(rest, value, at);
+        }
+        Segment::AnyOne => {
+            for key in child_keys(value) {
+                step(rest, value, &key, at);
+            }
+        }
+        Segment::Key(key) => step(rest, value, key, at),
+    }
+}
+
+/// Continues `rest` below `value`'s child `key`; at the end, the child itself.
+fn step(rest: &[Segment], value: &mut Value, key: &str, at: &mut dyn FnMut(&mut Value, &str)) {
+    if rest.is_empty() {
+        if child_mut(value, key).is_some() {
+            at(value, key);
+        }
+    } else if let Some(child) = child_mut(value, key) {
+        visit(rest, child, at);
+    }
+}
+
+fn child_keys(value: &Value) -> Vec<String> {
+    match value {
+        Value::Object(map) => map.keys().cloned().collect(),
+        Value::Array(items) => (0..items.len()).map(|i| i.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn child_mut<'a>(value: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    match value {
+        Value::Object(map) => map.get_mut(key),
+        Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+        _ => None,
+    }
+}
+
+/// A pointer segment with `~1` and `~0` read back.
+fn unescape(raw: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c != '~' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('0') => out.push('~'),
+            Some('1') => out.push('/'),
+            _ => return Err("`~` in a pointer must be `~0` (for ~) or `~1` (for /)".into()),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rules(text: &str) -> Result<MatchRules, String> {
+        MatchRules::parse(Path::new("mcp-tape.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn globs_match_as_documented() {
+        let cases = [
+            ("*", "anything/at all", true),
+            ("Get*", "GetMyDetails", true),
+            ("Get*", "ListGet", false),
+            ("*Details", "GetMyDetails", true),
+            ("G?t", "Get", true),
+            ("G?t", "Gt", false),
+            ("mcp_[MC]*", "mcp_MailTools", true),
+            ("mcp_[!MC]*", "mcp_MailTools", false),
+            ("mcp_[a-z]*", "mcp_MailTools", false),
+            ("file:///**", "file:///a/b/c.txt", true),
+            ("a*b*c", "aXbYbZc", true),
+            ("a*b*c", "aXbYbZ", false),
+            ("\\*", "*", true),
+            ("\\*", "x", false),
+            ("[-a]", "-", true),
+            ("", "", true),
+        ];
+        for (glob, text, expected) in cases {
+            assert_eq!(Glob::new(glob).unwrap().matches(text), expected, "{glob} against {text}");
+        }
+        for bad in ["[abc", "[]", "a\\", "[z-a]"] {
+            assert!(Glob::new(bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn ignore_and_normalize_prepare_params() {
+        let rules = rules(
+            r#"
+[[match]]
+tool = "Send"
+ignore = ["/arguments/requestId", "/arguments/**/timestamp", "/arguments/items/*/id"]
+normalize = { "/arguments/subject" = ["case", "space"], "/arguments/top" = ["number"] }
+"#,
+        )
+        .unwrap();
+        let rule = &rules.rules()[0];
+        let params = json!({"name": "Send", "arguments": {
+            "requestId": "r-1", "subject": "  Team   SYNC ", "top": "5",
+            "meta": {"deep": {"timestamp": 1, "keep": 2}, "timestamp": 3},
+            "items": [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}],
+        }});
+        assert_eq!(
+            rule.prepare(&params),
+            json!({"name": "Send", "arguments": {
+                "subject": "team sync", "top": 5, "meta": {"deep": {"keep": 2}},
+                "items": [{"v": "a"}, {"v": "b"}],
+            }})
+        );
+        assert_eq!(
+            rule.prepare(&json!({"name": "Send", "arguments": {"top": 5.0}}))["arguments"]["top"],
+            json!(5)
+        );
+    }
+
+    #[test]
+    fn the_first_rule_that_matches_decides() {
+        let rules = rules(
+            r#"
+[[match]]
+server = "mcp_Me*"
+tool = "GetMyDetails"
+by = "nearest"
+
+[[match]]
+method = "prompts/*"
+by = "sequence"
+
+[[match]]
+uri = "file:///docs/**"
+"#,
+        )
+        .unwrap();
+        assert_eq!(rules.find("mcp_MeServer", "tools/call", "GetMyDetails"), Some(0));
+        assert_eq!(rules.find("mcp_MeServer", "tools/call", "Other"), None);
+        assert_eq!(rules.find("mcp_MailTools", "tools/call", "GetMyDetails"), None);
+        assert_eq!(rules.find("x", "prompts/get", "p"), Some(1));
+        assert_eq!(rules.find("x", "resources/read", "file:///docs/a/b"), Some(2));
+        assert_eq!(rules.find("x", "resources/read", "file:///etc/passwd"), None);
+        assert_eq!(rules.label(0), "mcp-tape.toml:2 (nearest)");
+        assert_eq!(rules.label(2), "mcp-tape.toml:11 (exact)");
+    }
+
+    #[test]
+    fn a_bad_file_is_refused_with_its_line_and_reason() {
+        let cases = [
+            ("[[match]]\ntool = \"a\"\nbogus = 1\n", 3, "unknown field `bogus`"),
+            ("[[match]]\ntool = \"a\"\n\n[[match]]\nignore = [\"arguments/x\"]\n", 5, "starts with `/`"),
+            ("[[match]]\nserver = \"mcp_[\"\n", 2, "not closed"),
+            ("[[match]]\nby = \"closest\"\n", 2, "unknown variant `closest`"),
+            ("[[match]]\nnormalize = { \"/a\" = [\"upper\"] }\n", 2, "unknown variant `upper`"),
+            ("[[match]]\ntool = \"a\"\nuri = \"b\"\n", 3, "one of tool, prompt and uri"),
+            ("[[match]]\ntool = \"a\"\nmethod = \"prompts/get\"\n", 3, "decides tools/call only"),
+            ("[[fault]]\nnth = 1\n", 1, "unknown field `fault`"),
+            ("[[match]\n", 1, ""),
+            ("[[match]]\nignore = [\"/a/~2\"]\n", 2, "`~0`"),
+            ("[[match]]\nignore = [\"/**\"]\n", 2, "cannot end in `**`"),
+        ];
+        for (text, line, reason) in cases {
+            let error = rules(text).expect_err(text);
+            assert!(error.starts_with(&format!("mcp-tape.toml:{line}: ")), "{text:?} gave {error}");
+            assert!(error.contains(reason), "{text:?} gave {error}");
+        }
+        assert!(rules("").unwrap().is_empty());
+    }
+}
