@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
     FrontDoor, HttpUpstream, ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
-    RecordConfig, RecordMode, ReplayConfig, Reports, TestConfig, TestMode, Timeouts, Upstream, VerifyConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, SuggestConfig, TestConfig, TestMode, Timeouts, Upstream,
+    VerifyConfig,
 };
 use crate::error::Error;
 
@@ -101,6 +102,9 @@ enum CliCommand {
     Test(TestArgs),
     /// Remove the recordings a passing run never used, as its --report says.
     Prune(PruneArgs),
+    /// Match rules (mcp-tape.toml): suggest them from a run's misses.
+    #[command(subcommand)]
+    Rules(RulesCommand),
     /// Re-send recorded requests to the live server and report drift.
     ///
     /// One fresh session per recorded server and era; only list, read and
@@ -380,6 +384,31 @@ fn verify_config(args: VerifyArgs) -> Result<VerifyConfig, Error> {
     })
 }
 
+#[derive(Debug, Subcommand)]
+enum RulesCommand {
+    /// Print the [[match]] tables that would have answered a run's misses.
+    ///
+    /// Reads the misses from REPORT (the run's --report): for each missed
+    /// server and tool (prompt, resource or method), a table whose
+    /// normalize folds (case, space, number) or ignore pointers cover where
+    /// the nearest recording differed, checked against CASSETTE (it says
+    /// which recording the rule would answer with, or why it would still
+    /// miss). Review before pasting into mcp-tape.toml.
+    Suggest(SuggestArgs),
+}
+
+#[derive(Debug, Args)]
+struct SuggestArgs {
+    /// The cassettes the run replayed: files, or directories of *.sqlite.
+    #[arg(value_name = "CASSETTE", required = true)]
+    cassettes: Vec<PathBuf>,
+    /// The usage report (--report) of the run that missed.
+    #[arg(long = "from", value_name = "REPORT")]
+    report: PathBuf,
+    #[command(flatten)]
+    normalization: NormalizationArgs,
+}
+
 #[derive(Debug, Args)]
 struct PruneArgs {
     /// The cassette to remove recordings from.
@@ -607,6 +636,11 @@ impl Cli {
                 let (ignore_paths, fail_on, format) = args.compare.validate()?;
                 Command::Diff(DiffConfig { old: args.old, new: args.new, ignore_paths, fail_on, format })
             }
+            CliCommand::Rules(RulesCommand::Suggest(args)) => Command::SuggestRules(SuggestConfig {
+                cassettes: args.cassettes,
+                report: args.report,
+                normalization: args.normalization.validate()?,
+            }),
             CliCommand::Prune(args) => {
                 Command::Prune(PruneConfig { cassette: args.cassette, report: args.unused_from })
             }

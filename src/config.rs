@@ -244,6 +244,16 @@ pub struct PruneConfig {
     pub report: PathBuf,
 }
 
+/// `mcp-tape rules suggest`: match rules for the misses of a run.
+#[derive(Clone, Debug)]
+pub struct SuggestConfig {
+    /// The cassettes the run replayed (files or directories).
+    pub cassettes: Vec<PathBuf>,
+    /// The usage report (`--report`) of that run.
+    pub report: PathBuf,
+    pub normalization: Normalization,
+}
+
 /// What `import` reads.
 #[derive(Clone, Debug)]
 pub enum ImportSource {
@@ -273,6 +283,7 @@ pub enum Command {
     Record(RecordConfig),
     Test(TestConfig),
     Prune(PruneConfig),
+    SuggestRules(SuggestConfig),
     Verify(VerifyConfig),
     Diff(DiffConfig),
     Import(ImportConfig),
@@ -287,6 +298,7 @@ impl Command {
             Command::Record(config) => matches!(config.upstream, Upstream::Stdio { .. }),
             Command::Test(_)
             | Command::Prune(_)
+            | Command::SuggestRules(_)
             | Command::Verify(_)
             | Command::Diff(_)
             | Command::Import(_)

@@ -87,6 +87,7 @@ pub mod redact;
 pub mod report;
 pub mod sse;
 pub mod store;
+pub mod suggest;
 pub mod tape;
 pub mod template;
 pub mod transport;
@@ -143,6 +144,14 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         },
         Command::Test(config) => test(config).await,
         Command::Prune(config) => prune(&config).map(|()| 0),
+        Command::SuggestRules(config) => {
+            let report = read_report(&config.report)?;
+            let misses = suggest::misses(&report)
+                .map_err(|e| Error::Config(format!("{}: {e}", config.report.display())))?;
+            let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+            print!("{}", suggest::suggest(&misses, &config.cassettes, &rules)?);
+            Ok(0)
+        }
         Command::Verify(config) => {
             let verified = verify::verify(&config).await?;
             print_findings(&verified.findings, config.format);
@@ -216,7 +225,7 @@ fn load_rules(path: Option<&Path>) -> Result<MatchRules, Error> {
     let rules = MatchRules::load(path)?;
     if !rules.is_empty() {
         tracing::info!(
-            "{} match rules from {}",
+            "match rules: {} from {}",
             rules.rules().len(),
             util::printable(&rules.file().display().to_string())
         );
@@ -650,6 +659,13 @@ fn discard(file: &Path) {
     }
 }
 
+/// The usage report (`--report`) at `path`, as JSON.
+fn read_report(path: &Path) -> Result<serde_json::Value, Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    serde_json::from_str(&text).map_err(|e| Error::Config(format!("{}: not JSON: {e}", path.display())))
+}
+
 /// `mcp-tape prune`: removes from a cassette the recordings a passing
 /// run's usage report lists as never used, printing each.
 ///
@@ -658,10 +674,7 @@ fn discard(file: &Path) {
 /// A report that cannot be read or is not of a passing run; a cassette
 /// that cannot be changed.
 pub fn prune(config: &PruneConfig) -> Result<(), Error> {
-    let text = std::fs::read_to_string(&config.report)
-        .map_err(|source| Error::Read { path: config.report.clone(), source })?;
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::Config(format!("{}: not JSON: {e}", config.report.display())))?;
+    let report = read_report(&config.report)?;
     let rows = report::unused_rows(&report, &config.cassette)?;
     let mut cassette = Cassette::open(&config.cassette)?;
     let removed = cassette.remove(&rows)?;

@@ -48,6 +48,16 @@ pub enum By {
     Nearest,
 }
 
+impl Fold {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fold::Case => "case",
+            Fold::Space => "space",
+            Fold::Number => "number",
+        }
+    }
+}
+
 impl By {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -331,6 +341,24 @@ fn fold(value: &mut Value, folds: &[Fold]) {
     }
 }
 
+/// The fewest folds that make `recorded` and `requested` the same, if
+/// some do: what `normalize` at their pointer would need.
+pub fn folds_that_join(recorded: &Value, requested: &Value) -> Option<Vec<Fold>> {
+    let tries: [&[Fold]; 5] = [
+        &[Fold::Number],
+        &[Fold::Case],
+        &[Fold::Space],
+        &[Fold::Case, Fold::Space],
+        &[Fold::Case, Fold::Space, Fold::Number],
+    ];
+    tries.into_iter().find_map(|folds| {
+        let (mut a, mut b) = (recorded.clone(), requested.clone());
+        fold(&mut a, folds);
+        fold(&mut b, folds);
+        (a == b).then(|| folds.to_vec())
+    })
+}
+
 /// One spelling per number: a whole number as an integer, else the float.
 fn as_number(value: f64) -> Option<Number> {
     if !value.is_finite() {
@@ -423,6 +451,18 @@ impl Glob {
             }
         }
         Ok(Glob { text: text.to_owned(), parts })
+    }
+
+    /// A glob that matches `text` only: its special characters escaped.
+    pub fn escape(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
     }
 
     /// Matches anything.
@@ -633,6 +673,10 @@ mod tests {
         for bad in ["[abc", "[]", "a\\", "[z-a]"] {
             assert!(Glob::new(bad).is_err(), "{bad} should be refused");
         }
+        for name in ["Get*Details?", "a[b]c\\d", "plain"] {
+            let glob = Glob::new(&Glob::escape(name)).unwrap();
+            assert!(glob.matches(name) && !glob.matches(&format!("{name}x")), "{name}");
+        }
     }
 
     #[test]
@@ -663,6 +707,18 @@ normalize = { "/arguments/subject" = ["case", "space"], "/arguments/top" = ["num
             rule.prepare(&json!({"name": "Send", "arguments": {"top": 5.0}}))["arguments"]["top"],
             json!(5)
         );
+    }
+
+    #[test]
+    fn the_fewest_folds_that_join_two_values_are_found() {
+        let join = |a: Value, b: Value| folds_that_join(&a, &b);
+        assert_eq!(join(json!("5"), json!(5)), Some(vec![Fold::Number]));
+        assert_eq!(join(json!(5.0), json!(5)), Some(vec![Fold::Number]));
+        assert_eq!(join(json!("Team Sync"), json!("team sync")), Some(vec![Fold::Case]));
+        assert_eq!(join(json!("team  sync "), json!("team sync")), Some(vec![Fold::Space]));
+        assert_eq!(join(json!(" Team  Sync"), json!("team sync")), Some(vec![Fold::Case, Fold::Space]));
+        assert_eq!(join(json!("team sync"), json!("team sync tomorrow")), None);
+        assert_eq!(join(json!(5), json!(6)), None);
     }
 
     #[test]

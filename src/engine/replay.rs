@@ -662,6 +662,7 @@ impl Replay {
                 distinct.push(recorded);
             }
         }
+        let kinds = distinct.len();
         let mut nearest: Vec<(usize, Value)> = distinct
             .into_iter()
             .map(|recorded| {
@@ -675,8 +676,7 @@ impl Replay {
         ErrorObject::new(
             mcp::REPLAY_MISS,
             format!(
-                "mcp-tape: no recorded answer for {what}: {} recorded request(s) of this kind differ",
-                candidates.len()
+                "mcp-tape: no recorded answer for {what}: {kinds} recorded request(s) of this kind differ"
             ),
         )
         .with_data(json!({

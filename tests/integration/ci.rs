@@ -22,20 +22,26 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// A loopback port nothing listens on: an upstream that must never be asked.
 const NOWHERE: &str = "http://127.0.0.1:9";
 
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Run {
     /// The answers the agent printed (its first stdout line).
-    fn answers(&self) -> Value {
+    pub fn answers(&self) -> Value {
         serde_json::from_str(self.stdout.lines().next().unwrap_or("null")).unwrap_or(Value::Null)
     }
 }
 
-fn command(args: &[&str], env: &[(&str, &str)], calls: &Value, end: &str, env_file: &str) -> Command {
+pub(crate) fn command(
+    args: &[&str],
+    env: &[(&str, &str)],
+    calls: &Value,
+    end: &str,
+    env_file: &str,
+) -> Command {
     let mut command = Command::new(BIN);
     command
         .arg("test")
@@ -50,7 +56,7 @@ fn command(args: &[&str], env: &[(&str, &str)], calls: &Value, end: &str, env_fi
     command
 }
 
-async fn tape_test(args: &[&str], env: &[(&str, &str)], calls: Value, end: &str) -> Run {
+pub(crate) async fn tape_test(args: &[&str], env: &[(&str, &str)], calls: Value, end: &str) -> Run {
     tape_test_noting_env(args, env, calls, end, "-").await
 }
 
@@ -82,7 +88,7 @@ fn mail_cassette() -> (Cassettes, PathBuf) {
 
 const MAIL: &str = "/agents/servers/mcp_MailTools";
 
-fn text_of(answer: &Value) -> &str {
+pub(crate) fn text_of(answer: &Value) -> &str {
     answer["result"]["content"][0]["text"].as_str().unwrap_or_default()
 }
 

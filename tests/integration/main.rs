@@ -13,6 +13,7 @@ mod http_rules;
 mod record;
 mod recorded;
 mod rmcp_clients;
+mod rules;
 mod stdio;
 mod support;
 mod templates;

@@ -1,0 +1,205 @@
+//! `mcp-tape rules suggest`: from the misses a run's usage report
+//! (`--report`) lists, the `[[match]]` tables that would have answered
+//! them, for the user to review and paste into `mcp-tape.toml`. Each
+//! table names the missed server and tool (prompt, URI or method) and
+//! turns the pointers where the nearest recording differed into
+//! `normalize` folds (when case, white space or number spelling is all
+//! that differs) or `ignore` pointers (anything else). Every table is
+//! checked against the cassette: it says which recording it would answer
+//! the miss with, or why it still would not.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::engine::by_rule::RuleIndex;
+use crate::error::Error;
+use crate::matching::{self, Fold, Glob, MatchRules};
+use crate::model::Era;
+use crate::normalize::{self, Difference, Rules};
+use crate::store;
+use crate::tape::{Cursors, Tape};
+
+/// One miss the report lists: what was asked, and where the nearest
+/// recording differed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Miss {
+    pub server: String,
+    pub method: String,
+    /// The requested params as compared (redacted, `_meta` out).
+    pub params: Value,
+    pub misses: u64,
+    pub differences: Vec<Difference>,
+}
+
+/// The misses of a usage report.
+///
+/// # Errors
+///
+/// [`Error::Config`] for a report that is not an mcp-tape usage report.
+pub fn misses(report: &Value) -> Result<Vec<Miss>, Error> {
+    if report.get("mcpTape").is_none() {
+        return Err(Error::Config("not an mcp-tape usage report (written by --report)".into()));
+    }
+    let cases = report.get("cases").and_then(Value::as_array).into_iter().flatten();
+    let found = cases.filter_map(|case| {
+        let data = case.pointer("/firstMiss/data")?;
+        let differences = data.pointer("/nearest/0/differences").and_then(Value::as_array);
+        Some(Miss {
+            server: data.get("server")?.as_str()?.to_owned(),
+            method: data.get("method")?.as_str()?.to_owned(),
+            params: data.get("params").cloned().unwrap_or(Value::Null),
+            misses: case.get("misses").and_then(Value::as_u64).unwrap_or(1),
+            differences: differences.into_iter().flatten().filter_map(Difference::from_json).collect(),
+        })
+    });
+    Ok(found.collect())
+}
+
+/// The rules file text that would answer `misses` from the cassettes at
+/// `cassettes`, each table with a comment saying what it was checked to do.
+///
+/// # Errors
+///
+/// Cassettes that cannot be read.
+pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) -> Result<String, Error> {
+    let loaded = store::load_as_text(&store::cassette_files(cassettes)?)?;
+    let tape = Tape::new(loaded.exchanges, normalization);
+    let shown: Vec<String> = cassettes.iter().map(|p| p.display().to_string()).collect();
+    let mut out = String::new();
+    if misses.is_empty() {
+        out.push_str("# The report lists no misses: nothing to suggest.\n");
+        return Ok(out);
+    }
+    let _ = writeln!(
+        out,
+        "# {} match rules suggested for the misses of a run, each checked against {}.\n\
+         # Review them before pasting into mcp-tape.toml: an ignored pointer no longer tells recordings apart.",
+        misses.len(),
+        shown.join(", ")
+    );
+    for miss in misses {
+        let table = table(miss);
+        let _ = write!(out, "\n# {}: missed {} times", what(miss), miss.misses);
+        if !miss.differences.is_empty() {
+            let _ =
+                write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));
+        }
+        let _ = writeln!(out, "\n# {}\n{table}", check(&table, miss, &tape, normalization));
+    }
+    Ok(out)
+}
+
+/// `server method [name]` of a miss.
+fn what(miss: &Miss) -> String {
+    match normalize_subject(miss) {
+        Some(name) => format!("{} {} {name}", miss.server, miss.method),
+        None => format!("{} {}", miss.server, miss.method),
+    }
+}
+
+fn normalize_subject(miss: &Miss) -> Option<&str> {
+    crate::mcp::subject_of(&miss.method, Some(&miss.params))
+}
+
+/// The `[[match]]` table for one miss.
+fn table(miss: &Miss) -> String {
+    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let mut lines = vec!["[[match]]".to_owned(), format!("server = {}", quote(&Glob::escape(&miss.server)))];
+    let key = match miss.method.as_str() {
+        "tools/call" => "tool",
+        "prompts/get" => "prompt",
+        "resources/read" => "uri",
+        _ => "method",
+    };
+    let subject = normalize_subject(miss).filter(|_| key != "method").unwrap_or(&miss.method);
+    lines.push(format!("{key} = {}", quote(&Glob::escape(subject))));
+    let (mut ignore, mut normalize) = (Vec::new(), Vec::new());
+    for difference in &miss.differences {
+        let folds = match (&difference.recorded, &difference.requested) {
+            (Some(recorded), Some(requested)) => matching::folds_that_join(recorded, requested),
+            _ => None,
+        };
+        match folds {
+            Some(folds) => {
+                let names: Vec<String> = folds.iter().map(|f| quote(Fold::as_str(*f))).collect();
+                normalize.push(format!("{} = [{}]", quote(&difference.pointer), names.join(", ")));
+            }
+            None if difference.pointer.is_empty() => {}
+            None => ignore.push(quote(&difference.pointer)),
+        }
+    }
+    if !ignore.is_empty() {
+        lines.push(format!("ignore = [{}]", ignore.join(", ")));
+    }
+    if !normalize.is_empty() {
+        lines.push(format!("normalize = {{ {} }}", normalize.join(", ")));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// What `table` would do with `miss` over `tape`: which recording it
+/// would answer with, or why none.
+fn check(table: &str, miss: &Miss, tape: &Tape, normalization: &Rules) -> String {
+    let rules = match MatchRules::parse(std::path::Path::new("(suggested)"), table) {
+        Ok(rules) => rules,
+        Err(error) => return format!("not checked: {error}"),
+    };
+    let index = RuleIndex::new(rules, tape, normalization);
+    let Some(rule) = index.rule_for(&miss.server, &miss.method, Some(&miss.params)) else {
+        return "checked: this rule does not decide the missed request".into();
+    };
+    let picked =
+        index.pick(rule, Era::Handshake, &miss.server, &miss.method, &miss.params, &mut Cursors::default());
+    match picked {
+        Ok((recorded, _)) => match &recorded.source {
+            Some(source) => format!("checked: answers the miss with the recording at {source}"),
+            None => "checked: answers the miss with a recording".into(),
+        },
+        Err(refusal) => format!("checked: would still miss: {}", refusal.why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn differences_become_folds_where_folds_join_them_else_ignores() {
+        let miss = Miss {
+            server: "mcp_Me*".into(),
+            method: "tools/call".into(),
+            params: json!({"name": "Find", "arguments": {}}),
+            misses: 2,
+            differences: vec![
+                Difference {
+                    pointer: "/arguments/subject".into(),
+                    recorded: Some(json!("Team Sync")),
+                    requested: Some(json!("team sync")),
+                },
+                Difference {
+                    pointer: "/arguments/top".into(),
+                    recorded: Some(json!(5)),
+                    requested: Some(json!("5")),
+                },
+                Difference {
+                    pointer: "/arguments/at".into(),
+                    recorded: Some(json!(1)),
+                    requested: Some(json!(2)),
+                },
+                Difference { pointer: "/arguments/new".into(), recorded: None, requested: Some(json!(true)) },
+            ],
+        };
+        let text = table(&miss);
+        assert_eq!(
+            text,
+            "[[match]]\nserver = \"mcp_Me\\\\*\"\ntool = \"Find\"\nignore = [\"/arguments/at\", \"/arguments/new\"]\n\
+             normalize = { \"/arguments/subject\" = [\"case\"], \"/arguments/top\" = [\"number\"] }\n"
+        );
+        let rules = MatchRules::parse(std::path::Path::new("t.toml"), &text).unwrap();
+        assert_eq!(rules.find("mcp_Me*", "tools/call", "Find"), Some(0));
+        assert_eq!(rules.find("mcp_MeServer", "tools/call", "Find"), None, "the server name is escaped");
+    }
+}
