@@ -147,12 +147,12 @@ impl RuleIndex {
             .get(rule)
             .and_then(|servers| servers.get(server)?.get(method)?.get(name))
             .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
-        let (recorded_in, recordings) = group.for_era(era);
         let definition = &self.rules.rules()[rule];
         let used =
             |recorded: &Arc<Recorded>, differences| (Arc::clone(recorded), RuleUse { rule, differences });
         match definition.by {
             By::Sequence => {
+                let (recorded_in, recordings) = group.for_era(era);
                 let position = cursors.advance(recordings.sequence_key, recorded_in);
                 match recordings.all.get(position) {
                     Some(recorded) => Ok(used(recorded, Vec::new())),
@@ -165,10 +165,12 @@ impl RuleIndex {
             }
             By::Exact => {
                 let prepared = canonical_json(&definition.prepare(params));
-                let variant = recordings
-                    .by_params
-                    .get(&prepared)
-                    .map(|at| &recordings.variants[*at])
+                let (recorded_in, variant) = group
+                    .both_eras(era)
+                    .find_map(|(recorded_in, recordings)| {
+                        let at = recordings.by_params.get(&prepared)?;
+                        Some((recorded_in, &recordings.variants[*at]))
+                    })
                     .ok_or_else(|| {
                         refuse("no recording is the same once the rule's ignore and normalize apply".into())
                     })?;
@@ -176,16 +178,20 @@ impl RuleIndex {
             }
             By::Nearest => {
                 let prepared = definition.prepare(params);
-                let nearest = recordings
-                    .variants
-                    .iter()
-                    .map(|variant| {
+                // Both eras' variants; at equal distance, the request's own era first.
+                let nearest = group
+                    .both_eras(era)
+                    .enumerate()
+                    .flat_map(|(order, (recorded_in, recordings))| {
+                        recordings.variants.iter().map(move |variant| (order, recorded_in, variant))
+                    })
+                    .map(|(order, recorded_in, variant)| {
                         let differences = normalize::differences(&variant.params, &prepared);
                         let distance: usize = differences.iter().map(edit_distance).sum();
-                        ((differences.len(), distance), variant, differences)
+                        ((differences.len(), distance, order), recorded_in, variant, differences)
                     })
-                    .min_by_key(|(rank, _, _)| *rank);
-                let (_, variant, differences) = nearest
+                    .min_by_key(|(rank, _, _, _)| *rank);
+                let (_, recorded_in, variant, differences) = nearest
                     .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
                 Ok(used(variant.next(recorded_in, cursors), differences))
             }
@@ -202,6 +208,15 @@ impl Group {
             Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
         };
         if own.all.is_empty() { (other_era, other) } else { (era, own) }
+    }
+
+    /// `era`'s recordings, then the other era's, each with its era.
+    fn both_eras(&self, era: Era) -> impl Iterator<Item = (Era, &Recordings)> {
+        let (own, other, other_era) = match era {
+            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
+            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
+        };
+        [(era, own), (other_era, other)].into_iter()
     }
 }
 
@@ -373,6 +388,41 @@ mod tests {
             pick(&index, "t", json!({"subject": "Team sync", "top": 10}), &mut cursors),
             Ok("sync".into())
         );
+    }
+
+    #[test]
+    fn nearest_and_exact_look_in_both_eras_the_requests_own_first() {
+        let exchanges = [
+            ("vpn", "How do I use the vpn?", Era::Handshake),
+            ("expenses", "What are the expenses rules?", Era::Handshake),
+            ("vpn, stateless", "How do I use the vpn?", Era::Stateless),
+        ]
+        .into_iter()
+        .map(|(text, query, era)| {
+            let mut sample = crate::normalize::tests::sample("s", "q", text);
+            sample.request["params"]["arguments"] = json!({"query": query});
+            if era == Era::Stateless {
+                sample.era = era;
+                sample.request["params"]["_meta"] = json!({
+                    mcp::META_PROTOCOL_VERSION: "2026-07-28", mcp::META_CLIENT_CAPABILITIES: {},
+                });
+            }
+            sample.to_text()
+        });
+        let normalization = Rules::default();
+        let tape = Tape::new(exchanges.collect(), &normalization);
+        let rules =
+            MatchRules::parse(Path::new("r.toml"), "[[match]]\ntool = \"q\"\nby = \"nearest\"\n").unwrap();
+        let index = RuleIndex::new(rules, &tape, &normalization);
+        let text = |era: Era, query: &str| {
+            let params = json!({"name": "q", "arguments": {"query": query}});
+            let (recorded, _) =
+                index.pick(0, era, "s", "tools/call", &params, &mut Cursors::default()).unwrap();
+            recorded.result().unwrap()["content"][0]["text"].as_str().unwrap().to_owned()
+        };
+        assert_eq!(text(Era::Stateless, "What are the EXPENSES rules?"), "expenses");
+        assert_eq!(text(Era::Stateless, "How do I use the VPN?"), "vpn, stateless");
+        assert_eq!(text(Era::Handshake, "How do I use the VPN?"), "vpn");
     }
 
     #[test]
