@@ -25,6 +25,12 @@ TypeScript SDK and the official conformance suite:
 - Agent 365 mocks imported as answer templates (`import --a365-mocks`),
   served to the Python SDK (auto, legacy) and TypeScript SDK (v1; v2
   legacy, auto);
+- match rules (`--rules`): the Python SDK (auto, legacy) calling the demo
+  cassette's tools with other arguments under each rule kind; a listed tool
+  under `--on-miss mock` answering isError; and a scripted, seeded "model"
+  varying its arguments on every run: 20 runs in a row pass against one
+  recording with a rules file, and the first fails with a clear miss
+  without one;
 - CI: the pytest and vitest examples (examples/) under `mcp-tape test` and
   starting `replay --port 0` on their own, their JUnit files and one with a
   miss read by junitparser.
@@ -50,7 +56,9 @@ import tempfile
 import threading
 import traceback
 
+import agent_loop
 import clients
+from mcp.shared.exceptions import MCPError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -481,6 +489,84 @@ def demo_result(server, tool, arguments):
 REQUEST_LINE = re.compile(r"INFO (GET|POST|DELETE) server=(\S+) method=(\S+) ")
 
 
+def match_rules(args, checks):
+    """The demo cassette replayed with match rules to the Python SDK."""
+    token = "eyJhbGciOiJub25lIn0." + secrets.token_urlsafe(32)
+    with tempfile.TemporaryDirectory() as work:
+        kinds = os.path.join(work, "kinds.toml")
+        with open(kinds, "w") as out:
+            out.write(agent_loop.KIND_RULES)
+        for mode in ["auto", "legacy"]:
+            daemon = Daemon(None, None, [args.binary, "replay", SHIPPED_CASSETTES, "--port", "0", "--rules", kinds])
+            try:
+                checks.run(
+                    f"python-sdk {mode}: each match rule kind answers other arguments with the recording",
+                    lambda: python_flow(agent_loop.rule_kinds(clients.http_connector(daemon.base, mode, token),
+                                                              demo_result)),
+                )
+            finally:
+                daemon.stop(os.path.join(args.logs, f"replay-rule-kinds-{mode}.log"))
+
+        daemon = Daemon(None, None, [args.binary, "replay", SHIPPED_CASSETTES, "--port", "0", "--on-miss", "mock"])
+        try:
+            for mode in ["auto", "legacy"]:
+                checks.run(
+                    f"python-sdk {mode}: --on-miss mock answers a listed tool's unrecorded call with isError",
+                    lambda: python_flow(agent_loop.listed_tool_under_mock(daemon.url("/agents/servers/mcp_MeServer"),
+                                                                          mode)),
+                )
+        finally:
+            daemon.stop(os.path.join(args.logs, "replay-on-miss-mock.log"))
+
+        rules = os.path.join(work, "mcp-tape.toml")
+        with open(rules, "w") as out:
+            out.write(agent_loop.AGENT_RULES)
+        daemon = Daemon(None, None, [args.binary, "replay", SHIPPED_CASSETTES, "--port", "0", "--rules", rules])
+        runs = []
+
+        def twenty_runs():
+            for seed in range(1, 21):
+                mode = "auto" if seed % 2 else "legacy"
+                model = agent_loop.ScriptedModel(seed)
+                try:
+                    calls = python_flow(agent_loop.agent_run(clients.http_connector(daemon.base, mode, token), model,
+                                                             demo_result))
+                except Exception as error:
+                    raise AssertionError(f"run {seed} ({mode}) failed after {len(runs)} passing runs") from error
+                runs.append(agent_loop.dumps(calls))
+            assert len(set(runs)) == len(runs), "the model repeated a run's arguments"
+
+        try:
+            checks.run("agent loop: 20 runs of a seeded model with varied arguments pass with a rules file", twenty_runs)
+        finally:
+            code, log = daemon.stop(os.path.join(args.logs, "replay-agent-loop.log"))
+
+        def every_answer_by_a_rule():
+            assert code == 0 and "no misses" in log, log[-2000:]
+            calls = [line for line in log.splitlines() if "method=tools/call" in line]
+            assert len(calls) == 60 and all(" rule status=200" in line for line in calls), "\n".join(calls[:5])
+
+        checks.run("agent loop: the replay log shows all 60 calls answered by a rule, no miss", every_answer_by_a_rule)
+
+        daemon = Daemon(None, None, [args.binary, "replay", SHIPPED_CASSETTES, "--port", "0"])
+        try:
+            def fails_without_rules():
+                model = agent_loop.ScriptedModel(1)
+                connect = clients.http_connector(daemon.base, "legacy", token)
+                try:
+                    python_flow(agent_loop.agent_run(connect, model, demo_result))
+                except MCPError as error:
+                    assert error.error.code == -32001, error.error
+                    assert "no recorded answer for mcp_KnowledgeTools tools/call query_federated_knowledge" \
+                        in error.error.message, error.error.message
+                else:
+                    raise AssertionError("the agent passed without rules: its arguments were not varied")
+
+            checks.run("agent loop: without the rules file the first run fails with a clear miss", fails_without_rules)
+        finally:
+            daemon.stop(os.path.join(args.logs, "replay-agent-loop-no-rules.log"))
+
+
 def requests_in(log):
     """The requests a daemon's log shows: (HTTP method, server, MCP method)."""
     return collections.Counter(m.groups() for m in map(REQUEST_LINE.search, log.splitlines()) if m)
@@ -905,6 +991,7 @@ def main():
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)
     a365_mocks_import(args, node_env, checks)
+    match_rules(args, checks)
     ci_examples(args, node_env, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
