@@ -11,6 +11,9 @@ server's own cost. Measures, side by side:
 - replay's recorded JSON answer at 32 connections in paired rounds: each
   replay run between two floor runs, its ratio to their mean, and the
   median of the rounds (the machine's speed drifts from minute to minute);
+- replay with a match rules file (`--rules`: ignore, ignore + normalize,
+  nearest) against exact replay of the same cassette at 32 connections, in
+  paired rounds (each rules run between two exact runs);
 - record's overhead: the floor called directly vs through `mcp-tape record`
   (record on core 1, its upstream a second floor on core 0; added latency
   at 1 connection, throughput at 32), the time to the first SSE event, and
@@ -53,6 +56,7 @@ LATENCY_ROUNDS = 12
 SCALE_SECONDS = 3
 FIRST_EVENT_SAMPLES = 2000
 SDK_ROUNDS = 4
+RULE_ROUNDS = 4
 STDIO_IN_FLIGHT = 32
 START_TIMEOUT_S = 60
 SERVER_CORE = "1"
@@ -85,6 +89,12 @@ def request(method, params=None, id=1):
 
 LOOKUP = lambda n: request("tools/call", {"name": "lookup", "arguments": {"n": n}})  # noqa: E731
 BENCH_PATH = "/agents/servers/mcp_Bench"
+# A lookup with an argument no recording has, as a model adds a fresh id to every call.
+LOOKUP_WITH_ID = lambda n, id="r-8f3a": request("tools/call", {"name": "lookup", "arguments": {"n": n, "requestId": id}})  # noqa: E731
+# Match rules files for the bench cassette's `lookup` tool (1000 recordings).
+IGNORE_RULES = '[[match]]\nserver = "mcp_Bench"\ntool = "lookup"\nignore = ["/arguments/requestId"]\n'
+NORMALIZE_RULES = IGNORE_RULES + 'normalize = { "/arguments/n" = ["number"] }\n'
+NEAREST_RULES = '[[match]]\nserver = "mcp_Bench"\ntool = "lookup"\nby = "nearest"\n'
 PROGRESS = request("tools/call", {"name": "progress", "arguments": {}, "_meta": {"progressToken": 7}})
 
 
@@ -138,10 +148,21 @@ def start_record(tool, upstream, scratch, name, log):
                    "--port", "0"], log(f"record-{name}"))
 
 
+# Appended to the wrk script when the body holds FRESH: each request gets its own number there.
+FRESH_LUA = """
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, nil, nil, (string.gsub(wrk.body, "@FRESH@", tostring(counter))))
+end
+"""
+FRESH = "@FRESH@"
+
+
 def wrk(url, body, connections, seconds, scratch):
     script = os.path.join(scratch, "load.lua")
     with open(script, "w") as f:
-        f.write(LUA % body)
+        f.write(LUA % body + (FRESH_LUA if FRESH in body else ""))
     output = subprocess.run(
         pinned(LOAD_CORE, ["wrk", "-t1", "-c", str(connections), "-d", f"{seconds}s", "-s", script, url]),
         capture_output=True, text=True, timeout=seconds + 60, check=True,
@@ -195,6 +216,46 @@ def paired_rounds(rounds, base, subject):
         after = base()
         yield number, before, measured, after
         before = after
+
+
+def rules_section(emit, tool, cassettes, exact_url, scratch, log):
+    """Replay with a match rules file against exact replay, on the same
+    cassette, in paired rounds: each rules run between two exact runs."""
+    emit()
+    emit("## Replay with match rules vs exact replay (32 connections, paired rounds)")
+    emit()
+    emit("Both replay the bench cassette (1000 recordings of `lookup`). Exact: replay without rules, asked a")
+    emit("recorded call. With rules: a second replay with `--rules FILE`, asked the call the row names, which")
+    emit(f"the rule answers. Each rules run ({PAIRED_SECONDS} s) sits between two exact runs and is taken against")
+    emit(f"their mean; {RULE_ROUNDS} rounds each.")
+    emit()
+    emit("| rules file | request | exact rps (median) | with rules rps (median) | rules vs exact, median (range) |")
+    emit("|---|---|---:|---:|---:|")
+    cases = [
+        ("ignore /arguments/requestId", IGNORE_RULES, "recorded exactly (the exact match wins)", LOOKUP(500)),
+        ("ignore /arguments/requestId", IGNORE_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
+        ("ignore + normalize number", NORMALIZE_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
+        ("by = nearest", NEAREST_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
+        ("ignore /arguments/requestId", IGNORE_RULES, "with a new requestId every request", LOOKUP_WITH_ID(500, FRESH)),
+        ("by = nearest", NEAREST_RULES, "with a new requestId every request", LOOKUP_WITH_ID(500, FRESH)),
+    ]
+    for number, (label, text, asked, body) in enumerate(cases):
+        path = os.path.join(scratch, f"rules-{number}.toml")
+        with open(path, "w") as out:
+            out.write(text)
+        server = Server([tool("mcp-tape"), "replay", cassettes, "--port", "0", "--rules", path], log(f"rules-{number}"))
+        url = server.base + BENCH_PATH
+        answered = json.loads(post(url, body.replace(FRESH, "0")))
+        if "result" not in answered:
+            raise RuntimeError(f"the rules replay did not answer {body}: {answered}")
+        rounds = list(paired_rounds(RULE_ROUNDS,
+                                    lambda: wrk(exact_url, LOOKUP(500), 32, PAIRED_SECONDS, scratch)["rps"],
+                                    lambda: wrk(url, body, 32, PAIRED_SECONDS, scratch)["rps"]))
+        ratios = [ruled / ((before + after) / 2) for _, before, ruled, after in rounds]
+        emit(f"| {label} | {asked} | {statistics.median(r[1] for r in rounds):.0f} | "
+             f"{statistics.median(r[2] for r in rounds):.0f} | {statistics.median(ratios):.0%} "
+             f"({min(ratios):.0%}–{max(ratios):.0%}) |")
+        server.stop()
 
 
 def sdk_upstream_section(emit, tool, node, scratch, log):
@@ -299,6 +360,7 @@ def main():
             emit(f"| {number} | {before:.0f} | {replayed:.0f} | {after:.0f} | {ratios[-1]:.0%} |")
         emit()
         emit(f"Median {statistics.median(ratios):.0%} (from {min(ratios):.0%} to {max(ratios):.0%}).")
+        rules_section(emit, tool, cassettes, bench_url, scratch, log)
         replay.stop()
 
         emit()

@@ -38,6 +38,9 @@
 //!   status and JSON-RPC error.
 //! - [`config`]: plain validated settings.
 //! - [`cli`]: clap definitions, validated into a [`config::Command`].
+//! - [`matching`]: the match rules file (`mcp-tape.toml`, `--rules`):
+//!   `[[match]]` tables read and checked at start, globs, pointer patterns,
+//!   the `ignore` and `normalize` transforms.
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
 //! - [`redact`]: sensitive body keys and header credentials.
@@ -52,10 +55,13 @@
 //! - [`tape`]: the replay index and per-session cursors.
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
-//!   recorded stream ([`engine::reenact`]), and the ledger of what a run
-//!   exercised ([`engine::ledger`]).
+//!   recorded stream ([`engine::reenact`]), which recording a match rule
+//!   picks ([`engine::by_rule`]), and the ledger of what a run exercised
+//!   ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML and a JSON
-//!   usage report (which `prune` reads back).
+//!   usage report (which `prune` and `rules suggest` read back).
+//! - [`suggest`]: `rules suggest`: match rules from a report's misses,
+//!   checked against the cassette.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, the record proxy, the accept loop, the upstream client) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child

@@ -7,17 +7,19 @@
 //! group's distinct recorded params (`nearest`). Rules and their file are
 //! [`crate::matching`]'s; cursors belong to the session that asks.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::Call;
+use crate::jsonrpc::{Params, ParamsCache};
 use crate::matching::{By, MatchRules};
 use crate::mcp;
 use crate::model::{Era, MatchKey, canonical_json};
 use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Recorded, Tape};
-use crate::util::FastMap;
+use crate::util::{FastMap, lock};
 
 /// Characters of a differing value the nearest rule compares at most: the
 /// tie-break between equally near recordings stays cheap on long values.
@@ -29,7 +31,31 @@ const DISTANCE_CHARS: usize = 200;
 pub struct RuleUse {
     /// The rule's index in its file.
     pub rule: usize,
-    pub differences: Vec<Difference>,
+    pub differences: Arc<[Difference]>,
+}
+
+/// What a rule decided for a request's params, before any cursor moves.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Choice {
+    /// The `at`-th distinct recorded call of the group's `era` recordings,
+    /// and (`nearest`) where it differs from the request.
+    Variant { era: Era, at: usize, differences: Arc<[Difference]> },
+    /// The next recording in recorded order (`sequence`).
+    Sequence,
+}
+
+/// The rule that decides a request, and its choice or why it has none;
+/// `None` (as an `Option<Decision>`): no rule decides it.
+pub type Decision = (usize, Result<Choice, Refusal>);
+
+/// A decision remembered for one params value.
+struct Known {
+    /// Kept so that its address is not another's while remembered.
+    params: Params,
+    server: Box<str>,
+    method: Box<str>,
+    era: Era,
+    decision: Option<Decision>,
 }
 
 /// A rule decided a request but no recording fits it.
@@ -48,6 +74,8 @@ pub struct RuleIndex {
     rules: MatchRules,
     /// Per rule (by index): its groups by server, method, then name.
     groups: Vec<Groups>,
+    /// Decisions for params read before, by the params' address.
+    memory: Mutex<FastMap<usize, Known>>,
 }
 
 /// The recordings one rule decides among for one server, method and name.
@@ -103,7 +131,7 @@ impl RuleIndex {
             };
             recordings.add(index, name, Arc::clone(recorded), prepared);
         }
-        RuleIndex { rules, groups }
+        RuleIndex { rules, groups, memory: Mutex::default() }
     }
 
     pub fn rules(&self) -> &MatchRules {
@@ -123,14 +151,114 @@ impl RuleIndex {
         self.rules.find(server, method, mcp::subject_of(method, params).unwrap_or_default())
     }
 
-    /// The recording rule `rule` picks for a request of `era`, `method` to
-    /// `server` with canonical `params` (redacted, `_meta` out), advancing
-    /// `cursors`; or why it picks none.
+    /// What rule `rule` decides for a request of `era`, `method` to
+    /// `server` with canonical `params` (redacted, `_meta` out): which run
+    /// of recordings answers it, before any cursor moves.
     ///
     /// # Errors
     ///
     /// A [`Refusal`]: no recording of this server, method and name; none
-    /// equal under the rule (`exact`); every recording used (`sequence`).
+    /// equal under the rule (`exact`).
+    pub fn decide(
+        &self,
+        rule: usize,
+        era: Era,
+        server: &str,
+        method: &str,
+        params: &Value,
+    ) -> Result<Choice, Refusal> {
+        let refuse = |why: &str| Refusal { rule, why: why.to_owned() };
+        let group = self
+            .group(rule, server, method, mcp::subject_of(method, Some(params)).unwrap_or_default())
+            .ok_or_else(|| refuse("nothing of this server, method and name is recorded"))?;
+        let definition = &self.rules.rules()[rule];
+        match definition.by {
+            By::Sequence => Ok(Choice::Sequence),
+            By::Exact => {
+                let prepared = canonical_json(&definition.prepare(params));
+                group
+                    .both_eras(era)
+                    .find_map(|(recorded_in, recordings)| {
+                        let at = *recordings.by_params.get(&prepared)?;
+                        Some(Choice::Variant { era: recorded_in, at, differences: Arc::default() })
+                    })
+                    .ok_or_else(|| {
+                        refuse("no recording is the same once the rule's ignore and normalize apply")
+                    })
+            }
+            By::Nearest => {
+                let prepared = definition.prepare(params);
+                // Both eras' variants; at equal distance, the request's own era first.
+                let nearest = group
+                    .both_eras(era)
+                    .enumerate()
+                    .flat_map(|(order, (recorded_in, recordings))| {
+                        recordings
+                            .variants
+                            .iter()
+                            .enumerate()
+                            .map(move |(at, variant)| (order, recorded_in, at, variant))
+                    })
+                    .map(|(order, recorded_in, at, variant)| {
+                        let differences = normalize::differences(&variant.params, &prepared);
+                        let distance: usize = differences.iter().map(edit_distance).sum();
+                        ((differences.len(), distance, order), recorded_in, at, differences)
+                    })
+                    .min_by_key(|(rank, _, _, _)| *rank);
+                let (_, recorded_in, at, differences) =
+                    nearest.ok_or_else(|| refuse("nothing of this server, method and name is recorded"))?;
+                Ok(Choice::Variant { era: recorded_in, at, differences: differences.into() })
+            }
+        }
+    }
+
+    /// The recording `choice` (rule `rule`'s decision for a request of
+    /// `era`, `method` to `server` naming `name`) gives the session of
+    /// `cursors`, advancing them.
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`] when a `sequence` has used every recording.
+    pub fn take(
+        &self,
+        rule: usize,
+        choice: &Choice,
+        call: (Era, &str, &str, &str),
+        cursors: &mut Cursors,
+    ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
+        let (era, server, method, name) = call;
+        let refuse = |why: String| Refusal { rule, why };
+        let group = self
+            .group(rule, server, method, name)
+            .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
+        match choice {
+            Choice::Variant { era: recorded_in, at, differences } => {
+                let recordings = group.of(*recorded_in);
+                let recorded = recordings.variants[*at].next(*recorded_in, cursors);
+                Ok((Arc::clone(recorded), RuleUse { rule, differences: Arc::clone(differences) }))
+            }
+            Choice::Sequence => {
+                let (recorded_in, recordings) = group.for_era(era);
+                let position = cursors.advance(recordings.sequence_key, recorded_in);
+                match recordings.all.get(position) {
+                    Some(recorded) => {
+                        Ok((Arc::clone(recorded), RuleUse { rule, differences: Arc::default() }))
+                    }
+                    None => Err(refuse(format!(
+                        "call {} of this kind, past the last of its {} recordings",
+                        position + 1,
+                        recordings.all.len()
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// [`RuleIndex::decide`], then [`RuleIndex::take`].
+    ///
+    /// # Errors
+    ///
+    /// Either's [`Refusal`].
     pub fn pick(
         &self,
         rule: usize,
@@ -140,62 +268,47 @@ impl RuleIndex {
         params: &Value,
         cursors: &mut Cursors,
     ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
+        let choice = self.decide(rule, era, server, method, params)?;
         let name = mcp::subject_of(method, Some(params)).unwrap_or_default();
-        let refuse = |why: String| Refusal { rule, why };
-        let group = self
-            .groups
-            .get(rule)
-            .and_then(|servers| servers.get(server)?.get(method)?.get(name))
-            .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
-        let definition = &self.rules.rules()[rule];
-        let used =
-            |recorded: &Arc<Recorded>, differences| (Arc::clone(recorded), RuleUse { rule, differences });
-        match definition.by {
-            By::Sequence => {
-                let (recorded_in, recordings) = group.for_era(era);
-                let position = cursors.advance(recordings.sequence_key, recorded_in);
-                match recordings.all.get(position) {
-                    Some(recorded) => Ok(used(recorded, Vec::new())),
-                    None => Err(refuse(format!(
-                        "call {} of this kind, past the last of its {} recordings",
-                        position + 1,
-                        recordings.all.len()
-                    ))),
-                }
-            }
-            By::Exact => {
-                let prepared = canonical_json(&definition.prepare(params));
-                let (recorded_in, variant) = group
-                    .both_eras(era)
-                    .find_map(|(recorded_in, recordings)| {
-                        let at = recordings.by_params.get(&prepared)?;
-                        Some((recorded_in, &recordings.variants[*at]))
-                    })
-                    .ok_or_else(|| {
-                        refuse("no recording is the same once the rule's ignore and normalize apply".into())
-                    })?;
-                Ok(used(variant.next(recorded_in, cursors), Vec::new()))
-            }
-            By::Nearest => {
-                let prepared = definition.prepare(params);
-                // Both eras' variants; at equal distance, the request's own era first.
-                let nearest = group
-                    .both_eras(era)
-                    .enumerate()
-                    .flat_map(|(order, (recorded_in, recordings))| {
-                        recordings.variants.iter().map(move |variant| (order, recorded_in, variant))
-                    })
-                    .map(|(order, recorded_in, variant)| {
-                        let differences = normalize::differences(&variant.params, &prepared);
-                        let distance: usize = differences.iter().map(edit_distance).sum();
-                        ((differences.len(), distance, order), recorded_in, variant, differences)
-                    })
-                    .min_by_key(|(rank, _, _, _)| *rank);
-                let (_, recorded_in, variant, differences) = nearest
-                    .ok_or_else(|| refuse("nothing of this server, method and name is recorded".into()))?;
-                Ok(used(variant.next(recorded_in, cursors), differences))
-            }
+        self.take(rule, &choice, (era, server, method, name), cursors)
+    }
+
+    /// The decision for `call`, remembered for params read before (the
+    /// same [`Params`], to the same server and method, in the same era):
+    /// `work_out` is the plain path, asked only for params not remembered.
+    /// Bounded as the params cache is.
+    pub fn remembered(&self, call: &Call, work_out: impl FnOnce() -> Option<Decision>) -> Option<Decision> {
+        let Some(params) = call.params.filter(|p| p.text().len() <= ParamsCache::MAX_TEXT) else {
+            return work_out();
+        };
+        let known = lock(&self.memory).get(&params.address()).and_then(|known| {
+            let same = known.params.same(params)
+                && known.era == call.era
+                && *known.server == *call.server
+                && *known.method == *call.method;
+            same.then(|| known.decision.clone())
+        });
+        if let Some(decision) = known {
+            return decision;
         }
+        let decision = work_out();
+        let mut memory = lock(&self.memory);
+        if memory.len() >= ParamsCache::MAX_ENTRIES {
+            memory.clear();
+        }
+        let known = Known {
+            params: params.clone(),
+            server: call.server.into(),
+            method: call.method.into(),
+            era: call.era,
+            decision: decision.clone(),
+        };
+        memory.insert(params.address(), known);
+        decision
+    }
+
+    fn group(&self, rule: usize, server: &str, method: &str, name: &str) -> Option<&Group> {
+        self.groups.get(rule)?.get(server)?.get(method)?.get(name)
     }
 }
 
@@ -208,6 +321,13 @@ impl Group {
             Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
         };
         if own.all.is_empty() { (other_era, other) } else { (era, own) }
+    }
+
+    fn of(&self, era: Era) -> &Recordings {
+        match era {
+            Era::Handshake => &self.handshake,
+            Era::Stateless => &self.stateless,
+        }
     }
 
     /// `era`'s recordings, then the other era's, each with its era.
@@ -306,10 +426,25 @@ mod tests {
     use serde_json::json;
     use std::path::Path;
 
+    /// The index of `rules` over handshake-era recordings of server `s`:
+    /// (tool, arguments, answer text).
     fn index(rules: &str, recorded: &[(&str, Value, &str)]) -> RuleIndex {
-        let exchanges = recorded.iter().map(|(tool, arguments, text)| {
+        let handshake: Vec<_> =
+            recorded.iter().map(|(t, a, x)| (*t, a.clone(), *x, Era::Handshake)).collect();
+        index_in_eras(rules, &handshake)
+    }
+
+    /// The same with each recording's era.
+    fn index_in_eras(rules: &str, recorded: &[(&str, Value, &str, Era)]) -> RuleIndex {
+        let exchanges = recorded.iter().map(|(tool, arguments, text, era)| {
             let mut sample = crate::normalize::tests::sample("s", tool, text);
             sample.request["params"]["arguments"] = arguments.clone();
+            if *era == Era::Stateless {
+                sample.era = Era::Stateless;
+                sample.request["params"]["_meta"] = json!({
+                    mcp::META_PROTOCOL_VERSION: "2026-07-28", mcp::META_CLIENT_CAPABILITIES: {},
+                });
+            }
             sample.to_text()
         });
         let normalization = Rules::default();
@@ -392,28 +527,14 @@ mod tests {
 
     #[test]
     fn nearest_and_exact_look_in_both_eras_the_requests_own_first() {
-        let exchanges = [
-            ("vpn", "How do I use the vpn?", Era::Handshake),
-            ("expenses", "What are the expenses rules?", Era::Handshake),
-            ("vpn, stateless", "How do I use the vpn?", Era::Stateless),
-        ]
-        .into_iter()
-        .map(|(text, query, era)| {
-            let mut sample = crate::normalize::tests::sample("s", "q", text);
-            sample.request["params"]["arguments"] = json!({"query": query});
-            if era == Era::Stateless {
-                sample.era = era;
-                sample.request["params"]["_meta"] = json!({
-                    mcp::META_PROTOCOL_VERSION: "2026-07-28", mcp::META_CLIENT_CAPABILITIES: {},
-                });
-            }
-            sample.to_text()
-        });
-        let normalization = Rules::default();
-        let tape = Tape::new(exchanges.collect(), &normalization);
-        let rules =
-            MatchRules::parse(Path::new("r.toml"), "[[match]]\ntool = \"q\"\nby = \"nearest\"\n").unwrap();
-        let index = RuleIndex::new(rules, &tape, &normalization);
+        let index = index_in_eras(
+            "[[match]]\ntool = \"q\"\nby = \"nearest\"\n",
+            &[
+                ("q", json!({"query": "How do I use the vpn?"}), "vpn", Era::Handshake),
+                ("q", json!({"query": "What are the expenses rules?"}), "expenses", Era::Handshake),
+                ("q", json!({"query": "How do I use the vpn?"}), "vpn, stateless", Era::Stateless),
+            ],
+        );
         let text = |era: Era, query: &str| {
             let params = json!({"name": "q", "arguments": {"query": query}});
             let (recorded, _) =
@@ -423,6 +544,70 @@ mod tests {
         assert_eq!(text(Era::Stateless, "What are the EXPENSES rules?"), "expenses");
         assert_eq!(text(Era::Stateless, "How do I use the VPN?"), "vpn, stateless");
         assert_eq!(text(Era::Handshake, "How do I use the VPN?"), "vpn");
+    }
+
+    /// The remembered decision is the plain path's, whatever order params
+    /// come in: the same params object again, an equal one read anew, to
+    /// another server, method or era.
+    mod remembered {
+        use super::*;
+        use crate::engine::{Call, Facts};
+        use crate::jsonrpc::RequestId;
+        use proptest::prelude::*;
+
+        const RULES: &str = "[[match]]\ntool = \"t\"\nignore = [\"/arguments/at\"]\n\n\
+            [[match]]\ntool = \"n*\"\nby = \"nearest\"\n\n[[match]]\ntool = \"q\"\nby = \"sequence\"\n";
+
+        fn pool() -> Vec<Value> {
+            let mut pool = Vec::new();
+            for tool in ["t", "near", "q", "other"] {
+                for (subject, at) in [("a", 1), ("b", 2), ("a", 3), ("abc", 1)] {
+                    pool.push(json!({"name": tool, "arguments": {"subject": subject, "at": at}}));
+                }
+            }
+            pool
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(300))]
+            #[test]
+            fn equals_the_plain_path(calls in prop::collection::vec((0..16usize, any::<bool>(), 0..2usize, 0..2usize, 0..2usize), 1..40)) {
+                let index = index_in_eras(RULES, &[
+                    ("t", json!({"subject": "a", "at": 9}), "t a", Era::Handshake),
+                    ("t", json!({"subject": "b", "at": 9}), "t b", Era::Stateless),
+                    ("t", json!({"subject": "a", "at": 5}), "t a, stateless", Era::Stateless),
+                    ("near", json!({"subject": "abc", "at": 1}), "near abc", Era::Handshake),
+                    ("near", json!({"subject": "b", "at": 2}), "near b", Era::Handshake),
+                    ("near", json!({"subject": "a", "at": 1}), "near a", Era::Stateless),
+                    ("q", json!({}), "q", Era::Handshake),
+                ]);
+                let values = pool();
+                let mut objects: Vec<Params> = values.iter().cloned().map(Params::new).collect();
+                let (id, facts) = (RequestId::from_value(&json!(1)).unwrap(), Facts::default());
+                for (at, fresh, server, method, era) in calls {
+                    let at = at % objects.len();
+                    if fresh {
+                        objects[at] = Params::new(values[at].clone());
+                    }
+                    let call = Call {
+                        server: ["s", "x"][server],
+                        era: [Era::Handshake, Era::Stateless][era],
+                        session: None,
+                        id: &id,
+                        method: ["tools/call", "prompts/get"][method],
+                        params: Some(&objects[at]),
+                        facts: &facts,
+                    };
+                    let plain = || {
+                        let params = call.params();
+                        let rule = index.rule_for(call.server, call.method, params)?;
+                        let canonical = Rules::default().canonical_params(params);
+                        Some((rule, index.decide(rule, call.era, call.server, call.method, &canonical)))
+                    };
+                    prop_assert_eq!(index.remembered(&call, plain), plain());
+                }
+            }
+        }
     }
 
     #[test]

@@ -288,13 +288,13 @@ impl Replay {
         if let Some(answer) = self.answer_from_tape(call, &self.key_of(call)) {
             return Ok(answer);
         }
-        let params = self.redacted(call.params());
-        let params = params.as_deref();
-        let refusal = match self.answer_by_rule(call, params) {
+        let refusal = match self.answer_by_rule(call) {
             Some(Ok(answer)) => return Ok(answer),
             Some(Err(refusal)) => Some(refusal),
             None => None,
         };
+        let params = self.redacted(call.params());
+        let params = params.as_deref();
         if let Some(answer) = self.answer_from_templates(call, params) {
             return Ok(answer);
         }
@@ -313,24 +313,28 @@ impl Replay {
     /// holds one; no mock, no miss, no session or header checks (record
     /// `--mode missing` asks this).
     pub fn recorded(&self, call: &Call) -> Option<Answer> {
-        self.answer_from_tape(call, &self.key_of(call)).or_else(|| {
-            let params = self.redacted(call.params());
-            self.answer_by_rule(call, params.as_deref())?.ok()
-        })
+        self.answer_from_tape(call, &self.key_of(call)).or_else(|| self.answer_by_rule(call)?.ok())
     }
 
     /// The answer the first match rule that decides `call` picks; `None`
     /// when no rule decides it, the refusal when the rule picks nothing.
-    fn answer_by_rule(&self, call: &Call, params: Option<&Value>) -> Option<Result<Answer, Refusal>> {
-        let rule = self.by_rule.rule_for(call.server, call.method, params)?;
-        // Cursors only where there are recordings (see `next_recorded`).
-        if self.tape.recorded(call.server, call.method).is_empty() {
-            let why = "nothing of this server and method is recorded".to_owned();
-            return Some(Err(Refusal { rule, why }));
+    fn answer_by_rule(&self, call: &Call) -> Option<Result<Answer, Refusal>> {
+        if self.by_rule.is_empty() {
+            return None;
         }
-        let canonical = self.rules.canonical_params(params);
+        let (rule, choice) = self.by_rule.remembered(call, || {
+            let params = self.redacted(call.params());
+            let rule = self.by_rule.rule_for(call.server, call.method, params.as_deref())?;
+            let canonical = self.rules.canonical_params(params.as_deref());
+            Some((rule, self.by_rule.decide(rule, call.era, call.server, call.method, &canonical)))
+        })?;
+        let choice = match choice {
+            Ok(choice) => choice,
+            Err(refusal) => return Some(Err(refusal)),
+        };
+        let name = mcp::subject_of(call.method, call.params()).unwrap_or_default();
         let picked = self.with_cursors(call, |cursors| {
-            self.by_rule.pick(rule, call.era, call.server, call.method, &canonical, cursors)
+            self.by_rule.take(rule, &choice, (call.era, call.server, call.method, name), cursors)
         });
         let (recorded, used) = match picked {
             Ok(picked) => picked,
@@ -340,7 +344,7 @@ impl Replay {
         if !used.differences.is_empty() {
             tracing::warn!(
                 "{}: no exact recording; rule {} answered with the nearest, which differs at {}",
-                CaseKey::of(call.server, call.method, params),
+                CaseKey::of(call.server, call.method, call.params()),
                 printable(&self.by_rule.rules().label(rule)),
                 normalize::describe(&used.differences),
             );
