@@ -225,21 +225,30 @@ def rules_section(emit, tool, cassettes, exact_url, scratch, log):
     emit("## Replay with match rules vs exact replay (32 connections, paired rounds)")
     emit()
     emit("Both replay the bench cassette (1000 recordings of `lookup`). Exact: replay without rules, asked a")
-    emit("recorded call. With rules: a second replay with `--rules FILE`, asked the call the row names, which")
+    emit("recorded call; for the rows with a new requestId on every request, replay with `--ignore-param")
+    emit("/arguments/requestId` asked the same requests (new params cost a parse and a match key before any")
+    emit("rule, exact or not). With rules: a replay with `--rules FILE`, asked the call the row names, which")
     emit(f"the rule answers. Each rules run ({PAIRED_SECONDS} s) sits between two exact runs and is taken against")
     emit(f"their mean; {RULE_ROUNDS} rounds each.")
     emit()
     emit("| rules file | request | exact rps (median) | with rules rps (median) | rules vs exact, median (range) |")
     emit("|---|---|---:|---:|---:|")
-    cases = [
+    fixed = [
         ("ignore /arguments/requestId", IGNORE_RULES, "recorded exactly (the exact match wins)", LOOKUP(500)),
         ("ignore /arguments/requestId", IGNORE_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
         ("ignore + normalize number", NORMALIZE_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
         ("by = nearest", NEAREST_RULES, "with a requestId nothing recorded", LOOKUP_WITH_ID(500)),
+    ]
+    fresh = [
         ("ignore /arguments/requestId", IGNORE_RULES, "with a new requestId every request", LOOKUP_WITH_ID(500, FRESH)),
         ("by = nearest", NEAREST_RULES, "with a new requestId every request", LOOKUP_WITH_ID(500, FRESH)),
     ]
-    for number, (label, text, asked, body) in enumerate(cases):
+    # New params on every request cost a parse and a key before any rule: against exact replay
+    # answering the same requests (the request id left out of its keys with --ignore-param).
+    ignoring = Server([tool("mcp-tape"), "replay", cassettes, "--port", "0", "--ignore-param", "/arguments/requestId"],
+                      log("rules-exact-ignoring"))
+    cases = [(case, exact_url, LOOKUP(500)) for case in fixed] + [(case, ignoring.base + BENCH_PATH, case[3]) for case in fresh]
+    for number, ((label, text, asked, body), base_url, base_body) in enumerate(cases):
         path = os.path.join(scratch, f"rules-{number}.toml")
         with open(path, "w") as out:
             out.write(text)
@@ -249,13 +258,14 @@ def rules_section(emit, tool, cassettes, exact_url, scratch, log):
         if "result" not in answered:
             raise RuntimeError(f"the rules replay did not answer {body}: {answered}")
         rounds = list(paired_rounds(RULE_ROUNDS,
-                                    lambda: wrk(exact_url, LOOKUP(500), 32, PAIRED_SECONDS, scratch)["rps"],
+                                    lambda: wrk(base_url, base_body, 32, PAIRED_SECONDS, scratch)["rps"],
                                     lambda: wrk(url, body, 32, PAIRED_SECONDS, scratch)["rps"]))
         ratios = [ruled / ((before + after) / 2) for _, before, ruled, after in rounds]
         emit(f"| {label} | {asked} | {statistics.median(r[1] for r in rounds):.0f} | "
              f"{statistics.median(r[2] for r in rounds):.0f} | {statistics.median(ratios):.0%} "
              f"({min(ratios):.0%}–{max(ratios):.0%}) |")
         server.stop()
+    ignoring.stop()
 
 
 def sdk_upstream_section(emit, tool, node, scratch, log):

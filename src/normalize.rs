@@ -234,7 +234,7 @@ pub fn describe(differences: &[Difference]) -> String {
     told.join(", ")
 }
 
-/// `text` cut to [`VALUE_SHOWN`] characters, saying how long it was.
+/// `text` cut to `VALUE_SHOWN` characters, saying how long it was.
 pub fn cut(text: &str) -> String {
     match text.char_indices().nth(VALUE_SHOWN) {
         Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),

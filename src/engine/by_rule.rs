@@ -2,10 +2,14 @@
 //! matches exactly. The index is built once at load: for each rule, the
 //! recordings it decides among, grouped by server, method and name (tool,
 //! prompt or URI) and by era, each with its params prepared as the rule
-//! compares them; so a request costs one preparation of its own params and
-//! a map lookup (`exact`), a cursor (`sequence`), or a comparison with the
-//! group's distinct recorded params (`nearest`). Rules and their file are
-//! [`crate::matching`]'s; cursors belong to the session that asks.
+//! compares them (and, for `nearest`, indexed by [`super::nearest`]). A
+//! request's decision ([`RuleIndex::decide`]: which run of recordings) costs
+//! one preparation of its own params and a map lookup (`exact`), nothing
+//! (`sequence`), or the nearest index's ranking (`nearest`); it is
+//! remembered for params read before ([`RuleIndex::remembered`]). Taking
+//! the recording ([`RuleIndex::take`]) moves the session's cursors. Rules
+//! and their file are [`crate::matching`]'s; cursors belong to the session
+//! that asks.
 
 use std::sync::{Arc, Mutex};
 
@@ -21,9 +25,7 @@ use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Recorded, Tape};
 use crate::util::{FastMap, lock};
 
-/// Characters of a differing value the nearest rule compares at most: the
-/// tie-break between equally near recordings stays cheap on long values.
-const DISTANCE_CHARS: usize = 200;
+use super::nearest::{self, NearestIndex};
 
 /// How a rule answered a request: which rule, and for `nearest` where the
 /// recording it picked differs from the request.
@@ -93,6 +95,8 @@ struct Recordings {
     variants: Vec<Variant>,
     /// Variants by their prepared params' canonical JSON (`exact`).
     by_params: FastMap<String, usize>,
+    /// The variants as `nearest` ranks them (for a `nearest` rule only).
+    nearest: Option<NearestIndex>,
     /// The cursor of `sequence` through `all`.
     sequence_key: MatchKey,
 }
@@ -114,7 +118,8 @@ impl RuleIndex {
             let params = recorded.params();
             let name = mcp::subject_of(&recorded.method, params.as_ref()).unwrap_or_default();
             let Some(index) = rules.find(&recorded.server, &recorded.method, name) else { continue };
-            let prepared = rules.rules()[index].prepare(&normalization.canonical_params(params.as_ref()));
+            let rule = &rules.rules()[index];
+            let (prepared, by) = (rule.prepare(&normalization.canonical_params(params.as_ref())), rule.by);
             let group = groups[index]
                 .entry(recorded.server.clone())
                 .or_default()
@@ -122,8 +127,8 @@ impl RuleIndex {
                 .or_default()
                 .entry(name.to_owned())
                 .or_insert_with(|| Group {
-                    handshake: Recordings::new(index, recorded, name, Era::Handshake),
-                    stateless: Recordings::new(index, recorded, name, Era::Stateless),
+                    handshake: Recordings::new(index, by, recorded, name, Era::Handshake),
+                    stateless: Recordings::new(index, by, recorded, name, Era::Stateless),
                 });
             let recordings = match recorded.era {
                 Era::Handshake => &mut group.handshake,
@@ -188,25 +193,20 @@ impl RuleIndex {
             }
             By::Nearest => {
                 let prepared = definition.prepare(params);
-                // Both eras' variants; at equal distance, the request's own era first.
-                let nearest = group
+                let request = nearest::leaves(&prepared);
+                // Both eras' recorded calls; at equal rank, the request's own era first.
+                let found = group
                     .both_eras(era)
                     .enumerate()
-                    .flat_map(|(order, (recorded_in, recordings))| {
-                        recordings
-                            .variants
-                            .iter()
-                            .enumerate()
-                            .map(move |(at, variant)| (order, recorded_in, at, variant))
+                    .filter_map(|(order, (recorded_in, recordings))| {
+                        let (rank, at) = recordings.nearest.as_ref()?.nearest(&request)?;
+                        Some(((rank, order), recorded_in, at))
                     })
-                    .map(|(order, recorded_in, at, variant)| {
-                        let differences = normalize::differences(&variant.params, &prepared);
-                        let distance: usize = differences.iter().map(edit_distance).sum();
-                        ((differences.len(), distance, order), recorded_in, at, differences)
-                    })
-                    .min_by_key(|(rank, _, _, _)| *rank);
-                let (_, recorded_in, at, differences) =
-                    nearest.ok_or_else(|| refuse("nothing of this server, method and name is recorded"))?;
+                    .min_by_key(|(rank, _, _)| *rank);
+                let (_, recorded_in, at) =
+                    found.ok_or_else(|| refuse("nothing of this server, method and name is recorded"))?;
+                let differences =
+                    normalize::differences(&group.of(recorded_in).variants[at].params, &prepared);
                 Ok(Choice::Variant { era: recorded_in, at, differences: differences.into() })
             }
         }
@@ -341,12 +341,13 @@ impl Group {
 }
 
 impl Recordings {
-    fn new(rule: usize, first: &Recorded, name: &str, era: Era) -> Recordings {
+    fn new(rule: usize, by: By, first: &Recorded, name: &str, era: Era) -> Recordings {
         let tag = format!("sequence/{}", era_name(era));
         Recordings {
             all: Vec::new(),
             variants: Vec::new(),
             by_params: FastMap::default(),
+            nearest: (by == By::Nearest).then(NearestIndex::default),
             sequence_key: key_of(rule, first, name, &tag),
         }
     }
@@ -357,6 +358,9 @@ impl Recordings {
             Some(at) => *at,
             None => {
                 let key = key_of(rule, &recorded, name, &text);
+                if let Some(nearest) = &mut self.nearest {
+                    nearest.add(&prepared);
+                }
                 self.variants.push(Variant { params: prepared, key, recordings: Vec::new() });
                 self.by_params.insert(text, self.variants.len() - 1);
                 self.variants.len() - 1
@@ -392,32 +396,6 @@ fn key_of(rule: usize, recorded: &Recorded, name: &str, what: &str) -> MatchKey 
         hash.update([0]);
     }
     MatchKey::from_digest(hash.finalize().into())
-}
-
-/// How far apart the two sides of a difference are: the edit distance
-/// between their JSON texts (each cut to [`DISTANCE_CHARS`]); an absent
-/// side counts as empty.
-fn edit_distance(difference: &Difference) -> usize {
-    let text = |value: &Option<Value>| -> Vec<char> {
-        let text = match value {
-            None => String::new(),
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-        };
-        text.chars().take(DISTANCE_CHARS).collect()
-    };
-    let (a, b) = (text(&difference.recorded), text(&difference.requested));
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substituted = diagonal + usize::from(ca != cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substituted.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
@@ -608,17 +586,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn edit_distance_is_levenshtein() {
-        let d = |a: &str, b: &str| {
-            edit_distance(&Difference {
-                pointer: String::new(),
-                recorded: Some(json!(a)),
-                requested: Some(json!(b)),
-            })
-        };
-        assert_eq!((d("kitten", "sitting"), d("", "abc"), d("same", "same")), (3, 3, 0));
     }
 }

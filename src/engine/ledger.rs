@@ -82,7 +82,7 @@ pub struct Case {
 pub struct Ruled {
     pub answered: u64,
     /// Where the recordings a `nearest` rule picked differed from the
-    /// requests, each distinct list once, the first [`DIFFERENCES_KEPT`].
+    /// requests, each distinct list once, the first `DIFFERENCES_KEPT`.
     pub differences: Vec<Vec<Difference>>,
 }
 

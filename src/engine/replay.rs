@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::by_rule::{Refusal, RuleIndex};
+use super::by_rule::{Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing};
@@ -326,7 +326,19 @@ impl Replay {
             let params = self.redacted(call.params());
             let rule = self.by_rule.rule_for(call.server, call.method, params.as_deref())?;
             let canonical = self.rules.canonical_params(params.as_deref());
-            Some((rule, self.by_rule.decide(rule, call.era, call.server, call.method, &canonical)))
+            let choice = self.by_rule.decide(rule, call.era, call.server, call.method, &canonical);
+            // Once per params worked out, not for each repeat of the same request.
+            if let Ok(Choice::Variant { differences, .. }) = &choice
+                && !differences.is_empty()
+            {
+                tracing::warn!(
+                    "{}: no exact recording; rule {} answers with the nearest, which differs at {}",
+                    CaseKey::of(call.server, call.method, call.params()),
+                    printable(&self.by_rule.rules().label(rule)),
+                    normalize::describe(differences),
+                );
+            }
+            Some((rule, choice))
         })?;
         let choice = match choice {
             Ok(choice) => choice,
@@ -341,14 +353,6 @@ impl Replay {
             Err(refusal) => return Some(Err(refusal)),
         };
         self.note_use(call, &recorded);
-        if !used.differences.is_empty() {
-            tracing::warn!(
-                "{}: no exact recording; rule {} answered with the nearest, which differs at {}",
-                CaseKey::of(call.server, call.method, call.params()),
-                printable(&self.by_rule.rules().label(rule)),
-                normalize::describe(&used.differences),
-            );
-        }
         let identity = self.identity(call.server);
         let mut answer = recorded_answer(call, &recorded, Outcome::Ruled, self.log_filter(call), identity);
         answer.rule = Some(used);
