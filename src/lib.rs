@@ -56,7 +56,8 @@
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
 //!   recorded stream ([`engine::reenact`]), which recording a match rule
-//!   picks ([`engine::by_rule`], [`engine::nearest`]), and the ledger of what a run exercised
+//!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
+//!   for params read before ([`engine::memory`]), and the ledger of what a run exercised
 //!   ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML and a JSON
 //!   usage report (which `prune` and `rules suggest` read back).

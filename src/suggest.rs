@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::engine::by_rule::RuleIndex;
+use crate::engine::by_rule::{Asked, RuleIndex};
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules};
 use crate::model::Era;
@@ -150,8 +150,12 @@ fn check(table: &str, miss: &Miss, tape: &Tape, normalization: &Rules) -> String
     let Some(rule) = index.rule_for(&miss.server, &miss.method, Some(&miss.params)) else {
         return "checked: this rule does not decide the missed request".into();
     };
-    let picked =
-        index.pick(rule, Era::Handshake, &miss.server, &miss.method, &miss.params, &mut Cursors::default());
+    let picked = index.pick(
+        rule,
+        Asked { era: Era::Handshake, server: &miss.server, method: &miss.method },
+        &miss.params,
+        &mut Cursors::default(),
+    );
     match picked {
         Ok((recorded, _)) => match &recorded.source {
             Some(source) => format!("checked: answers the miss with the recording at {source}"),

@@ -11,20 +11,20 @@
 //! and their file are [`crate::matching`]'s; cursors belong to the session
 //! that asks.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Call;
-use crate::jsonrpc::{Params, ParamsCache};
 use crate::matching::{By, MatchRules};
 use crate::mcp;
 use crate::model::{Era, MatchKey, canonical_json};
 use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Recorded, Tape};
-use crate::util::{FastMap, lock};
+use crate::util::FastMap;
 
+use super::memory::Memory;
 use super::nearest::{self, NearestIndex};
 
 /// How a rule answered a request: which rule, and for `nearest` where the
@@ -50,14 +50,18 @@ pub enum Choice {
 /// `None` (as an `Option<Decision>`): no rule decides it.
 pub type Decision = (usize, Result<Choice, Refusal>);
 
-/// A decision remembered for one params value.
-struct Known {
-    /// Kept so that its address is not another's while remembered.
-    params: Params,
-    server: Box<str>,
-    method: Box<str>,
-    era: Era,
-    decision: Option<Decision>,
+/// Where a request went: its era, server and method.
+#[derive(Clone, Copy, Debug)]
+pub struct Asked<'a> {
+    pub era: Era,
+    pub server: &'a str,
+    pub method: &'a str,
+}
+
+impl<'a> Asked<'a> {
+    pub fn of(call: &Call<'a>) -> Asked<'a> {
+        Asked { era: call.era, server: call.server, method: call.method }
+    }
 }
 
 /// A rule decided a request but no recording fits it.
@@ -76,8 +80,8 @@ pub struct RuleIndex {
     rules: MatchRules,
     /// Per rule (by index): its groups by server, method, then name.
     groups: Vec<Groups>,
-    /// Decisions for params read before, by the params' address.
-    memory: Mutex<FastMap<usize, Known>>,
+    /// Decisions for params read before.
+    memory: Memory<Option<Decision>>,
 }
 
 /// The recordings one rule decides among for one server, method and name.
@@ -136,7 +140,7 @@ impl RuleIndex {
             };
             recordings.add(index, name, Arc::clone(recorded), prepared);
         }
-        RuleIndex { rules, groups, memory: Mutex::default() }
+        RuleIndex { rules, groups, memory: Memory::default() }
     }
 
     pub fn rules(&self) -> &MatchRules {
@@ -156,22 +160,16 @@ impl RuleIndex {
         self.rules.find(server, method, mcp::subject_of(method, params).unwrap_or_default())
     }
 
-    /// What rule `rule` decides for a request of `era`, `method` to
-    /// `server` with canonical `params` (redacted, `_meta` out): which run
-    /// of recordings answers it, before any cursor moves.
+    /// What rule `rule` decides for a request as `asked` with canonical
+    /// `params` (redacted, `_meta` out): which run of recordings answers
+    /// it, before any cursor moves.
     ///
     /// # Errors
     ///
     /// A [`Refusal`]: no recording of this server, method and name; none
     /// equal under the rule (`exact`).
-    pub fn decide(
-        &self,
-        rule: usize,
-        era: Era,
-        server: &str,
-        method: &str,
-        params: &Value,
-    ) -> Result<Choice, Refusal> {
+    pub fn decide(&self, rule: usize, asked: Asked, params: &Value) -> Result<Choice, Refusal> {
+        let Asked { era, server, method } = asked;
         let refuse = |why: &str| Refusal { rule, why: why.to_owned() };
         let group = self
             .group(rule, server, method, mcp::subject_of(method, Some(params)).unwrap_or_default())
@@ -212,9 +210,9 @@ impl RuleIndex {
         }
     }
 
-    /// The recording `choice` (rule `rule`'s decision for a request of
-    /// `era`, `method` to `server` naming `name`) gives the session of
-    /// `cursors`, advancing them.
+    /// The recording `choice` (rule `rule`'s decision for a request as
+    /// `asked`, naming `name`) gives the session of `cursors`, advancing
+    /// them.
     ///
     /// # Errors
     ///
@@ -223,10 +221,11 @@ impl RuleIndex {
         &self,
         rule: usize,
         choice: &Choice,
-        call: (Era, &str, &str, &str),
+        asked: Asked,
+        name: &str,
         cursors: &mut Cursors,
     ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
-        let (era, server, method, name) = call;
+        let Asked { era, server, method } = asked;
         let refuse = |why: String| Refusal { rule, why };
         let group = self
             .group(rule, server, method, name)
@@ -262,49 +261,20 @@ impl RuleIndex {
     pub fn pick(
         &self,
         rule: usize,
-        era: Era,
-        server: &str,
-        method: &str,
+        asked: Asked,
         params: &Value,
         cursors: &mut Cursors,
     ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
-        let choice = self.decide(rule, era, server, method, params)?;
-        let name = mcp::subject_of(method, Some(params)).unwrap_or_default();
-        self.take(rule, &choice, (era, server, method, name), cursors)
+        let choice = self.decide(rule, asked, params)?;
+        let name = mcp::subject_of(asked.method, Some(params)).unwrap_or_default();
+        self.take(rule, &choice, asked, name, cursors)
     }
 
-    /// The decision for `call`, remembered for params read before (the
-    /// same [`Params`], to the same server and method, in the same era):
-    /// `work_out` is the plain path, asked only for params not remembered.
-    /// Bounded as the params cache is.
+    /// The decision for `call`, remembered for params read before (see
+    /// [`Memory`]): `work_out` is the plain path, asked only for params
+    /// not remembered.
     pub fn remembered(&self, call: &Call, work_out: impl FnOnce() -> Option<Decision>) -> Option<Decision> {
-        let Some(params) = call.params.filter(|p| p.text().len() <= ParamsCache::MAX_TEXT) else {
-            return work_out();
-        };
-        let known = lock(&self.memory).get(&params.address()).and_then(|known| {
-            let same = known.params.same(params)
-                && known.era == call.era
-                && *known.server == *call.server
-                && *known.method == *call.method;
-            same.then(|| known.decision.clone())
-        });
-        if let Some(decision) = known {
-            return decision;
-        }
-        let decision = work_out();
-        let mut memory = lock(&self.memory);
-        if memory.len() >= ParamsCache::MAX_ENTRIES {
-            memory.clear();
-        }
-        let known = Known {
-            params: params.clone(),
-            server: call.server.into(),
-            method: call.method.into(),
-            era: call.era,
-            decision: decision.clone(),
-        };
-        memory.insert(params.address(), known);
-        decision
+        self.memory.get_or(call, work_out)
     }
 
     fn group(&self, rule: usize, server: &str, method: &str, name: &str) -> Option<&Group> {
@@ -440,7 +410,7 @@ mod tests {
         let params = json!({"name": tool, "arguments": arguments});
         let rule = index.rule_for("s", "tools/call", Some(&params)).ok_or("no rule")?;
         index
-            .pick(rule, Era::Handshake, "s", "tools/call", &params, cursors)
+            .pick(rule, Asked { era: Era::Handshake, server: "s", method: "tools/call" }, &params, cursors)
             .map(|(recorded, _)| {
                 recorded.result().unwrap()["content"][0]["text"].as_str().unwrap().to_owned()
             })
@@ -515,8 +485,9 @@ mod tests {
         );
         let text = |era: Era, query: &str| {
             let params = json!({"name": "q", "arguments": {"query": query}});
-            let (recorded, _) =
-                index.pick(0, era, "s", "tools/call", &params, &mut Cursors::default()).unwrap();
+            let (recorded, _) = index
+                .pick(0, Asked { era, server: "s", method: "tools/call" }, &params, &mut Cursors::default())
+                .unwrap();
             recorded.result().unwrap()["content"][0]["text"].as_str().unwrap().to_owned()
         };
         assert_eq!(text(Era::Stateless, "What are the EXPENSES rules?"), "expenses");
@@ -530,7 +501,7 @@ mod tests {
     mod remembered {
         use super::*;
         use crate::engine::{Call, Facts};
-        use crate::jsonrpc::RequestId;
+        use crate::jsonrpc::{Params, RequestId};
         use proptest::prelude::*;
 
         const RULES: &str = "[[match]]\ntool = \"t\"\nignore = [\"/arguments/at\"]\n\n\
@@ -580,7 +551,7 @@ mod tests {
                         let params = call.params();
                         let rule = index.rule_for(call.server, call.method, params)?;
                         let canonical = Rules::default().canonical_params(params);
-                        Some((rule, index.decide(rule, call.era, call.server, call.method, &canonical)))
+                        Some((rule, index.decide(rule, Asked::of(&call), &canonical)))
                     };
                     prop_assert_eq!(index.remembered(&call, plain), plain());
                 }

@@ -16,6 +16,7 @@
 
 pub mod by_rule;
 pub mod ledger;
+pub mod memory;
 pub mod nearest;
 pub mod record;
 pub mod reenact;

@@ -13,14 +13,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::by_rule::{Choice, Refusal, RuleIndex};
+use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
+use super::memory::Memory;
 use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing};
 use crate::agent365;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, ParamsCache};
+use crate::jsonrpc::{self, ErrorCode, ErrorObject};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
@@ -87,9 +88,8 @@ pub struct Replay {
     /// era, or a handshake client that never initialized) or per foreign
     /// session (the upstream's, when record answers from a cassette).
     sessionless: Mutex<FastMap<String, Cursors>>,
-    /// Match keys worked out before, by the address of the params they were
-    /// worked out from (see [`Replay::key_of`]).
-    keys: Mutex<FastMap<usize, KnownKey>>,
+    /// Match keys worked out before (see [`Replay::key_of`]).
+    keys: Memory<MatchKey>,
     /// What was asked and how it was answered.
     ledger: Ledger,
     /// Recordings older than this are reported when used (`--max-age`).
@@ -108,7 +108,7 @@ impl Replay {
             sessions: Mutex::new(Sessions::default()),
             replies: Arc::default(),
             sessionless: Mutex::default(),
-            keys: Mutex::default(),
+            keys: Memory::default(),
             ledger: Ledger::default(),
             max_age: None,
         }
@@ -326,7 +326,7 @@ impl Replay {
             let params = self.redacted(call.params());
             let rule = self.by_rule.rule_for(call.server, call.method, params.as_deref())?;
             let canonical = self.rules.canonical_params(params.as_deref());
-            let choice = self.by_rule.decide(rule, call.era, call.server, call.method, &canonical);
+            let choice = self.by_rule.decide(rule, Asked::of(call), &canonical);
             // Once per params worked out, not for each repeat of the same request.
             if let Ok(Choice::Variant { differences, .. }) = &choice
                 && !differences.is_empty()
@@ -345,9 +345,8 @@ impl Replay {
             Err(refusal) => return Some(Err(refusal)),
         };
         let name = mcp::subject_of(call.method, call.params()).unwrap_or_default();
-        let picked = self.with_cursors(call, |cursors| {
-            self.by_rule.take(rule, &choice, (call.era, call.server, call.method, name), cursors)
-        });
+        let picked = self
+            .with_cursors(call, |cursors| self.by_rule.take(rule, &choice, Asked::of(call), name, cursors));
         let (recorded, used) = match picked {
             Ok(picked) => picked,
             Err(refusal) => return Some(Err(refusal)),
@@ -359,36 +358,13 @@ impl Replay {
         Some(Ok(answer))
     }
 
-    /// The match key of `call`. Remembered for params read before (the same
-    /// [`Params`], not only equal ones, to the same server and method), so
-    /// a repeated request skips redaction, canonical JSON and hashing.
-    /// Bounded as the params cache is: params longer than its longest text
-    /// are not remembered, and the memory starts over when full.
+    /// The match key of `call`, remembered for params read before (see
+    /// [`Memory`]).
     fn key_of(&self, call: &Call) -> MatchKey {
-        let work_out = || {
+        self.keys.get_or(call, || {
             let params = self.redacted(call.params());
             self.rules.match_key(call.server, call.method, params.as_deref())
-        };
-        let Some(params) = call.params.filter(|p| p.text().len() <= ParamsCache::MAX_TEXT) else {
-            return work_out();
-        };
-        let known = lock(&self.keys).get(&params.address()).and_then(|known| {
-            let same =
-                known.params.same(params) && *known.server == *call.server && *known.method == *call.method;
-            same.then_some(known.key)
-        });
-        if let Some(key) = known {
-            return key;
-        }
-        let key = work_out();
-        let mut keys = lock(&self.keys);
-        if keys.len() >= ParamsCache::MAX_ENTRIES {
-            keys.clear();
-        }
-        let known =
-            KnownKey { params: params.clone(), server: call.server.into(), method: call.method.into(), key };
-        keys.insert(params.address(), known);
-        key
+        })
     }
 
     /// `params` as the match key sees them: redacted. A copy is made only
@@ -721,16 +697,6 @@ impl LogFilter {
     }
 }
 
-/// A match key worked out from `params` (kept, so that their address is
-/// not another's while this is remembered) for a request of `method` to
-/// `server`.
-struct KnownKey {
-    params: Params,
-    server: Box<str>,
-    method: Box<str>,
-    key: MatchKey,
-}
-
 /// A recorded exchange re-stamped for this caller and era: the caller's id
 /// and progress token in place of the placeholders (progress notifications
 /// dropped for a caller that asked for none), log notifications the caller
@@ -988,7 +954,7 @@ fn new_session_id() -> String {
 mod tests {
     use super::*;
     use crate::engine::Facts;
-    use crate::jsonrpc::RequestId;
+    use crate::jsonrpc::{Params, RequestId};
 
     /// A match key is remembered by the params it was worked out from; the
     /// same params sent to another server (or as another method) are

@@ -19,22 +19,26 @@ import random
 from mcp.client.client import Client
 from mcp.shared.exceptions import MCPError
 
-# The rules an agent's test suite would keep beside its cassette.
-AGENT_RULES = """\
 # Questions are worded anew on every run: answer with the nearest recorded one.
+NEAREST_QUESTION = """
 [[match]]
 server = "mcp_KnowledgeTools"
 tool = "query_federated_knowledge"
 by = "nearest"
+"""
 
 # The title's case and spacing and the page size do not change the answer.
+SAME_EVENTS = """
 [[match]]
 server = "mcp_CalendarTools"
 tool = "ListEvents"
 ignore = ["/arguments/top"]
 normalize = { "/arguments/meetingTitle" = ["case", "space"] }
+"""
 
-# The profile answer holds every field, whichever were selected.
+# The rules an agent's test suite would keep beside its cassette; the profile answer holds
+# every field, whichever were selected.
+AGENT_RULES = NEAREST_QUESTION + SAME_EVENTS + """
 [[match]]
 server = "mcp_MeServer"
 tool = "GetMyDetails"
@@ -42,23 +46,12 @@ ignore = ["/arguments/select"]
 """
 
 # One rule per kind, for `rule_kinds`.
-KIND_RULES = """\
-[[match]]
-server = "mcp_CalendarTools"
-tool = "ListEvents"
-ignore = ["/arguments/top"]
-normalize = { "/arguments/meetingTitle" = ["case", "space"] }
-
+KIND_RULES = SAME_EVENTS + """
 [[match]]
 server = "mcp_MeServer"
 tool = "GetMyDetails"
 by = "sequence"
-
-[[match]]
-server = "mcp_KnowledgeTools"
-tool = "query_federated_knowledge"
-by = "nearest"
-"""
+""" + NEAREST_QUESTION
 
 # What the model may mean, and the recorded call that answers each intent.
 RECORDED = {
