@@ -80,6 +80,26 @@ async fn records_json_and_sse_answers_and_replays_them() {
     replay.stop().await.unwrap();
 }
 
+/// Root cause: the client's `Accept-Encoding` went upstream as it was, so
+/// an upstream that compresses answered gzip, which record relayed but
+/// could not read: "not a JSON-RPC message; forwarded, not stored", and the
+/// cassette came out without the exchange. Record now asks for identity.
+#[tokio::test]
+async fn an_answer_the_upstream_would_compress_is_stored() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "compressed"}});
+    let headers = [("authorization", bearer()), ("accept-encoding", "gzip, deflate".to_owned())];
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let reply = post(&recorder.url(MAIL), &headers, &body.to_string()).await;
+    assert_eq!(reply.json()["result"]["content"][0]["text"], "zipped", "{reply:?}");
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1, "the exchange the client got is in the cassette");
+    let stored = exchanges[0].messages[0].body["result"]["content"][0]["text"].clone();
+    assert_eq!(stored, "zipped");
+}
+
 #[tokio::test]
 async fn sse_events_reach_the_client_before_the_upstream_finishes() {
     let upstream = upstream::start().await;

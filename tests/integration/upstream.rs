@@ -107,6 +107,26 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
     Upstream { addr, state }
 }
 
+/// `data` as a gzip member holding one stored (uncompressed) deflate
+/// block (RFC 1952, RFC 1951 §3.2.4): what any gzip decoder reads.
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let length = u16::try_from(data.len()).expect("a stored block holds at most 64 KiB");
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1];
+    out.extend(length.to_le_bytes());
+    out.extend((!length).to_le_bytes());
+    out.extend(data);
+    let mut crc = !0u32;
+    for byte in data {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    out.extend((!crc).to_le_bytes());
+    out.extend(u32::from(length).to_le_bytes());
+    out
+}
+
 fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> Response<Body> {
     let mut response = Response::new(Full::new(body.into()).map_err(|never| match never {}).boxed());
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
@@ -235,6 +255,18 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
                 "apiKey": body["params"]["arguments"]["apiKey"],
             });
             json_answer(result(text(echoed.to_string())))
+        }
+        ("tools/call", "compressed") => {
+            // As servers behind gateways answer: gzip for a client that accepts it.
+            let accepts = parts.headers.get("accept-encoding").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let answer = result(text("zipped".into())).to_string();
+            if accepts.contains("gzip") {
+                let mut response = full(200, Some("application/json"), gzip(answer.as_bytes()));
+                response.headers_mut().insert("content-encoding", "gzip".parse().unwrap());
+                response
+            } else {
+                full(200, Some("application/json"), answer)
+            }
         }
         ("tools/call", "progress") => {
             let (tx, rx) = mpsc::unbounded_channel();

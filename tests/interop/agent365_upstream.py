@@ -12,6 +12,9 @@ Servers, at /agents/servers/{name}:
 
 Every request needs `Authorization: Bearer TOKEN` unless --no-auth. Values
 that change on every call on purpose: `currentDateTime` and `sentDateTime`.
+With --gzip, answers are compressed for clients that accept gzip (JSON
+answers; Starlette leaves event streams alone), as servers behind gateways
+do.
 
 Prints "listening on http://127.0.0.1:PORT" once the port is bound.
 
@@ -35,6 +38,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 
 VOLATILE_KEYS = ("currentDateTime", "sentDateTime")
 
@@ -466,7 +471,7 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def build_app(token):
+def build_app(token, gzip=False):
     servers = []
     routes = []
     for make, json_response in SERVERS:
@@ -483,7 +488,8 @@ def build_app(token):
                 await stack.enter_async_context(server.session_manager.run())
             yield
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(GZipMiddleware, minimum_size=1)] if gzip else []
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     return app if token is None else BearerAuth(app, token)
 
 
@@ -493,6 +499,7 @@ def main():
     parser.add_argument("--no-auth", action="store_true", help="accept requests without a token")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--stdio", metavar="NAME", help="serve the server NAME on stdin/stdout instead")
+    parser.add_argument("--gzip", action="store_true", help="compress answers for clients that accept gzip")
     args = parser.parse_args()
     if args.stdio is not None:
         by_name = {make().name: make for make in [make for make, _ in SERVERS] + [concierge_server]}
@@ -509,7 +516,7 @@ def main():
     listener.bind(("127.0.0.1", args.port))
     listener.listen(128)
     print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(build_app(args.token), log_level="warning", lifespan="on")
+    config = uvicorn.Config(build_app(args.token, args.gzip), log_level="warning", lifespan="on")
     asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
 

@@ -5,9 +5,10 @@ port 0, readiness being their "listening on" log line, then drives them
 with the official Python SDK (auto and legacy modes), the official
 TypeScript SDK and the official conformance suite:
 - replay of an empty directory and of an imported cassette;
-- the round trip: each client's flow directly against agent365_upstream.py,
-  through `mcp-tape record`, then against `mcp-tape replay` with the
-  upstream stopped; the three transcripts must agree;
+- the round trip: each client's flow directly against agent365_upstream.py
+  (compressing JSON answers for clients that accept gzip), through
+  `mcp-tape record`, then against `mcp-tape replay` with the upstream
+  stopped; the three transcripts must agree;
 - the conformance suite through `mcp-tape record` to the fixture upstream;
 - the conformance suite 32/32 against our conformance fixture
   (conformance_upstream.mjs) directly, through `mcp-tape record`, and
@@ -232,7 +233,9 @@ def round_trip(args, node_env, checks):
 
             checks.run(f"round trip: {name} flow {stage}", one)
 
-    upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--token", token])
+    # The upstream compresses JSON answers for clients that accept gzip (httpx, the Python SDK's
+    # client, asks by default): what record relays must still be stored.
+    upstream = Daemon(None, None, [sys.executable, UPSTREAM, "--token", token, "--gzip"])
     with tempfile.TemporaryDirectory() as cassettes:
         try:
             run_all("directly against the fixture upstream", upstream.base)

@@ -122,17 +122,13 @@ impl Proxy {
     /// [`Fault::Upstream`] when the upstream fails.
     pub(super) async fn service(
         &self,
-        mut parts: Parts,
+        parts: Parts,
         body: Bytes,
         route: ServiceRoute,
         outcome: &mut Outcome,
     ) -> Result<Response<Body>, RequestError> {
         let recorder_origin = super::origin(&parts.headers, &parts.uri);
         let credentials = super::credentials(&parts.headers);
-        if route.is_gateway() {
-            // A compressed listing could not be rewritten: ask for it plain.
-            parts.headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        }
         let (mut head, body) = self.forward(&parts, body).await?.into_parts();
         let bytes =
             read_whole(body, self.upstream.timeouts().idle).await.map_err(|why| self.broken_answer(why))?;
@@ -192,6 +188,10 @@ impl Proxy {
         *request.method_mut() = parts.method.clone();
         *request.uri_mut() = uri;
         *request.headers_mut() = upstream::forwardable(&parts.headers);
+        // A compressed answer could be neither stored nor rewritten: ask for
+        // it plain (every client takes identity; the client's own wish for
+        // gzip is about transfer size on loopback, not meaning).
+        request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
         self.upstream.send(request).await.map_err(|why| {
             tracing::warn!("{why}");
             Fault::Upstream(why).into()
