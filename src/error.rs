@@ -130,6 +130,10 @@ pub enum Fault {
     BodyTooLarge {
         limit: usize,
     },
+    /// A request-target (path and query) over the front door's limit (bytes).
+    UriTooLong {
+        limit: usize,
+    },
     /// A body that stopped arriving for this long.
     BodyStalled {
         idle: Duration,
@@ -178,6 +182,7 @@ impl Fault {
             Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Fault::BodyStalled { .. } => StatusCode::REQUEST_TIMEOUT,
+            Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Fault::UnknownSession => StatusCode::NOT_FOUND,
             Fault::MissingSessionHeader
             | Fault::BodyUnreadable(_)
@@ -206,6 +211,7 @@ impl Fault {
             Fault::NotAcceptable => invalid("Accept must allow application/json or text/event-stream".into()),
             Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
             Fault::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
+            Fault::UriTooLong { limit } => invalid(format!("Request-target longer than {limit} bytes")),
             Fault::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
             Fault::HeaderNotAscii(name) => invalid(format!("Header {name} is not visible ASCII")),
             Fault::NotJson(why) => ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {why}")),

@@ -113,7 +113,8 @@ impl Sink {
             // Writing to a String cannot fail.
             let _ = push_level(text, Level::INFO, self.ansi);
             for piece in pieces {
-                let _ = Escaped(&mut *text).write_str(piece);
+                let _ =
+                    Escaped(&mut *text).write_str(&crate::util::clip(piece, crate::util::MAX_SHOWN_BYTES));
             }
             text.push('\n');
             let _ = self.make_writer().write_all(text.as_bytes());

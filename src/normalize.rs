@@ -193,7 +193,7 @@ pub struct Difference {
     pub requested: Option<Value>,
 }
 
-/// Characters of a value a told difference shows at most.
+/// Bytes of a value a told difference shows at most.
 const VALUE_SHOWN: usize = 120;
 
 impl Difference {
@@ -234,11 +234,38 @@ pub fn describe(differences: &[Difference]) -> String {
     told.join(", ")
 }
 
-/// `text` cut to `VALUE_SHOWN` characters, saying how long it was.
+/// `text` cut to `VALUE_SHOWN` bytes, saying how long it was.
 pub fn cut(text: &str) -> String {
-    match text.char_indices().nth(VALUE_SHOWN) {
-        Some((at, _)) => format!("{}… ({} bytes)", &text[..at], text.len()),
-        None => text.to_owned(),
+    crate::util::clip(text, VALUE_SHOWN).into_owned()
+}
+
+/// Items of an array, and members of an object, an echoed value keeps.
+const ITEMS_SHOWN: usize = 32;
+
+/// `value` as an error or report may echo it without growing with it:
+/// each string (and member name) longer than `max` bytes cut to a prefix
+/// and its length, each array and object cut to its first `ITEMS_SHOWN`
+/// items with a last one saying how many there were.
+pub fn clipped(value: &Value, max: usize) -> Value {
+    let clip = |text: &str| crate::util::clip(text, max).into_owned();
+    match value {
+        Value::String(text) if text.len() > max => Value::String(clip(text)),
+        Value::Array(items) => {
+            let mut kept: Vec<Value> = items.iter().take(ITEMS_SHOWN).map(|v| clipped(v, max)).collect();
+            if items.len() > ITEMS_SHOWN {
+                kept.push(Value::String(format!("… ({} items)", items.len())));
+            }
+            Value::Array(kept)
+        }
+        Value::Object(map) => {
+            let mut kept: serde_json::Map<String, Value> =
+                map.iter().take(ITEMS_SHOWN).map(|(k, v)| (clip(k), clipped(v, max))).collect();
+            if map.len() > ITEMS_SHOWN {
+                kept.insert("…".into(), Value::String(format!("({} members)", map.len())));
+            }
+            Value::Object(kept)
+        }
+        other => other.clone(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::engine::ledger::{Case, CaseKey, Usage};
+use crate::engine::ledger::{Case, CaseKey, MAX_OTHER_CASES, Usage};
 use crate::error::Error;
 use crate::model::Source;
 use crate::normalize::{self, Difference};
@@ -103,6 +103,13 @@ impl Report {
             for line in nearest_diff(case).lines() {
                 let _ = write!(text, "\n    {line}");
             }
+        }
+        if let Some(rest) = self.usage.cases.get(&CaseKey::others()) {
+            let _ = write!(
+                text,
+                "\n  {} requests of cases past the first {MAX_OTHER_CASES} the cassettes do not hold were counted together",
+                rest.requests()
+            );
         }
         if !self.usage.stale.is_empty() {
             let verdict = if self.stale_fails { "fail the run" } else { "a warning" };

@@ -1,5 +1,6 @@
-//! Small helpers every layer may use: values made safe for a log line, a
-//! lock that survives a panicked holder, text split at a byte, a fast map.
+//! Small helpers every layer may use: values made safe for a log line (and
+//! cut to a bound), a lock that survives a panicked holder, text split at
+//! a byte, a fast map.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -9,6 +10,23 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// ledger, the params cache): foldhash, several times cheaper than the
 /// standard SipHash on short keys, still seeded at random per process.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Bytes of a name or value from the network a log line or a run's
+/// ledger keeps: a 3 MB method name must not make a 3 MB line or key.
+pub const MAX_SHOWN_BYTES: usize = 256;
+
+/// `text` cut to at most `max` bytes (at a character boundary) with
+/// `… (N bytes)` after it, when it is longer.
+pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len()).into()
+}
 
 /// `text` with its control characters escaped (`\n`, `\u{1b}`, ...), for
 /// values from the network or a cassette that go into a log line: a method
@@ -66,6 +84,15 @@ pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary_and_says_the_length() {
+        assert_eq!(clip("short", 8), "short");
+        assert_eq!(clip("abcdefgh", 8), "abcdefgh");
+        assert_eq!(clip("abcdefghi", 8), "abcdefgh… (9 bytes)");
+        // "é" is two bytes: a cut inside it moves back to its start.
+        assert_eq!(clip("aaaaaaaé", 8), "aaaaaaa… (9 bytes)");
+    }
 
     #[test]
     fn path_segments_split_as_split_does() {

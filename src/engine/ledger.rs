@@ -8,7 +8,7 @@
 //! although older than `--max-age`. (Whether a recording answered at all is a flag
 //! on the recording: see `tape::UseMark`.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::sync::Mutex;
 
@@ -20,7 +20,7 @@ use crate::jsonrpc::ErrorObject;
 use crate::mcp;
 use crate::model::Source;
 use crate::normalize::Difference;
-use crate::util::{FastMap, lock, printable};
+use crate::util::{FastMap, MAX_SHOWN_BYTES, clip, lock, printable};
 
 /// One case: what a testing tool would call a test.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,9 +32,23 @@ pub struct CaseKey {
 }
 
 impl CaseKey {
+    /// The case of a request; each name cut to [`MAX_SHOWN_BYTES`].
     pub fn of(server: &str, method: &str, params: Option<&Value>) -> CaseKey {
-        let subject = mcp::subject_of(method, params).map(str::to_owned);
-        CaseKey { server: server.to_owned(), method: method.to_owned(), subject }
+        CaseKey::named(server, method, mcp::subject_of(method, params))
+    }
+
+    fn named(server: &str, method: &str, subject: Option<&str>) -> CaseKey {
+        let cut = |name: &str| clip(name, MAX_SHOWN_BYTES).into_owned();
+        CaseKey { server: cut(server), method: cut(method), subject: subject.map(cut) }
+    }
+
+    /// The case that counts the requests past [`MAX_OTHER_CASES`].
+    pub fn others() -> CaseKey {
+        CaseKey {
+            server: "*".into(),
+            method: "*".into(),
+            subject: Some(format!("(past {MAX_OTHER_CASES} cases the cassettes do not hold)")),
+        }
     }
 
     /// The case without its server: `method [subject]`, control characters escaped.
@@ -52,6 +66,11 @@ impl fmt::Display for CaseKey {
         write!(f, "{} {}", printable(&self.server), self.name())
     }
 }
+
+/// Cases a ledger counts one by one besides those the cassettes hold;
+/// the requests of any further case count in one case, [`CaseKey::others`],
+/// so a client sending ever new names cannot grow the ledger without bound.
+pub const MAX_OTHER_CASES: usize = 1000;
 
 /// Differing-pointer lists a case keeps per rule at most (the first ones).
 const DIFFERENCES_KEPT: usize = 5;
@@ -170,10 +189,20 @@ type Subjects = Vec<(Option<String>, Case)>;
 struct State {
     cases: FastMap<String, FastMap<String, Subjects>>,
     stale: BTreeSet<Source>,
+    /// The cases of the cassettes' recordings: always counted one by one.
+    known: HashSet<CaseKey>,
+    /// How many cases the cassettes do not hold are counted one by one.
+    others: usize,
 }
 
 impl State {
     fn case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
+        let admitted = (!self.holds(server, method, subject))
+            .then(|| self.admit(CaseKey::named(server, method, subject)));
+        let (server, method, subject) = match &admitted {
+            Some(key) => (key.server.as_str(), key.method.as_str(), key.subject.as_deref()),
+            None => (server, method, subject),
+        };
         if !self.cases.contains_key(server) {
             self.cases.insert(server.to_owned(), FastMap::default());
         }
@@ -191,9 +220,35 @@ impl State {
         };
         &mut subjects[at].1
     }
+
+    /// Whether these names are counted already, as they are.
+    fn holds(&self, server: &str, method: &str, subject: Option<&str>) -> bool {
+        let subjects = self.cases.get(server).and_then(|methods| methods.get(method));
+        subjects.is_some_and(|subjects| subjects.iter().any(|(known, _)| known.as_deref() == subject))
+    }
+
+    /// The case a request of `key` (names cut) counts in: its own while the
+    /// bound allows, else [`CaseKey::others`].
+    fn admit(&mut self, key: CaseKey) -> CaseKey {
+        if self.known.contains(&key) || self.holds(&key.server, &key.method, key.subject.as_deref()) {
+            return key;
+        }
+        if self.others >= MAX_OTHER_CASES {
+            return CaseKey::others();
+        }
+        self.others += 1;
+        key
+    }
 }
 
 impl Ledger {
+    /// A ledger that counts each of `known` (the cases the cassettes hold)
+    /// one by one, however many other cases it meets.
+    pub fn knowing(known: impl IntoIterator<Item = CaseKey>) -> Ledger {
+        let state = State { known: known.into_iter().collect(), ..State::default() };
+        Ledger { state: Mutex::new(state) }
+    }
+
     /// Counts one request of `method` with `params` to `server` that ended
     /// as `outcome`; `rule`: the match rule that picked its recording.
     pub fn note(

@@ -28,7 +28,7 @@ use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status
 use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::template;
-use crate::util::{FastMap, lock, printable};
+use crate::util::{FastMap, MAX_SHOWN_BYTES, clip, lock, printable};
 
 /// Seconds in a day, for `--max-age`.
 pub const SECONDS_PER_DAY: i64 = 86_400;
@@ -98,6 +98,8 @@ pub struct Replay {
 
 impl Replay {
     pub fn new(tape: Tape, service: ServiceAnswers, rules: Rules, on_miss: OnMiss, pace: Pace) -> Replay {
+        let known = tape.recordings().map(|r| CaseKey::of(&r.server, &r.method, r.params().as_ref()));
+        let ledger = Ledger::knowing(known.collect::<Vec<_>>());
         Replay {
             tape,
             service,
@@ -109,7 +111,7 @@ impl Replay {
             replies: Arc::default(),
             sessionless: Mutex::default(),
             keys: Memory::default(),
-            ledger: Ledger::default(),
+            ledger,
             max_age: None,
         }
     }
@@ -638,6 +640,8 @@ impl Replay {
         candidates: &[(Option<Value>, &Arc<Recorded>)],
     ) -> ErrorObject {
         let requested = self.rules.canonical_params(params);
+        // What the error echoes is bounded, however large the request.
+        let shown = |value: &Value| normalize::clipped(value, MAX_SHOWN_BYTES);
         // A recording held in both eras (or twice) is one candidate.
         let mut distinct: Vec<Value> = Vec::new();
         for (params, _) in candidates {
@@ -652,11 +656,11 @@ impl Replay {
             .map(|recorded| {
                 let differences = normalize::differences(&recorded, &requested);
                 let listed: Vec<Value> = differences.iter().map(Difference::to_json).collect();
-                (differences.len(), json!({"params": recorded, "differences": listed}))
+                (differences.len(), json!({"params": shown(&recorded), "differences": shown(&listed.into())}))
             })
             .collect();
         nearest.sort_by_key(|(count, _)| *count);
-        let shown: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
+        let nearest: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
         ErrorObject::new(
             mcp::REPLAY_MISS,
             format!(
@@ -664,10 +668,10 @@ impl Replay {
             ),
         )
         .with_data(json!({
-            "server": call.server,
-            "method": call.method,
-            "params": requested,
-            "nearest": shown,
+            "server": clip(call.server, MAX_SHOWN_BYTES),
+            "method": clip(call.method, MAX_SHOWN_BYTES),
+            "params": shown(&requested),
+            "nearest": nearest,
         }))
     }
 }

@@ -25,14 +25,14 @@ fn stderr(output: &std::process::Output) -> String {
 }
 
 /// The binary serving replay on a free port.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
-    url: String,
+    pub url: String,
     log: tokio::task::JoinHandle<String>,
 }
 
 impl Daemon {
-    async fn start(args: &[&str]) -> Daemon {
+    pub async fn start(args: &[&str]) -> Daemon {
         let mut command = Command::new(BIN);
         command.args(["replay", "--port", "0"]).args(args);
         Daemon::spawn(command).await
@@ -68,7 +68,7 @@ impl Daemon {
     }
 
     /// Sends `signal` and returns the exit status and everything logged after start-up.
-    async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
+    pub async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
         let pid = self.child.id().unwrap().to_string();
         let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
         assert!(sent.success());

@@ -10,6 +10,7 @@ mod drift;
 mod eras;
 mod fidelity;
 mod http_rules;
+mod limits;
 mod record;
 mod recorded;
 mod rmcp_clients;

@@ -50,6 +50,10 @@ static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
 /// Largest POST body accepted; larger ones get 413.
 pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// Longest request-target (path and query) served; a longer one gets 414,
+/// as nginx's default buffers give. No MCP route needs more.
+pub const MAX_REQUEST_TARGET_BYTES: usize = 8 * 1024;
+
 /// The response body type of every answer: whole or streamed.
 pub type Body = BoxBody<Bytes, Infallible>;
 
@@ -122,6 +126,10 @@ async fn dispatch(
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
+    let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_REQUEST_TARGET_BYTES {
+        return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
+    }
     let idle = app.front_door.idle_timeout;
     if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
         return match app.engine.replay() {

@@ -36,7 +36,7 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
 use crate::mcp;
 use crate::model::Era;
-use crate::util::printable;
+use crate::util::{MAX_SHOWN_BYTES, clip, printable};
 use child::Link;
 use lines::{Lines, Piece};
 
@@ -320,8 +320,8 @@ impl Door {
     fn log(&self, method: &str, outcome: Outcome, started: Instant) {
         tracing::debug!(
             "stdio server={} method={} {} {:.1}ms",
-            printable(&self.server),
-            printable(method),
+            printable(&clip(&self.server, MAX_SHOWN_BYTES)),
+            printable(&clip(method, MAX_SHOWN_BYTES)),
             outcome.as_str(),
             started.elapsed().as_secs_f64() * 1e3,
         );

@@ -1,0 +1,110 @@
+//! Bounds a client cannot push past (issue 35, part 1), through the real
+//! binary. Root causes: the run ledger kept every name it was sent, whole
+//! (distinct 3 MB tool names grew replay until it aborted); the request
+//! line wrote the whole method and server name (a 3 MB method, a 3 MB
+//! line); a miss echoed the request's values in full, three times over; and
+//! a request-target was taken up to hyper's head limit. Now: names are cut
+//! to 256 bytes in cases and log lines, at most 1000 cases the cassettes do
+//! not hold are counted one by one (the rest together), an echoed value is
+//! cut, and a request-target over 8 KiB gets 414.
+
+use serde_json::{Value, json};
+
+use crate::binary::Daemon;
+use crate::support::*;
+
+const MAIL: &str = "/agents/servers/mcp_MailTools";
+
+/// A replay of one recorded `GetMessage {"id": "m1"}` on mcp_MailTools,
+/// writing its usage report to `report`.
+async fn replay(cassettes: &Cassettes, report: &std::path::Path) -> Daemon {
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "one")]);
+    Daemon::start(&[cassettes.path().to_str().unwrap(), "--report", report.to_str().unwrap()]).await
+}
+
+#[tokio::test]
+async fn ever_new_names_are_cut_and_counted_within_a_bound() {
+    let cassettes = Cassettes::new();
+    let report = cassettes.path().join("report.json");
+    let daemon = replay(&cassettes, &report).await;
+    let recorded = call(
+        &format!("{}{MAIL}", daemon.url),
+        &[],
+        "tools/call",
+        json!({"name": "GetMessage", "arguments": {"id": "m1"}}),
+    )
+    .await;
+    assert_eq!(recorded.json()["result"]["content"][0]["text"], "one");
+    for n in 0..1100 {
+        let name = format!("{n:04}{}", "x".repeat(1000));
+        call(&format!("{}{MAIL}", daemon.url), &[], "tools/call", json!({"name": name})).await;
+    }
+    let (status, _) = daemon.stop("TERM").await;
+    assert!(status.success());
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1 + 1000 + 1, "the cassette's case, 1000 others, and the rest together");
+    let longest = cases.iter().filter_map(|c| c["subject"].as_str()).map(str::len).max().unwrap();
+    assert!(longest < 300, "a name is cut: {longest} bytes");
+    let rest = cases.iter().find(|c| c["server"] == "*").expect("the case of the rest");
+    assert_eq!(rest["mocks"], 100, "{rest}");
+    assert!(cases.iter().any(|c| c["subject"] == "GetMessage" && c["hits"] == 1));
+}
+
+#[tokio::test]
+async fn long_names_are_cut_in_log_lines() {
+    let cassettes = Cassettes::new();
+    let report = cassettes.path().join("report.json");
+    let daemon = replay(&cassettes, &report).await;
+    let method = "m".repeat(100_000);
+    let answer = call(&format!("{}{MAIL}", daemon.url), &[], &method, json!({})).await;
+    assert_eq!(answer.json()["error"]["code"], -32601);
+    let server = "s".repeat(4000);
+    call(&format!("{}/agents/servers/{server}", daemon.url), &[], "tools/list", json!({})).await;
+    let (_, log) = daemon.stop("TERM").await;
+    let longest = log.lines().map(str::len).max().unwrap_or_default();
+    assert!(longest < 2000, "a log line of {longest} bytes");
+    assert!(log.contains("(100000 bytes)") && log.contains("(4000 bytes)"), "the cut says how long: {log}");
+}
+
+#[tokio::test]
+async fn a_miss_echoes_a_bounded_part_of_the_request() {
+    let cassettes = Cassettes::new();
+    let report = cassettes.path().join("report.json");
+    let daemon = replay(&cassettes, &report).await;
+    let huge = "v".repeat(1 << 20);
+    let items: Vec<u32> = (0..10_000).collect();
+    let arguments = json!({"id": huge, "items": items});
+    let answer = call(
+        &format!("{}{MAIL}", daemon.url),
+        &[],
+        "tools/call",
+        json!({"name": "GetMessage", "arguments": arguments}),
+    )
+    .await;
+    let error = &answer.json()["error"];
+    assert_eq!(error["code"], -32001, "{}", &answer.text[..200.min(answer.text.len())]);
+    assert!(answer.text.len() < 16 * 1024, "a miss of a 1 MiB request answered {} bytes", answer.text.len());
+    let difference = &error["data"]["nearest"][0]["differences"][0];
+    assert_eq!(difference["pointer"], "/arguments/id");
+    assert!(
+        difference["requested"].as_str().unwrap().ends_with(&format!("… ({} bytes)", 1 << 20)),
+        "{difference}"
+    );
+    daemon.stop("TERM").await;
+}
+
+#[tokio::test]
+async fn a_request_target_over_8_kib_gets_414() {
+    let cassettes = Cassettes::new();
+    let report = cassettes.path().join("report.json");
+    let daemon = replay(&cassettes, &report).await;
+    let path = format!("/agents/servers/{}", "a".repeat(8 * 1024));
+    let refused = call(&format!("{}{path}", daemon.url), &[], "tools/list", json!({})).await;
+    assert_eq!(refused.status, 414, "{}", refused.text);
+    let served =
+        call(&format!("{}/agents/servers/{}", daemon.url, "a".repeat(4000)), &[], "tools/list", json!({}))
+            .await;
+    assert_eq!(served.status, 200);
+    daemon.stop("TERM").await;
+}
