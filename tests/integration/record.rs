@@ -252,6 +252,13 @@ async fn upstream_faults_get_clear_errors_and_store_nothing() {
     let not_json = call_tool(&url, 14, "not_json", json!({}), json!({})).await;
     assert_eq!((not_json.status, not_json.text.as_str()), (200, "this is not JSON"), "relayed unchanged");
 
+    // Refused on its announced length before any of it is read (it was
+    // read until the idle timeout, into a buffer that could reach 64 MiB).
+    let huge = call_tool(&url, 16, "announced_huge", json!({}), json!({})).await;
+    assert_eq!(huge.status, 502);
+    let message = huge.json()["error"]["message"].as_str().unwrap().to_owned();
+    assert!(message.contains("10737418240 bytes, more than the 67108864 stored"), "{message}");
+
     let fine = call_tool(&url, 15, "plain", json!({"ok": true}), json!({})).await;
     assert_eq!(fine.json()["result"]["echo"]["arguments"]["ok"], true, "the daemon keeps serving");
     let exchanges = recorder.stop().await;

@@ -43,6 +43,8 @@ pub struct State {
     pub gate: Notify,
     /// The client's reply to the `elicit` tool's server request.
     replies: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    /// Bodies kept open (`announced_huge`): their senders, held.
+    open_bodies: Mutex<Vec<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
 }
 
 impl State {
@@ -255,6 +257,16 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
                 "apiKey": body["params"]["arguments"]["apiKey"],
             });
             json_answer(result(text(echoed.to_string())))
+        }
+        ("tools/call", "announced_huge") => {
+            // Announces 10 GiB, sends a few bytes, and keeps the body open.
+            let (tx, rx) = mpsc::unbounded_channel();
+            tx.send(Ok(Bytes::from_static(b"{\"jsonrpc\":"))).unwrap();
+            state.open_bodies.lock().unwrap().push(tx);
+            let mut response = stream(rx);
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            response.headers_mut().insert("content-length", "10737418240".parse().unwrap());
+            response
         }
         ("tools/call", "compressed") => {
             // As servers behind gateways answer: gzip for a client that accepts it.

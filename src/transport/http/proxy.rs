@@ -351,21 +351,35 @@ impl HttpBody for Relay {
     }
 }
 
-/// Reads a whole answer body, each wait bounded by `idle`.
+/// Reads a whole answer body, each wait bounded by `idle`. An answer that
+/// announces more than [`MAX_JSON_ANSWER_BYTES`] is refused before any of
+/// it is read, and the buffer never grows past that bound (it doubles up
+/// to it, not beyond).
 async fn read_whole(mut body: Incoming, idle: Duration) -> Result<Bytes, String> {
-    let mut bytes = BytesMut::new();
+    let too_large =
+        |size: u64| format!("the answer is {size} bytes, more than the {MAX_JSON_ANSWER_BYTES} stored");
+    let announced = body.size_hint().lower();
+    if announced > MAX_JSON_ANSWER_BYTES as u64 {
+        return Err(too_large(announced));
+    }
+    let mut bytes: Vec<u8> = Vec::with_capacity(announced as usize);
     loop {
         match tokio::time::timeout(idle, body.frame()).await {
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
-                    if bytes.len() + data.len() > MAX_JSON_ANSWER_BYTES {
-                        return Err(format!("answer larger than {MAX_JSON_ANSWER_BYTES} bytes"));
+                    let needed = bytes.len() + data.len();
+                    if needed > MAX_JSON_ANSWER_BYTES {
+                        return Err(too_large(needed as u64));
+                    }
+                    if needed > bytes.capacity() {
+                        let grown = (bytes.capacity() * 2).clamp(needed, MAX_JSON_ANSWER_BYTES);
+                        bytes.reserve_exact(grown - bytes.len());
                     }
                     bytes.extend_from_slice(&data);
                 }
             }
             Ok(Some(Err(e))) => return Err(format!("the answer broke off: {e}")),
-            Ok(None) => return Ok(bytes.freeze()),
+            Ok(None) => return Ok(Bytes::from(bytes)),
             Err(_) => return Err(format!("silent for {idle:?} in the middle of an answer")),
         }
     }
