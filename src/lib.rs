@@ -102,7 +102,7 @@ pub mod util;
 pub mod verify;
 
 use std::future::Future;
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,12 +182,17 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         }
         Command::Import(config) => import(&config).map(|()| 0),
         Command::Export(config) => {
+            if let Some(output) = &config.output
+                && same_file(output, &config.cassette)
+            {
+                return Err(Error::Usage(format!(
+                    "-o {}: that is the cassette being exported; name another file",
+                    output.display()
+                )));
+            }
             let loaded = store::load(std::slice::from_ref(&config.cassette))?;
             let written = match &config.output {
-                Some(path) => std::fs::File::create(path).and_then(|mut file| {
-                    jsonl::export(&loaded, &mut file)?;
-                    file.flush()
-                }),
+                Some(path) => util::write_whole(path, |file| jsonl::export(&loaded, file)),
                 None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
             };
             written.map(|()| 0).map_err(|source| Error::Write {
@@ -195,6 +200,16 @@ pub async fn run(command: Command) -> Result<u8, Error> {
                 source,
             })
         }
+    }
+}
+
+/// Whether `a` and `b` name one existing file (same device and inode,
+/// through links).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

@@ -259,7 +259,8 @@ impl Report {
 ///
 /// [`Error::Write`] with the path.
 pub fn write(path: &Path, text: &str) -> Result<(), Error> {
-    std::fs::write(path, text).map_err(|source| Error::Write { path: path.to_owned(), source })
+    crate::util::write_whole(path, |file| std::io::Write::write_all(file, text.as_bytes()))
+        .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
 /// The rows of `cassette` a usage report (from [`Report::json`]) lists as

@@ -1,9 +1,11 @@
 //! Small helpers every layer may use: values made safe for a log line (and
 //! cut to a bound), a lock that survives a panicked holder, text split at
-//! a byte, a fast map.
+//! a byte, a fast map, a file written whole or not at all.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fs::File;
+use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// A hash map for the lookups every request makes (the tape, cursors, the
@@ -79,6 +81,31 @@ pub fn pieces(text: &str, separator: u8) -> impl Iterator<Item = &str> {
 /// out.
 pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
     pieces(path.trim_end_matches('/'), b'/').skip(1)
+}
+
+/// Writes `path` whole or not at all: into a file beside it, synced, then
+/// renamed over it, so a crash mid-write leaves the previous file as it was.
+/// A path that is there but no regular file (`/dev/stdout`, a FIFO) is
+/// written as it is.
+pub fn write_whole(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::io::Result<()> {
+    if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+        return File::create(path).and_then(|mut file| write(&mut file));
+    }
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".partial-{}", std::process::id()));
+    let partial = path.with_file_name(name);
+    let written = File::create(&partial).and_then(|mut file| {
+        write(&mut file)?;
+        std::io::Write::flush(&mut file)?;
+        file.sync_all()
+    });
+    match written.and_then(|()| std::fs::rename(&partial, path)) {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(error)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -545,6 +545,11 @@ fn file_uri(path: &Path) -> String {
 fn check_header(path: &Path) -> Result<(), CassetteError> {
     use std::io::Read;
     const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+    // A FIFO would block the open below (and SQLite's) until a writer came;
+    // a device or a directory is no cassette either.
+    if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+        return Err(CassetteError::Foreign("not a regular file (a FIFO, device or directory)".into()));
+    }
     let Ok(mut file) = std::fs::File::open(path) else {
         return Ok(()); // missing: SQLite creates it; unreadable: SQLite reports it
     };

@@ -1,5 +1,5 @@
-//! Bounds a client cannot push past (issue 35, part 1), through the real
-//! binary. Root causes: the run ledger kept every name it was sent, whole
+//! Bounds a client cannot push past, and files a command must not block on
+//! or destroy (issue 35, parts 1, 3 and 4), through the real binary. Root causes: the run ledger kept every name it was sent, whole
 //! (distinct 3 MB tool names grew replay until it aborted); the request
 //! line wrote the whole method and server name (a 3 MB method, a 3 MB
 //! line); a miss echoed the request's values in full, three times over; and
@@ -107,4 +107,71 @@ async fn a_request_target_over_8_kib_gets_414() {
             .await;
     assert_eq!(served.status, 200);
     daemon.stop("TERM").await;
+}
+
+/// Root cause: the cassette path was opened as it was, and opening a FIFO
+/// blocks until a writer comes: `record` and `import` hung before they
+/// installed their signal handlers. A cassette must be a regular file (or
+/// not exist yet).
+#[tokio::test]
+async fn a_fifo_as_a_cassette_is_refused_at_once() {
+    let cassettes = Cassettes::new();
+    let fifo = cassettes.path().join("fifo.sqlite");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let jsonl = cassettes.path().join("in.jsonl");
+    std::fs::write(&jsonl, "").unwrap();
+    let dir = cassettes.path().to_str().unwrap();
+    let commands: [&[&str]; 2] = [
+        &["record", "--upstream", "http://127.0.0.1:9", "--cassettes", dir, "--name", "fifo", "--port", "0"],
+        &["import", jsonl.to_str().unwrap(), "--cassette", fifo.to_str().unwrap()],
+    ];
+    for args in commands {
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+            .args(args)
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+            .await
+            .unwrap_or_else(|_| panic!("{} blocked on a FIFO", args[0]))
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{}: {stderr}", args[0]);
+        assert!(stderr.contains("fifo.sqlite") && stderr.contains("not a regular file"), "{stderr}");
+    }
+}
+
+/// Root cause: `export X.sqlite -o X.sqlite` created the output over the
+/// input and exited 0: the cassette became its own JSON Lines.
+#[test]
+fn an_export_onto_its_own_cassette_is_refused() {
+    let cassettes = Cassettes::new();
+    let cassette =
+        cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "one")]);
+    let link = cassettes.path().join("link.sqlite");
+    std::os::unix::fs::symlink(&cassette, &link).unwrap();
+    let before = std::fs::read(&cassette).unwrap();
+    for output in [&cassette, &link] {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+            .args(["export", cassette.to_str().unwrap(), "-o", output.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("the cassette being exported"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(&cassette).unwrap(), before, "the cassette is as it was");
+    let elsewhere = cassettes.path().join("out.jsonl");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args(["export", cassette.to_str().unwrap(), "-o", elsewhere.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    assert!(std::fs::read_to_string(&elsewhere).unwrap().contains("GetMessage"));
+    let leftovers: Vec<_> = std::fs::read_dir(cassettes.path())
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.contains(".partial-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
