@@ -122,6 +122,8 @@ pub enum Fault {
         allow: &'static str,
         why: &'static str,
     },
+    /// An HTTP/1.1 request without `Host`.
+    MissingHost,
     /// A DELETE without the session it ends.
     MissingSessionHeader,
     UnsupportedMediaType,
@@ -185,6 +187,7 @@ impl Fault {
             Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             Fault::UnknownSession => StatusCode::NOT_FOUND,
             Fault::MissingSessionHeader
+            | Fault::MissingHost
             | Fault::BodyUnreadable(_)
             | Fault::HeaderNotAscii(_)
             | Fault::NotJson(_)
@@ -207,6 +210,7 @@ impl Fault {
                 invalid(format!("Method not allowed: {why}")).with_data(json!({"allow": allow}))
             }
             Fault::MissingSessionHeader => invalid("DELETE needs an Mcp-Session-Id header".into()),
+            Fault::MissingHost => invalid("An HTTP/1.1 request needs a Host header".into()),
             Fault::UnsupportedMediaType => invalid("Content-Type must be application/json".into()),
             Fault::NotAcceptable => invalid("Accept must allow application/json or text/event-stream".into()),
             Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),

@@ -396,6 +396,33 @@ async fn a_huge_announced_body_is_refused_before_it_is_read() {
     replay.stop().await.unwrap();
 }
 
+/// An HTTP/1.1 request without `Host` was served; RFC 9112 §3.2 says 400
+/// (an HTTP/1.0 one, which may lack it, is still served).
+#[tokio::test]
+async fn an_http_1_1_request_without_host_gets_400() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_cassettes, replay) = Replayer::empty().await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    for (version, status) in [("HTTP/1.1", "400"), ("HTTP/1.0", "200")] {
+        let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let request = format!(
+            "POST /mcp {version}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        peer.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(30), peer.read_to_end(&mut answer))
+            .await
+            .expect("answered")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        let status_line = answer.lines().next().unwrap_or_default();
+        assert!(status_line.contains(&format!(" {status} ")), "{version}: {answer}");
+    }
+    replay.stop().await.unwrap();
+}
+
 /// Connections that sent nothing, half a request head or half a body once
 /// held their slot forever (1030 of them starved every later client).
 #[tokio::test]

@@ -125,7 +125,12 @@ async fn dispatch(
     app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
-    check_host_and_origin(request.headers(), request.uri(), &app.front_door.allowed_hosts)?;
+    check_host_and_origin(
+        request.version(),
+        request.headers(),
+        request.uri(),
+        &app.front_door.allowed_hosts,
+    )?;
     let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if target > MAX_REQUEST_TARGET_BYTES {
         return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
@@ -444,6 +449,7 @@ pub fn server_name(path: &str) -> String {
 /// DNS-rebinding defence: `Host` and `Origin`, when present, must name a
 /// loopback host or one the user allowed.
 fn check_host_and_origin(
+    version: hyper::Version,
     headers: &HeaderMap,
     uri: &hyper::Uri,
     allowed: &[String],
@@ -455,10 +461,11 @@ fn check_host_and_origin(
         Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
         None => uri.authority().map(|a| a.as_str()),
     };
-    if let Some(host) = host
-        && !is_allowed_host(strip_port(host), allowed)
-    {
-        return Err(forbidden("Host", host));
+    match host {
+        Some(host) if !is_allowed_host(strip_port(host), allowed) => return Err(forbidden("Host", host)),
+        // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused.
+        None if version == hyper::Version::HTTP_11 => return Err(Fault::MissingHost.into()),
+        _ => {}
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
