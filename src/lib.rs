@@ -23,8 +23,9 @@
 //!
 //! Bottom to top; each module uses only modules above it in this list.
 //!
-//! - [`util`]: log-safe text, a poison-proof lock, text split at a byte,
-//!   the fast map of per-request lookups.
+//! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
+//!   lock, text split at a byte, the fast map of per-request lookups, a
+//!   file written whole or not at all.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
 //! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
 //!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
