@@ -288,23 +288,17 @@ impl MatchRule {
                 Value::Object(map) => {
                     map.remove(key);
                 }
-                // Positions stay where they are, so later elements still line up.
-                Value::Array(items) => {
-                    if let Some(item) = key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                // In an array, positions stay where they are, so later elements still line up.
+                array => {
+                    if let Some(item) = child_mut(array, key) {
                         *item = Value::Null;
                     }
                 }
-                _ => {}
             });
         }
         for (pointer, folds) in &self.normalize {
             pointer.visit(&mut prepared, &mut |parent, key| {
-                let child = match parent {
-                    Value::Object(map) => map.get_mut(key),
-                    Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
-                    _ => None,
-                };
-                if let Some(child) = child {
+                if let Some(child) = child_mut(parent, key) {
                     fold(child, folds);
                 }
             });

@@ -269,6 +269,11 @@ pub fn clipped(value: &Value, max: usize) -> Value {
     }
 }
 
+/// The RFC 6901 pointer to member (or index) `key` of what `pointer` points at.
+pub fn pointer_child(pointer: &str, key: &str) -> String {
+    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
 /// The fields where `recorded` and `requested` differ, leaf by leaf through
 /// objects (and arrays of equal length), in pointer order.
 pub fn differences(recorded: &Value, requested: &Value) -> Vec<Difference> {
@@ -283,7 +288,7 @@ fn diff_into(
     requested: Option<&Value>,
     found: &mut Vec<Difference>,
 ) {
-    let child = |key: &str| format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+    let child = |key: &str| pointer_child(&pointer, key);
     match (recorded, requested) {
         (Some(a), Some(b)) if a == b => {}
         (Some(Value::Object(a)), Some(Value::Object(b))) => {

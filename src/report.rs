@@ -47,7 +47,7 @@ impl Report {
             if recorded.used.is_marked() {
                 used.push(source.clone());
             } else if !NEVER_UNUSED.contains(&recorded.method.as_str()) {
-                let case = CaseKey::of(&recorded.server, &recorded.method, recorded.params().as_ref());
+                let case = CaseKey::named(&recorded.server, &recorded.method, recorded.subject.as_deref());
                 unused.push((source.clone(), case));
             }
         }

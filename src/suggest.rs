@@ -14,8 +14,10 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::engine::by_rule::{Asked, RuleIndex};
+use crate::engine::ledger::CaseKey;
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules};
+use crate::mcp;
 use crate::model::Era;
 use crate::normalize::{self, Difference, Rules};
 use crate::store;
@@ -81,7 +83,8 @@ pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) ->
     );
     for miss in misses {
         let table = table(miss);
-        let _ = write!(out, "\n# {}: missed {} times", what(miss), miss.misses);
+        let case = CaseKey::of(&miss.server, &miss.method, Some(&miss.params));
+        let _ = write!(out, "\n# {case}: missed {} times", miss.misses);
         if !miss.differences.is_empty() {
             let _ =
                 write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));
@@ -89,18 +92,6 @@ pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) ->
         let _ = writeln!(out, "\n# {}\n{table}", check(&table, miss, &tape, normalization));
     }
     Ok(out)
-}
-
-/// `server method [name]` of a miss.
-fn what(miss: &Miss) -> String {
-    match normalize_subject(miss) {
-        Some(name) => format!("{} {} {name}", miss.server, miss.method),
-        None => format!("{} {}", miss.server, miss.method),
-    }
-}
-
-fn normalize_subject(miss: &Miss) -> Option<&str> {
-    crate::mcp::subject_of(&miss.method, Some(&miss.params))
 }
 
 /// The `[[match]]` table for one miss.
@@ -113,7 +104,8 @@ fn table(miss: &Miss) -> String {
         "resources/read" => "uri",
         _ => "method",
     };
-    let subject = normalize_subject(miss).filter(|_| key != "method").unwrap_or(&miss.method);
+    let subject =
+        mcp::subject_of(&miss.method, Some(&miss.params)).filter(|_| key != "method").unwrap_or(&miss.method);
     lines.push(format!("{key} = {}", quote(&Glob::escape(subject))));
     let (mut ignore, mut normalize) = (Vec::new(), Vec::new());
     for difference in &miss.differences {

@@ -98,6 +98,9 @@ pub struct Recorded {
     pub era: Era,
     pub method: String,
     pub key: MatchKey,
+    /// The tool or prompt name, or the resource URI, the request names
+    /// ([`mcp::subject_of`]), read once at load.
+    pub subject: Option<String>,
     /// The normalized request, canonical JSON text.
     pub request: Text,
     pub status: StatusCode,
@@ -166,30 +169,47 @@ impl Recorded {
     }
 }
 
-/// The exchanges of one match key, in recorded order, apart by era: a
-/// request is answered from its own era's recordings first.
-#[derive(Default)]
-struct ByEra {
-    handshake: Vec<Arc<Recorded>>,
-    stateless: Vec<Arc<Recorded>>,
+/// One of each era's: the exchanges of one match key (in recorded order),
+/// or a match rule's recordings of one tool. A request is answered from
+/// its own era's first.
+#[derive(Debug, Default)]
+pub struct ByEra<T> {
+    handshake: T,
+    stateless: T,
 }
 
-impl ByEra {
-    fn of(&mut self, era: Era) -> &mut Vec<Arc<Recorded>> {
+impl<T> ByEra<T> {
+    pub fn new(handshake: T, stateless: T) -> ByEra<T> {
+        ByEra { handshake, stateless }
+    }
+
+    pub fn of(&self, era: Era) -> &T {
+        match era {
+            Era::Handshake => &self.handshake,
+            Era::Stateless => &self.stateless,
+        }
+    }
+
+    pub fn of_mut(&mut self, era: Era) -> &mut T {
         match era {
             Era::Handshake => &mut self.handshake,
             Era::Stateless => &mut self.stateless,
         }
     }
 
-    /// `era`'s recordings if it has any, else the other era's; with the era
-    /// they were made in.
-    fn for_era(&self, era: Era) -> (Era, &[Arc<Recorded>]) {
-        let (own, other, other_era) = match era {
-            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
-            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
-        };
-        if own.is_empty() { (other_era, other) } else { (era, own) }
+    /// `era`'s, then the other era's, each with its era.
+    pub fn own_first(&self, era: Era) -> [(Era, &T); 2] {
+        match era {
+            Era::Handshake => [(era, &self.handshake), (Era::Stateless, &self.stateless)],
+            Era::Stateless => [(era, &self.stateless), (Era::Handshake, &self.handshake)],
+        }
+    }
+
+    /// `era`'s if it holds any (`holds`), else the other era's; with the
+    /// era they are of.
+    pub fn for_era(&self, era: Era, holds: impl Fn(&T) -> bool) -> (Era, &T) {
+        let [own, other] = self.own_first(era);
+        if holds(own.1) { own } else { other }
     }
 }
 
@@ -197,7 +217,7 @@ impl ByEra {
 #[derive(Default)]
 pub struct Tape {
     /// Exchanges with the same key, by era.
-    by_key: FastMap<MatchKey, ByEra>,
+    by_key: FastMap<MatchKey, ByEra<Vec<Arc<Recorded>>>>,
     /// Exchanges of one server and method, in recorded order.
     by_method: HashMap<(String, String), Vec<Arc<Recorded>>>,
     /// Tool and prompt names each server listed or was called with.
@@ -231,11 +251,13 @@ impl Tape {
                 .into_iter()
                 .map(|m| Message::new(m.offset_ms, m.direction, m.body))
                 .collect();
+            let subject = mcp::subject_of(&exchange.method, request.get("params")).map(str::to_owned);
             let recorded = Recorded {
                 server: exchange.server,
                 era: exchange.era,
                 method: exchange.method,
                 key,
+                subject,
                 request: exchange.request,
                 status: exchange.status,
                 content_type: exchange.content_type,
@@ -260,7 +282,7 @@ impl Tape {
             tape.learn_names(&recorded, &request);
             tape.learn_server_info(&recorded);
             let recorded = Arc::new(recorded);
-            tape.by_key.entry(key).or_default().of(recorded.era).push(Arc::clone(&recorded));
+            tape.by_key.entry(key).or_default().of_mut(recorded.era).push(Arc::clone(&recorded));
             tape.by_method
                 .entry((recorded.server.clone(), recorded.method.clone()))
                 .or_default()
@@ -398,12 +420,8 @@ impl Tape {
     /// era's recordings if it has any, else the other's; recorded order per
     /// `cursors`, then the last one again once the recording runs out.
     pub fn next(&self, key: &MatchKey, era: Era, cursors: &mut Cursors) -> Option<Arc<Recorded>> {
-        let (recorded_in, recorded) = self.by_key.get(key)?.for_era(era);
-        if recorded.is_empty() {
-            return None;
-        }
-        let position = cursors.advance(*key, recorded_in);
-        Some(Arc::clone(&recorded[position.min(recorded.len() - 1)]))
+        let (recorded_in, recorded) = self.by_key.get(key)?.for_era(era, |recorded| !recorded.is_empty());
+        cursors.next_in(*key, recorded_in, recorded).map(Arc::clone)
     }
 }
 
@@ -419,6 +437,18 @@ impl Cursors {
         let position = self.0.entry((key, era)).or_insert(0);
         *position += 1;
         *position - 1
+    }
+    /// The next of `run` (the recordings of `key` in `era`): in recorded
+    /// order, then the last one again once the run is used up; `None` for
+    /// an empty run.
+    pub fn next_in<'a>(
+        &mut self,
+        key: MatchKey,
+        era: Era,
+        run: &'a [Arc<Recorded>],
+    ) -> Option<&'a Arc<Recorded>> {
+        let last = run.len().checked_sub(1)?;
+        Some(&run[self.advance(key, era).min(last)])
     }
 }
 

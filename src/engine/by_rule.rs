@@ -21,7 +21,7 @@ use crate::matching::{By, MatchRules};
 use crate::mcp;
 use crate::model::{Era, MatchKey, canonical_json};
 use crate::normalize::{self, Difference, Rules};
-use crate::tape::{Cursors, Recorded, Tape};
+use crate::tape::{ByEra, Cursors, Recorded, Tape};
 use crate::util::FastMap;
 
 use super::memory::Memory;
@@ -85,10 +85,7 @@ pub struct RuleIndex {
 }
 
 /// The recordings one rule decides among for one server, method and name.
-struct Group {
-    handshake: Recordings,
-    stateless: Recordings,
-}
+type Group = ByEra<Recordings>;
 
 /// One era's recordings of a group.
 struct Recordings {
@@ -119,9 +116,9 @@ impl RuleIndex {
     pub fn new(rules: MatchRules, tape: &Tape, normalization: &Rules) -> RuleIndex {
         let mut groups: Vec<Groups> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
         for recorded in tape.recordings() {
-            let params = recorded.params();
-            let name = mcp::subject_of(&recorded.method, params.as_ref()).unwrap_or_default();
+            let name = recorded.subject.as_deref().unwrap_or_default();
             let Some(index) = rules.find(&recorded.server, &recorded.method, name) else { continue };
+            let params = recorded.params();
             let rule = &rules.rules()[index];
             let (prepared, by) = (rule.prepare(&normalization.canonical_params(params.as_ref())), rule.by);
             let group = groups[index]
@@ -130,15 +127,11 @@ impl RuleIndex {
                 .entry(recorded.method.clone())
                 .or_default()
                 .entry(name.to_owned())
-                .or_insert_with(|| Group {
-                    handshake: Recordings::new(index, by, recorded, name, Era::Handshake),
-                    stateless: Recordings::new(index, by, recorded, name, Era::Stateless),
+                .or_insert_with(|| {
+                    let recordings = |era| Recordings::new(index, by, recorded, name, era);
+                    ByEra::new(recordings(Era::Handshake), recordings(Era::Stateless))
                 });
-            let recordings = match recorded.era {
-                Era::Handshake => &mut group.handshake,
-                Era::Stateless => &mut group.stateless,
-            };
-            recordings.add(index, name, Arc::clone(recorded), prepared);
+            group.of_mut(recorded.era).add(index, name, Arc::clone(recorded), prepared);
         }
         RuleIndex { rules, groups, memory: Memory::default() }
     }
@@ -180,7 +173,8 @@ impl RuleIndex {
             By::Exact => {
                 let prepared = canonical_json(&definition.prepare(params));
                 group
-                    .both_eras(era)
+                    .own_first(era)
+                    .into_iter()
                     .find_map(|(recorded_in, recordings)| {
                         let at = *recordings.by_params.get(&prepared)?;
                         Some(Choice::Variant { era: recorded_in, at, differences: Arc::default() })
@@ -194,7 +188,8 @@ impl RuleIndex {
                 let request = nearest::leaves(&prepared);
                 // Both eras' recorded calls; at equal rank, the request's own era first.
                 let found = group
-                    .both_eras(era)
+                    .own_first(era)
+                    .into_iter()
                     .enumerate()
                     .filter_map(|(order, (recorded_in, recordings))| {
                         let (rank, at) = recordings.nearest.as_ref()?.nearest(&request)?;
@@ -237,7 +232,7 @@ impl RuleIndex {
                 Ok((Arc::clone(recorded), RuleUse { rule, differences: Arc::clone(differences) }))
             }
             Choice::Sequence => {
-                let (recorded_in, recordings) = group.for_era(era);
+                let (recorded_in, recordings) = group.for_era(era, |recordings| !recordings.all.is_empty());
                 let position = cursors.advance(recordings.sequence_key, recorded_in);
                 match recordings.all.get(position) {
                     Some(recorded) => {
@@ -282,37 +277,9 @@ impl RuleIndex {
     }
 }
 
-impl Group {
-    /// `era`'s recordings if it has any, else the other era's; with the era
-    /// they were made in.
-    fn for_era(&self, era: Era) -> (Era, &Recordings) {
-        let (own, other, other_era) = match era {
-            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
-            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
-        };
-        if own.all.is_empty() { (other_era, other) } else { (era, own) }
-    }
-
-    fn of(&self, era: Era) -> &Recordings {
-        match era {
-            Era::Handshake => &self.handshake,
-            Era::Stateless => &self.stateless,
-        }
-    }
-
-    /// `era`'s recordings, then the other era's, each with its era.
-    fn both_eras(&self, era: Era) -> impl Iterator<Item = (Era, &Recordings)> {
-        let (own, other, other_era) = match era {
-            Era::Handshake => (&self.handshake, &self.stateless, Era::Stateless),
-            Era::Stateless => (&self.stateless, &self.handshake, Era::Handshake),
-        };
-        [(era, own), (other_era, other)].into_iter()
-    }
-}
-
 impl Recordings {
     fn new(rule: usize, by: By, first: &Recorded, name: &str, era: Era) -> Recordings {
-        let tag = format!("sequence/{}", era_name(era));
+        let tag = format!("sequence/{}", era.as_str());
         Recordings {
             all: Vec::new(),
             variants: Vec::new(),
@@ -345,15 +312,7 @@ impl Variant {
     /// Its next recording for the session of `cursors`: in recorded order,
     /// then the last one again.
     fn next(&self, era: Era, cursors: &mut Cursors) -> &Arc<Recorded> {
-        let position = cursors.advance(self.key, era);
-        &self.recordings[position.min(self.recordings.len() - 1)]
-    }
-}
-
-fn era_name(era: Era) -> &'static str {
-    match era {
-        Era::Handshake => "handshake",
-        Era::Stateless => "stateless",
+        cursors.next_in(self.key, era, &self.recordings).expect("a variant holds a recording")
     }
 }
 

@@ -37,7 +37,8 @@ impl CaseKey {
         CaseKey::named(server, method, mcp::subject_of(method, params))
     }
 
-    fn named(server: &str, method: &str, subject: Option<&str>) -> CaseKey {
+    /// The case of `method` to `server` naming `subject`; names cut as [`CaseKey::of`] cuts them.
+    pub fn named(server: &str, method: &str, subject: Option<&str>) -> CaseKey {
         let cut = |name: &str| clip(name, MAX_SHOWN_BYTES).into_owned();
         CaseKey { server: cut(server), method: cut(method), subject: subject.map(cut) }
     }

@@ -12,6 +12,7 @@
 use serde_json::Value;
 
 use crate::model::canonical_json;
+use crate::normalize;
 use crate::util::FastMap;
 
 /// Characters of a differing value the tie-break compares at most: it
@@ -91,7 +92,7 @@ impl NearestIndex {
 /// RFC 6901 pointer, sorted by pointer.
 pub fn leaves(params: &Value) -> Vec<Leaf> {
     fn walk(pointer: String, value: &Value, out: &mut Vec<Leaf>) {
-        let child = |key: &str| format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+        let child = |key: &str| normalize::pointer_child(&pointer, key);
         match value {
             Value::Object(map) if !map.is_empty() => {
                 map.iter().for_each(|(key, v)| walk(child(key), v, out));

@@ -98,7 +98,7 @@ pub struct Replay {
 
 impl Replay {
     pub fn new(tape: Tape, service: ServiceAnswers, rules: Rules, on_miss: OnMiss, pace: Pace) -> Replay {
-        let known = tape.recordings().map(|r| CaseKey::of(&r.server, &r.method, r.params().as_ref()));
+        let known = tape.recordings().map(|r| CaseKey::named(&r.server, &r.method, r.subject.as_deref()));
         let ledger = Ledger::knowing(known.collect::<Vec<_>>());
         Replay {
             tape,
@@ -608,10 +608,7 @@ impl Replay {
                 if !self.tape.knows(call.server, kind, name.unwrap_or_default()) {
                     return None;
                 }
-                let same_name = |(params, _): &(Option<Value>, &Arc<Recorded>)| {
-                    mcp::subject_of(call.method, params.as_ref()) == name
-                };
-                recorded.iter().map(|r| (r.params(), r)).filter(same_name).collect()
+                recorded.iter().filter(|r| r.subject.as_deref() == name).map(|r| (r.params(), r)).collect()
             }
             None if !recorded.is_empty() && is_unknown_to_mock(call.era, call.method) => {
                 recorded.iter().map(|r| (r.params(), r)).collect()
@@ -621,12 +618,9 @@ impl Replay {
         let case = CaseKey::of(call.server, call.method, params);
         let mut error = self.miss_error(call, &case.to_string(), params, &candidates);
         if let (Some(refusal), Some(data)) = (refusal, error.data.as_mut()) {
-            data["rule"] = json!({"rule": self.by_rule.rules().label(refusal.rule), "why": refusal.why});
-            error.message.push_str(&format!(
-                "; rule {} decided it: {}",
-                self.by_rule.rules().label(refusal.rule),
-                refusal.why
-            ));
+            let label = self.by_rule.rules().label(refusal.rule);
+            error.message.push_str(&format!("; rule {label} decided it: {}", refusal.why));
+            data["rule"] = json!({"rule": label, "why": refusal.why});
         }
         self.ledger.missed(&case, &error);
         Some(error)
