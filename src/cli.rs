@@ -95,8 +95,8 @@ enum CliCommand {
     /// Modes (--mode; MCP_TAPE_MODE in the environment overrides it):
     /// replay answers from the cassettes and never contacts an upstream;
     /// missing answers what the cassette holds and records the rest from
-    /// --upstream; all records everything into a fresh cassette that
-    /// replaces the old one only if CMD passes; once records (as all) if the
+    /// --upstream into a copy of it, and all records everything into a
+    /// fresh cassette; either replaces the old one only if CMD passes; once records (as all) if the
     /// cassette does not exist yet, else replays. The recording modes take
     /// one PATH: the cassette file.
     Test(TestArgs),

@@ -588,8 +588,10 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
         TestMode::Once => !cassette.exists(),
     };
     let recording = config.mode == TestMode::Missing || fresh;
-    // A fresh recording goes to a file of its own until the command passes.
-    let target = fresh.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+    // A recording goes to a file of its own until the command passes: a
+    // fresh one, or (--mode missing) a copy of the cassette, so that a
+    // failing command leaves the cassette as it was.
+    let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
     let match_rules = load_rules(config.rules.as_deref())?;
     let (app, writer, what) = match (&config.upstream, recording) {
         (_, false) => {
@@ -606,10 +608,12 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
             (app, None, "replaying".to_owned())
         }
         (Some(upstream), true) => {
-            let (file, mode) = match &target {
-                Some(file) => (file.as_path(), RecordMode::All),
-                None => (cassette.as_path(), RecordMode::Missing),
-            };
+            let file = target.as_deref().unwrap_or(&cassette);
+            let mode = if fresh { RecordMode::All } else { RecordMode::Missing };
+            if !fresh && cassette.exists() {
+                discard(file);
+                Cassette::open_read_only(&cassette)?.copy_to(file)?;
+            }
             let (app, writer) = http_recording(
                 file,
                 mode,
@@ -647,9 +651,13 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
     }
     if let Some(file) = &target {
         if code == 0 {
+            // The old cassette's WAL files would be read as the new one's.
+            for stale in [sibling(&cassette, "wal"), sibling(&cassette, "shm")] {
+                let _ = std::fs::remove_file(stale);
+            }
             std::fs::rename(file, &cassette)
                 .map_err(|source| Error::Write { path: cassette.clone(), source })?;
-            eprintln!("mcp-tape: the new recording replaced {}", cassette.display());
+            eprintln!("mcp-tape: the recording replaced {}", cassette.display());
         } else {
             discard(file);
             eprintln!("mcp-tape: the command failed; {} was left as it was", cassette.display());

@@ -294,6 +294,24 @@ impl Cassette {
         remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
+    /// Writes a copy of the cassette, whole and consistent, to `path` (a
+    /// file that must not exist yet): what a run records into when its
+    /// additions are kept only if it passes.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; `path` may then hold part of a copy.
+    pub fn copy_to(&self, path: &Path) -> Result<(), Error> {
+        let target = path.to_str().ok_or_else(|| Error::Cassette {
+            path: path.to_owned(),
+            kind: CassetteError::Sqlite(rusqlite::Error::InvalidPath(path.to_owned())),
+        })?;
+        self.conn
+            .execute("VACUUM INTO ?1", params![target])
+            .map(drop)
+            .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
     /// Writes answer templates in one transaction; one for a (server, tool)
     /// the cassette holds already replaces it.
     ///

@@ -279,6 +279,30 @@ async fn mode_missing_records_only_what_the_cassette_lacks() {
 }
 
 #[tokio::test]
+async fn mode_missing_keeps_what_it_recorded_only_when_the_command_passes() {
+    let fixture = upstream::start().await;
+    let (cassettes, path) = mail_cassette();
+    let before = exchanges(&path);
+    let url = fixture.url();
+    let args = [path.to_str().unwrap(), "--mode", "missing", "--upstream", &url];
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m3"}]]);
+    let token = [("AGENT_TOKEN", upstream::TOKEN)];
+
+    let failed = tape_test(&args, &token, calls.clone(), "1").await;
+    assert_eq!(failed.status.code(), Some(1), "{}", failed.stderr);
+    assert_eq!(fixture.state.calls("tools/call"), 1, "m3 went upstream");
+    assert_eq!(exchanges(&path), before, "a failing command leaves the cassette as it was");
+    let left: Vec<_> = std::fs::read_dir(cassettes.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["mail.sqlite"], "no partial recording left behind");
+
+    let passed = tape_test(&args, &token, calls, "0").await;
+    assert_eq!(passed.status.code(), Some(0), "{}", passed.stderr);
+    let now = exchanges(&path);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert_eq!(now[0], before[0], "what the cassette held is kept");
+}
+
+#[tokio::test]
 async fn max_age_warns_or_fails_on_old_recordings() {
     let cassettes = Cassettes::new();
     let path = cassettes.path().join("old.sqlite");
