@@ -170,6 +170,12 @@ struct ReportArgs {
     /// --unused-from` reads).
     #[arg(long = "report", value_name = "FILE")]
     usage: Option<PathBuf>,
+    /// Write an HTML report here when the run ends: one self-contained page
+    /// with how each request was answered, each miss beside its nearest
+    /// recordings (differing fields marked), unused recordings and a
+    /// timeline.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -733,7 +739,7 @@ impl UpstreamArgs {
 
 impl ReportArgs {
     fn validate(self) -> Reports {
-        Reports { junit: self.junit, usage: self.usage }
+        Reports { junit: self.junit, usage: self.usage, html: self.html }
     }
 }
 

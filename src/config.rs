@@ -92,6 +92,8 @@ pub struct Reports {
     pub junit: Option<PathBuf>,
     /// The JSON usage report `prune` reads (`--report`).
     pub usage: Option<PathBuf>,
+    /// The HTML report a person reads (`--html`).
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]

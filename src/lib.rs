@@ -298,6 +298,9 @@ fn write_reports(report: &Report, reports: &Reports, passed: bool) -> Result<(),
     if let Some(path) = &reports.usage {
         report::write(path, &format!("{:#}\n", report.json(passed)))?;
     }
+    if let Some(path) = &reports.html {
+        report::write(path, &report.html(passed))?;
+    }
     Ok(())
 }
 

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use serde_json::Value;
 
@@ -76,6 +77,48 @@ pub const MAX_OTHER_CASES: usize = 1000;
 /// Differing-pointer lists a case keeps per rule at most (the first ones).
 const DIFFERENCES_KEPT: usize = 5;
 
+/// Moments a ledger keeps for the run's timeline at most (the first ones);
+/// the counts go on past it.
+pub const MOMENTS_KEPT: usize = 10_000;
+
+/// How a request was answered, as the counts and the timeline tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Answer {
+    /// A recording that matched exactly.
+    Recording,
+    /// A recording a match rule picked.
+    Rule,
+    /// An answer template.
+    Template,
+    /// The mock.
+    Mock,
+    /// Nothing: a miss.
+    Miss,
+    /// Forwarded upstream to be recorded.
+    Forwarded,
+}
+
+impl Answer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Answer::Recording => "recording",
+            Answer::Rule => "rule",
+            Answer::Template => "template",
+            Answer::Mock => "mock",
+            Answer::Miss => "miss",
+            Answer::Forwarded => "forwarded",
+        }
+    }
+}
+
+/// One request on the run's timeline: when (milliseconds since the ledger
+/// began) and how it was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment {
+    pub at_ms: u64,
+    pub answer: Answer,
+}
+
 /// The counts of one case.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Case {
@@ -95,6 +138,9 @@ pub struct Case {
     pub stale: u64,
     /// The first miss's error: what was asked and the nearest recordings.
     pub first_miss: Option<ErrorObject>,
+    /// When its requests came and how each was answered (the run's first
+    /// [`MOMENTS_KEPT`] requests, over all cases).
+    pub moments: Vec<Moment>,
 }
 
 /// What one match rule answered in one case.
@@ -163,6 +209,8 @@ impl Usage {
             if mine.first_miss.is_none() {
                 mine.first_miss = case.first_miss;
             }
+            mine.moments.extend(case.moments);
+            mine.moments.sort_by_key(|moment| moment.at_ms);
         }
         self.stale.extend(other.stale);
         if self.rules.is_empty() {
@@ -176,9 +224,16 @@ impl Usage {
 }
 
 /// The ledger an engine keeps while it serves.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Ledger {
     state: Mutex<State>,
+    began: Instant,
+}
+
+impl Default for Ledger {
+    fn default() -> Ledger {
+        Ledger::knowing([])
+    }
 }
 
 /// The cases of one server and method, by subject.
@@ -194,6 +249,8 @@ struct State {
     known: HashSet<CaseKey>,
     /// How many cases the cassettes do not hold are counted one by one.
     others: usize,
+    /// How many moments the cases keep, over all of them.
+    moments: usize,
 }
 
 impl State {
@@ -247,7 +304,7 @@ impl Ledger {
     /// one by one, however many other cases it meets.
     pub fn knowing(known: impl IntoIterator<Item = CaseKey>) -> Ledger {
         let state = State { known: known.into_iter().collect(), ..State::default() };
-        Ledger { state: Mutex::new(state) }
+        Ledger { state: Mutex::new(state), began: Instant::now() }
     }
 
     /// Counts one request of `method` with `params` to `server` that ended
@@ -260,19 +317,30 @@ impl Ledger {
         outcome: Outcome,
         rule: Option<&RuleUse>,
     ) {
+        let answer = match (rule, outcome) {
+            (Some(_), _) => Answer::Rule,
+            (None, Outcome::Hit | Outcome::Cassette | Outcome::Ruled) => Answer::Recording,
+            (None, Outcome::Template) => Answer::Template,
+            (None, Outcome::Mock) => Answer::Mock,
+            (None, Outcome::Miss) => Answer::Miss,
+            (None, Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded) => Answer::Forwarded,
+            (None, _) => return,
+        };
+        let at_ms = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut state = lock(&self.state);
+        let timed = state.moments < MOMENTS_KEPT;
+        state.moments += usize::from(timed);
         let case = state.case(server, method, mcp::subject_of(method, params));
-        if let Some(used) = rule {
-            case.rule_answered(used);
-            return;
+        if timed {
+            case.moments.push(Moment { at_ms, answer });
         }
-        match outcome {
-            Outcome::Hit | Outcome::Cassette | Outcome::Ruled => case.hits += 1,
-            Outcome::Template => case.templates += 1,
-            Outcome::Mock => case.mocks += 1,
-            Outcome::Miss => case.misses += 1,
-            Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded => case.forwarded += 1,
-            _ => {}
+        match (answer, rule) {
+            (Answer::Rule, Some(used)) => case.rule_answered(used),
+            (Answer::Recording | Answer::Rule, _) => case.hits += 1,
+            (Answer::Template, _) => case.templates += 1,
+            (Answer::Mock, _) => case.mocks += 1,
+            (Answer::Miss, _) => case.misses += 1,
+            (Answer::Forwarded, _) => case.forwarded += 1,
         }
     }
 
@@ -340,6 +408,28 @@ mod tests {
         assert_eq!((case.hits, case.misses, case.forwarded, case.requests()), (1, 1, 1, 3));
         assert_eq!(case.first_miss.as_ref().map(|e| e.message.as_str()), Some("first"));
         assert_eq!(usage.misses(), 1);
+    }
+
+    #[test]
+    fn the_timeline_keeps_each_answer_in_order_up_to_its_bound() {
+        let ledger = Ledger::default();
+        let params = json!({"name": "t"});
+        ledger.note("s", "tools/call", Some(&params), Outcome::Miss, None);
+        ledger.note("s", "tools/call", Some(&params), Outcome::Hit, None);
+        ledger.note("s", "ping", None, Outcome::Accepted, None);
+        let usage = ledger.usage();
+        let key = CaseKey::of("s", "tools/call", Some(&params));
+        let answers: Vec<Answer> = usage.cases[&key].moments.iter().map(|m| m.answer).collect();
+        assert_eq!(answers, [Answer::Miss, Answer::Recording]);
+        assert!(usage.cases[&key].moments.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+        assert!(!usage.cases.contains_key(&CaseKey::of("s", "ping", None)), "an acknowledgement is no case");
+
+        let busy = Ledger::default();
+        for _ in 0..MOMENTS_KEPT + 5 {
+            busy.note("s", "tools/call", Some(&params), Outcome::Hit, None);
+        }
+        let case = &busy.usage().cases[&key];
+        assert_eq!((case.hits, case.moments.len()), (MOMENTS_KEPT as u64 + 5, MOMENTS_KEPT));
     }
 
     #[test]

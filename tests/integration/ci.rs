@@ -136,6 +136,33 @@ async fn a_miss_fails_a_passing_command_and_the_junit_file_names_it() {
 }
 
 #[tokio::test]
+async fn the_html_report_shows_a_miss_beside_its_nearest_recording_and_fetches_nothing() {
+    let (cassettes, path) = mail_cassette();
+    let html = cassettes.path().join("run.html");
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m<2>"}]]);
+    let args = [path.to_str().unwrap(), "--html", html.to_str().unwrap()];
+    let run = tape_test(&args, &[], calls, "0").await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#"<span class="verdict failed" id="verdict">failed</span>"#), "{page}");
+    assert!(
+        page.contains(r#"<section class="miss" data-case="mcp_MailTools tools/call GetMessage">"#),
+        "{page}"
+    );
+    // The differing field, marked on both sides, the request's text escaped.
+    assert!(page.contains(r#"<mark data-pointer="/arguments/id">&quot;m&lt;2&gt;&quot;</mark>"#), "{page}");
+    assert!(page.contains(r#"<mark data-pointer="/arguments/id">&quot;m1&quot;</mark>"#), "{page}");
+    assert!(
+        page.contains(r#"<circle class="answer-miss""#)
+            && page.contains(r#"<circle class="answer-recording""#),
+        "{page}"
+    );
+    for fetching in ["<script", "<link", " src=", "url(", "@import"] {
+        assert!(!page.contains(fetching), "the page must stand alone: {fetching}");
+    }
+}
+
+#[tokio::test]
 async fn the_commands_own_status_comes_back() {
     let (_cassettes, path) = mail_cassette();
     let failing = tape_test(&[path.to_str().unwrap()], &[], json!([]), "3").await;

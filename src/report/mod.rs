@@ -5,6 +5,8 @@
 //! requests of a case were answered: exactly, by which match rule (and
 //! where a `nearest` pick differed), by a template, by the mock, or missed.
 
+mod html;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
