@@ -712,6 +712,7 @@ pub fn prune(config: &PruneConfig) -> Result<(), Error> {
     let rows = report::unused_rows(&report, &config.cassette)?;
     let mut cassette = Cassette::open(&config.cassette)?;
     let removed = cassette.remove(&rows)?;
+    cassette.settle();
     for (row, what) in &removed {
         println!("removed #{row}: {}", util::printable(what));
     }
@@ -741,6 +742,7 @@ pub fn import(config: &ImportConfig) -> Result<(), Error> {
             let mocks = mocks::read_dir(dir)?;
             let mut cassette = Cassette::open(&config.cassette)?;
             cassette.insert_templates(&mocks.templates)?;
+            cassette.settle();
             let servers: std::collections::BTreeSet<&str> =
                 mocks.templates.iter().map(|t| t.server.as_str()).collect();
             if !mocks.error_rates.is_empty() {
@@ -767,6 +769,7 @@ pub fn import(config: &ImportConfig) -> Result<(), Error> {
                 }
                 None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
             };
+            cassette.settle();
             eprintln!("imported {count} lines into {}", config.cassette.display());
         }
     }

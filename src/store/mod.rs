@@ -294,6 +294,17 @@ impl Cassette {
         remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
+    /// Leaves the file whole on its own: its WAL checkpointed into it and
+    /// removed (rollback journal mode), so that readers, replay among them,
+    /// need no `-wal` and `-shm` files beside it and leave none in a
+    /// checkout. Best effort: while another connection holds the file it
+    /// stays in WAL mode, whole all the same.
+    pub fn settle(&self) {
+        if let Err(e) = self.conn.pragma_update(None, "journal_mode", "DELETE") {
+            tracing::debug!("{} stays in WAL mode: {e}", self.path.display());
+        }
+    }
+
     /// Writes a copy of the cassette, whole and consistent, to `path` (a
     /// file that must not exist yet): what a run records into when its
     /// additions are kept only if it passes.

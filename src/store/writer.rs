@@ -108,6 +108,7 @@ impl Writer {
                     let _ = done.send(stored.is_ok()); // the sender may have gone; the entry is stored anyway
                 }
             }
+            cassette.settle();
             report
         });
         let thread = thread.map_err(|source| Error::Spawn { command: THREAD_NAME.into(), source })?;

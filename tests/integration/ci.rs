@@ -93,7 +93,7 @@ pub(crate) fn text_of(answer: &Value) -> &str {
 }
 
 fn exchanges(cassette: &Path) -> Vec<mcp_tape::model::Exchange> {
-    mcp_tape::store::Cassette::open(cassette).unwrap().exchanges().unwrap()
+    mcp_tape::store::Cassette::open_read_only(cassette).unwrap().exchanges().unwrap()
 }
 
 #[tokio::test]
@@ -287,6 +287,9 @@ async fn mode_once_records_a_missing_cassette_then_replays_it() {
     assert_eq!(second.status.code(), Some(0), "{}", second.stderr);
     assert_eq!(second.answers()[0]["result"], first.answers()[0]["result"]);
     assert_eq!(fixture.state.calls("tools/call"), 1);
+    // Recorded and replayed, the cassette is one file: no WAL files left beside it in a checkout.
+    let left: Vec<_> = std::fs::read_dir(cassettes.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["once.sqlite"]);
 }
 
 #[tokio::test]

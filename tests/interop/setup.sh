@@ -26,10 +26,6 @@ fi
 echo "interop: installing the pinned TypeScript SDK and conformance suite (npm ci)" >&2
 (cd "$here" && when_changed package-lock.json "$tools/package-lock.stamp" npm ci --no-audit --no-fund >&2)
 
-echo "interop: installing the vitest example's pinned packages (npm ci)" >&2
-(cd "$root/examples/vitest" && PATH="$(dirname "$node"):$PATH" \
-    when_changed package-lock.json "$tools/vitest-example-lock.stamp" npm ci --no-audit --no-fund >&2)
-
 if [ ! -x "$tools/venv/bin/python" ]; then
     python3 -m venv "$tools/venv"
 fi

@@ -1,0 +1,54 @@
+// Per-test tapes for vitest, the VCR way: `const tape = useTape()` at the top
+// of a test file gives each test a tape of its own on a free loopback port,
+// answering from cassettes/<file>/<test>.sqlite; `tape.url` is its URL while
+// the test runs (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT). A request
+// the cassette does not hold fails that test, with the misses in the error.
+// Recording modes (MCP_TAPE_MODE, MCP_TAPE_UPSTREAM) keep a test's recording
+// only when it passes. Under `mcp-tape test -- vitest run`, the one tape
+// already running serves every test instead.
+import { basename, join } from "node:path";
+import { afterEach, beforeEach } from "vitest";
+import { fileName, startTape } from "./index.js";
+
+const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
+
+function testName(task) {
+  const names = [];
+  for (let t = task; t && t !== task.file; t = t.suite) {
+    if (t.name) names.unshift(t.name);
+  }
+  return names.join(" > ");
+}
+
+export function useTape(options = {}) {
+  const outer = process.env.MCP_TAPE_URL;
+  const state = { url: outer, cassette: undefined };
+  if (outer) return state;
+  const directory = options.cassettes ?? process.env.MCP_TAPE_CASSETTES ?? "cassettes";
+  const htmlDirectory = options.html ?? process.env.MCP_TAPE_HTML;
+  let tape;
+  let saved;
+  beforeEach(async (context) => {
+    const file = basename(context.task.file.name).replace(/\.[cm]?[jt]sx?$/, "");
+    const name = fileName(testName(context.task));
+    const cassette = options.cassette ?? join(directory, file, `${name}.sqlite`);
+    const html = htmlDirectory ? join(htmlDirectory, file, `${name}.html`) : undefined;
+    tape = await startTape({ ...options, cassette, html });
+    state.url = tape.url;
+    state.cassette = cassette;
+    saved = VARIABLES.map((v) => process.env[v]);
+    for (const v of VARIABLES) process.env[v] = tape.url;
+  });
+  afterEach(async (context) => {
+    VARIABLES.forEach((v, i) => {
+      if (saved[i] === undefined) delete process.env[v];
+      else process.env[v] = saved[i];
+    });
+    const passed = context.task.result?.state !== "fail";
+    const { misses, text } = await tape.stop(passed);
+    state.url = undefined;
+    // Thrown when the test failed too: often its failure is the client's error for the miss.
+    if (misses.length > 0) throw new Error(text);
+  });
+  return state;
+}

@@ -1,0 +1,158 @@
+"""mcp-tape: record and replay MCP (Model Context Protocol) traffic.
+
+The wheel carries the `mcp-tape` binary; `binary()` finds it. `Tape` runs one
+tape for the length of one test (what the pytest plugin does per test): it
+wraps `mcp-tape test`, whose command is a tiny shell that prints the tape's
+URL and then waits for the test's verdict on its standard input. So the
+modes, the rules file, the reports and "a failing test never changes its
+cassette" are exactly those of `mcp-tape test`.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from pathlib import Path
+
+__all__ = ["MODES", "Tape", "TapeError", "binary"]
+
+MODES = ("replay", "missing", "all", "once")
+
+# The command `mcp-tape test` runs for a Tape: tells the tape's URL, then
+# waits for the verdict (0 passed, 1 failed; end of input counts as failed).
+_WAIT_FOR_VERDICT = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"'
+
+
+class TapeError(Exception):
+    """The tape could not start, or stopped in a way that says nothing of the test."""
+
+
+def binary():
+    """The mcp-tape executable: $MCP_TAPE_BIN, else the one this package installed, else PATH."""
+    chosen = os.environ.get("MCP_TAPE_BIN")
+    if chosen:
+        return chosen
+    name = "mcp-tape"
+    schemes = [None, f"{os.name}_user"]
+    for scheme in schemes:
+        try:
+            scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+        except KeyError:
+            continue
+        candidate = Path(scripts) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise TapeError("the mcp-tape binary was not found: install the mcp-tape wheel or set MCP_TAPE_BIN")
+
+
+class Tape:
+    """One `mcp-tape test` run around one test; `start()` returns its URL."""
+
+    def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None):
+        if mode not in MODES:
+            raise TapeError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
+        self.cassette = Path(cassette)
+        self.mode = mode
+        self.upstream = upstream
+        self.rules = rules
+        self.html = html
+        self.executable = executable or binary()
+        self.url = None
+        self.misses = []
+        self._process = None
+        self._scratch = None
+
+    def start(self):
+        """Starts the tape on a free loopback port; returns its URL once it listens."""
+        self._scratch = tempfile.TemporaryDirectory(prefix="mcp-tape-")
+        scratch = Path(self._scratch.name)
+        self._report = scratch / "report.json"
+        self._log = open(scratch / "tape.log", "w+b")  # noqa: SIM115 - kept open for the run
+        self.cassette.parent.mkdir(parents=True, exist_ok=True)
+        # Replay of a cassette that was never recorded: nothing to answer from, so
+        # every request misses and the failure says which cassette is absent.
+        replays = self.mode == "replay" or (self.mode == "once" and self.cassette.exists())
+        source = self.cassette if self.cassette.exists() or not replays else scratch
+        command = [self.executable, "test", str(source), "--mode", self.mode, "--report", str(self._report)]
+        if self.upstream:
+            command += ["--upstream", self.upstream]
+        if self.rules:
+            command += ["--rules", str(self.rules)]
+        if self.html:
+            Path(self.html).parent.mkdir(parents=True, exist_ok=True)
+            command += ["--html", str(self.html)]
+        command += ["--", "sh", "-c", _WAIT_FOR_VERDICT]
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True
+        )
+        line = self._process.stdout.readline().strip()
+        if not line.startswith("http://"):
+            self._process.wait()
+            raise TapeError(f"mcp-tape exited ({self._process.returncode}) before it served:\n{self.log()}")
+        self.url = line
+        return self.url
+
+    def stop(self, passed):
+        """Ends the run with the test's verdict; returns the misses (each a dict of the report's case).
+
+        A failing test's recording is thrown away, so its cassette is left as it was.
+        """
+        if self._process is None:
+            return self.misses
+        process, self._process = self._process, None
+        try:
+            process.stdin.write("0\n" if passed else "1\n")
+            process.stdin.close()
+        except BrokenPipeError:
+            pass
+        process.wait()
+        self.code = process.returncode
+        try:
+            report = json.loads(self._report.read_text())
+        except (OSError, ValueError) as error:
+            raise TapeError(f"mcp-tape exited ({process.returncode}) with no report ({error}):\n{self.log()}")
+        finally:
+            self._log.seek(0)
+            self._text = self._log.read().decode("utf-8", "replace")
+            self._log.close()
+            self._scratch.cleanup()
+        self.misses = [case for case in report.get("cases", []) if case.get("misses")]
+        return self.misses
+
+    def log(self):
+        """What mcp-tape wrote to its standard error so far."""
+        if getattr(self, "_text", None) is not None:
+            return self._text
+        self._log.flush()
+        self._log.seek(0)
+        text = self._log.read().decode("utf-8", "replace")
+        self._log.seek(0, os.SEEK_END)
+        return text
+
+    def describe_misses(self):
+        """The misses as a person reads them: each case, its first miss and where the nearest recording differed."""
+        total = sum(case["misses"] for case in self.misses)
+        lines = [f"mcp-tape: {total} request(s) missed the recordings of {self.cassette}"]
+        if not self.cassette.exists():
+            lines.append(
+                "  (no cassette there yet: record it with --mcp-tape-mode once --mcp-tape-upstream URL)"
+            )
+        for case in self.misses:
+            subject = f" {case['subject']}" if case.get("subject") else ""
+            lines.append(f"  {case['method']}{subject} on {case['server']} ×{case['misses']}")
+            first = case.get("firstMiss") or {}
+            if first.get("message"):
+                lines.append(f"    {first['message']}")
+            nearest = ((first.get("data") or {}).get("nearest") or [{}])[0]
+            for difference in nearest.get("differences") or []:
+                recorded = json.dumps(difference.get("recorded"))
+                requested = json.dumps(difference.get("requested"))
+                lines.append(f"    at {difference['pointer']}: recorded {recorded}, sent {requested}")
+        if self.html:
+            lines.append(f"  HTML report: {self.html}")
+        return "\n".join(lines)

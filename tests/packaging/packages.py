@@ -1,0 +1,359 @@
+"""The packages a person installs, tried as that person would, from the
+wheel and tarballs packaging/build.sh made of this checkout:
+
+- a fresh venv with no Rust on PATH installs the wheel (and the pinned SDK
+  and pytest): `mcp-tape --version`, `python -m mcp_tape --version`; the
+  pytest example records a cassette per test with `--mcp-tape-mode once`
+  from a fixture upstream (tests/interop/agent365_upstream.py), replays with
+  the upstream stopped, fails only the test whose request misses (the miss in
+  its failure text), runs under `pytest -n 2` and under `mcp-tape test`; a
+  recording mode never writes the cassette of a failing test;
+- a fresh npm project installs both tarballs and runs the vitest example
+  through `mcp-tape/vitest` the same way;
+- headless Chromium renders the HTML report of a run with a miss, and the
+  DOM shows the miss's tool, pointer and both values.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "interop"))
+
+from interop import Checks, Daemon  # noqa: E402
+
+UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
+TIMEOUT_S = 300
+CHANGED_QUESTION = "holiday plans"
+MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
+
+
+def run(command, cwd, env, timeout=TIMEOUT_S):
+    """Runs `command`; its exit code and output (stdout and stderr)."""
+    result = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=timeout)
+    return result.returncode, result.stdout + result.stderr
+
+
+def must(command, cwd, env, timeout=TIMEOUT_S):
+    code, output = run(command, cwd, env, timeout)
+    assert code == 0, f"{command[:4]} exited {code}:\n{output[-6000:]}"
+    return output
+
+
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def files_under(directory):
+    return sorted(str(p.relative_to(directory)) for p in Path(directory).rglob("*") if p.is_file())
+
+
+class Upstream:
+    """The fixture MCP servers, started and stopped as a test run needs them."""
+
+    def __init__(self, python):
+        self.python = python
+        self.daemon = None
+
+    def __enter__(self):
+        self.daemon = Daemon(None, [], command=[self.python, str(UPSTREAM), "--no-auth", "--port", "0"])
+        return self.daemon.base
+
+    def __exit__(self, *exc):
+        self.daemon.stop()
+
+
+def clean_env(extra_path, **variables):
+    """This machine's environment (its proxy and certificate settings, as a person's shell has them) with
+    no Rust and no mcp-tape settings: PATH holds only `extra_path` and the system's directories."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("CARGO", "RUST", "MCP_TAPE", "MCP_PLATFORM", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join([*extra_path, "/usr/bin", "/bin"])
+    env.update(variables)
+    for tool in ("cargo", "rustc"):
+        assert shutil.which(tool, path=env["PATH"]) is None, f"{tool} is on the clean PATH"
+    return env
+
+
+def python_package(args, work, checks):
+    wheels = sorted(Path(args.dist).glob("mcp_tape-*.whl"))
+    assert len(wheels) == 1, f"one wheel expected in {args.dist}: {wheels}"
+    wheel = wheels[0]
+    venv = work / "venv"
+    env = clean_env([str(venv / "bin")])
+    project = work / "pytest-project"
+    cassettes = project / "cassettes"
+
+    def installs():
+        assert "manylinux_2_17_x86_64" in wheel.name, wheel.name
+        must([sys.executable, "-m", "venv", str(venv)], work, env)
+        must([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", str(wheel),
+              "-r", str(HERE / "requirements.txt")], work, env)
+        version = must(["mcp-tape", "--version"], work, env).strip()
+        assert version.startswith("mcp-tape "), version
+        assert shutil.which("mcp-tape", path=env["PATH"]) == str(venv / "bin" / "mcp-tape")
+        assert must(["python", "-m", "mcp_tape", "--version"], work, env).strip() == version
+
+    checks.run(f"wheel {wheel.name}: a fresh venv with no Rust on PATH installs it; "
+               "mcp-tape --version and python -m mcp_tape --version", installs)
+
+    project.mkdir()
+    shutil.copy(ROOT / "examples" / "pytest" / "test_agent.py", project)
+    shutil.copy(HERE / "failing_test.py", project / "test_failing.py")
+    pytest = ["python", "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    example = [*pytest, "test_agent.py"]
+    failing = [*pytest, "test_failing.py"]
+    failing_cassette = cassettes / "test_failing" / "test_records_then_fails.sqlite"
+
+    with Upstream(args.python) as upstream:
+        def records_once():
+            output = must([*example, "--mcp-tape-mode", "once", "--mcp-tape-upstream", upstream], project, env)
+            assert "3 passed" in output, output
+            assert files_under(cassettes) == [
+                "test_agent/test_the_agent_books_a_big_enough_room.sqlite",
+                "test_agent/test_the_agent_reads_the_users_profile.sqlite",
+                "test_agent/test_the_agent_searches_the_mailbox.sqlite",
+            ], files_under(cassettes)
+
+        checks.run("pytest plugin: --mcp-tape-mode once records a cassette per test from the upstream", records_once)
+
+        def failing_tests_record_nothing():
+            recording = ["--mcp-tape-mode", "all", "--mcp-tape-upstream", upstream]
+            code, output = run([*failing, *recording], project, env)
+            assert code == 1 and "1 failed" in output, output
+            assert not failing_cassette.exists(), "a failing test's recording was kept"
+            must([*failing, *recording], project, dict(env, HARNESS_PASS="1"))
+            before = digest(failing_cassette)
+            for mode in ("all", "missing"):
+                changed = dict(env, HARNESS_SELECT="displayName")
+                code, output = run([*failing, "--mcp-tape-mode", mode, "--mcp-tape-upstream", upstream],
+                                   project, changed)
+                assert code == 1 and "1 failed" in output, output
+                assert digest(failing_cassette) == before, f"--mcp-tape-mode {mode} changed a failing test's cassette"
+            assert files_under(cassettes / "test_failing") == ["test_records_then_fails.sqlite"]
+
+        checks.run("pytest plugin: recording modes (all, missing) never write the cassette of a failing test",
+                   failing_tests_record_nothing)
+
+    def replays():
+        output = must(example, project, env)
+        assert "3 passed" in output, output
+
+    checks.run("pytest plugin: the recordings replay with the upstream stopped (3 passed)", replays)
+
+    mailbox = cassettes / "test_agent" / "test_the_agent_searches_the_mailbox.sqlite"
+    html = project / "html" / "test_agent" / "test_the_agent_searches_the_mailbox.html"
+
+    def a_miss_fails_its_test():
+        before = digest(mailbox)
+        code, output = run([*example, "--mcp-tape-html", "html"], project,
+                           dict(env, AGENT_QUESTION=CHANGED_QUESTION))
+        assert code == 1, output
+        assert "1 failed, 2 passed" in output, output
+        assert "FAILED test_agent.py::test_the_agent_searches_the_mailbox" in output, output
+        assert "tools/call SearchMessages on mcp_MailTools" in output, output
+        assert MISS_TEXT in output, output
+        assert digest(mailbox) == before
+        assert html.is_file(), files_under(project / "html")
+
+    checks.run("pytest plugin: a miss fails only its test, the tool, pointer and both values in the failure text",
+               a_miss_fails_its_test)
+
+    def under_xdist():
+        output = must([*example, "-n", "2"], project, env)
+        assert "3 passed" in output, output
+
+    checks.run("pytest plugin: pytest -n 2 (xdist), a tape per test in each worker: 3 passed", under_xdist)
+
+    def under_mcp_tape_test():
+        junit = work / "pytest-junit.xml"
+        output = must(["mcp-tape", "test", "cassettes/test_agent", "--junit", str(junit), "--", *example],
+                      project, env)
+        # The one tape answered all nine requests: no test started a tape of its own.
+        assert "3 passed" in output, output
+        assert "9 requests: 9 answered from recordings, 0 by the mock, 0 missed" in output, output
+        assert 'name="tools/call SearchMessages"' in junit.read_text()
+
+    checks.run("pytest plugin under mcp-tape test -- pytest: the fixture yields the one tape", under_mcp_tape_test)
+
+    checks.run("headless Chromium renders the pytest miss's HTML report: the DOM shows tool, pointer, both values",
+               lambda: browser_shows_the_miss(args.chromium, html, work / "chromium-py"))
+
+
+def node_package(args, work, checks):
+    tarballs = {name: sorted(Path(args.dist).glob(pattern)) for name, pattern in
+                [("main", "mcp-tape-[0-9]*.tgz"), ("platform", "mcp-tape-linux-x64-*.tgz")]}
+    assert all(len(found) == 1 for found in tarballs.values()), tarballs
+    project = work / "npm-project"
+    project.mkdir()
+    shutil.copy(HERE / "package.json", project)
+    for name in ("agent.test.mjs", "vitest.config.mjs"):
+        shutil.copy(ROOT / "examples" / "vitest" / name, project)
+    env = clean_env([str(Path(args.node).parent), str(project / "node_modules" / ".bin")], NO_COLOR="1")
+    vitest = [args.node, "node_modules/vitest/vitest.mjs", "run"]
+    cassettes = project / "cassettes"
+
+    def installs():
+        must(["npm", "install", "--no-audit", "--no-fund", *(str(t[0]) for t in tarballs.values())], project, env)
+        version = must(["npx", "--no-install", "mcp-tape", "--version"], project, env).strip()
+        assert version.startswith("mcp-tape "), version
+        binary = project / "node_modules" / "@mcp-tape" / "linux-x64" / "bin" / "mcp-tape"
+        assert os.access(binary, os.X_OK), binary
+
+    checks.run("npm: a fresh project installs both tarballs; npx mcp-tape --version runs the platform's binary",
+               installs)
+
+    with Upstream(args.python) as upstream:
+        def records_once():
+            output = must(vitest, project, dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream))
+            assert "3 passed" in output, output
+            recorded = files_under(cassettes)
+            assert len(recorded) == 3 and all(p.startswith("agent.test/") for p in recorded), recorded
+
+        checks.run("vitest helper: MCP_TAPE_MODE=once records a cassette per test from the upstream", records_once)
+
+        def failing_tests_record_nothing():
+            shutil.copy(HERE / "failing.test.mjs", project)
+            try:
+                failing = [*vitest, "failing.test.mjs"]
+                cassette = cassettes / "failing.test" / "records_then_fails.sqlite"
+                recording = dict(env, MCP_TAPE_MODE="all", MCP_TAPE_UPSTREAM=upstream)
+                code, output = run(failing, project, recording)
+                assert code == 1 and "1 failed" in output, output
+                assert not cassette.exists(), "a failing test's recording was kept"
+                must(failing, project, dict(recording, HARNESS_PASS="1"))
+                before = digest(cassette)
+                for mode in ("all", "missing"):
+                    code, output = run(failing, project, dict(recording, MCP_TAPE_MODE=mode, HARNESS_SELECT="x"))
+                    assert code == 1 and "1 failed" in output, output
+                    assert digest(cassette) == before, f"MCP_TAPE_MODE={mode} changed a failing test's cassette"
+            finally:
+                (project / "failing.test.mjs").unlink()
+                shutil.rmtree(cassettes / "failing.test", ignore_errors=True)
+
+        checks.run("vitest helper: recording modes (all, missing) never write the cassette of a failing test",
+                   failing_tests_record_nothing)
+
+    def replays():
+        output = must(vitest, project, env)
+        assert "3 passed" in output, output
+
+    checks.run("vitest helper: the recordings replay with the upstream stopped (3 passed)", replays)
+
+    def a_miss_fails_its_test():
+        before = {p: digest(cassettes / p) for p in files_under(cassettes)}
+        code, output = run(vitest, project, dict(env, AGENT_QUESTION=CHANGED_QUESTION))
+        assert code == 1, output
+        assert "1 failed" in output and "2 passed" in output, output
+        assert "tools/call SearchMessages on mcp_MailTools" in output, output
+        assert MISS_TEXT in output, output
+        assert {p: digest(cassettes / p) for p in files_under(cassettes)} == before
+
+    checks.run("vitest helper: a miss fails only its test, the tool, pointer and both values in the error",
+               a_miss_fails_its_test)
+
+    def under_mcp_tape_test():
+        output = must(["npx", "--no-install", "mcp-tape", "test", "cassettes/agent.test", "--", *vitest],
+                      project, env)
+        assert "3 passed" in output, output
+        # The one tape answered every request: no test started a tape of its own.
+        assert re.search(r"mcp-tape: (\d+) requests: \1 answered from recordings, 0 by the mock, 0 missed", output), \
+            output
+
+    checks.run("vitest helper under mcp-tape test -- vitest run: every test uses the one tape", under_mcp_tape_test)
+
+
+def browser_shows_the_miss(chromium, page, profile):
+    """Opens `page` in headless Chromium over the DevTools protocol and reads what the DOM shows."""
+    from websockets.sync.client import connect
+
+    browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        endpoint = None
+        for line in browser.stderr:
+            if "DevTools listening on " in line:
+                endpoint = line.split("DevTools listening on ", 1)[1].strip()
+                break
+        assert endpoint, "chromium did not open its DevTools endpoint"
+        with connect(endpoint, max_size=None, open_timeout=30) as socket:
+            counter = iter(range(1, 1000))
+            events = []
+
+            def call(method, session=None, **params):
+                ask = {"id": next(counter), "method": method, "params": params}
+                if session:
+                    ask["sessionId"] = session
+                socket.send(json.dumps(ask))
+                while True:
+                    answer = json.loads(socket.recv(timeout=30))
+                    if answer.get("id") == ask["id"]:
+                        assert "error" not in answer, answer
+                        return answer["result"]
+                    events.append(answer)
+
+            def event(method, session):
+                while not any(e.get("method") == method and e.get("sessionId") == session for e in events):
+                    events.append(json.loads(socket.recv(timeout=30)))
+
+            target = call("Target.createTarget", url="about:blank")["targetId"]
+            session = call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+            call("Page.enable", session)
+            call("Page.navigate", session, url=page.as_uri())
+            event("Page.loadEventFired", session)
+            evaluated = call("Runtime.evaluate", session, awaitPromise=True, returnByValue=True, expression="""
+                (async () => {
+                  const miss = document.querySelector("section.miss");
+                  const visible = (e) => e.getBoundingClientRect().width > 0 && getComputedStyle(e).visibility !== "hidden";
+                  return {
+                    verdict: document.getElementById("verdict").innerText,
+                    heading: miss.querySelector("h3").innerText,
+                    rows: [...miss.querySelectorAll("table.differences tr")].map(r => r.innerText),
+                    marks: [...miss.querySelectorAll("mark")].map(m => [m.dataset.pointer, m.innerText, visible(m)]),
+                    dots: document.querySelectorAll("#timeline circle.answer-miss").length,
+                  };
+                })()""")
+            assert "exceptionDetails" not in evaluated, evaluated
+            shown = evaluated["result"]["value"]
+    finally:
+        browser.kill()
+        browser.wait()
+    assert shown["verdict"] == "failed", shown
+    assert shown["heading"].startswith("mcp_MailTools tools/call SearchMessages"), shown
+    assert shown["rows"][1].split("\t") == ["/arguments/message", '"budget review"', '"holiday plans"'], shown
+    assert ["/arguments/message", '"holiday plans"', True] in shown["marks"], shown
+    assert ["/arguments/message", '"budget review"', True] in shown["marks"], shown
+    assert shown["dots"] == 1, shown
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dist", required=True, help="where packaging/build.sh put the wheel and tarballs")
+    parser.add_argument("--python", required=True, help="Python with the pinned SDKs, for the fixture upstream")
+    parser.add_argument("--node", required=True, help="Node 22 executable")
+    parser.add_argument("--chromium", required=True, help="the Chromium executable")
+    args = parser.parse_args()
+    args.dist = Path(args.dist).resolve()
+    args.node = str(Path(args.node).resolve())
+    checks = Checks()
+    with tempfile.TemporaryDirectory(prefix="mcp-tape-packaging-") as scratch:
+        work = Path(scratch)
+        for part in (python_package, node_package):
+            checks.run(f"{part.__name__}: every step ran", lambda part=part: part(args, work, checks))
+    print(f"packaging: {checks.passed} passed, {checks.failed} failed", flush=True)
+    sys.exit(1 if checks.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
