@@ -11,6 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 cargo fmt --all --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo test --locked
+cargo package --locked --allow-dirty --quiet
 fuzz/run-short.sh
 tests/interop/run.sh
 tests/packaging/run.sh

@@ -60,8 +60,9 @@
 //!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
 //!   for params read before ([`engine::memory`]), and the ledger of what a run exercised
 //!   ([`engine::ledger`]).
-//! - [`report`]: a run's ledger told as a summary, JUnit XML and a JSON
-//!   usage report (which `prune` and `rules suggest` read back).
+//! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
+//!   usage report (which `prune` and `rules suggest` read back) and an
+//!   HTML page for a person (`report::html`).
 //! - [`suggest`]: `rules suggest`: match rules from a report's misses,
 //!   checked against the cassette.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,

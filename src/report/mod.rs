@@ -1,11 +1,12 @@
-//! What a run exercised, told three ways: the summary printed at the end,
-//! a JUnit XML file for CI systems (`--junit`), and a JSON usage report
+//! What a run exercised, told four ways: the summary printed at the end,
+//! a JUnit XML file for CI systems (`--junit`), a JSON usage report
 //! (`--report`) that `prune` reads back to remove recordings a passing run
-//! never used and `rules suggest` reads for its misses. Each says how the
+//! never used and `rules suggest` reads for its misses, and an HTML page
+//! for a person (`--html`, in [`html`]). Each says how the
 //! requests of a case were answered: exactly, by which match rule (and
 //! where a `nearest` pick differed), by a template, by the mock, or missed.
 
-mod html;
+pub mod html;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -272,6 +272,20 @@ def node_package(args, work, checks):
 
     checks.run("vitest helper under mcp-tape test -- vitest run: every test uses the one tape", under_mcp_tape_test)
 
+    def global_setup():
+        (project / "global.config.mjs").write_text(
+            'export default { test: { globalSetup: ["mcp-tape/global-setup"], testTimeout: 30000 } };\n')
+        one_tape = [*vitest, "--config", "global.config.mjs"]
+        tape_env = dict(env, MCP_TAPE_CASSETTES="cassettes/agent.test")
+        output = must(one_tape, project, tape_env)
+        assert "3 passed" in output, output
+        code, output = run(one_tape, project, dict(tape_env, AGENT_QUESTION=CHANGED_QUESTION))
+        assert code == 1, output
+        assert MISS_TEXT in output, output
+
+    checks.run("npm: mcp-tape/global-setup, one tape for the run: passes, and a miss fails the run with its text",
+               global_setup)
+
 
 def browser_shows_the_miss(chromium, page, profile):
     """Opens `page` in headless Chromium over the DevTools protocol and reads what the DOM shows."""
