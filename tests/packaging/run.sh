@@ -14,5 +14,8 @@ if [ -z "$chromium" ]; then
     chromium=$(command -v chromium)
 fi
 echo "packaging: $("$chromium" --version 2>/dev/null)" >&2
-exec "$python" "$root/tests/packaging/packages.py" --dist "$dist" --python "$python" --node "$node" \
-    --chromium "$chromium"
+status=0
+"$python" "$root/tests/packaging/packages.py" --dist "$dist" --python "$python" --node "$node" \
+    --chromium "$chromium" || status=$?
+echo "packaging: building and trying the packages took ${SECONDS} s" >&2
+exit "$status"
