@@ -34,6 +34,7 @@ impl Cassettes {
         for exchange in exchanges {
             cassette.insert(&rules.exchange(exchange)).unwrap();
         }
+        cassette.settle(); // as a recording leaves it
         path
     }
 }
