@@ -160,6 +160,11 @@ pub enum Fault {
     Upstream(UpstreamFailure),
     /// The upstream answered but the exchange could not be committed.
     NotStored,
+    /// Holding the answer would pass the recorder's bound on answers in
+    /// flight (bytes).
+    Busy {
+        limit: usize,
+    },
     /// The recording holds events but no final answer, and the client
     /// accepts only a single JSON answer.
     NoFinalAnswer,
@@ -170,7 +175,7 @@ impl Fault {
         match self {
             Fault::Upstream(_) => Side::Upstream,
             Fault::NotStored => Side::Store,
-            Fault::NoFinalAnswer => Side::Internal,
+            Fault::NoFinalAnswer | Fault::Busy { .. } => Side::Internal,
             _ => Side::Client,
         }
     }
@@ -196,6 +201,7 @@ impl Fault {
             Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
             Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
             Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
+            Fault::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -236,6 +242,13 @@ impl Fault {
             Fault::NoFinalAnswer => ErrorObject::new(
                 ErrorCode::INTERNAL_ERROR,
                 "The recording of this exchange holds no final answer; ask for text/event-stream to get its events",
+            ),
+            Fault::Busy { limit } => ErrorObject::new(
+                UPSTREAM_ERROR,
+                format!(
+                    "mcp-tape record: the answers held in memory at once would pass {limit} bytes; \
+                     try again when fewer are in flight"
+                ),
             ),
         }
     }

@@ -217,6 +217,43 @@ async fn streams_past_the_bound_are_relayed_not_stored() {
 }
 
 #[tokio::test]
+async fn answers_in_flight_share_one_budget_and_past_it_a_request_gets_503() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    // Five answers that each announce 60 MiB and keep their bodies open:
+    // four fit in the 256 MiB budget, the fifth is refused at once.
+    let mut calls = tokio::task::JoinSet::new();
+    for id in 1..=5 {
+        let url = url.clone();
+        calls.spawn(async move {
+            call_tool(&url, id, "sized", json!({"mib": 60, "hold": true}), json!({})).await
+        });
+    }
+    let refused = tokio::time::timeout(Duration::from_secs(30), calls.join_next())
+        .await
+        .expect("one of the five is refused while the others wait")
+        .unwrap()
+        .unwrap();
+    assert_eq!(refused.status, 503, "{refused:?}");
+    let error = &refused.json()["error"];
+    assert!(error["message"].as_str().unwrap().contains("would pass 268435456 bytes"), "{error}");
+    assert!(refused.json()["id"].is_u64(), "the refusal carries the request's id");
+
+    // The held answers end; their shares come back, and a whole 60 MiB answer is recorded.
+    upstream.state.close_open_bodies();
+    while let Some(done) = calls.join_next().await {
+        assert_ne!(done.unwrap().status, 503, "only one was over the budget");
+    }
+    let whole = call_tool(&url, 9, "sized", json!({"mib": 60}), json!({})).await;
+    assert_eq!(whole.status, 200);
+    assert_eq!(whole.json()["result"]["content"][0]["text"].as_str().unwrap().len(), (60 << 20) - 200);
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1, "only the whole answer is stored");
+}
+
+#[tokio::test]
 async fn upstream_faults_get_clear_errors_and_store_nothing() {
     let upstream = upstream::start().await;
     let dir = Cassettes::new();

@@ -43,13 +43,18 @@ pub struct State {
     pub gate: Notify,
     /// The client's reply to the `elicit` tool's server request.
     replies: Mutex<Option<mpsc::UnboundedSender<Value>>>,
-    /// Bodies kept open (`announced_huge`): their senders, held.
+    /// Bodies kept open (`announced_huge`, `sized` with `hold`): their senders, held.
     open_bodies: Mutex<Vec<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
 }
 
 impl State {
     pub fn calls(&self, method: &str) -> usize {
         self.seen.lock().unwrap().iter().filter(|s| s.body["method"] == method).count()
+    }
+
+    /// Ends the bodies kept open (cut short of what they announced).
+    pub fn close_open_bodies(&self) {
+        self.open_bodies.lock().unwrap().clear();
     }
 }
 
@@ -267,6 +272,21 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             response.headers_mut().insert("content-type", "application/json".parse().unwrap());
             response.headers_mut().insert("content-length", "10737418240".parse().unwrap());
             response
+        }
+        ("tools/call", "sized") => {
+            // An answer of about `mib` MiB; with `hold`, only its head and first bytes, the body kept open.
+            let mib = body["params"]["arguments"]["mib"].as_u64().unwrap_or(1) as usize;
+            if body["params"]["arguments"]["hold"] == true {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tx.send(Ok(Bytes::from_static(b"{\"jsonrpc\":"))).unwrap();
+                state.open_bodies.lock().unwrap().push(tx);
+                let mut response = stream(rx);
+                response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                response.headers_mut().insert("content-length", (mib << 20).to_string().parse().unwrap());
+                response
+            } else {
+                json_answer(result(text("x".repeat((mib << 20) - 200))))
+            }
         }
         ("tools/call", "compressed") => {
             // As servers behind gateways answer: gzip for a client that accepts it.

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Request, Response};
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use super::upstream::{self, Upstream};
@@ -45,15 +47,25 @@ use crate::util::printable;
 /// Largest JSON answer read whole; a larger one gets the client a 502.
 pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 
+/// Bytes of JSON answers read whole that all requests together may hold
+/// at once (four of the largest): a request whose answer would pass it
+/// gets 503 ([`Fault::Busy`]) instead of the recorder running out of memory.
+pub const MAX_ANSWERS_IN_FLIGHT_BYTES: usize = 4 * MAX_JSON_ANSWER_BYTES;
+
+/// The budget counts in kibibytes (a semaphore's permits).
+const BUDGET_UNIT: usize = 1024;
+
 /// The upstream link, shared by every connection.
 pub struct Proxy {
     upstream: Upstream,
     recorder: Recorder,
+    budget: Arc<Semaphore>,
 }
 
 impl Proxy {
     pub fn new(upstream: Upstream, recorder: Recorder) -> Proxy {
-        Proxy { upstream, recorder }
+        let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
+        Proxy { upstream, recorder, budget }
     }
 
     /// Forwards a POSTed message; with a capture, records the answer.
@@ -87,9 +99,9 @@ impl Proxy {
             return Ok(Response::from_parts(relay_head(head), relay.boxed()));
         }
         let (head, body) = response.into_parts();
-        let bytes = read_whole(body, idle)
+        let (bytes, share) = read_whole(body, idle, &self.budget)
             .await
-            .map_err(|why| RequestError { fault: self.broken_answer(why), id: Some(id.clone()) })?;
+            .map_err(|unread| RequestError { fault: self.unread(unread), id: Some(id.clone()) })?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 capture.push(Direction::Server, message);
@@ -107,7 +119,7 @@ impl Proxy {
                 *outcome = Outcome::Forwarded;
             }
         }
-        Ok(Response::from_parts(relay_head(head), frame::full(bytes)))
+        Ok(Response::from_parts(relay_head(head), held(bytes, share)))
     }
 
     /// An Agent 365 service endpoint ([`ServiceRoute`]): forwarded, and a
@@ -130,11 +142,12 @@ impl Proxy {
         let recorder_origin = super::origin(&parts.headers, &parts.uri);
         let credentials = super::credentials(&parts.headers);
         let (mut head, body) = self.forward(&parts, body).await?.into_parts();
-        let bytes =
-            read_whole(body, self.upstream.timeouts().idle).await.map_err(|why| self.broken_answer(why))?;
+        let (bytes, share) = read_whole(body, self.upstream.timeouts().idle, &self.budget)
+            .await
+            .map_err(|u| self.unread(u))?;
         *outcome = Outcome::Forwarded;
         if !head.status.is_success() {
-            return Ok(Response::from_parts(relay_head(head), frame::full(bytes)));
+            return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
         }
         let content_type =
             head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
@@ -161,7 +174,7 @@ impl Proxy {
             relayed = Bytes::from(listing.to_string());
             head.headers.remove(header::CONTENT_LENGTH);
         }
-        Ok(Response::from_parts(relay_head(head), frame::full(relayed)))
+        Ok(Response::from_parts(relay_head(head), held(relayed, share)))
     }
 
     /// Forwards and relays the answer unchanged as it arrives, capturing nothing.
@@ -174,10 +187,22 @@ impl Proxy {
         Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None).boxed()))
     }
 
-    /// An answer that broke off while read whole (logged).
-    fn broken_answer(&self, why: String) -> Fault {
-        tracing::warn!("{why}");
-        Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.base().to_owned(), why })
+    /// An answer that could not be read whole: it broke off (logged), or
+    /// would have passed the budget of answers in flight.
+    fn unread(&self, unread: Unread) -> Fault {
+        match unread {
+            Unread::Broken(why) => {
+                tracing::warn!("{why}");
+                Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.base().to_owned(), why })
+            }
+            Unread::OverBudget => {
+                tracing::warn!(
+                    "an answer would take the answers held at once past {MAX_ANSWERS_IN_FLIGHT_BYTES} bytes; \
+                     refused with 503"
+                );
+                Fault::Busy { limit: MAX_ANSWERS_IN_FLIGHT_BYTES }
+            }
+        }
     }
 
     /// Sends the request upstream.
@@ -351,16 +376,55 @@ impl HttpBody for Relay {
     }
 }
 
+/// Why an answer was not read whole.
+#[derive(Debug)]
+enum Unread {
+    /// It broke off, stalled, or is larger than [`MAX_JSON_ANSWER_BYTES`].
+    Broken(String),
+    /// Holding it would pass [`MAX_ANSWERS_IN_FLIGHT_BYTES`].
+    OverBudget,
+}
+
+/// Widens `share` to cover `bytes` from `budget`; false when the budget has
+/// not that much left (nothing more is then taken).
+fn cover(budget: &Arc<Semaphore>, share: &mut Option<OwnedSemaphorePermit>, bytes: usize) -> bool {
+    let wanted = bytes.div_ceil(BUDGET_UNIT);
+    let held = share.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+    let Some(more) = wanted.checked_sub(held).filter(|more| *more > 0) else { return true };
+    let Ok(more) = u32::try_from(more) else { return false };
+    match Arc::clone(budget).try_acquire_many_owned(more) {
+        Ok(taken) => {
+            match share {
+                Some(share) => share.merge(taken),
+                None => *share = Some(taken),
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 /// Reads a whole answer body, each wait bounded by `idle`. An answer that
 /// announces more than [`MAX_JSON_ANSWER_BYTES`] is refused before any of
 /// it is read, and the buffer never grows past that bound (it doubles up
-/// to it, not beyond).
-async fn read_whole(mut body: Incoming, idle: Duration) -> Result<Bytes, String> {
-    let too_large =
-        |size: u64| format!("the answer is {size} bytes, more than the {MAX_JSON_ANSWER_BYTES} stored");
+/// to it, not beyond). Every byte of the buffer's capacity is first taken
+/// from `budget`; the share comes back with the bytes, to be held until
+/// they are sent.
+async fn read_whole(
+    mut body: Incoming,
+    idle: Duration,
+    budget: &Arc<Semaphore>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Unread> {
+    let too_large = |size: u64| {
+        Unread::Broken(format!("the answer is {size} bytes, more than the {MAX_JSON_ANSWER_BYTES} stored"))
+    };
     let announced = body.size_hint().lower();
     if announced > MAX_JSON_ANSWER_BYTES as u64 {
         return Err(too_large(announced));
+    }
+    let mut share = None;
+    if !cover(budget, &mut share, announced as usize) {
+        return Err(Unread::OverBudget);
     }
     let mut bytes: Vec<u8> = Vec::with_capacity(announced as usize);
     loop {
@@ -373,15 +437,49 @@ async fn read_whole(mut body: Incoming, idle: Duration) -> Result<Bytes, String>
                     }
                     if needed > bytes.capacity() {
                         let grown = (bytes.capacity() * 2).clamp(needed, MAX_JSON_ANSWER_BYTES);
+                        if !cover(budget, &mut share, grown) {
+                            return Err(Unread::OverBudget);
+                        }
                         bytes.reserve_exact(grown - bytes.len());
                     }
                     bytes.extend_from_slice(&data);
                 }
             }
-            Ok(Some(Err(e))) => return Err(format!("the answer broke off: {e}")),
-            Ok(None) => return Ok(Bytes::from(bytes)),
-            Err(_) => return Err(format!("silent for {idle:?} in the middle of an answer")),
+            Ok(Some(Err(e))) => return Err(Unread::Broken(format!("the answer broke off: {e}"))),
+            Ok(None) => return Ok((Bytes::from(bytes), share)),
+            Err(_) => return Err(Unread::Broken(format!("silent for {idle:?} in the middle of an answer"))),
         }
+    }
+}
+
+/// A whole body that keeps its share of the budget until it is sent (or
+/// the client goes away).
+struct Held {
+    body: Full<Bytes>,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+fn held(bytes: Bytes, share: Option<OwnedSemaphorePermit>) -> Body {
+    Held { body: Full::new(bytes), _share: share }.boxed()
+}
+
+impl HttpBody for Held {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
