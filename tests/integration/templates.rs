@@ -2,7 +2,10 @@
 //! (`import --a365-mocks`) and served by replay in both eras: the tools
 //! listed, any call answered from its template with the caller's
 //! arguments, a recorded exchange with the same arguments first, a
-//! disabled tool unknown, bad mock files refused with nothing written.
+//! disabled tool unknown, bad mock files (and names that are no regular
+//! file, or too large) refused with nothing written.
+
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -131,6 +134,46 @@ async fn a_recording_with_the_same_arguments_wins_over_the_template() {
     let templated =
         call(&url, &[], "tools/call", json!({"name": "GetRooms", "arguments": {"city": "Rome"}})).await;
     assert_eq!(text(&templated), "Rooms in Rome: Aurora, Borealis");
+}
+
+#[tokio::test]
+async fn a_mocks_name_that_is_no_regular_file_or_too_large_is_refused_unread() {
+    /// A name, how the test makes it, and what the refusal says.
+    type Case = (&'static str, fn(&Path), &'static str);
+    let cases: [Case; 3] = [
+        // Before, a FIFO blocked the import for ever and /dev/zero was read until memory ran out.
+        (
+            "fifo.json",
+            |path| assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success()),
+            "not a regular file",
+        ),
+        (
+            "big.json",
+            |path| std::fs::File::create(path).unwrap().set_len(17 << 20).unwrap(),
+            "larger than 16777216 bytes",
+        ),
+        ("zero.json", |path| std::os::unix::fs::symlink("/dev/zero", path).unwrap(), "not a regular file"),
+    ];
+    for (name, make, why) in cases {
+        let cassettes = Cassettes::new();
+        let dir = cassettes.path().join("mocks");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a_good.json"), r#"[{"name": "Fine"}]"#).unwrap();
+        make(&dir.join(name));
+        let import = tokio::process::Command::new(BIN)
+            .args(["import", "--a365-mocks", dir.to_str().unwrap(), "--cassette"])
+            .arg(cassettes.path().join("mocks.sqlite"))
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(std::time::Duration::from_secs(20), import)
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the import did not end"))
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {said}");
+        assert!(said.contains(name) && said.contains(why), "{name}: {said}");
+        assert!(!cassettes.path().join("mocks.sqlite").exists(), "{name}: nothing written");
+    }
 }
 
 #[tokio::test]
