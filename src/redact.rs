@@ -5,6 +5,7 @@
 //! all) are scrubbed from every stored string, even where the upstream
 //! echoed them back.
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 /// What a redacted value is replaced with.
@@ -161,33 +162,96 @@ pub fn env_secrets(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Stri
 /// may echo it in (as sent, percent-encoded, in base64; letters of any case), in every string and
 /// object key of `value` with `"[REDACTED]"`.
 pub fn scrub(value: &mut Value, secrets: &[String]) {
-    if secrets.is_empty() {
-        return;
-    }
-    scrub_forms(value, &forms(secrets));
+    Scrubber::new(secrets).scrub(value);
 }
 
 /// [`scrub`] for one string.
 pub fn scrub_str(text: &str, secrets: &[String]) -> String {
-    clean(text, &forms(secrets)).unwrap_or_else(|| text.to_owned())
+    Scrubber::new(secrets).scrub_str(text)
 }
 
-fn scrub_forms(value: &mut Value, forms: &[String]) {
-    match value {
-        Value::String(text) => {
-            if let Some(cleaned) = clean(text, forms) {
-                *text = cleaned;
-            }
+/// Secrets, in every form a server may echo them in, found in one pass over
+/// each text whatever their number: an Aho-Corasick automaton, ASCII case
+/// ignored, the leftmost and then longest form replaced. Built once for all
+/// the strings of an exchange.
+pub struct Scrubber {
+    finder: Finder,
+}
+
+/// How a [`Scrubber`] finds the forms.
+enum Finder {
+    /// No secrets.
+    Nothing,
+    Automaton(AhoCorasick),
+    /// Form by form ([`clean_plainly`]): only should the automaton be past
+    /// its limits, which no request the front doors take reaches.
+    Plainly(Vec<String>),
+}
+
+impl Scrubber {
+    pub fn new(secrets: &[String]) -> Scrubber {
+        let forms = forms(secrets);
+        if forms.is_empty() {
+            return Scrubber { finder: Finder::Nothing };
         }
-        Value::Array(items) => items.iter_mut().for_each(|item| scrub_forms(item, forms)),
-        Value::Object(map) => {
-            let entries = std::mem::take(map);
-            for (key, mut inner) in entries {
-                scrub_forms(&mut inner, forms);
-                map.insert(clean(&key, forms).unwrap_or(key), inner);
+        let built = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&forms);
+        let finder = match built {
+            Ok(automaton) => Finder::Automaton(automaton),
+            Err(e) => {
+                tracing::warn!("scrubbing {} secret forms one by one: {e}", forms.len());
+                Finder::Plainly(forms)
             }
+        };
+        Scrubber { finder }
+    }
+
+    /// Every string and object key of `value`, scrubbed.
+    pub fn scrub(&self, value: &mut Value) {
+        if matches!(self.finder, Finder::Nothing) {
+            return;
         }
-        _ => {}
+        match value {
+            Value::String(text) => {
+                if let Some(cleaned) = self.clean(text) {
+                    *text = cleaned;
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.scrub(item)),
+            Value::Object(map) => {
+                let entries = std::mem::take(map);
+                for (key, mut inner) in entries {
+                    self.scrub(&mut inner);
+                    map.insert(self.clean(&key).unwrap_or(key), inner);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `text`, scrubbed.
+    pub fn scrub_str(&self, text: &str) -> String {
+        self.clean(text).unwrap_or_else(|| text.to_owned())
+    }
+
+    /// `text` with each form replaced; `None` if none occurs.
+    fn clean(&self, text: &str) -> Option<String> {
+        let automaton = match &self.finder {
+            Finder::Nothing => return None,
+            Finder::Plainly(forms) => return clean_plainly(text, forms),
+            Finder::Automaton(automaton) => automaton,
+        };
+        if !automaton.is_match(text) {
+            return None;
+        }
+        let mut cleaned = String::with_capacity(text.len());
+        automaton.replace_all_with(text, &mut cleaned, |_, _, out| {
+            out.push_str(REDACTED);
+            true
+        });
+        Some(cleaned)
     }
 }
 
@@ -227,8 +291,10 @@ fn percent_encoded(text: &str) -> String {
     out
 }
 
-/// `text` with each form replaced, ignoring ASCII case; `None` if none occurs.
-fn clean(text: &str, forms: &[String]) -> Option<String> {
+/// `text` with each form replaced in turn, longest first, ignoring ASCII
+/// case; `None` if none occurs: the plain path, which the automaton is
+/// checked against.
+fn clean_plainly(text: &str, forms: &[String]) -> Option<String> {
     let mut cleaned: Option<String> = None;
     for form in forms {
         let current = cleaned.as_deref().unwrap_or(text);
@@ -414,6 +480,31 @@ mod properties {
     }
 
     proptest! {
+        #[test]
+        fn the_automaton_scrubs_as_the_plain_path_does(
+            secrets in proptest::collection::vec("[A-Za-z0-9._~+/=: -]{8,24}", 1..4),
+            one in proptest::bool::ANY,
+            echoes in proptest::collection::vec((0usize..4, 0usize..8), 0..4),
+            filler in proptest::collection::vec("[a-z {}\"]{0,8}", 5),
+        ) {
+            let secrets = if one { secrets[..1].to_vec() } else { secrets };
+            let mut text = filler[0].clone();
+            for (i, (which, form)) in echoes.iter().enumerate() {
+                text.push_str(&echoed(&secrets[which % secrets.len()], *form));
+                text.push_str(&filler[(i + 1) % filler.len()]);
+            }
+            let (scrubber, forms) = (Scrubber::new(&secrets), forms(&secrets));
+            let (fast, plain) = (scrubber.clean(&text), clean_plainly(&text, &forms));
+            // Overlapping secrets may be cut at other places; what is found, and that nothing is
+            // left, are the same. One secret's forms come out the same.
+            prop_assert_eq!(fast.is_some(), plain.is_some(), "{}", text);
+            let left = fast.clone().unwrap_or_else(|| text.clone()).to_ascii_lowercase();
+            prop_assert!(forms.iter().all(|f| !left.contains(&f.to_ascii_lowercase())), "{} left in {}", text, left);
+            if secrets.iter().all(|secret| secret == &secrets[0]) {
+                prop_assert_eq!(fast, plain, "{}", text);
+            }
+        }
+
         #[test]
         fn a_secret_survives_no_encoding_anywhere_in_a_value(
             // Token alphabets (JWT, base64, API keys with separators and spaces); no '[' or ']',

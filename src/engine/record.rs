@@ -184,12 +184,13 @@ impl Recorder {
         // What the request sent under credential-like keys is redacted in the
         // stored request; a tool echoing it back must not leak it either.
         secrets.extend(self.rules.sensitive_values(&raw.request));
-        redact::scrub(&mut raw.request, &secrets);
+        let scrubber = redact::Scrubber::new(&secrets);
+        scrubber.scrub(&mut raw.request);
         for message in &mut raw.messages {
-            redact::scrub(&mut message.body, &secrets);
+            scrubber.scrub(&mut message.body);
         }
         // Paths outside the Agent 365 forms are the server's name: no credential in it either.
-        raw.server = redact::scrub_str(&raw.server, &secrets);
+        raw.server = scrubber.scrub_str(&raw.server);
         if raw.content_type.is_empty() {
             // No transport said (stdio): a stream if the answer had more than one message,
             // so that HTTP replay frames it as the server would have.
