@@ -47,6 +47,8 @@ pub enum Error {
     },
     #[error("{0} requests missed the recordings (--fail-on-miss)")]
     Misses(u64),
+    #[error("{0} exchanges could not be stored (see the log); the cassette lacks them")]
+    NotStored(u64),
     #[error("{0} recordings older than --max-age answered (--expired error)")]
     Expired(usize),
     #[error("cannot listen on {addr}")]
@@ -136,6 +138,8 @@ pub enum Fault {
     UriTooLong {
         limit: usize,
     },
+    /// A request-target that is no path (`*`, or an authority alone).
+    NotAPath,
     /// A body that stopped arriving for this long.
     BodyStalled {
         idle: Duration,
@@ -193,6 +197,7 @@ impl Fault {
             Fault::UnknownSession => StatusCode::NOT_FOUND,
             Fault::MissingSessionHeader
             | Fault::MissingHost
+            | Fault::NotAPath
             | Fault::BodyUnreadable(_)
             | Fault::HeaderNotAscii(_)
             | Fault::NotJson(_)
@@ -222,6 +227,7 @@ impl Fault {
             Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
             Fault::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
             Fault::UriTooLong { limit } => invalid(format!("Request-target longer than {limit} bytes")),
+            Fault::NotAPath => invalid("The request-target must be a path beginning with /".into()),
             Fault::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
             Fault::HeaderNotAscii(name) => invalid(format!("Header {name} is not visible ASCII")),
             Fault::NotJson(why) => ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {why}")),

@@ -470,8 +470,9 @@ fn recording_engine(
     }
 }
 
-/// The summary line of a recording that stopped.
-fn summarize_recording(writer: Writer) {
+/// The summary line of a recording that stopped; how many exchanges
+/// failed to store.
+fn summarize_recording(writer: Writer) -> u64 {
     let report = writer.finish();
     let per_server: Vec<String> =
         report.per_server.iter().map(|(server, n)| format!("{} {n}", util::printable(server))).collect();
@@ -482,6 +483,12 @@ fn summarize_recording(writer: Writer) {
         report.path.display(),
         if report.failed > 0 { format!("; {} failed to store", report.failed) } else { String::new() },
     );
+    report.failed
+}
+
+/// A recording's end: [`Error::NotStored`] when any exchange failed to store.
+fn all_stored(failed: u64) -> Result<(), Error> {
+    if failed > 0 { Err(Error::NotStored(failed)) } else { Ok(()) }
 }
 
 /// What a recording says it came from: the upstream URL's `host[:port]`
@@ -522,8 +529,9 @@ pub async fn record(
     )?;
     announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
     server::run(listener, Arc::clone(&app), shutdown).await;
-    summarize_recording(writer);
-    write_reports(&report_of(&app.engine, None), &config.reports, true)
+    let failed = summarize_recording(writer);
+    write_reports(&report_of(&app.engine, None), &config.reports, failed == 0)?;
+    all_stored(failed)
 }
 
 /// Spawns the stdio server `config` names and records between it and
@@ -568,9 +576,10 @@ pub async fn record_stdio(config: RecordConfig, shutdown: impl Future<Output = (
     // The child's last output is relayed while it stops.
     let (stopped, ()) = tokio::join!(child.stop(), to_client.drain());
     let status = stopped.map_err(|source| Error::Spawn { command: shown, source })?;
-    summarize_recording(writer);
+    let failed = summarize_recording(writer);
     tracing::info!("the stdio server ended: {status}");
-    write_reports(&report, &config.reports, true)?;
+    write_reports(&report, &config.reports, failed == 0)?;
+    all_stored(failed)?;
     Ok(stdio::child::exit_code(status))
 }
 
@@ -649,9 +658,13 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
             return Err(error);
         }
     };
-    let code = stdio::child::exit_code(status);
+    let mut code = stdio::child::exit_code(status);
     if let Some(writer) = writer {
-        summarize_recording(writer);
+        let failed = summarize_recording(writer);
+        if failed > 0 && code == 0 {
+            eprintln!("mcp-tape: {}", Error::NotStored(failed));
+            code = 1; // the recording is incomplete: not kept, the run fails
+        }
     }
     if let Some(file) = &target {
         if code == 0 {

@@ -356,7 +356,7 @@ async fn a_full_disk_never_answers_200_for_an_unstored_exchange() {
     let script = r#"mount -t tmpfs -o size=192k tmpfs "$1" || exit 3
 "$2" record --port 0 --upstream "$3" --cassettes "$1" --name full &
 recorder=$!
-trap 'kill -TERM $recorder; wait $recorder; "$2" export "$1/full.sqlite" -o "$4"; exit 0' TERM
+trap 'kill -TERM $recorder; wait $recorder; code=$?; "$2" export "$1/full.sqlite" -o "$4"; exit $code' TERM
 wait $recorder"#;
     let mut command = Command::new("unshare");
     command.args(["-m", "sh", "-c", script, "sh"]).arg(&mount).arg(BIN).arg(upstream.url()).arg(&exported);
@@ -395,7 +395,9 @@ wait $recorder"#;
         }
     }
     let (status, log) = daemon.stop("TERM").await;
-    assert!(status.success(), "{log}");
+    // Exchanges were lost: record says so in its exit status (it exited 0 before).
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("exchanges could not be stored"), "{log}");
     assert!(refused > 0 && !answered.is_empty(), "the disk filled up part way: {} answered", answered.len());
     assert!(answered.iter().any(|id| id % 2 == 0), "some streams were stored before the disk filled");
     assert!(!answered.contains(&120), "the last stream, on a full disk, ended with the error");

@@ -253,6 +253,36 @@ async fn answers_in_flight_share_one_budget_and_past_it_a_request_gets_503() {
     assert_eq!(exchanges.len(), 1, "only the whole answer is stored");
 }
 
+/// `POST *` once went to the upstream's host on port 80 with the client's
+/// credentials: the upstream URI was the base and the target concatenated.
+#[tokio::test]
+async fn a_request_target_that_is_no_path_gets_400_and_goes_nowhere() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let address = recorder.url("").trim_start_matches("http://").to_owned();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!(
+        "POST * HTTP/1.1\r\nHost: {address}\r\nAuthorization: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        bearer(),
+        body.len()
+    );
+    peer.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), peer.read_to_end(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert!(answer.contains("must be a path"), "{answer}");
+    assert!(upstream.state.seen.lock().unwrap().is_empty(), "nothing was forwarded");
+    assert!(recorder.stop().await.is_empty());
+}
+
 #[tokio::test]
 async fn upstream_faults_get_clear_errors_and_store_nothing() {
     let upstream = upstream::start().await;

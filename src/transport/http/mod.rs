@@ -135,6 +135,9 @@ async fn dispatch(
     if target > MAX_REQUEST_TARGET_BYTES {
         return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
     }
+    if !request.uri().path().starts_with('/') {
+        return Err(Fault::NotAPath.into());
+    }
     let idle = app.front_door.idle_timeout;
     if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
         return match app.engine.replay() {

@@ -119,9 +119,25 @@ impl Upstream {
         self.timeouts
     }
 
-    /// The upstream URI for a request to `path_and_query` on the proxy.
+    /// The upstream URI for a request to `path_and_query` on the proxy:
+    /// the upstream's scheme and authority, its path with `path_and_query`
+    /// after it. Built from its parts, so nothing in the request can change
+    /// where it goes.
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, UpstreamFailure> {
-        format!("{}{path_and_query}", self.base).parse().map_err(|e| UpstreamFailure::Address(format!("{e}")))
+        let bad = |why: String| UpstreamFailure::Address(why);
+        if !path_and_query.starts_with('/') {
+            return Err(bad(format!("{path_and_query:?} is not a path")));
+        }
+        let base: Uri = self.base.parse().map_err(|e| bad(format!("{e}")))?;
+        let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
+            return Err(bad(format!("{} has no scheme or host", self.base)));
+        };
+        Uri::builder()
+            .scheme(scheme.clone())
+            .authority(authority.clone())
+            .path_and_query(format!("{}{path_and_query}", base.path().trim_end_matches('/')))
+            .build()
+            .map_err(|e| bad(format!("{e}")))
     }
 
     /// Sends `request` and waits for the answer's head.
