@@ -46,7 +46,7 @@ pub struct RequestId {
 }
 
 impl RequestId {
-    /// Accepts a string or a number; anything else (null included) is not an id.
+    /// Accepts a string or a number (a test helper: no integer check); anything else (null included) is not an id.
     #[cfg(test)]
     pub fn from_value(value: &Value) -> Option<RequestId> {
         match value {
@@ -71,9 +71,11 @@ impl RequestId {
         RequestId::from_text(raw.get())
     }
 
-    /// The id written as `text`, if that is a JSON string or number.
+    /// The id written as `text`, if that is a JSON string or an integer
+    /// (MCP allows no other; `1e2` is one, `1.5` is not).
     fn from_text(text: &str) -> Option<RequestId> {
         match serde_json::from_str(text).ok()? {
+            Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0) => None,
             value @ (Value::String(_) | Value::Number(_)) => Some(RequestId { value, text: text.into() }),
             _ => None,
         }
@@ -514,7 +516,7 @@ impl Envelope<'_> {
                 match (self.id, id) {
                     (None, _) => Ok(Message::Notification { method, params: params()? }),
                     (Some(_), Some(id)) => Ok(Message::Request { id, method, params: params()? }),
-                    (Some(_), None) => Err(invalid(None, "\"id\" must be a string or a number")),
+                    (Some(_), None) => Err(invalid(None, "\"id\" must be a string or an integer")),
                 }
             }
             Some(Text::Other) => Err(invalid(id, "\"method\" must be a string")),
@@ -643,7 +645,7 @@ mod tests {
 
     #[test]
     fn keeps_the_id_exactly() {
-        for written in ["12.5", "1e2", "-0", "123456789012345678901234567890", "7", r#""r-1""#] {
+        for written in ["12.0", "1e2", "-0", "123456789012345678901234567890", "7", r#""r-1""#] {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"x"}}"#);
             let Message::Request { id, .. } = parse(&body).unwrap() else { panic!("not a request") };
             assert_eq!(id.json_text(), written);
@@ -800,6 +802,11 @@ mod tests {
         assert!(err.message.contains("batches"));
         let (_, err) = parse(r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#).unwrap_err();
         assert_eq!(err.code, ErrorCode::INVALID_REQUEST);
+        // MCP ids are strings or integers: a fraction is no id (it was accepted).
+        let (id, err) = parse(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#).unwrap_err();
+        assert_eq!((id, err.code), (None, ErrorCode::INVALID_REQUEST));
+        assert!(err.message.contains("string or an integer"), "{}", err.message);
+        assert!(parse(r#"{"jsonrpc":"2.0","id":1e2,"method":"x"}"#).is_ok());
         let (_, err) = parse(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#).unwrap_err();
         assert_eq!(err.code, ErrorCode::INVALID_REQUEST);
         assert!(parse(r#""text""#).is_err());

@@ -498,7 +498,7 @@ async fn ids_come_back_exactly_as_sent() {
     cassettes.write("ids", vec![tool_call("mcp_Ids", "echo", json!({}), "recorded")]);
     let replay = Replayer::start(&[cassettes.path()]).await;
     let url = replay.url("/agents/servers/mcp_Ids");
-    for id in ["123456789012345678901234567890", "-0", "1e2", "1.50", "-7"] {
+    for id in ["123456789012345678901234567890", "-0", "1e2", "2.00", "-7"] {
         for (method, params) in [
             ("ping", "{}"),
             ("tools/call", r#"{"name":"echo","arguments":{}}"#),
@@ -514,5 +514,23 @@ async fn ids_come_back_exactly_as_sent() {
             );
         }
     }
+    replay.stop().await.unwrap();
+}
+
+/// A fractional id (`1.5`) was served; MCP ids are strings or integers.
+#[tokio::test]
+async fn a_fractional_id_is_an_invalid_request() {
+    let (_cassettes, replay) = Replayer::empty().await;
+    let reply = post(
+        &replay.url("/mcp"),
+        &[("accept", "application/json")],
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{reply:?}");
+    assert_eq!(
+        (reply.json()["id"].clone(), reply.json()["error"]["code"].clone()),
+        (Value::Null, json!(-32600))
+    );
     replay.stop().await.unwrap();
 }
