@@ -222,7 +222,11 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
     let era = Era::parse(text("era")?).ok_or("\"era\" must be \"handshake\" or \"stateless\"")?;
     let request = value.get("request").filter(|r| r.get("method").is_some_and(Value::is_string));
     let mut messages = Vec::new();
-    for message in value.get("messages").and_then(Value::as_array).ok_or("\"messages\" must be an array")? {
+    let listed = value.get("messages").and_then(Value::as_array).ok_or("\"messages\" must be an array")?;
+    if listed.is_empty() {
+        return Err("\"messages\" is empty: an exchange needs its answer".into());
+    }
+    for message in listed {
         messages.push(RecordedMessage {
             offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
             direction: message

@@ -199,6 +199,10 @@ pub(super) fn read_all(
             body: checked_json(body).map_err(damaged)?,
         });
     }
+    // Replay would have nothing to send: over stdio the client would wait for ever.
+    if let Some((id, _)) = exchanges.iter().find(|(_, exchange)| exchange.messages.is_empty()) {
+        return Err(CassetteError::Damaged { id: *id, why: "it holds no answer (no message)".into() });
+    }
     Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
 }
 

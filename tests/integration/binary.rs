@@ -138,6 +138,28 @@ fn unusable_cassettes_stop_start_up_with_a_clear_message() {
     assert!(stderr(&output).contains("cannot read"), "{}", stderr(&output));
 }
 
+/// An exchange with no answer loaded silently, and replay over stdio then
+/// wrote nothing while the client waited for ever; JSON Lines import made
+/// such exchanges.
+#[test]
+fn an_exchange_without_an_answer_is_refused_at_load_and_at_import() {
+    let cassettes = Cassettes::new();
+    let mut answerless = tool_call("mcp_Mail", "Send", json!({}), "sent");
+    answerless.messages.clear();
+    let path = cassettes.write("answerless", vec![answerless]);
+    let output = run(&["export", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    assert!(said.contains("answerless.sqlite") && said.contains("holds no answer"), "{said}");
+
+    let lines = cassettes.path().join("answerless.jsonl");
+    std::fs::write(&lines, r#"{"server":"s","era":"handshake","protocolVersion":"2025-06-18","request":{"jsonrpc":"2.0","id":1,"method":"ping"},"status":200,"contentType":"application/json","messages":[]}"#).unwrap();
+    let imported = cassettes.path().join("imported.sqlite");
+    let output = run(&["import", lines.to_str().unwrap(), "--cassette", imported.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("line 1: \"messages\" is empty"), "{}", stderr(&output));
+}
+
 #[tokio::test]
 async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
     let cassettes = Cassettes::new();
