@@ -52,13 +52,14 @@ impl Redactor {
         }
     }
 
-    /// The text values under sensitive keys, at any depth (long enough to
-    /// scrub safely): what [`Redactor::redact`] blanks in a request, and
-    /// what must not come back verbatim in its answer either.
+    /// The text values under sensitive keys, at any depth, whatever their
+    /// length: what [`Redactor::redact`] blanks in a request, and what must
+    /// not come back verbatim in its answer either ([`Scrubber::new`] finds
+    /// the long ones anywhere, the short ones as whole tokens).
     pub fn sensitive_values(&self, value: &Value) -> Vec<String> {
         let mut found = Vec::new();
         self.collect_sensitive(value, false, &mut found);
-        found.retain(|s| s.chars().count() >= MIN_SCRUBBED_SECRET_CHARS);
+        found.retain(|s| !s.is_empty());
         found
     }
 
@@ -176,6 +177,10 @@ pub fn scrub_str(text: &str, secrets: &[String]) -> String {
 /// the strings of an exchange.
 pub struct Scrubber {
     finder: Finder,
+    /// Credentials shorter than [`MIN_SCRUBBED_SECRET_CHARS`] taken from
+    /// a request's credential keys: replaced where they stand as a whole
+    /// token (no letter or digit on either side), never inside a word.
+    whole: Option<AhoCorasick>,
 }
 
 /// How a [`Scrubber`] finds the forms.
@@ -189,28 +194,22 @@ enum Finder {
 }
 
 impl Scrubber {
+    /// Finds `secrets` in every form; those of them shorter than
+    /// [`MIN_SCRUBBED_SECRET_CHARS`], as sent and as whole tokens only.
     pub fn new(secrets: &[String]) -> Scrubber {
-        let forms = forms(secrets);
-        if forms.is_empty() {
-            return Scrubber { finder: Finder::Nothing };
-        }
-        let built = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(MatchKind::LeftmostLongest)
-            .build(&forms);
-        let finder = match built {
-            Ok(automaton) => Finder::Automaton(automaton),
-            Err(e) => {
-                tracing::warn!("scrubbing {} secret forms one by one: {e}", forms.len());
-                Finder::Plainly(forms)
-            }
-        };
-        Scrubber { finder }
+        let short: Vec<&String> = secrets
+            .iter()
+            .filter(|s| s.chars().count() < MIN_SCRUBBED_SECRET_CHARS && !s.is_empty())
+            .collect();
+        let whole = (!short.is_empty())
+            .then(|| AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(&short).ok())
+            .flatten();
+        Scrubber { finder: Finder::of(secrets), whole }
     }
 
     /// Every string and object key of `value`, scrubbed.
     pub fn scrub(&self, value: &mut Value) {
-        if matches!(self.finder, Finder::Nothing) {
+        if matches!(self.finder, Finder::Nothing) && self.whole.is_none() {
             return;
         }
         match value {
@@ -236,9 +235,54 @@ impl Scrubber {
         self.clean(text).unwrap_or_else(|| text.to_owned())
     }
 
+    /// `text` with each form, and each short secret standing as a whole
+    /// token, replaced; `None` if none occurs.
+    fn clean(&self, text: &str) -> Option<String> {
+        let found = self.finder.clean(text);
+        let Some(whole) = &self.whole else { return found };
+        let current = found.as_deref().unwrap_or(text);
+        let alone = |at: usize, end: usize| {
+            let before = current[..at].chars().next_back();
+            let after = current[end..].chars().next();
+            !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
+        };
+        let mut cleaned = String::new();
+        let mut last = 0;
+        for hit in whole.find_iter(current).filter(|hit| alone(hit.start(), hit.end())) {
+            cleaned.push_str(&current[last..hit.start()]);
+            cleaned.push_str(REDACTED);
+            last = hit.end();
+        }
+        if last == 0 {
+            return found;
+        }
+        cleaned.push_str(&current[last..]);
+        Some(cleaned)
+    }
+}
+
+impl Finder {
+    fn of(secrets: &[String]) -> Finder {
+        let forms = forms(secrets);
+        if forms.is_empty() {
+            return Finder::Nothing;
+        }
+        let built = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&forms);
+        match built {
+            Ok(automaton) => Finder::Automaton(automaton),
+            Err(e) => {
+                tracing::warn!("scrubbing {} secret forms one by one: {e}", forms.len());
+                Finder::Plainly(forms)
+            }
+        }
+    }
+
     /// `text` with each form replaced; `None` if none occurs.
     fn clean(&self, text: &str) -> Option<String> {
-        let automaton = match &self.finder {
+        let automaton = match self {
             Finder::Nothing => return None,
             Finder::Plainly(forms) => return clean_plainly(text, forms),
             Finder::Automaton(automaton) => automaton,

@@ -196,6 +196,34 @@ async fn secrets_reach_the_cassette_in_no_form() {
     assert_eq!(exchanges[1].server, "/v1/[REDACTED]/mcp");
 }
 
+/// A short credential (`"password": "hunter2"`) was redacted in the stored
+/// request but kept where the tool echoed it: the echo scrub skipped values
+/// under 8 characters. Now it goes wherever it stands as a whole token, and
+/// stays inside longer words.
+#[tokio::test]
+async fn a_short_credential_echoed_back_is_scrubbed_as_a_whole_token() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let arguments =
+        json!({"password": "hunter2", "note": "my password is hunter2.", "other": "hunter2s stay"});
+    let reply = call_tool(&recorder.url(MAIL), 1, "plain", arguments, json!({})).await;
+    assert_eq!(
+        reply.json()["result"]["echo"]["arguments"]["note"],
+        "my password is hunter2.",
+        "the client sees it"
+    );
+    let exchanges = recorder.stop().await;
+    let stored = [exchanges[0].request.clone(), exchanges[0].messages[0].body.clone()];
+    for value in stored {
+        let arguments =
+            value.pointer("/params/arguments").or(value.pointer("/result/echo/arguments")).unwrap();
+        assert_eq!(arguments["note"], "my password is [REDACTED].", "{value}");
+        assert_eq!(arguments["other"], "hunter2s stay", "{value}");
+        assert!(!value.to_string().contains("\"hunter2\""), "{value}");
+    }
+}
+
 /// A 200 MB stream of small events once took record to 524 MB of memory
 /// and into the cassette whole. Past the stated bound the stream is relayed
 /// whole but not captured or stored; under it, it is stored.
