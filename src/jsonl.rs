@@ -11,6 +11,7 @@ use std::io::{BufRead, Read, Write};
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::model::{
     AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
     ServiceRoute, StatusCode, canonical_json,
@@ -91,16 +92,12 @@ enum Line {
     Template(AnswerTemplate),
 }
 
-/// Longest line read (bytes, without its newline): the recorder's own
-/// bound on a stored answer. A longer line is refused, not read on.
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
-
 /// Reads JSON Lines and writes each exchange into `cassette`. Every line is
 /// checked before the first is written, so bad input writes nothing.
 ///
 /// # Errors
 ///
-/// The first bad line (by number and reason; one over [`MAX_LINE_BYTES`]
+/// The first bad line (by number and reason; one over [`MAX_IMPORT_LINE_BYTES`]
 /// among them), or a store failure.
 pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Error> {
     let rules = Rules::default();
@@ -110,15 +107,15 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
         let bad = |why: String| Error::Config(format!("line {number}: {why}"));
         buffer.clear();
         // One byte past the bound tells a line over it from one that ends there.
-        let mut bounded = (&mut input).take(MAX_LINE_BYTES as u64 + 2);
+        let mut bounded = (&mut input).take(MAX_IMPORT_LINE_BYTES as u64 + 2);
         let read = bounded.read_until(b'\n', &mut buffer).map_err(|e| bad(e.to_string()))?;
         if read == 0 {
             break;
         }
         let content = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
         let content = content.strip_suffix(b"\r").unwrap_or(content);
-        if content.len() > MAX_LINE_BYTES {
-            return Err(bad(format!("longer than {MAX_LINE_BYTES} bytes; not read further")));
+        if content.len() > MAX_IMPORT_LINE_BYTES {
+            return Err(bad(format!("longer than {MAX_IMPORT_LINE_BYTES} bytes; not read further")));
         }
         let line = std::str::from_utf8(content).map_err(|e| bad(format!("not UTF-8: {e}")))?;
         if line.trim().is_empty() {
@@ -254,17 +251,17 @@ mod tests {
 
     #[test]
     fn a_line_over_the_bound_is_refused_without_reading_it_whole() {
-        let long = std::io::repeat(b' ').take(MAX_LINE_BYTES as u64 + 10).chain(&b"\n"[..]);
+        let long = std::io::repeat(b' ').take(MAX_IMPORT_LINE_BYTES as u64 + 10).chain(&b"\n"[..]);
         let input = std::io::BufReader::new(LINE.as_bytes().chain(&b"\n"[..]).chain(long));
         let mut cassette = Cassette::open_in_memory().unwrap();
         let error = import(input, &mut cassette).unwrap_err().to_string();
         assert!(error.contains("line 2: longer than 67108864 bytes"), "{error}");
         assert!(cassette.exchanges().unwrap().is_empty(), "nothing written");
         // A line of exactly the bound is read (and here refused as JSON, not for its length).
-        let exact = std::io::repeat(b' ').take(MAX_LINE_BYTES as u64).chain(&b"x\r\n"[..]);
+        let exact = std::io::repeat(b' ').take(MAX_IMPORT_LINE_BYTES as u64).chain(&b"x\r\n"[..]);
         let error = import(std::io::BufReader::new(exact), &mut cassette).unwrap_err().to_string();
         assert!(error.contains("line 1: longer than"), "{error}");
-        let fits = std::io::repeat(b' ').take(MAX_LINE_BYTES as u64 - 1).chain(&b"x\r\n"[..]);
+        let fits = std::io::repeat(b' ').take(MAX_IMPORT_LINE_BYTES as u64 - 1).chain(&b"x\r\n"[..]);
         let error = import(std::io::BufReader::new(fits), &mut cassette).unwrap_err().to_string();
         assert!(error.contains("line 1: not JSON"), "{error}");
     }

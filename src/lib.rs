@@ -23,6 +23,8 @@
 //!
 //! Bottom to top; each module uses only modules above it in this list.
 //!
+//! - [`limits`]: every bound on what mcp-tape is sent or reads, in one
+//!   place (bytes, counts, waits).
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all.
@@ -86,6 +88,7 @@ pub mod engine;
 pub mod error;
 pub mod jsonl;
 pub mod jsonrpc;
+pub mod limits;
 pub mod logging;
 pub mod matching;
 pub mod mcp;

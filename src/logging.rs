@@ -3,7 +3,7 @@
 //! buffer, and one thread writes what gathered in large writes. A busy
 //! daemon (a line per request) pays for a short lock and a copy per line,
 //! not a write to stderr or a thread wake-up each. Lossless: past
-//! [`MAX_PENDING`] bytes a logging thread waits for the writer rather than
+//! [`MAX_PENDING_LOG_BYTES`] bytes a logging thread waits for the writer rather than
 //! drop a line.
 
 use std::cell::RefCell;
@@ -19,10 +19,9 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::limits::MAX_PENDING_LOG_BYTES;
 use crate::util::lock;
 
-/// Bytes waiting to be written past which logging threads wait.
-pub const MAX_PENDING: usize = 4 * 1024 * 1024;
 /// How long the writer lets lines gather after the first one of a batch:
 /// the longest a line waits before it is written.
 pub const GATHER: Duration = Duration::from_millis(10);
@@ -114,7 +113,7 @@ impl Sink {
             let _ = push_level(text, Level::INFO, self.ansi);
             for piece in pieces {
                 let _ =
-                    Escaped(&mut *text).write_str(&crate::util::clip(piece, crate::util::MAX_SHOWN_BYTES));
+                    Escaped(&mut *text).write_str(&crate::util::clip(piece, crate::limits::MAX_SHOWN_BYTES));
             }
             text.push('\n');
             let _ = self.make_writer().write_all(text.as_bytes());
@@ -181,7 +180,7 @@ impl Write for Line<'_> {
     /// ended, writes straight to stderr.
     fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
         let mut state = lock(&self.shared.state);
-        while state.pending.len() >= MAX_PENDING && !state.closed {
+        while state.pending.len() >= MAX_PENDING_LOG_BYTES && !state.closed {
             state = wait(&self.shared.room, state);
         }
         if state.closed {
@@ -495,7 +494,7 @@ mod tests {
                 })
             })
             .collect();
-        while lock(&sink.shared.state).pending.len() < MAX_PENDING {
+        while lock(&sink.shared.state).pending.len() < MAX_PENDING_LOG_BYTES {
             std::thread::yield_now();
         }
         go.send(()).unwrap();
@@ -506,11 +505,11 @@ mod tests {
         let writes = lock(&writes);
         let longest_line = 400;
         assert!(
-            writes.iter().all(|batch| batch.len() < MAX_PENDING + longest_line),
+            writes.iter().all(|batch| batch.len() < MAX_PENDING_LOG_BYTES + longest_line),
             "a batch outgrew the bound"
         );
         let written = String::from_utf8(writes.concat()).unwrap();
-        assert!(written.len() > 3 * MAX_PENDING);
+        assert!(written.len() > 3 * MAX_PENDING_LOG_BYTES);
         assert_eq!(written.lines().next(), Some("first"));
         for t in 0..4 {
             let prefix = format!("thread {t} ");

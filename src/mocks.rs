@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::error::Error;
+use crate::limits::MAX_MOCKS_FILE_BYTES;
 use crate::model::AnswerTemplate;
 
 /// The mock server's answer text for a tool with none of its own.
@@ -63,10 +64,6 @@ pub fn read_dir(dir: &Path) -> Result<Mocks, Error> {
     }
     Ok(mocks)
 }
-
-/// Largest mocks file read (they are a few KiB; the cap keeps a name that
-/// points at something endless from eating memory).
-pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The text of the mocks file `file`: a regular file (through links) of at
 /// most [`MAX_MOCKS_FILE_BYTES`]; a FIFO, a device or a directory named

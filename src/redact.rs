@@ -8,6 +8,8 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
+use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
+
 /// What a redacted value is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -95,11 +97,6 @@ impl Redactor {
         }
     }
 }
-
-/// Credentials shorter than this are not scrubbed from text: a short
-/// placeholder such as `Bearer x` would otherwise corrupt every stored
-/// string containing an `x`. Real tokens are far longer.
-pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
 
 /// Request headers whose values are credentials, besides `Authorization`
 /// and names ending like one ([`is_credential_header`]).

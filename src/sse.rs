@@ -5,9 +5,7 @@
 
 use bytes::{Bytes, BytesMut};
 
-/// Largest event the parser buffers; a bigger one ends parsing (the bytes
-/// still flow, see [`Overflow`]).
-pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
+use crate::limits::MAX_SSE_EVENT_BYTES;
 
 /// One `event: message` event carrying `data`. Multi-line data becomes one
 /// `data:` line per line, as the format requires.

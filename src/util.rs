@@ -13,10 +13,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// standard SipHash on short keys, still seeded at random per process.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-/// Bytes of a name or value from the network a log line or a run's
-/// ledger keeps: a 3 MB method name must not make a 3 MB line or key.
-pub const MAX_SHOWN_BYTES: usize = 256;
-
 /// `text` cut to at most `max` bytes (at a character boundary) with
 /// `… (N bytes)` after it, when it is longer.
 pub fn clip(text: &str, max: usize) -> Cow<'_, str> {

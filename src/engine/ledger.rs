@@ -18,10 +18,11 @@ use serde_json::Value;
 use super::Outcome;
 use super::by_rule::RuleUse;
 use crate::jsonrpc::ErrorObject;
+use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
 use crate::model::Source;
 use crate::normalize::Difference;
-use crate::util::{FastMap, MAX_SHOWN_BYTES, clip, lock, printable};
+use crate::util::{FastMap, clip, lock, printable};
 
 /// One case: what a testing tool would call a test.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -69,17 +70,8 @@ impl fmt::Display for CaseKey {
     }
 }
 
-/// Cases a ledger counts one by one besides those the cassettes hold;
-/// the requests of any further case count in one case, [`CaseKey::others`],
-/// so a client sending ever new names cannot grow the ledger without bound.
-pub const MAX_OTHER_CASES: usize = 1000;
-
 /// Differing-pointer lists a case keeps per rule at most (the first ones).
 const DIFFERENCES_KEPT: usize = 5;
-
-/// Moments a ledger keeps for the run's timeline at most (the first ones);
-/// the counts go on past it.
-pub const MOMENTS_KEPT: usize = 10_000;
 
 /// How a request was answered, as the counts and the timeline tell it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

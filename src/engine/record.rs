@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::jsonrpc::RequestId;
+use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
 use crate::mcp;
 use crate::model::{
     Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
@@ -38,11 +39,6 @@ use crate::redact;
 use crate::store::WriterHandle;
 use crate::util::{lock, printable};
 
-/// Largest answer (all its messages) captured for the cassette; past it
-/// the answer is still relayed whole, but not stored, and the log says so.
-pub const MAX_RECORDED_STREAM_BYTES: usize = 32 * 1024 * 1024;
-/// Upstream sessions whose negotiated version is remembered at most.
-const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Above this many open server→client requests, forgotten ones are swept.
 const PENDING_SWEEP_AT: usize = 1024;
 /// The version a handshake request without the header speaks (spec default).

@@ -22,20 +22,17 @@ use crate::agent365;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject};
+use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
 use crate::normalize::{self, Difference, Rules};
 use crate::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::template;
-use crate::util::{FastMap, MAX_SHOWN_BYTES, clip, lock, printable};
+use crate::util::{FastMap, clip, lock, printable};
 
 /// Seconds in a day, for `--max-age`.
 pub const SECONDS_PER_DAY: i64 = 86_400;
-
-/// Live sessions kept at most; the oldest is ended to make room (its client
-/// then gets 404 and starts over, as the spec prescribes).
-const MAX_SESSIONS: usize = 10_000;
 
 /// mcp-tape's own `serverInfo`, for servers no recording introduces.
 static OWN_SERVER_INFO: LazyLock<Value> = LazyLock::new(mcp::server_info);

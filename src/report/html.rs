@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{Report, xml as escape};
-use crate::engine::ledger::{Answer, Case, CaseKey, MOMENTS_KEPT};
+use crate::engine::ledger::{Answer, Case, CaseKey};
+use crate::limits::MOMENTS_KEPT;
 use crate::normalize;
 
 const STYLE: &str = "

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::engine::ledger::{Case, CaseKey, MAX_OTHER_CASES, Usage};
+use crate::engine::ledger::{Case, CaseKey, Usage};
 use crate::error::Error;
+use crate::limits::MAX_OTHER_CASES;
 use crate::model::Source;
 use crate::normalize::{self, Difference};
 use crate::tape::Tape;

@@ -232,7 +232,7 @@ async fn streams_past_the_bound_are_relayed_not_stored() {
     let upstream = upstream::start().await;
     let dir = Cassettes::new();
     let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
-    let bound_kib = mcp_tape::engine::record::MAX_RECORDED_STREAM_BYTES as u64 / 1024;
+    let bound_kib = mcp_tape::limits::MAX_RECORDED_STREAM_BYTES as u64 / 1024;
     for (id, kib) in [(1, 64), (2, bound_kib + 64)] {
         let reply = call_tool(&recorder.url(MAIL), id, "flood", json!({"kib": kib}), json!({})).await;
         let events = reply.events();

@@ -35,6 +35,7 @@ use crate::engine::replay::Replay;
 use crate::engine::{Call, Engine, Facts, Outcome, Step};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::Message;
+use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
 use crate::model::{Era, ServiceRoute};
 use crate::redact;
@@ -46,13 +47,6 @@ static SESSION_ID: HeaderName = HeaderName::from_static(mcp::HEADER_SESSION_ID);
 static PROTOCOL_VERSION: HeaderName = HeaderName::from_static(mcp::HEADER_PROTOCOL_VERSION);
 static METHOD: HeaderName = HeaderName::from_static(mcp::HEADER_METHOD);
 static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
-
-/// Largest POST body accepted; larger ones get 413.
-pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
-
-/// Longest request-target (path and query) served; a longer one gets 414,
-/// as nginx's default buffers give. No MCP route needs more.
-pub const MAX_REQUEST_TARGET_BYTES: usize = 8 * 1024;
 
 /// The response body type of every answer: whole or streamed.
 pub type Body = BoxBody<Bytes, Infallible>;

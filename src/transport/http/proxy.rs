@@ -39,18 +39,11 @@ use crate::engine::Outcome;
 use crate::engine::record::{Capture, Commit, Recorder, Seen, Tee};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::{self, RequestId};
+use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES};
 use crate::mcp;
 use crate::model::{Direction, ServiceRoute};
 use crate::sse;
 use crate::util::printable;
-
-/// Largest JSON answer read whole; a larger one gets the client a 502.
-pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
-
-/// Bytes of JSON answers read whole that all requests together may hold
-/// at once (four of the largest): a request whose answer would pass it
-/// gets 503 ([`Fault::Busy`]) instead of the recorder running out of memory.
-pub const MAX_ANSWERS_IN_FLIGHT_BYTES: usize = 4 * MAX_JSON_ANSWER_BYTES;
 
 /// The budget counts in kibibytes (a semaphore's permits).
 const BUDGET_UNIT: usize = 1024;
@@ -274,7 +267,10 @@ impl Relay {
                 Ok(Some(event)) => event,
                 Ok(None) => return,
                 Err(sse::Overflow) => {
-                    tap.tee.abandon(&format!("an SSE event exceeded {} bytes", sse::MAX_SSE_EVENT_BYTES));
+                    tap.tee.abandon(&format!(
+                        "an SSE event exceeded {} bytes",
+                        crate::limits::MAX_SSE_EVENT_BYTES
+                    ));
                     self.ready.push_back(tap.parser.take_rest());
                     self.tap = None;
                     return;

@@ -29,11 +29,8 @@ use tokio::sync::Semaphore;
 
 use super::{App, Body, handle};
 
-/// Connections served at once; further ones wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 1024;
-/// An HTTP/1 client has this long (or the idle timeout, when shorter) from
-/// the first byte of a request head to its end.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+
 /// In-flight requests get this long to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Pause after a failed accept (e.g. out of file descriptors) before retrying.

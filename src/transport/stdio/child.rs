@@ -30,12 +30,10 @@ use super::lines::{Lines, Piece};
 use crate::engine::record::{Capture, Recorder, Seen, Tee};
 use crate::error::Fault;
 use crate::jsonrpc;
+use crate::limits::MAX_CHILD_LINE_BYTES;
 use crate::model::canonical_json;
 use crate::util::{lock, printable};
 
-/// Longest line from the child buffered to be recorded; a longer one is
-/// relayed piece by piece and not stored.
-pub const MAX_CHILD_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// After its stdin closes, the child has this long to exit on its own...
 pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// ...then this long after SIGTERM, before SIGKILL.

@@ -11,7 +11,7 @@
 //! record the credentials of the child's environment. Answers go out one
 //! line per message, re-enacted ([`reenact`]) when they must keep time or
 //! wait for the client's reply to a server request. A line that is not JSON
-//! gets `-32700` (id `null`), one over [`MAX_LINE_BYTES`] `-32600`, and the
+//! gets `-32700` (id `null`), one over [`MAX_STDIO_LINE_BYTES`] `-32600`, and the
 //! stream goes on; recording, both go to the child as they are instead.
 
 pub mod child;
@@ -34,14 +34,13 @@ use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{Answer, Call, Engine, Facts, Outcome, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
+use crate::limits::{MAX_SHOWN_BYTES, MAX_STDIO_LINE_BYTES};
 use crate::mcp;
 use crate::model::Era;
-use crate::util::{MAX_SHOWN_BYTES, clip, printable};
+use crate::util::{clip, printable};
 use child::Link;
 use lines::{Lines, Piece};
 
-/// Longest line accepted from the client; a longer one is refused.
-pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// The least time between two messages of one replayed answer: a client
 /// that reads a pipe gets each in a read of its own, as from a server that
 /// produces them one at a time. (The TypeScript SDK drops a progress
@@ -220,7 +219,7 @@ pub async fn serve(
     stop: impl Future<Output = ()>,
     child_gone: impl Future<Output = ()>,
 ) -> std::io::Result<Ended> {
-    let mut lines = Lines::new(input, MAX_LINE_BYTES);
+    let mut lines = Lines::new(input, MAX_STDIO_LINE_BYTES);
     let mut stream = Stream {
         session: door.link.as_ref().map(|_| RECORDING_SESSION.to_owned()),
         reenacting: JoinSet::new(),
@@ -327,7 +326,7 @@ impl Door {
         );
     }
 
-    /// A piece of a line past [`MAX_LINE_BYTES`]: refused once, at its
+    /// A piece of a line past [`MAX_STDIO_LINE_BYTES`]: refused once, at its
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
     async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut Writer) {
@@ -335,8 +334,10 @@ impl Door {
             return self.forward(Piece::Overlong { bytes, end }, None, writer).await;
         }
         if !stream.refusing {
-            tracing::warn!("a line longer than {MAX_LINE_BYTES} bytes from the client was refused");
-            stream.reply(RequestError::from(Fault::LineTooLong { limit: MAX_LINE_BYTES }).body().as_bytes());
+            tracing::warn!("a line longer than {MAX_STDIO_LINE_BYTES} bytes from the client was refused");
+            stream.reply(
+                RequestError::from(Fault::LineTooLong { limit: MAX_STDIO_LINE_BYTES }).body().as_bytes(),
+            );
         }
         stream.refusing = !end;
     }

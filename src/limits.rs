@@ -1,0 +1,117 @@
+//! Every bound mcp-tape puts on what it is sent or reads, in one place: what
+//! a client, an upstream, a stdio server or a file can make it hold, and
+//! how long it waits. What happens at each is said where it is enforced
+//! and in the README ("Limits and guarantees").
+
+use std::time::Duration;
+
+/// Largest POST body accepted; larger ones get 413.
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_REQUEST_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Longest request-target (path and query) served; a longer one gets 414,
+/// as nginx's default buffers give. No MCP route needs more.
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_REQUEST_TARGET_BYTES: usize = 8 * 1024;
+
+/// Connections served at once; further ones wait in the listen backlog.
+///
+/// Enforced in [`crate::transport::http::server`].
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// An HTTP/1 client has this long (or the idle timeout, when shorter) from
+/// the first byte of a request head to its end.
+///
+/// Enforced in [`crate::transport::http::server`].
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest line accepted from the client; a longer one is refused.
+///
+/// Enforced in [`crate::transport::stdio`].
+pub const MAX_STDIO_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Longest line from the child buffered to be recorded; a longer one is
+/// relayed piece by piece and not stored.
+///
+/// Enforced in [`crate::transport::stdio::child`].
+pub const MAX_CHILD_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Largest JSON answer read whole; a larger one gets the client a 502.
+///
+/// Enforced in the record proxy (`transport/http/proxy.rs`).
+pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bytes of JSON answers read whole that all requests together may hold
+/// at once (four of the largest): a request whose answer would pass it
+/// gets 503 ([`Fault::Busy`](crate::error::Fault::Busy)) instead of the recorder running out of memory.
+///
+/// Enforced in the record proxy (`transport/http/proxy.rs`).
+pub const MAX_ANSWERS_IN_FLIGHT_BYTES: usize = 4 * MAX_JSON_ANSWER_BYTES;
+
+/// Largest answer (all its messages) captured for the cassette; past it
+/// the answer is still relayed whole, but not stored, and the log says so.
+///
+/// Enforced in [`crate::engine::record`].
+pub const MAX_RECORDED_STREAM_BYTES: usize = 32 * 1024 * 1024;
+
+/// Largest event the parser buffers; a bigger one ends parsing (the bytes
+/// still flow, see [`Overflow`](crate::sse::Overflow)).
+///
+/// Enforced in [`crate::sse`].
+pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Upstream sessions whose negotiated version is remembered at most.
+///
+/// Enforced in [`crate::engine::record`].
+pub const MAX_TRACKED_SESSIONS: usize = 10_000;
+
+/// Live sessions kept at most; the oldest is ended to make room (its client
+/// then gets 404 and starts over, as the spec prescribes).
+///
+/// Enforced in [`crate::engine::replay`].
+pub const MAX_SESSIONS: usize = 10_000;
+
+/// Longest line read (bytes, without its newline): the recorder's own
+/// bound on a stored answer. A longer line is refused, not read on.
+///
+/// Enforced in [`crate::jsonl`].
+pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Largest mocks file read (they are a few KiB; the cap keeps a name that
+/// points at something endless from eating memory).
+///
+/// Enforced in [`crate::mocks`].
+pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Cases a ledger counts one by one besides those the cassettes hold;
+/// the requests of any further case count in one case, [`CaseKey::others`](crate::engine::ledger::CaseKey::others),
+/// so a client sending ever new names cannot grow the ledger without bound.
+///
+/// Enforced in [`crate::engine::ledger`].
+pub const MAX_OTHER_CASES: usize = 1000;
+
+/// Moments a ledger keeps for the run's timeline at most (the first ones);
+/// the counts go on past it.
+///
+/// Enforced in [`crate::engine::ledger`].
+pub const MOMENTS_KEPT: usize = 10_000;
+
+/// Bytes of a name or value from the network a log line or a run's
+/// ledger keeps: a 3 MB method name must not make a 3 MB line or key.
+///
+/// Enforced in [`crate::util`].
+pub const MAX_SHOWN_BYTES: usize = 256;
+
+/// Credentials shorter than this are not scrubbed from text: a short
+/// placeholder such as `Bearer x` would otherwise corrupt every stored
+/// string containing an `x`. Real tokens are far longer.
+///
+/// Enforced in [`crate::redact`].
+pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
+
+/// Bytes waiting to be written past which logging threads wait.
+///
+/// Enforced in [`crate::logging`].
+pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
