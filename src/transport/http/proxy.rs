@@ -450,33 +450,8 @@ async fn read_whole(
 
 /// A whole body that keeps its share of the budget until it is sent (or
 /// the client goes away).
-struct Held {
-    body: Full<Bytes>,
-    _share: Option<OwnedSemaphorePermit>,
-}
-
 fn held(bytes: Bytes, share: Option<OwnedSemaphorePermit>) -> Body {
-    Held { body: Full::new(bytes), _share: share }.boxed()
-}
-
-impl HttpBody for Held {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
+    frame::Holding::new(Full::new(bytes), share).boxed()
 }
 
 /// The upstream's answer head as relayed: hop-by-hop headers dropped.

@@ -15,8 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -27,6 +25,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::frame::Holding;
 use super::{App, Body, handle};
 
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
@@ -302,8 +301,8 @@ impl InFlight {
     }
 
     /// The answer's body, keeping the request in flight while it streams.
-    fn guard(self, body: Body) -> Guarded {
-        Guarded { body, _in_flight: self }
+    fn guard(self, body: Body) -> Holding<Body, InFlight> {
+        Holding::new(body, self)
     }
 }
 
@@ -312,30 +311,5 @@ impl Drop for InFlight {
         self.0.touch();
         self.0.settle();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-struct Guarded {
-    body: Body,
-    _in_flight: InFlight,
-}
-
-impl HttpBody for Guarded {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
