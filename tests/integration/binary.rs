@@ -342,6 +342,43 @@ async fn requests_refused_by_the_http_layer_are_logged() {
     assert!(log.contains("rejected by the HTTP layer"), "{log}");
 }
 
+/// A client that hung up while record waited on the upstream left no log
+/// line for its request (hyper dropped the handler), though the upstream
+/// saw it: a log that must account for every request missed one.
+#[tokio::test]
+async fn a_request_whose_client_hangs_up_still_gets_its_log_line() {
+    use tokio::io::AsyncWriteExt;
+    let upstream = crate::upstream::start().await;
+    let cassettes = Cassettes::new();
+    let mut command = Command::new(BIN);
+    command
+        .args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"])
+        .arg(cassettes.path());
+    let daemon = Daemon::spawn(command).await;
+    let address = daemon.url.trim_start_matches("http://").to_owned();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"silent"}}"#;
+    let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let request = format!(
+        "POST /agents/servers/mcp_Gone HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        crate::upstream::TOKEN,
+        body.len()
+    );
+    peer.write_all(request.as_bytes()).await.unwrap();
+    // Hang up once the upstream holds the request (it never answers "silent").
+    tokio::time::timeout(PATIENCE, async {
+        while upstream.state.calls("tools/call") == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the request reached the upstream");
+    drop(peer);
+    let (_, log) = daemon.stop("TERM").await;
+    let line = log.lines().find(|l| l.contains("POST server=mcp_Gone method=tools/call"));
+    assert!(line.is_some_and(|l| l.contains("(the client went away before the answer)")), "{log}");
+}
+
 /// A client hanging up in the middle of a recorded stream once lost its
 /// exchange without a word in the log.
 #[tokio::test]

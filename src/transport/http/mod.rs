@@ -79,39 +79,68 @@ where
 
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
 pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<Body> {
-    let started = Instant::now();
-    let http_method = request.method().clone();
-    let mut logged = Logged {
-        server: server_name(request.uri().path()),
-        mcp_method: String::new(),
-        outcome: Outcome::Rejected,
+    let mut line = Line {
+        http_method: request.method().clone(),
+        started: Instant::now(),
+        logged: Logged {
+            server: server_name(request.uri().path()),
+            mcp_method: String::new(),
+            outcome: Outcome::Rejected,
+        },
+        written: false,
     };
-    let response = match dispatch(request, app, &mut logged).await {
+    let response = match dispatch(request, app, &mut line.logged).await {
         Ok(response) => response,
         Err(error) => {
-            logged.outcome = Outcome::of(&error.fault);
+            line.logged.outcome = Outcome::of(&error.fault);
             frame::error(&error)
         }
     };
-    let tenths_of_ms = (started.elapsed().as_micros() as u64 + 50) / 100;
-    let (mut whole, mut tenths) = (itoa::Buffer::new(), itoa::Buffer::new());
-    crate::logging::info(&[
-        http_method.as_str(),
-        " server=",
-        &logged.server,
-        " method=",
-        if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
-        " ",
-        logged.outcome.as_str(),
-        " status=",
-        response.status().as_str(),
-        " ",
-        whole.format(tenths_of_ms / 10),
-        ".",
-        tenths.format(tenths_of_ms % 10),
-        "ms",
-    ]);
+    line.write(response.status().as_str(), "");
     response
+}
+
+/// A request's log line, written once: when its answer is ready, or, when
+/// the client goes away first (hyper then drops the handler), at that moment.
+struct Line {
+    http_method: Method,
+    started: Instant,
+    logged: Logged,
+    written: bool,
+}
+
+impl Line {
+    fn write(&mut self, status: &str, note: &str) {
+        self.written = true;
+        let tenths_of_ms = (self.started.elapsed().as_micros() as u64 + 50) / 100;
+        let (mut whole, mut tenths) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let logged = &self.logged;
+        crate::logging::info(&[
+            self.http_method.as_str(),
+            " server=",
+            &logged.server,
+            " method=",
+            if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
+            " ",
+            logged.outcome.as_str(),
+            " status=",
+            status,
+            " ",
+            whole.format(tenths_of_ms / 10),
+            ".",
+            tenths.format(tenths_of_ms % 10),
+            "ms",
+            note,
+        ]);
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        if !self.written {
+            self.write("-", " (the client went away before the answer)");
+        }
+    }
 }
 
 async fn dispatch(
