@@ -39,7 +39,7 @@ use crate::engine::Outcome;
 use crate::engine::record::{Capture, Commit, Recorder, Seen, Tee};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::{self, RequestId};
-use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES};
+use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_SSE_EVENT_BYTES};
 use crate::mcp;
 use crate::model::{Direction, ServiceRoute};
 use crate::sse;
@@ -267,10 +267,7 @@ impl Relay {
                 Ok(Some(event)) => event,
                 Ok(None) => return,
                 Err(sse::Overflow) => {
-                    tap.tee.abandon(&format!(
-                        "an SSE event exceeded {} bytes",
-                        crate::limits::MAX_SSE_EVENT_BYTES
-                    ));
+                    tap.tee.abandon(&format!("an SSE event exceeded {MAX_SSE_EVENT_BYTES} bytes"));
                     self.ready.push_back(tap.parser.take_rest());
                     self.tap = None;
                     return;

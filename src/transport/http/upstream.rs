@@ -10,6 +10,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName};
+use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
@@ -65,6 +66,11 @@ pub struct Upstream {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
+    /// `base` read once: every request's URI is built from these parts.
+    scheme: Scheme,
+    authority: Authority,
+    /// The base path, without a trailing slash (empty for none).
+    prefix: String,
     timeouts: Timeouts,
 }
 
@@ -76,9 +82,17 @@ impl Upstream {
     pub fn new(base: &str, ca_file: Option<&Path>, timeouts: Timeouts) -> Result<Upstream, Error> {
         let base = base.trim_end_matches('/').to_owned();
         let uri: Uri = base.parse().map_err(|e| Error::Config(format!("--upstream {base:?}: {e}")))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
-            return Err(Error::Config(format!("--upstream {base:?}: expected an http:// or https:// URL")));
-        }
+        let (scheme, authority) = match (uri.scheme(), uri.authority()) {
+            (Some(scheme), Some(authority)) if matches!(scheme.as_str(), "http" | "https") => {
+                (scheme.clone(), authority.clone())
+            }
+            _ => {
+                return Err(Error::Config(format!(
+                    "--upstream {base:?}: expected an http:// or https:// URL"
+                )));
+            }
+        };
+        let prefix = uri.path().trim_end_matches('/').to_owned();
         let mut roots = rustls::RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() };
         if let Some(path) = ca_file {
             let bad = |why: String| Error::Config(format!("--upstream-ca {}: {why}", path.display()));
@@ -108,7 +122,8 @@ impl Upstream {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(http);
-        Ok(Upstream { client: Client::builder(TokioExecutor::new()).build(https), base, timeouts })
+        let client = Client::builder(TokioExecutor::new()).build(https);
+        Ok(Upstream { client, base, scheme, authority, prefix, timeouts })
     }
 
     pub fn base(&self) -> &str {
@@ -128,14 +143,10 @@ impl Upstream {
         if !path_and_query.starts_with('/') {
             return Err(bad(format!("{path_and_query:?} is not a path")));
         }
-        let base: Uri = self.base.parse().map_err(|e| bad(format!("{e}")))?;
-        let (Some(scheme), Some(authority)) = (base.scheme(), base.authority()) else {
-            return Err(bad(format!("{} has no scheme or host", self.base)));
-        };
         Uri::builder()
-            .scheme(scheme.clone())
-            .authority(authority.clone())
-            .path_and_query(format!("{}{path_and_query}", base.path().trim_end_matches('/')))
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{path_and_query}", self.prefix))
             .build()
             .map_err(|e| bad(format!("{e}")))
     }
