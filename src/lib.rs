@@ -609,8 +609,8 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
     // failing command leaves the cassette as it was.
     let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
     let match_rules = load_rules(config.rules.as_deref())?;
-    let (app, writer, what) = match (&config.upstream, recording) {
-        (_, false) => {
+    let (app, writer, what) = match (&config.upstream, target.as_deref()) {
+        (_, None) => {
             let replay = load_cassettes(
                 &config.paths,
                 &config.normalization,
@@ -623,8 +623,7 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
             let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
             (app, None, "replaying".to_owned())
         }
-        (Some(upstream), true) => {
-            let file = target.as_deref().unwrap_or(&cassette);
+        (Some(upstream), Some(file)) => {
             let mode = if fresh { RecordMode::All } else { RecordMode::Missing };
             if !fresh && cassette.exists() {
                 discard(file);
@@ -640,7 +639,7 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
             )?;
             (app, Some(writer), format!("recording from {}", upstream.url))
         }
-        (None, true) => return Err(Error::Usage("recording needs --upstream URL".into())),
+        (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
     };
     announce(format!("test: tape at {url} ({what}); running {}", util::printable(&config.command.join(" "))));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -672,9 +671,7 @@ pub async fn test(config: TestConfig) -> Result<u8, Error> {
     if let Some(file) = &target {
         if code == 0 {
             // The old cassette's WAL files would be read as the new one's.
-            for stale in [sibling(&cassette, "wal"), sibling(&cassette, "shm")] {
-                let _ = std::fs::remove_file(stale);
-            }
+            remove_wal_files(&cassette);
             std::fs::rename(file, &cassette)
                 .map_err(|source| Error::Write { path: cassette.clone(), source })?;
             eprintln!("mcp-tape: the recording replaced {}", cassette.display());
@@ -705,7 +702,13 @@ fn sibling(path: &Path, tag: &str) -> PathBuf {
 
 /// Removes a recording that is not kept, with SQLite's files beside it.
 fn discard(file: &Path) {
-    for path in [file.to_owned(), sibling(file, "wal"), sibling(file, "shm")] {
+    let _ = std::fs::remove_file(file);
+    remove_wal_files(file);
+}
+
+/// Removes SQLite's `-wal` and `-shm` files beside `file`, if any.
+fn remove_wal_files(file: &Path) {
+    for path in [sibling(file, "wal"), sibling(file, "shm")] {
         let _ = std::fs::remove_file(path);
     }
 }
