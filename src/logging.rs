@@ -19,8 +19,8 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::limits::MAX_PENDING_LOG_BYTES;
-use crate::util::lock;
+use crate::limits::{MAX_PENDING_LOG_BYTES, MAX_SHOWN_BYTES};
+use crate::util::{clip, lock};
 
 /// How long the writer lets lines gather after the first one of a batch:
 /// the longest a line waits before it is written.
@@ -112,8 +112,7 @@ impl Sink {
             // Writing to a String cannot fail.
             let _ = push_level(text, Level::INFO, self.ansi);
             for piece in pieces {
-                let _ =
-                    Escaped(&mut *text).write_str(&crate::util::clip(piece, crate::limits::MAX_SHOWN_BYTES));
+                let _ = Escaped(&mut *text).write_str(&clip(piece, MAX_SHOWN_BYTES));
             }
             text.push('\n');
             let _ = self.make_writer().write_all(text.as_bytes());

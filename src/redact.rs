@@ -191,8 +191,9 @@ enum Finder {
 }
 
 impl Scrubber {
-    /// Finds `secrets` in every form; those of them shorter than
-    /// [`MIN_SCRUBBED_SECRET_CHARS`], as sent and as whole tokens only.
+    /// Finds `secrets` in every form at least [`MIN_SCRUBBED_SECRET_CHARS`]
+    /// long, anywhere; a secret shorter than that, as sent, only where it
+    /// stands as a whole token.
     pub fn new(secrets: &[String]) -> Scrubber {
         let short: Vec<&String> = secrets
             .iter()
@@ -243,15 +244,16 @@ impl Scrubber {
             let after = current[end..].chars().next();
             !before.is_some_and(char::is_alphanumeric) && !after.is_some_and(char::is_alphanumeric)
         };
-        let mut cleaned = String::new();
+        let mut hits = whole.find_iter(current).filter(|hit| alone(hit.start(), hit.end())).peekable();
+        if hits.peek().is_none() {
+            return found;
+        }
+        let mut cleaned = String::with_capacity(current.len());
         let mut last = 0;
-        for hit in whole.find_iter(current).filter(|hit| alone(hit.start(), hit.end())) {
+        for hit in hits {
             cleaned.push_str(&current[last..hit.start()]);
             cleaned.push_str(REDACTED);
             last = hit.end();
-        }
-        if last == 0 {
-            return found;
         }
         cleaned.push_str(&current[last..]);
         Some(cleaned)

@@ -75,7 +75,7 @@ const DIFFERENCES_KEPT: usize = 5;
 
 /// How a request was answered, as the counts and the timeline tell it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Answer {
+pub enum AnsweredBy {
     /// A recording that matched exactly.
     Recording,
     /// A recording a match rule picked.
@@ -90,15 +90,15 @@ pub enum Answer {
     Forwarded,
 }
 
-impl Answer {
+impl AnsweredBy {
     pub fn as_str(self) -> &'static str {
         match self {
-            Answer::Recording => "recording",
-            Answer::Rule => "rule",
-            Answer::Template => "template",
-            Answer::Mock => "mock",
-            Answer::Miss => "miss",
-            Answer::Forwarded => "forwarded",
+            AnsweredBy::Recording => "recording",
+            AnsweredBy::Rule => "rule",
+            AnsweredBy::Template => "template",
+            AnsweredBy::Mock => "mock",
+            AnsweredBy::Miss => "miss",
+            AnsweredBy::Forwarded => "forwarded",
         }
     }
 }
@@ -108,7 +108,7 @@ impl Answer {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Moment {
     pub at_ms: u64,
-    pub answer: Answer,
+    pub answer: AnsweredBy,
 }
 
 /// The counts of one case.
@@ -310,12 +310,12 @@ impl Ledger {
         rule: Option<&RuleUse>,
     ) {
         let answer = match (rule, outcome) {
-            (Some(_), _) => Answer::Rule,
-            (None, Outcome::Hit | Outcome::Cassette | Outcome::Ruled) => Answer::Recording,
-            (None, Outcome::Template) => Answer::Template,
-            (None, Outcome::Mock) => Answer::Mock,
-            (None, Outcome::Miss) => Answer::Miss,
-            (None, Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded) => Answer::Forwarded,
+            (Some(_), _) => AnsweredBy::Rule,
+            (None, Outcome::Hit | Outcome::Cassette | Outcome::Ruled) => AnsweredBy::Recording,
+            (None, Outcome::Template) => AnsweredBy::Template,
+            (None, Outcome::Mock) => AnsweredBy::Mock,
+            (None, Outcome::Miss) => AnsweredBy::Miss,
+            (None, Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded) => AnsweredBy::Forwarded,
             (None, _) => return,
         };
         let at_ms = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -326,13 +326,13 @@ impl Ledger {
         if timed {
             case.moments.push(Moment { at_ms, answer });
         }
-        match (answer, rule) {
-            (Answer::Rule, Some(used)) => case.rule_answered(used),
-            (Answer::Recording | Answer::Rule, _) => case.hits += 1,
-            (Answer::Template, _) => case.templates += 1,
-            (Answer::Mock, _) => case.mocks += 1,
-            (Answer::Miss, _) => case.misses += 1,
-            (Answer::Forwarded, _) => case.forwarded += 1,
+        match answer {
+            AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),
+            AnsweredBy::Recording => case.hits += 1,
+            AnsweredBy::Template => case.templates += 1,
+            AnsweredBy::Mock => case.mocks += 1,
+            AnsweredBy::Miss => case.misses += 1,
+            AnsweredBy::Forwarded => case.forwarded += 1,
         }
     }
 
@@ -411,8 +411,8 @@ mod tests {
         ledger.note("s", "ping", None, Outcome::Accepted, None);
         let usage = ledger.usage();
         let key = CaseKey::of("s", "tools/call", Some(&params));
-        let answers: Vec<Answer> = usage.cases[&key].moments.iter().map(|m| m.answer).collect();
-        assert_eq!(answers, [Answer::Miss, Answer::Recording]);
+        let answers: Vec<AnsweredBy> = usage.cases[&key].moments.iter().map(|m| m.answer).collect();
+        assert_eq!(answers, [AnsweredBy::Miss, AnsweredBy::Recording]);
         assert!(usage.cases[&key].moments.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
         assert!(!usage.cases.contains_key(&CaseKey::of("s", "ping", None)), "an acknowledgement is no case");
 
