@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{Report, xml as escape};
-use crate::engine::ledger::{Answer, Case, CaseKey};
+use super::{FirstMiss, Report, xml as escape};
+use crate::engine::ledger::{AnsweredBy, Case, CaseKey};
 use crate::limits::MOMENTS_KEPT;
 use crate::normalize;
 
@@ -35,8 +35,14 @@ code{font-size:.95em}
 ";
 
 /// Every way a request can be answered, in the order the page lists them.
-const ANSWERS: [Answer; 6] =
-    [Answer::Recording, Answer::Rule, Answer::Template, Answer::Mock, Answer::Miss, Answer::Forwarded];
+const ANSWERS: [AnsweredBy; 6] = [
+    AnsweredBy::Recording,
+    AnsweredBy::Rule,
+    AnsweredBy::Template,
+    AnsweredBy::Mock,
+    AnsweredBy::Miss,
+    AnsweredBy::Forwarded,
+];
 
 impl Report {
     /// The report as one HTML page; `passed`: the run's verdict.
@@ -126,39 +132,38 @@ impl Report {
                 continue;
             };
             let _ = writeln!(page, "<p>The first: {}</p>", escape(&error.message));
-            let data = error.data.as_ref().unwrap_or(&Value::Null);
-            let nearest = data["nearest"].as_array().map(Vec::as_slice).unwrap_or_default();
-            if nearest.is_empty() {
-                let _ =
-                    writeln!(page, "<h4>Sent</h4><pre class=\"sent\">{}</pre>", json(&data["params"], &[]));
+            let Some(miss) = FirstMiss::of(case) else {
+                page.push_str("</section>\n");
+                continue;
+            };
+            if miss.nearest.is_empty() {
+                let _ = writeln!(page, "<h4>Sent</h4><pre class=\"sent\">{}</pre>", json(miss.sent, &[]));
             }
-            for (i, near) in nearest.iter().enumerate() {
-                let differences = near["differences"].as_array().map(Vec::as_slice).unwrap_or_default();
-                let pointers: Vec<&str> = differences.iter().filter_map(|d| d["pointer"].as_str()).collect();
+            for (i, (recorded, differences)) in miss.nearest.iter().enumerate() {
+                let pointers: Vec<&str> = differences.iter().map(|d| d.pointer.as_str()).collect();
                 page.push_str(
                     "<table class=\"differences\"><tr><th>pointer</th><th>recorded</th><th>sent</th></tr>\n",
                 );
                 for difference in differences {
-                    let shown = |field: &str| match difference.get(field) {
-                        None | Some(Value::Null) => "(absent)".to_owned(),
-                        Some(value) => value.to_string(),
+                    let shown = |value: &Option<Value>| {
+                        value.as_ref().map_or("(absent)".to_owned(), Value::to_string)
                     };
                     let _ = writeln!(
                         page,
                         "<tr><td><code class=\"pointer\">{}</code></td><td><code class=\"recorded\">{}</code></td>\
                          <td><code class=\"requested\">{}</code></td></tr>",
-                        escape(difference["pointer"].as_str().unwrap_or_default()),
-                        escape(&shown("recorded")),
-                        escape(&shown("requested"))
+                        escape(&difference.pointer),
+                        escape(&shown(&difference.recorded)),
+                        escape(&shown(&difference.requested))
                     );
                 }
                 let _ = write!(
                     page,
                     "</table>\n<div class=\"pair\"><div><h4>Sent</h4><pre class=\"sent\">{}</pre></div>\
                      <div><h4>Nearest recording {}</h4><pre class=\"nearest\">{}</pre></div></div>\n",
-                    json(&data["params"], &pointers),
+                    json(miss.sent, &pointers),
                     i + 1,
-                    json(&near["params"], &pointers)
+                    json(recorded, &pointers)
                 );
             }
             page.push_str("</section>\n");

@@ -338,23 +338,41 @@ fn differences_json(differences: &[Difference]) -> Value {
 
 /// The nearest recordings of a case's first miss and where each differs.
 fn nearest_diff(case: &Case) -> String {
-    let Some(data) = case.first_miss.as_ref().and_then(|e| e.data.as_ref()) else {
+    let Some(miss) = FirstMiss::of(case) else {
         return String::new();
     };
     let mut text = String::new();
-    for (i, nearest) in data["nearest"].as_array().into_iter().flatten().enumerate() {
+    for (i, (_, differences)) in miss.nearest.iter().enumerate() {
         let _ = write!(text, "{}nearest recording {}:", if i > 0 { "\n" } else { "" }, i + 1);
-        for difference in nearest["differences"].as_array().into_iter().flatten() {
+        for difference in differences {
             let _ = write!(
                 text,
                 "\n  {}: recorded {}, requested {}",
-                printable(difference["pointer"].as_str().unwrap_or_default()),
-                difference.get("recorded").unwrap_or(&Value::Null),
-                difference.get("requested").unwrap_or(&Value::Null),
+                printable(&difference.pointer),
+                difference.recorded.as_ref().unwrap_or(&Value::Null),
+                difference.requested.as_ref().unwrap_or(&Value::Null),
             );
         }
     }
     if text.is_empty() { "no recording of this kind to compare with".to_owned() } else { text }
+}
+
+/// A case's first miss as its error carries it: the params sent, and each
+/// nearest recording's params with where they differ.
+struct FirstMiss<'a> {
+    sent: &'a Value,
+    nearest: Vec<(&'a Value, Vec<Difference>)>,
+}
+
+impl FirstMiss<'_> {
+    fn of(case: &Case) -> Option<FirstMiss<'_>> {
+        let data = case.first_miss.as_ref()?.data.as_ref()?;
+        let nearest = data["nearest"].as_array().into_iter().flatten().map(|near| {
+            let listed = near["differences"].as_array().into_iter().flatten();
+            (&near["params"], listed.filter_map(Difference::from_json).collect())
+        });
+        Some(FirstMiss { sent: &data["params"], nearest: nearest.collect() })
+    }
 }
 
 /// `text` for XML content or an attribute value: the five special
