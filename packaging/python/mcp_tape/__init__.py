@@ -66,6 +66,8 @@ class Tape:
         self.misses = []
         self._process = None
         self._scratch = None
+        self._log = None
+        self._text = None
 
     def start(self):
         """Starts the tape on a free loopback port; returns its URL once it listens."""
@@ -111,7 +113,6 @@ class Tape:
         except BrokenPipeError:
             pass
         process.wait()
-        self.code = process.returncode
         try:
             report = json.loads(self._report.read_text())
         except (OSError, ValueError) as error:
@@ -126,7 +127,7 @@ class Tape:
 
     def log(self):
         """What mcp-tape wrote to its standard error so far."""
-        if getattr(self, "_text", None) is not None:
+        if self._text is not None:
             return self._text
         self._log.flush()
         self._log.seek(0)
