@@ -1,0 +1,98 @@
+"""Two builds of mcp-tape side by side, in interleaved rounds, on loopback.
+
+    python3 bench/compare.py --old OLD_BINARY --new NEW_BINARY --bin target/release
+
+For a change that should not change speed (a refactoring), or one that
+should: each round measures the old build, then the new, then the old
+again, and takes the new build's ratio to the mean of the two old runs
+(the machine's speed drifts from minute to minute). Prints the median
+and range of the ratios for
+
+- replay of a recorded `tools/call` at 32 connections (requests/s);
+- record in front of the floor at 32 connections (requests/s), each build
+  writing its own fresh cassette;
+- record's p50 latency at 1 connection;
+- stdio replay with 32 requests in flight (messages/s).
+
+Servers are pinned to core 1 and the load to core 0, as in bench.py;
+--bin names the directory with gen-cassette, floor and stdio-load.
+"""
+
+import argparse
+import os
+import subprocess
+import statistics
+import tempfile
+
+from bench import (BENCH_PATH, LOAD_CORE, LOOKUP, Server, paired_rounds, post, stdio_load, wrk)
+
+ROUNDS = 6
+SECONDS = 3
+
+
+def compare(emit, name, rounds, old, new, higher_is_better=True):
+    ratios = []
+    for _, before, measured, after in paired_rounds(rounds, old, new):
+        ratios.append(measured / ((before + after) / 2))
+    median = statistics.median(ratios)
+    verdict = median if higher_is_better else 1 / median
+    emit(f"| {name} | {median:.1%} | {min(ratios):.1%} to {max(ratios):.1%} | {verdict:.1%} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--old", required=True, help="the mcp-tape binary before the change")
+    parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
+    parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args()
+    tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
+    emit = lambda line="": print(line, flush=True)  # noqa: E731
+
+    with tempfile.TemporaryDirectory() as scratch:
+        log = lambda name: os.path.join(scratch, f"{name}.log")  # noqa: E731
+        cassettes = os.path.join(scratch, "cassettes")
+        os.makedirs(cassettes)
+        cassette = os.path.join(cassettes, "bench.sqlite")
+        subprocess.run([tool("gen-cassette"), "1000", cassette], check=True)
+        builds = {"old": args.old, "new": args.new}
+
+        emit(f"new build against old, {args.rounds} rounds (old, new, old), {SECONDS} s each; "
+             "the ratio is new / mean of the two old runs")
+        emit()
+        emit("| measure | median ratio | range | new is (higher is better) |")
+        emit("|---|---:|---:|---:|")
+
+        replays = {key: Server([binary, "replay", cassettes, "--port", "0"], log(f"replay-{key}"))
+                   for key, binary in builds.items()}
+        for server in replays.values():
+            post(server.base + BENCH_PATH, LOOKUP(500))
+        load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(500), 32, SECONDS, scratch)["rps"])
+                for key, server in replays.items()}
+        compare(emit, "replay, recorded JSON answer, 32 conns, requests/s", args.rounds, load["old"], load["new"])
+        for server in replays.values():
+            server.stop()
+
+        upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
+        records = {key: Server([binary, "record", "--upstream", upstream.base, "--cassettes", scratch,
+                                "--name", f"record-{key}", "--port", "0"], log(f"record-{key}"))
+                   for key, binary in builds.items()}
+        load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 32, SECONDS, scratch)["rps"])
+                for key, server in records.items()}
+        compare(emit, "record, 32 conns, requests/s", args.rounds, load["old"], load["new"])
+        latency = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 1, SECONDS, scratch)["p50"])
+                   for key, server in records.items()}
+        compare(emit, "record, 1 conn, p50 latency", args.rounds, latency["old"], latency["new"],
+                higher_is_better=False)
+        for server in records.values():
+            server.stop()
+        upstream.stop()
+
+        stdio = {key: (lambda b=binary: stdio_load(tool("stdio-load"),
+                                                    [b, "replay", "--stdio", cassette], SECONDS))
+                 for key, binary in builds.items()}
+        compare(emit, "stdio replay, 32 in flight, messages/s", args.rounds, stdio["old"], stdio["new"])
+
+
+if __name__ == "__main__":
+    main()
