@@ -5,9 +5,9 @@
 //!
 //! Usage: gen-cassette N PATH
 
-use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::store::Cassette;
 use mcp_tape::normalize::Rules;
-use mcp_tape::store::Cassette;
 use serde_json::{Value, json};
 
 fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Value>) -> RawExchange {

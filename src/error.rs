@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::cassette::model::StatusCode;
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, RequestId};
-use crate::model::StatusCode;
 
 /// Failures that stop a command: bad configuration, unusable cassettes,
 /// a port that cannot be bound.

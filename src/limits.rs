@@ -76,13 +76,13 @@ pub const MAX_SESSIONS: usize = 10_000;
 /// Longest line read (bytes, without its newline): the recorder's own
 /// bound on a stored answer. A longer line is refused, not read on.
 ///
-/// Enforced in [`crate::jsonl`].
+/// Enforced in [`crate::cassette::jsonl`].
 pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Largest mocks file read (they are a few KiB; the cap keeps a name that
 /// points at something endless from eating memory).
 ///
-/// Enforced in [`crate::mocks`].
+/// Enforced in [`crate::cassette::mocks`].
 pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Cases a ledger counts one by one besides those the cassettes hold;

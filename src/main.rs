@@ -53,7 +53,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = runtime.block_on(mcp_tape::run(command));
+    let outcome = runtime.block_on(mcp_tape::cmd::run(command));
     drop(runtime);
     drop(flush_on_drop); // every log line out before the final word
     match outcome {

@@ -15,10 +15,10 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::mcp;
-use crate::model::{
+use crate::cassette::model::{
     Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
 };
+use crate::mcp;
 use crate::redact::Redactor;
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
@@ -330,7 +330,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::model::{Era, RecordedMessage, StatusCode};
+    use crate::cassette::model::{Era, RecordedMessage, StatusCode};
     use serde_json::json;
 
     /// A recorded `tools/call` of `tool` on `server` answered with one text block.

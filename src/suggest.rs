@@ -13,15 +13,15 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::cassette::model::Era;
+use crate::cassette::store;
+use crate::cassette::tape::{Cursors, Tape};
 use crate::engine::by_rule::{Asked, RuleIndex};
 use crate::engine::ledger::CaseKey;
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules};
 use crate::mcp;
-use crate::model::Era;
 use crate::normalize::{self, Difference, Rules};
-use crate::store;
-use crate::tape::{Cursors, Tape};
 
 /// One miss the report lists: what was asked, and where the nearest
 /// recording differed.

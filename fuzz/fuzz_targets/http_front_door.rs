@@ -13,8 +13,8 @@ use mcp_tape::config::{FrontDoor, OnMiss, Pace};
 use mcp_tape::engine::Engine;
 use mcp_tape::engine::replay::{Replay, ServiceAnswers};
 use mcp_tape::normalize::Rules;
-use mcp_tape::store::Cassette;
-use mcp_tape::tape::Tape;
+use mcp_tape::cassette::store::Cassette;
+use mcp_tape::cassette::tape::Tape;
 use mcp_tape::transport::http::{App, handle};
 
 const CASSETTE: &str = concat!(
@@ -26,7 +26,7 @@ fn setup() -> &'static (tokio::runtime::Runtime, Arc<App>) {
     static SETUP: OnceLock<(tokio::runtime::Runtime, Arc<App>)> = OnceLock::new();
     SETUP.get_or_init(|| {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        mcp_tape::jsonl::import(CASSETTE.as_bytes(), &mut cassette).unwrap();
+        mcp_tape::cassette::jsonl::import(CASSETTE.as_bytes(), &mut cassette).unwrap();
         let rules = Rules::default();
         let tape = Tape::new(cassette.exchanges_as_text().unwrap(), &rules);
         let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);

@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::jsonl;
-use mcp_tape::store::{Cassette, Loaded};
+use mcp_tape::cassette::jsonl;
+use mcp_tape::cassette::store::{Cassette, Loaded};
 
 fn loaded(cassette: &Cassette) -> Loaded {
     Loaded {

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::model::canonical_json;
+use mcp_tape::cassette::model::canonical_json;
 use mcp_tape::normalize::{Rules, differences};
 use serde_json::Value;
 
@@ -24,5 +24,5 @@ fuzz_target!(|data: &[u8]| {
     rules.redact(&mut redacted);
     assert!(differences(&redacted, &redacted).is_empty());
     let _ = differences(&params, &redacted);
-    let _ = mcp_tape::template::render(&String::from_utf8_lossy(data), Some(&params));
+    let _ = mcp_tape::cassette::template::render(&String::from_utf8_lossy(data), Some(&params));
 });

@@ -17,10 +17,10 @@ use serde_json::Value;
 
 use super::Outcome;
 use super::by_rule::RuleUse;
+use crate::cassette::model::Source;
 use crate::jsonrpc::ErrorObject;
 use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
-use crate::model::Source;
 use crate::normalize::Difference;
 use crate::util::{FastMap, clip, lock, printable};
 

@@ -9,8 +9,8 @@
 use std::sync::Mutex;
 
 use super::Call;
+use crate::cassette::model::Era;
 use crate::jsonrpc::{Params, ParamsCache};
-use crate::model::Era;
 use crate::util::{FastMap, lock};
 
 /// Values worked out per params read before.

@@ -24,10 +24,10 @@ pub mod replay;
 
 use serde_json::Value;
 
+use crate::cassette::model::{Era, StatusCode};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Params, RequestId};
 use crate::mcp::RoutingHeaders;
-use crate::model::{Era, StatusCode};
 use ledger::Usage;
 use record::{Capture, Recorder};
 use replay::Replay;

@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::model::canonical_json;
+use crate::cassette::model::canonical_json;
 use crate::normalize;
 use crate::util::FastMap;
 

@@ -27,16 +27,16 @@ use tokio::sync::oneshot;
 
 use super::ledger::Ledger;
 use super::{Call, Outcome};
-use crate::jsonrpc::RequestId;
-use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
-use crate::mcp;
-use crate::model::{
+use crate::cassette::model::{
     Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
     canonical_json,
 };
+use crate::cassette::store::WriterHandle;
+use crate::jsonrpc::RequestId;
+use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
+use crate::mcp;
 use crate::normalize::Rules;
 use crate::redact;
-use crate::store::WriterHandle;
 use crate::util::{lock, printable};
 
 /// Above this many open server→client requests, forgotten ones are swept.

@@ -19,16 +19,16 @@ use super::memory::Memory;
 use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing};
 use crate::agent365;
+use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
+use crate::cassette::tape::{Cursors, Message, Named, Recorded, Tape};
+use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject};
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
 use crate::normalize::{self, Difference, Rules};
-use crate::tape::{Cursors, Message, Named, Recorded, Tape};
-use crate::template;
 use crate::util::{FastMap, clip, lock, printable};
 
 /// Seconds in a day, for `--max-age`.

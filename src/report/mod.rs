@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
+use crate::cassette::model::Source;
+use crate::cassette::tape::Tape;
 use crate::engine::ledger::{Case, CaseKey, Usage};
 use crate::error::Error;
 use crate::limits::MAX_OTHER_CASES;
-use crate::model::Source;
 use crate::normalize::{self, Difference};
-use crate::tape::Tape;
 use crate::util::printable;
 
 /// Handshake plumbing answered from a recording but not a case of its own

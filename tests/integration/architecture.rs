@@ -10,8 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// Directories that group modules of their own: each module in one is a
+/// node of the graph (`cassette::model` sits below everything, the rest of
+/// `cassette` above the protocol modules).
+const GROUPS: [&str; 1] = ["cassette"];
+
 /// The node a source file belongs to: its top-level module under `src/`,
-/// or `engine::record` / `engine::replay` for the engine's modes.
+/// `engine::record` / `engine::replay` for the engine's modes, or
+/// `cassette::store` and the like for a module of a group.
 fn node_of(relative: &Path) -> Option<String> {
     let parts: Vec<String> =
         relative.iter().map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
@@ -19,6 +25,9 @@ fn node_of(relative: &Path) -> Option<String> {
         [root] if root == "lib" || root == "main" => None,
         [engine, mode] if engine == "engine" && (mode == "record" || mode == "replay") => {
             Some(format!("engine::{mode}"))
+        }
+        [group, module, ..] if GROUPS.contains(&group.as_str()) && module != "mod" => {
+            Some(format!("{group}::{module}"))
         }
         [first, ..] => Some(first.clone()),
         [] => None,
@@ -37,29 +46,16 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
 }
 
 /// The modules a line of code names: `crate::a::…`, `crate::{a, b::c}`,
-/// and in the engine `super::record` / `super::replay`.
+/// `crate::cassette::{store, tape}`, and in the engine `super::record` /
+/// `super::replay`.
 fn named(line: &str, in_engine: bool) -> Vec<String> {
     let mut names = Vec::new();
     let mut rest = line;
     while let Some(at) = rest.find("crate::") {
         rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let inner = group.split('}').next().unwrap_or_default();
-            names.extend(
-                inner.split(',').filter_map(|item| item.trim().split("::").next().map(str::to_owned)),
-            );
-        } else {
-            names.push(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect());
-        }
+        names.extend(paths(rest).iter().map(|path| node_named(path)));
     }
-    let mut names: Vec<String> = names
-        .into_iter()
-        .filter(|n| !n.is_empty())
-        .map(|name| match rest_of_engine(line, &name) {
-            Some(mode) => format!("engine::{mode}"),
-            None => name,
-        })
-        .collect();
+    names.retain(|n| !n.is_empty());
     if in_engine {
         for mode in ["record", "replay"] {
             if line.contains(&format!("super::{mode}")) {
@@ -70,12 +66,58 @@ fn named(line: &str, in_engine: bool) -> Vec<String> {
     names
 }
 
-/// `crate::engine::record` names the mode, not the engine.
-fn rest_of_engine(line: &str, name: &str) -> Option<&'static str> {
-    if name != "engine" {
-        return None;
+/// The paths `text` starts with: `a::b`, or each of `{a::b, c::{d, e}}`
+/// with its braces opened.
+fn paths(text: &str) -> Vec<String> {
+    if let Some(group) = text.strip_prefix('{') {
+        let mut items = Vec::new();
+        let (mut depth, mut start, mut closed) = (0, 0, false);
+        for (at, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    items.push(&group[start..at]);
+                    closed = true;
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    items.push(&group[start..at]);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        if !closed {
+            // The group goes on over the next lines: what this line holds.
+            items.push(&group[start..]);
+        }
+        return items.into_iter().flat_map(|item| paths(item.trim())).collect();
     }
-    ["record", "replay"].into_iter().find(|mode| line.contains(&format!("crate::engine::{mode}")))
+    let path: String = text.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+    let inner = match text[path.len()..].starts_with('{') {
+        true => paths(&text[path.len()..]),
+        false => Vec::new(),
+    };
+    match inner.iter().any(|p| !p.is_empty()) {
+        true => inner.into_iter().map(|inner| format!("{path}{inner}")).collect(),
+        false => vec![path],
+    }
+}
+
+/// The node a path names: its first module, or the engine's mode, or the
+/// group's module.
+fn node_named(path: &str) -> String {
+    let mut segments = path.split("::").filter(|s| !s.is_empty());
+    let first = segments.next().unwrap_or_default();
+    let second = segments.next();
+    match second {
+        Some(mode) if first == "engine" && (mode == "record" || mode == "replay") => {
+            format!("engine::{mode}")
+        }
+        Some(module) if GROUPS.contains(&first) => format!("{first}::{module}"),
+        _ => first.to_owned(),
+    }
 }
 
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
@@ -139,12 +181,20 @@ fn the_module_graph_has_no_cycle_and_the_modes_stay_apart() {
         println!("{node} → {}", if listed.is_empty() { "(nothing)".into() } else { listed.join(", ") });
     }
     assert!(edges.len() >= 15, "the source tree was not read: {edges:?}");
-    assert!(edges["engine::record"].contains("store"), "the reader misses references");
+    assert!(edges["engine::record"].contains("cassette::store"), "the reader misses references");
     assert_eq!(cycle(&edges), None, "an import cycle");
     assert!(!edges["engine::record"].contains("engine::replay"), "record reaches into replay");
     assert!(!edges["engine::replay"].contains("engine::record"), "replay reaches into record");
-    for inner in ["engine", "engine::record", "engine::replay", "store", "model", "normalize", "tape", "mcp"]
-    {
+    for inner in [
+        "engine",
+        "engine::record",
+        "engine::replay",
+        "cassette::store",
+        "cassette::model",
+        "normalize",
+        "cassette::tape",
+        "mcp",
+    ] {
         assert!(!edges[inner].contains("transport"), "{inner} reaches into a front door");
     }
 }
@@ -159,7 +209,18 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     assert_eq!(cycle(&edges), None);
     edges.entry("c".into()).or_default().insert("a".into());
     assert_eq!(cycle(&edges), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
-    assert_eq!(named("use crate::{model::Era, util};", false), ["model", "util"]);
+    assert_eq!(named("use crate::{util, cassette::model::Era};", false), ["util", "cassette::model"]);
+    assert_eq!(
+        named("use crate::cassette::{jsonl, store::Writer};", false),
+        ["cassette::jsonl", "cassette::store"]
+    );
+    assert_eq!(
+        named("use crate::{cassette::{jsonl, tape}, mcp};", false),
+        ["cassette::jsonl", "cassette::tape", "mcp"]
+    );
+    assert_eq!(named("use crate::cassette::model::{", false), ["cassette::model"]);
+    assert_eq!(node_of(Path::new("cassette/store/writer.rs")).as_deref(), Some("cassette::store"));
+    assert_eq!(node_of(Path::new("cassette/mod.rs")).as_deref(), Some("cassette"));
     assert_eq!(named("let x = crate::engine::record::MAX;", false), ["engine::record"]);
     assert_eq!(named("use super::replay::Replay;", true), ["engine::replay"]);
     assert_eq!(node_of(Path::new("engine/reenact.rs")).as_deref(), Some("engine"));

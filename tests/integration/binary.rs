@@ -240,7 +240,7 @@ async fn fail_on_miss_makes_the_exit_status_say_so() {
 async fn network_input_cannot_forge_log_lines() {
     let dir = tempfile::tempdir().unwrap();
     let cassette = dir.path().join("forge.sqlite");
-    let mut store = mcp_tape::store::Cassette::open(&cassette).unwrap();
+    let mut store = mcp_tape::cassette::store::Cassette::open(&cassette).unwrap();
     let recorded = tool_call("mcp_Forge", "known", json!({"a": 1}), "x");
     store.insert(&mcp_tape::normalize::Rules::default().exchange(recorded)).unwrap();
     drop(store);
@@ -273,7 +273,7 @@ async fn network_input_cannot_forge_log_lines() {
 #[tokio::test]
 async fn cassettes_on_a_read_only_mount_are_served() {
     let dir = tempfile::tempdir().unwrap();
-    let mut store = mcp_tape::store::Cassette::open(&dir.path().join("ro.sqlite")).unwrap();
+    let mut store = mcp_tape::cassette::store::Cassette::open(&dir.path().join("ro.sqlite")).unwrap();
     let recorded = tool_call("mcp_ReadOnly", "GetRooms", json!({}), "Room 4.12");
     store.insert(&mcp_tape::normalize::Rules::default().exchange(recorded)).unwrap();
     drop(store);

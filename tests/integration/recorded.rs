@@ -2,15 +2,15 @@
 //! SSE framing, recorded order per session, misses that explain themselves,
 //! and the era conversions of `initialize`/`server/discover`.
 
+use mcp_tape::cassette::model::{Era, StatusCode};
 use mcp_tape::config::{Normalization, OnMiss};
-use mcp_tape::model::{Era, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::*;
 
 const MAIL: &str = "/agents/servers/mcp_MailTools";
 
-fn progress_call() -> mcp_tape::model::RawExchange {
+fn progress_call() -> mcp_tape::cassette::model::RawExchange {
     exchange(
         "mcp_MailTools",
         Era::Handshake,

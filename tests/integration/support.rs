@@ -4,10 +4,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::store::Cassette;
 use mcp_tape::config::{Front, FrontDoor, Normalization, OnMiss, ReplayConfig};
-use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
 use mcp_tape::normalize::Rules;
-use mcp_tape::store::Cassette;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -135,7 +135,7 @@ impl Replayer {
             max_age: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcp_tape::replay(config, listener, async {
+        let task = tokio::spawn(mcp_tape::cmd::replay::http(config, listener, async {
             let _ = stopped.await;
         }));
         Replayer { addr, stop: Some(stop), task }
@@ -330,7 +330,7 @@ impl Recorder {
             reports: mcp_tape::config::Reports::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcp_tape::record(config, listener, async {
+        let task = tokio::spawn(mcp_tape::cmd::record::http(config, listener, async {
             let _ = stopped.await;
         }));
         Recorder { addr, cassette, stop: Some(stop), task }
@@ -342,7 +342,7 @@ impl Recorder {
 
     /// Stops the recorder (everything finished is committed by then) and
     /// returns the cassette's exchanges.
-    pub async fn stop(mut self) -> Vec<mcp_tape::model::Exchange> {
+    pub async fn stop(mut self) -> Vec<mcp_tape::cassette::model::Exchange> {
         let _ = self.stop.take().unwrap().send(());
         (&mut self.task).await.unwrap().unwrap();
         Cassette::open(&self.cassette).unwrap().exchanges().unwrap()

@@ -29,6 +29,7 @@ use serde_json::json;
 pub use proxy::Proxy;
 
 use crate::agent365;
+use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
 use crate::engine::reenact::Live;
 use crate::engine::replay::Replay;
@@ -37,7 +38,6 @@ use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::Message;
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
-use crate::model::{Era, ServiceRoute};
 use crate::redact;
 use crate::util::pieces;
 

@@ -35,13 +35,13 @@ use tokio::time::Sleep;
 use super::upstream::{self, Upstream};
 use super::{Body, frame};
 use crate::agent365;
+use crate::cassette::model::{Direction, ServiceRoute};
 use crate::engine::Outcome;
 use crate::engine::record::{Capture, Commit, Recorder, Seen, Tee};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::jsonrpc::{self, RequestId};
 use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_SSE_EVENT_BYTES};
 use crate::mcp;
-use crate::model::{Direction, ServiceRoute};
 use crate::sse;
 use crate::util::printable;
 

@@ -27,11 +27,11 @@ use tokio::task::JoinHandle;
 
 use super::Output;
 use super::lines::{Lines, Piece};
+use crate::cassette::model::canonical_json;
 use crate::engine::record::{Capture, Recorder, Seen, Tee};
 use crate::error::Fault;
 use crate::jsonrpc;
 use crate::limits::MAX_CHILD_LINE_BYTES;
-use crate::model::canonical_json;
 use crate::util::{lock, printable};
 
 /// After its stdin closes, the child has this long to exit on its own...

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use crate::cassette::model::Era;
 use crate::engine::record::Capture;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{Answer, Call, Engine, Facts, Outcome, Step};
@@ -36,7 +37,6 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
 use crate::limits::{MAX_SHOWN_BYTES, MAX_STDIO_LINE_BYTES};
 use crate::mcp;
-use crate::model::Era;
 use crate::util::{clip, printable};
 use child::Link;
 use lines::{Lines, Piece};

@@ -10,14 +10,14 @@ use std::io::{BufRead, Read, Write};
 
 use serde_json::{Value, json};
 
-use crate::error::Error;
-use crate::limits::MAX_IMPORT_LINE_BYTES;
-use crate::model::{
+use crate::cassette::model::{
     AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
     ServiceRoute, StatusCode, canonical_json,
 };
+use crate::cassette::store::{Cassette, Loaded};
+use crate::error::Error;
+use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::normalize::Rules;
-use crate::store::{Cassette, Loaded};
 
 /// Writes every exchange and service answer of `loaded` as one line each.
 ///

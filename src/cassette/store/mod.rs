@@ -34,16 +34,16 @@ use rusqlite::{Connection, OpenFlags, params};
 pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
+use crate::cassette::model::{AnswerTemplate, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
 use crate::error::{CassetteError, Error};
-use crate::model::{AnswerTemplate, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
 const MIGRATIONS: [&str; 4] = [
-    include_str!("../../migrations/0001_init.sql"),
-    include_str!("../../migrations/0002_service_answers.sql"),
-    include_str!("../../migrations/0003_provenance.sql"),
-    include_str!("../../migrations/0004_answer_templates.sql"),
+    include_str!("../../../migrations/0001_init.sql"),
+    include_str!("../../../migrations/0002_service_answers.sql"),
+    include_str!("../../../migrations/0003_provenance.sql"),
+    include_str!("../../../migrations/0004_answer_templates.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -594,7 +594,9 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, StatusCode};
+    use crate::cassette::model::{
+        Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, StatusCode,
+    };
     use serde_json::json;
 
     /// A stored `tools/call` of `tool` on `server` answered with one text

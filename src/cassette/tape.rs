@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::cassette::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
-use crate::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
 use crate::normalize::{self, Rules};
 use crate::util::FastMap;
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::Cassette;
-use crate::error::{CassetteError, Error};
-use crate::model::{
+use crate::cassette::model::{
     AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, StatusCode, Text,
 };
+use crate::error::{CassetteError, Error};
 
 /// The cassette files that `paths` name: a directory stands for its
 /// `*.sqlite` files (sorted by name), a file for itself.

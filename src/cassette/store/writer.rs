@@ -14,8 +14,8 @@ use std::thread;
 use tokio::sync::oneshot;
 
 use super::{Cassette, Entry};
+use crate::cassette::model::{Exchange, ServiceAnswer};
 use crate::error::Error;
-use crate::model::{Exchange, ServiceAnswer};
 
 enum Job {
     Write(Entry, oneshot::Sender<bool>),

@@ -1,0 +1,23 @@
+//! Cassettes and what they hold, from the domain types up to the replay
+//! index. [`model`] sits below every other layer of the crate (every part
+//! speaks its types); the rest sits between the protocol modules and the
+//! engine, each using only those listed before it:
+//!
+//! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
+//!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
+//!   `AnswerTemplate`) and canonical JSON; SQLite conversions of the
+//!   stored ones.
+//! - [`store`]: SQLite files: open and migrate, the writer thread, the
+//!   loader.
+//! - [`template`]: answer templates: `{{argument}}` holes filled from a call.
+//! - [`mocks`]: Agent 365 mock tooling server files read as answer templates.
+//! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
+//! - [`tape`]: the replay index (recordings and answer templates) and the
+//!   per-session cursors.
+
+pub mod jsonl;
+pub mod mocks;
+pub mod model;
+pub mod store;
+pub mod tape;
+pub mod template;

@@ -1,0 +1,44 @@
+//! `mcp-tape export`: a cassette as canonical JSON Lines.
+
+use std::path::Path;
+
+use crate::cassette::{jsonl, store};
+use crate::config::ExportConfig;
+use crate::error::Error;
+use crate::util;
+
+/// Writes the JSON Lines to `-o FILE` (whole or not at all) or stdout.
+///
+/// # Errors
+///
+/// A cassette that cannot be read; `-o` naming the cassette itself; an
+/// output that cannot be written.
+pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
+    if let Some(output) = &config.output
+        && same_file(output, &config.cassette)
+    {
+        return Err(Error::Usage(format!(
+            "-o {}: that is the cassette being exported; name another file",
+            output.display()
+        )));
+    }
+    let loaded = store::load(std::slice::from_ref(&config.cassette))?;
+    let written = match &config.output {
+        Some(path) => util::write_whole(path, |file| jsonl::export(&loaded, file)),
+        None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
+    };
+    written.map(|()| 0).map_err(|source| Error::Write {
+        path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),
+        source,
+    })
+}
+
+/// Whether `a` and `b` name one existing file (same device and inode,
+/// through links).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}

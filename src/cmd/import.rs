@@ -1,0 +1,56 @@
+//! `mcp-tape import`: JSON Lines or Agent 365 mock files into a cassette.
+
+use std::io::BufReader;
+
+use crate::cassette::store::Cassette;
+use crate::cassette::{jsonl, mocks};
+use crate::config::{ImportConfig, ImportSource};
+use crate::error::Error;
+use crate::util;
+
+/// `mcp-tape import`: JSON Lines or Agent 365 mocks into a cassette. All
+/// input is read and checked before anything is written.
+///
+/// # Errors
+///
+/// Unreadable or bad input (named by line, or by file and tool); a
+/// cassette that cannot be written.
+pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
+    match &config.source {
+        ImportSource::A365Mocks(dir) => {
+            let mocks = mocks::read_dir(dir)?;
+            let mut cassette = Cassette::open(&config.cassette)?;
+            cassette.insert_templates(&mocks.templates)?;
+            cassette.settle();
+            let servers: std::collections::BTreeSet<&str> =
+                mocks.templates.iter().map(|t| t.server.as_str()).collect();
+            if !mocks.error_rates.is_empty() {
+                tracing::warn!(
+                    "errorRate is not reproduced (replay answers the same every time): {}",
+                    util::printable(&mocks.error_rates.join(", "))
+                );
+            }
+            eprintln!(
+                "imported {} tools of {} servers ({} disabled, left out) into {}",
+                mocks.templates.len(),
+                servers.len(),
+                mocks.disabled.len(),
+                config.cassette.display()
+            );
+        }
+        ImportSource::JsonLines(input) => {
+            let mut cassette = Cassette::open(&config.cassette)?;
+            let count = match input {
+                Some(path) => {
+                    let file = std::fs::File::open(path)
+                        .map_err(|source| Error::Read { path: path.clone(), source })?;
+                    jsonl::import(BufReader::new(file), &mut cassette)?
+                }
+                None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
+            };
+            cassette.settle();
+            eprintln!("imported {count} lines into {}", config.cassette.display());
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,215 @@
+//! `mcp-tape record`: a recording over HTTP (in front of an upstream URL)
+//! or on stdio (between the client and a child process).
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use super::{announce, bind, local_address, report_of, write_reports};
+use crate::cassette::store::{Cassette, Writer};
+use crate::cassette::tape::Tape;
+use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
+use crate::engine::record::Recorder;
+use crate::engine::replay::{Replay, ServiceAnswers};
+use crate::engine::{Engine, Facts};
+use crate::error::Error;
+use crate::matching::MatchRules;
+use crate::normalize::Rules;
+use crate::redact;
+use crate::transport::http::{self, App, Proxy, server};
+use crate::transport::stdio::{self, Door, Ended};
+use crate::util;
+
+/// Records through the front door `config` names until a stop signal (or,
+/// on stdio, the end of input or of the server).
+///
+/// # Errors
+///
+/// As [`http`] and [`stdio`].
+pub(super) async fn run(config: RecordConfig) -> Result<u8, Error> {
+    match &config.upstream {
+        Upstream::Http { front_door, .. } => {
+            let listener = bind(front_door).await?;
+            http(config, listener, server::shutdown_signal()).await.map(|()| 0)
+        }
+        Upstream::Stdio { .. } => stdio(config, server::shutdown_signal()).await,
+    }
+}
+
+/// The cassette a recording writes, its directory made, and what it holds
+/// already for `--mode missing`.
+fn open_for_recording(
+    cassette: &Path,
+    mode: RecordMode,
+    rules: &Rules,
+) -> Result<(Cassette, Option<Tape>), Error> {
+    if let Some(dir) = cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
+    }
+    let cassette = Cassette::open(cassette)?;
+    let existing = match mode {
+        RecordMode::All => None,
+        RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, rules)),
+    };
+    Ok((cassette, existing))
+}
+
+/// Record over HTTP: the front door's app forwarding to `upstream` and
+/// storing into `cassette` (with `mode`), and the cassette's writer.
+pub(super) fn http_recording(
+    cassette: &Path,
+    mode: RecordMode,
+    normalization: &Normalization,
+    match_rules: MatchRules,
+    upstream: &HttpUpstream,
+    front_door: FrontDoor,
+) -> Result<(Arc<App>, Writer), Error> {
+    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
+    let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
+    let client = http::upstream::Upstream::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
+    let writer = Writer::start(cassette)?;
+    let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
+    let proxy = Proxy::new(client, recorder.clone());
+    let engine = recording_engine(recorder, existing, rules, match_rules);
+    Ok((Arc::new(App { engine, proxy: Some(proxy), front_door }), writer))
+}
+
+/// The engine of a recording: record, or with `existing` (what the
+/// cassette held), `--mode missing`, answering what `match_rules` pick
+/// from it too.
+fn recording_engine(
+    recorder: Recorder,
+    existing: Option<Tape>,
+    rules: Rules,
+    match_rules: MatchRules,
+) -> Engine {
+    match existing {
+        None => Engine::Record(recorder),
+        Some(tape) => Engine::Missing {
+            cassette: Replay::new(
+                tape,
+                ServiceAnswers::default(),
+                rules,
+                config::OnMiss::Error,
+                config::Pace::Instant,
+            )
+            .with_match_rules(match_rules),
+            recorder,
+        },
+    }
+}
+
+/// The summary line of a recording that stopped; how many exchanges
+/// failed to store.
+pub(super) fn summarize_recording(writer: Writer) -> u64 {
+    let report = writer.finish();
+    let per_server: Vec<String> =
+        report.per_server.iter().map(|(server, n)| format!("{} {n}", util::printable(server))).collect();
+    tracing::info!(
+        "stopped; recorded {} exchanges ({}) to {}{}",
+        report.total(),
+        if per_server.is_empty() { "none".to_owned() } else { per_server.join(", ") },
+        report.path.display(),
+        if report.failed > 0 { format!("; {} failed to store", report.failed) } else { String::new() },
+    );
+    report.failed
+}
+
+/// A recording's end: [`Error::NotStored`] when any exchange failed to store.
+fn all_stored(failed: u64) -> Result<(), Error> {
+    if failed > 0 { Err(Error::NotStored(failed)) } else { Ok(()) }
+}
+
+/// What a recording says it came from: the upstream URL's `host[:port]`
+/// (no scheme, user information or path).
+fn upstream_host(url: &str) -> String {
+    let authority = url.parse::<::http::Uri>().ok().and_then(|uri| uri.authority().cloned());
+    match authority {
+        Some(authority) => match authority.port() {
+            Some(port) => format!("{}:{port}", authority.host()),
+            None => authority.host().to_owned(),
+        },
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Opens the cassette, records through `listener` until `shutdown`, then
+/// logs a one-line summary.
+///
+/// # Errors
+///
+/// An unusable cassette, upstream URL or CA file; a stdio `config`.
+pub async fn http(
+    config: RecordConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let Upstream::Http { front_door, upstream } = config.upstream.clone() else {
+        return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
+    };
+    let address = local_address(&listener, &front_door)?;
+    let (app, writer) = http_recording(
+        &config.cassette,
+        config.mode,
+        &config.normalization,
+        MatchRules::default(),
+        &upstream,
+        front_door,
+    )?;
+    announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
+    server::run(listener, Arc::clone(&app), shutdown).await;
+    let failed = summarize_recording(writer);
+    write_reports(&report_of(&app.engine, None), &config.reports, failed == 0)?;
+    all_stored(failed)
+}
+
+/// Spawns the stdio server `config` names and records between it and
+/// this process's stdin/stdout until stdin closes, the server exits or
+/// `shutdown`; then ends the server and returns the exit code mcp-tape
+/// ends with: the server's (128 + N if signal N ended it).
+///
+/// # Errors
+///
+/// An unusable cassette; a command that cannot be started.
+pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> Result<u8, Error> {
+    let Upstream::Stdio { command, server } = config.upstream.clone() else {
+        return Err(Error::Config("record over stdio needs a stdio server's command".into()));
+    };
+    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
+    let writer = Writer::start(cassette)?;
+    let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
+    let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
+    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
+    let shown = command.join(" ");
+    let (mut child, link) = stdio::child::spawn(&command, recorder.clone(), output.clone())
+        .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
+    announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
+    let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
+    let door = Door {
+        engine: recording_engine(recorder, existing, rules, MatchRules::default()),
+        server,
+        facts,
+        link: Some(link),
+    };
+    let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
+    match ended {
+        Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
+        Ok(Ended::Stopped) => tracing::info!("stopping the stdio server"),
+        Ok(Ended::Child) => tracing::info!("the stdio server closed its output"),
+        Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
+    }
+    let report = report_of(&door.engine, None);
+    drop(door); // closes the child's stdin
+    drop(output);
+    // The child's last output is relayed while it stops.
+    let (stopped, ()) = tokio::join!(child.stop(), to_client.drain());
+    let status = stopped.map_err(|source| Error::Spawn { command: shown, source })?;
+    let failed = summarize_recording(writer);
+    tracing::info!("the stdio server ended: {status}");
+    write_reports(&report, &config.reports, failed == 0)?;
+    all_stored(failed)?;
+    Ok(stdio::child::exit_code(status))
+}

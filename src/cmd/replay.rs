@@ -1,0 +1,172 @@
+//! `mcp-tape replay`: the cassettes served over HTTP or on stdio.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+
+use super::{announce, bind, load_rules, local_address, report_of, write_reports};
+use crate::cassette::store;
+use crate::cassette::tape::Tape;
+use crate::config::{Front, MaxAge, Normalization, OnMiss, Pace, ReplayConfig};
+use crate::engine::replay::{Replay, ServiceAnswers};
+use crate::engine::{Engine, Facts};
+use crate::error::Error;
+use crate::normalize::Rules;
+use crate::transport::http::{App, server};
+use crate::transport::stdio::{self, Door};
+use crate::util;
+
+/// Serves replay on the front door `config` names until a stop signal
+/// (or, on stdio, the end of input).
+///
+/// # Errors
+///
+/// As [`http`] and [`stdio`].
+pub(super) async fn run(config: ReplayConfig) -> Result<u8, Error> {
+    match &config.front {
+        Front::Http(front_door) => {
+            let listener = bind(front_door).await?;
+            http(config, listener, server::shutdown_signal()).await.map(|()| 0)
+        }
+        Front::Stdio { .. } => stdio(config, server::shutdown_signal()).await.map(|()| 0),
+    }
+}
+
+/// The replay engine over the cassettes `config` names.
+fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
+    let rules = load_rules(config.rules.as_deref())?;
+    load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)
+        .map(|replay| replay.with_match_rules(rules))
+}
+
+/// The replay engine over the cassettes under `paths`.
+pub(super) fn load_cassettes(
+    paths: &[PathBuf],
+    normalization: &Normalization,
+    on_miss: OnMiss,
+    pace: Pace,
+    max_age: Option<MaxAge>,
+) -> Result<Replay, Error> {
+    let files = store::cassette_files(paths)?;
+    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
+    let loaded = store::load_as_text(&files)?;
+    let templates = loaded.templates.len();
+    let tape = Tape::new(loaded.exchanges, &rules).with_templates(loaded.templates);
+    tracing::info!(
+        "loaded {} exchanges{} for {} servers from {} cassettes{}",
+        tape.len(),
+        if templates > 0 { format!(" and {templates} answer templates") } else { String::new() },
+        tape.servers().count(),
+        files.len(),
+        match tape.rejections() {
+            0 => String::new(),
+            n => format!(" ({n} recorded transport-level rejections left out: replay decides those itself)"),
+        }
+    );
+    let service = ServiceAnswers::new(loaded.service_answers);
+    Ok(Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit)))
+}
+
+/// The end of a replay: the one-line summary of misses, the reports, and
+/// the verdict.
+///
+/// # Errors
+///
+/// With `--fail-on-miss`, any miss; with `--expired error`, a recording
+/// older than `--max-age` that answered; a report that cannot be written.
+fn finish_replay(engine: &Engine, config: &ReplayConfig) -> Result<(), Error> {
+    let report = report_of(engine, config.max_age);
+    let misses: Vec<String> = report
+        .usage
+        .cases
+        .iter()
+        .filter(|(_, case)| case.misses > 0)
+        .map(|(key, case)| format!("{key} ×{}", case.misses))
+        .collect();
+    let total = report.usage.misses();
+    if misses.is_empty() {
+        tracing::info!("stopped; no misses");
+    } else {
+        tracing::warn!("stopped; {total} misses: {}", misses.join("; "));
+    }
+    write_reports(&report, &config.reports, report.clean())?;
+    if config.fail_on_miss && total > 0 {
+        return Err(Error::Misses(total));
+    }
+    if report.stale_failure() {
+        return Err(Error::Expired(report.usage.stale.len()));
+    }
+    Ok(())
+}
+
+/// Loads the cassettes, serves replay over HTTP on `listener` until
+/// `shutdown`, then logs the miss summary. `config.front` gives the HTTP
+/// rules.
+///
+/// # Errors
+///
+/// A cassette path that cannot be read or a cassette that cannot be used;
+/// a stdio `config`; with `--fail-on-miss`, any miss.
+pub async fn http(
+    config: ReplayConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let Front::Http(front_door) = config.front.clone() else {
+        return Err(Error::Config("replay over HTTP needs the HTTP front door's settings".into()));
+    };
+    let replay = load_replay(&config)?;
+    let address = local_address(&listener, &front_door)?;
+    let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+    announce(format!("replay listening on http://{address}"));
+    server::run(listener, Arc::clone(&app), shutdown).await;
+    finish_replay(&app.engine, &config)
+}
+
+/// Loads the cassettes and serves replay on this process's stdin/stdout
+/// until stdin closes or `shutdown`, then logs the miss summary.
+///
+/// # Errors
+///
+/// As [`http`]; [`Error::Usage`] when the cassettes hold several servers
+/// and none was chosen.
+pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    let Front::Stdio { server } = config.front.clone() else {
+        return Err(Error::Config("replay over stdio needs the stdio front door's settings".into()));
+    };
+    let replay = load_replay(&config)?;
+    let server = match server {
+        Some(server) => server,
+        None => {
+            let servers: Vec<&str> = replay.tape().servers().collect();
+            match servers.as_slice() {
+                [] => "stdio".to_owned(),
+                [only] => (*only).to_owned(),
+                several => {
+                    return Err(Error::Usage(format!(
+                        "the cassettes hold {} servers ({}); choose one with --server",
+                        several.len(),
+                        several
+                            .iter()
+                            .map(|s| util::printable(s).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    announce(format!("replay on stdio as server {}", util::printable(&server)));
+    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
+    let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default(), link: None };
+    let ended =
+        stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, std::future::pending()).await;
+    drop(output);
+    to_client.drain().await;
+    if let Err(e) = ended {
+        tracing::warn!("reading stdin failed: {e}");
+    }
+    finish_replay(&door.engine, &config)
+}

@@ -1,0 +1,135 @@
+//! `mcp-tape test`: a tape on loopback for as long as a command runs.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::record::{http_recording, summarize_recording};
+use super::replay::load_cassettes;
+use super::{announce, bind, load_rules, local_address, report_of, sibling, write_reports};
+use crate::cassette::store::Cassette;
+use crate::config::{RecordMode, TestConfig, TestMode};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::transport::http::{App, server};
+use crate::transport::stdio;
+use crate::{ci, util};
+
+/// `mcp-tape test`: serves the tape on loopback for as long as the
+/// command runs, then reports; returns the exit code (the command's, else
+/// 1 for misses or, with `--expired error`, stale recordings).
+///
+/// # Errors
+///
+/// What stops the tape from starting (cassettes, port, upstream), a
+/// command that cannot be started, a report that cannot be written.
+pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
+    let listener = bind(&config.front_door).await?;
+    let url = format!("http://{}", local_address(&listener, &config.front_door)?);
+    let cassette = config.paths.first().cloned().unwrap_or_default();
+    let fresh = match config.mode {
+        TestMode::Replay | TestMode::Missing => false,
+        TestMode::All => true,
+        TestMode::Once => !cassette.exists(),
+    };
+    let recording = config.mode == TestMode::Missing || fresh;
+    // A recording goes to a file of its own until the command passes: a
+    // fresh one, or (--mode missing) a copy of the cassette, so that a
+    // failing command leaves the cassette as it was.
+    let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+    let match_rules = load_rules(config.rules.as_deref())?;
+    let (app, writer, what) = match (&config.upstream, target.as_deref()) {
+        (_, None) => {
+            let replay = load_cassettes(
+                &config.paths,
+                &config.normalization,
+                config.on_miss,
+                config.pace,
+                config.max_age,
+            )?
+            .with_match_rules(match_rules);
+            let front_door = config.front_door.clone();
+            let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+            (app, None, "replaying".to_owned())
+        }
+        (Some(upstream), Some(file)) => {
+            let mode = if fresh { RecordMode::All } else { RecordMode::Missing };
+            if !fresh && cassette.exists() {
+                discard(file);
+                Cassette::open_read_only(&cassette)?.copy_to(file)?;
+            }
+            let (app, writer) = http_recording(
+                file,
+                mode,
+                &config.normalization,
+                match_rules,
+                upstream,
+                config.front_door.clone(),
+            )?;
+            (app, Some(writer), format!("recording from {}", upstream.url))
+        }
+        (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
+    };
+    announce(format!("test: tape at {url} ({what}); running {}", util::printable(&config.command.join(" "))));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::run(listener, Arc::clone(&app), async {
+        let _ = stopped.await;
+    }));
+    let ran = ci::run(&config.command, &url).await;
+    let _ = stop.send(());
+    let _ = serving.await;
+    let report = report_of(&app.engine, config.max_age);
+    drop(app);
+    let status = match ran {
+        Ok(status) => status,
+        Err(error) => {
+            if let Some(file) = &target {
+                discard(file);
+            }
+            return Err(error);
+        }
+    };
+    let mut code = stdio::child::exit_code(status);
+    if let Some(writer) = writer {
+        let failed = summarize_recording(writer);
+        if failed > 0 && code == 0 {
+            eprintln!("mcp-tape: {}", Error::NotStored(failed));
+            code = 1; // the recording is incomplete: not kept, the run fails
+        }
+    }
+    if let Some(file) = &target {
+        if code == 0 {
+            // The old cassette's WAL files would be read as the new one's.
+            remove_wal_files(&cassette);
+            std::fs::rename(file, &cassette)
+                .map_err(|source| Error::Write { path: cassette.clone(), source })?;
+            eprintln!("mcp-tape: the recording replaced {}", cassette.display());
+        } else {
+            discard(file);
+            eprintln!("mcp-tape: the command failed; {} was left as it was", cassette.display());
+        }
+    }
+    let verdict = if code != 0 {
+        code
+    } else if (report.usage.misses() > 0 && !config.allow_misses) || report.stale_failure() {
+        1
+    } else {
+        0
+    };
+    eprintln!("mcp-tape: {}", report.summary());
+    eprintln!("mcp-tape: {status}; exit {verdict}");
+    write_reports(&report, &config.reports, verdict == 0)?;
+    Ok(verdict)
+}
+
+/// Removes a recording that is not kept, with SQLite's files beside it.
+fn discard(file: &Path) {
+    let _ = std::fs::remove_file(file);
+    remove_wal_files(file);
+}
+
+/// Removes SQLite's `-wal` and `-shm` files beside `file`, if any.
+fn remove_wal_files(file: &Path) {
+    for path in [sibling(file, "wal"), sibling(file, "shm")] {
+        let _ = std::fs::remove_file(path);
+    }
+}
