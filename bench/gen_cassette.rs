@@ -5,7 +5,7 @@
 //!
 //! Usage: gen-cassette N PATH
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::normalize::Rules;
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Valu
         protocol_version: "2025-06-18".into(),
         request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments, "_meta": {"progressToken": 1}}}),
-        status: StatusCode::OK,
+        status: Status::OK,
         content_type: content_type.into(),
         messages: messages
             .into_iter()

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cassette::model::StatusCode;
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, RequestId};
 
 /// Failures that stop a command: bad configuration, unusable cassettes,
@@ -103,9 +102,6 @@ pub enum UpstreamFailure {
     /// The request's path does not make an upstream URL.
     #[error("cannot build the upstream URL: {0}")]
     Address(String),
-    /// Forwarding with no upstream configured.
-    #[error("no upstream is configured")]
-    Missing,
 }
 
 /// The JSON-RPC code of an upstream failure (in the implementation range).
@@ -181,32 +177,6 @@ impl Fault {
             Fault::NotStored => Side::Store,
             Fault::NoFinalAnswer | Fault::Busy { .. } => Side::Internal,
             _ => Side::Client,
-        }
-    }
-
-    /// The HTTP status a client gets for this fault.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Fault::Forbidden { .. } => StatusCode::FORBIDDEN,
-            Fault::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            Fault::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-            Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            Fault::BodyStalled { .. } => StatusCode::REQUEST_TIMEOUT,
-            Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
-            Fault::UnknownSession => StatusCode::NOT_FOUND,
-            Fault::MissingSessionHeader
-            | Fault::MissingHost
-            | Fault::NotAPath
-            | Fault::BodyUnreadable(_)
-            | Fault::HeaderNotAscii(_)
-            | Fault::NotJson(_)
-            | Fault::NotJsonRpc(_)
-            | Fault::Stateless(_) => StatusCode::BAD_REQUEST,
-            Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
-            Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
-            Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
-            Fault::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -290,10 +260,10 @@ impl From<Fault> for RequestError {
 mod tests {
     use super::*;
 
-    /// Every fault maps to a status of its side's class and to an error in
-    /// JSON-RPC's reserved or implementation range.
+    /// Every fault maps to an error in JSON-RPC's reserved or
+    /// implementation range.
     #[test]
-    fn each_side_maps_to_its_status_class() {
+    fn each_fault_maps_to_a_json_rpc_error() {
         let faults = [
             Fault::Forbidden { header: "Host", value: "evil".into() },
             Fault::MethodNotAllowed { allow: "POST", why: "no" },
@@ -309,19 +279,11 @@ mod tests {
             Fault::UnknownSession,
             Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
             Fault::LineTooLong { limit: 1 },
-            Fault::Upstream(UpstreamFailure::Missing),
+            Fault::Upstream(UpstreamFailure::Address("x".into())),
             Fault::NotStored,
             Fault::NoFinalAnswer,
         ];
         for fault in faults {
-            let status = fault.status().as_u16();
-            let class = match fault.side() {
-                Side::Client => 400..500,
-                Side::Upstream => 502..503,
-                Side::Store => 507..508,
-                Side::Internal => 500..501,
-            };
-            assert!(class.contains(&status), "{fault:?} → {status}");
             let code = fault.error().code.0;
             assert!((-32768..=-32000).contains(&code), "{fault:?} → {code}");
         }

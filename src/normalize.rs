@@ -330,7 +330,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cassette::model::{Era, RecordedMessage, StatusCode};
+    use crate::cassette::model::{Era, RecordedMessage, Status};
     use serde_json::json;
 
     /// A recorded `tools/call` of `tool` on `server` answered with one text block.
@@ -340,7 +340,7 @@ pub(crate) mod tests {
             era: Era::Handshake,
             protocol_version: "2025-06-18".into(),
             request: json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool}}),
-            status: StatusCode::OK,
+            status: Status::OK,
             content_type: "application/json".into(),
             messages: vec![RecordedMessage {
                 offset_ms: 3,
@@ -405,7 +405,7 @@ pub(crate) mod tests {
             protocol_version: "2025-06-18".into(),
             request: json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
                 "params": {"name": "t", "arguments": {"password": "hunter2"}, "_meta": {"progressToken": "p1"}}}),
-            status: StatusCode::OK,
+            status: Status::OK,
             content_type: "text/event-stream".into(),
             messages: vec![
                 RecordedMessage {

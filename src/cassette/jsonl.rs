@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cassette::model::{
     AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, StatusCode, canonical_json,
+    ServiceRoute, Status, canonical_json,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -190,12 +190,12 @@ fn parse_template_line(value: &Value) -> Result<AnswerTemplate, String> {
 }
 
 /// A line's `"status"`: an HTTP status code.
-fn status(value: &Value) -> Result<StatusCode, String> {
+fn status(value: &Value) -> Result<Status, String> {
     value
         .get("status")
         .and_then(Value::as_u64)
         .filter(|s| (100..600).contains(s))
-        .and_then(|s| StatusCode::from_u16(s as u16).ok())
+        .and_then(|s| Status::new(s as u16))
         .ok_or_else(|| "\"status\" must be an HTTP status code".into())
 }
 

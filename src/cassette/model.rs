@@ -11,7 +11,29 @@ use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use serde_json::Value;
 
-pub use http::StatusCode;
+/// An HTTP status as recorded: the number the upstream answered with.
+/// What a status means, and which one an answer goes with, is the HTTP
+/// front door's business; the cassette only keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Status(u16);
+
+impl Status {
+    pub const OK: Status = Status(200);
+
+    /// A status code, if `code` is one (three digits, 100 to 999).
+    pub fn new(code: u16) -> Option<Status> {
+        (100..1000).contains(&code).then_some(Status(code))
+    }
+
+    pub fn as_u16(self) -> u16 {
+        self.0
+    }
+
+    /// 2xx.
+    pub fn is_success(self) -> bool {
+        (200..300).contains(&self.0)
+    }
+}
 
 /// The two protocol generations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,7 +201,7 @@ pub struct Exchange<J = Value> {
     /// The normalized JSON-RPC request (id and progress token as placeholders).
     pub request: J,
     /// The HTTP status the answer came with (200 for a stdio recording).
-    pub status: StatusCode,
+    pub status: Status,
     pub content_type: String,
     pub messages: Vec<RecordedMessage<J>>,
     /// When, from where and by which version it was recorded.
@@ -282,7 +304,7 @@ pub struct RawExchange {
     pub protocol_version: String,
     /// The whole JSON-RPC request as the client sent it.
     pub request: Value,
-    pub status: StatusCode,
+    pub status: Status,
     pub content_type: String,
     pub messages: Vec<RecordedMessage>,
 }
@@ -310,7 +332,7 @@ pub struct ServiceAnswer {
     pub route: ServiceRoute,
     /// Origin of the upstream it came from (`scheme://host:port`).
     pub upstream: String,
-    pub status: StatusCode,
+    pub status: Status,
     pub content_type: String,
     /// The body as text, scrubbed; canonical JSON when it is JSON.
     pub body: String,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cassette::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, StatusCode, Text};
+use crate::cassette::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, Status, Text};
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
 use crate::normalize::{self, Rules};
@@ -103,7 +103,7 @@ pub struct Recorded {
     pub subject: Option<String>,
     /// The normalized request, canonical JSON text.
     pub request: Text,
-    pub status: StatusCode,
+    pub status: Status,
     pub content_type: String,
     pub messages: Vec<Message>,
     /// Its cassette file and row, when it was read from one.

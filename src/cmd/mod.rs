@@ -83,7 +83,7 @@ pub(super) fn load_rules(path: Option<&Path>) -> Result<MatchRules, Error> {
 }
 
 /// What a run exercised, over the recordings `engine` could use.
-pub(super) fn report_of(engine: &Engine, max_age: Option<MaxAge>) -> Report {
+pub(super) fn report_of<L>(engine: &Engine<L>, max_age: Option<MaxAge>) -> Report {
     let stale_fails = max_age.is_some_and(|age| age.expired == Expired::Error);
     Report::new(engine.usage(), engine.replay().map(Replay::tape), stale_fails)
 }

@@ -11,9 +11,8 @@ use super::{announce, bind, local_address, report_of, write_reports};
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
 use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
-use crate::engine::record::Recorder;
 use crate::engine::replay::{Replay, ServiceAnswers};
-use crate::engine::{Engine, Facts};
+use crate::engine::{Engine, Facts, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
 use crate::normalize::Rules;
@@ -71,22 +70,22 @@ pub(super) fn http_recording(
     let client = http::upstream::Upstream::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
-    let proxy = Proxy::new(client, recorder.clone());
-    let engine = recording_engine(recorder, existing, rules, match_rules);
-    Ok((Arc::new(App { engine, proxy: Some(proxy), front_door }), writer))
+    let engine = recording_engine(recorder, Proxy::new(client), existing, rules, match_rules);
+    Ok((Arc::new(App { engine, front_door }), writer))
 }
 
-/// The engine of a recording: record, or with `existing` (what the
-/// cassette held), `--mode missing`, answering what `match_rules` pick
-/// from it too.
-fn recording_engine(
+/// The engine of a recording through `link`: record, or with `existing`
+/// (what the cassette held), `--mode missing`, answering what
+/// `match_rules` pick from it too.
+fn recording_engine<L>(
     recorder: Recorder,
+    link: L,
     existing: Option<Tape>,
     rules: Rules,
     match_rules: MatchRules,
-) -> Engine {
+) -> Engine<L> {
     match existing {
-        None => Engine::Record(recorder),
+        None => Engine::Record { recorder, link },
         Some(tape) => Engine::Missing {
             cassette: Replay::new(
                 tape,
@@ -97,6 +96,7 @@ fn recording_engine(
             )
             .with_match_rules(match_rules),
             recorder,
+            link,
         },
     }
 }
@@ -184,15 +184,14 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
     let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
     let shown = command.join(" ");
-    let (mut child, link) = stdio::child::spawn(&command, recorder.clone(), output.clone())
+    let (mut child, link) = stdio::child::spawn(&command, output.clone())
         .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
     announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
     let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
     let door = Door {
-        engine: recording_engine(recorder, existing, rules, MatchRules::default()),
+        engine: recording_engine(recorder, link, existing, rules, MatchRules::default()),
         server,
         facts,
-        link: Some(link),
     };
     let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
     match ended {

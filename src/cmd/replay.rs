@@ -76,7 +76,7 @@ pub(super) fn load_cassettes(
 ///
 /// With `--fail-on-miss`, any miss; with `--expired error`, a recording
 /// older than `--max-age` that answered; a report that cannot be written.
-fn finish_replay(engine: &Engine, config: &ReplayConfig) -> Result<(), Error> {
+fn finish_replay<L>(engine: &Engine<L>, config: &ReplayConfig) -> Result<(), Error> {
     let report = report_of(engine, config.max_age);
     let misses: Vec<String> = report
         .usage
@@ -119,7 +119,7 @@ pub async fn http(
     };
     let replay = load_replay(&config)?;
     let address = local_address(&listener, &front_door)?;
-    let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+    let app = Arc::new(App { engine: Engine::Replay(replay), front_door });
     announce(format!("replay listening on http://{address}"));
     server::run(listener, Arc::clone(&app), shutdown).await;
     finish_replay(&app.engine, &config)
@@ -160,7 +160,7 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
     };
     announce(format!("replay on stdio as server {}", util::printable(&server)));
     let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
-    let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default(), link: None };
+    let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default() };
     let ended =
         stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, std::future::pending()).await;
     drop(output);

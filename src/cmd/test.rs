@@ -48,7 +48,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             )?
             .with_match_rules(match_rules);
             let front_door = config.front_door.clone();
-            let app = Arc::new(App { engine: Engine::Replay(replay), proxy: None, front_door });
+            let app = Arc::new(App { engine: Engine::Replay(replay), front_door });
             (app, None, "replaying".to_owned())
         }
         (Some(upstream), Some(file)) => {

@@ -4,15 +4,18 @@
 //! into a [`Call`], and asks the [`Engine`]; the engine answers with a
 //! [`Step`]: an [`Answer`] to send back (messages in order, each with its
 //! recorded offset and whether the client's reply must come before the next;
-//! see [`reenact`]), or the message to forward upstream with the
-//! [`record::Capture`] that tees the upstream's answer into the cassette.
-//! Every answer carries a typed [`Outcome`] for the front door's log line.
+//! see [`reenact`]), or a forward: the front door's upstream link and the
+//! [`Flight`] to show the upstream's answer, which says when the final
+//! answer may go ([`Held`]). Every answer carries a typed [`Outcome`] for
+//! the front door's log line.
 //!
 //! The modes: [`replay`](mod@replay) answers from the tape, else the mock;
-//! [`record`](mod@record) captures and commits what the upstream answers;
-//! `--mode missing` is composed here from both ([`Engine::Missing`]), and the
-//! two never import each other. No HTTP and no I/O here: how bytes become
-//! messages and how the upstream is reached belong to the front door.
+//! [`record`](mod@record) decides what is stored and when a client may see
+//! it; `--mode missing` is composed here from both ([`Engine::Missing`]),
+//! and the two never import each other. A recording engine holds its link
+//! (`L`: an HTTP client, a child process), so a recording without one
+//! cannot be built. No HTTP and no I/O here: how bytes become messages and
+//! how the link reaches the upstream belong to the front door.
 
 pub mod by_rule;
 pub mod ledger;
@@ -24,13 +27,17 @@ pub mod replay;
 
 use serde_json::Value;
 
-use crate::cassette::model::{Era, StatusCode};
+use crate::cassette::model::{Era, ServiceRoute, Status};
+use crate::config::Pace;
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Params, RequestId};
+use crate::jsonrpc::{ErrorCode, Params, RequestId};
 use crate::mcp::RoutingHeaders;
 use ledger::Usage;
-use record::{Capture, Recorder};
+use reenact::Live;
 use replay::Replay;
+
+pub use record::{Flight, Flights, Heard, Held, Recorder, ServiceFlight};
+pub use replay::ServiceReply;
 
 /// What the front door read about a request besides its message.
 #[derive(Clone, Debug, Default)]
@@ -167,14 +174,25 @@ impl Outgoing {
     }
 }
 
+/// Where an answer's status comes from, for a front door that has
+/// statuses (the HTTP door maps it; the engine names no status itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The recording's own, made in the request's era.
+    Recorded(Status),
+    /// What the request's era makes of the final message: an error with
+    /// this code, or (`None`) a result.
+    Final(Option<ErrorCode>),
+}
+
 /// The answer to one request, before framing.
 #[derive(Clone, Debug)]
 pub struct Answer {
     pub outcome: Outcome,
-    /// The HTTP status the answer goes with, for a front door that has one:
-    /// as recorded in the request's own era, else what that era maps the
-    /// final message to.
-    pub status: StatusCode,
+    /// The era of the request answered.
+    pub era: Era,
+    /// What a front door with statuses makes the answer's status of.
+    pub standing: Standing,
     /// Messages to send in order; the last is the response to the caller's
     /// request when the recording has one.
     pub messages: Vec<Outgoing>,
@@ -193,49 +211,81 @@ pub struct Answer {
 impl Answer {
     /// Whether sending this answer takes time: recorded gaps to keep, client
     /// replies to wait for, or a stream held open.
-    pub fn needs_time(&self, pace: crate::config::Pace) -> bool {
-        pace == crate::config::Pace::Recorded
-            || self.hold_open
-            || self.messages.iter().any(|m| m.awaits_reply.is_some())
+    pub fn needs_time(&self, pace: Pace) -> bool {
+        pace == Pace::Recorded || self.hold_open || self.messages.iter().any(|m| m.awaits_reply.is_some())
     }
 }
 
 /// What the engine makes of a client message.
-pub enum Step {
+pub enum Step<'e, L> {
     /// Send this back.
     Answer(Answer),
     /// Nothing to send back but an acknowledgement (a notification, or a
     /// reply to a re-enacted server request).
     Accepted,
-    /// Forward the message upstream; with a capture, tee the upstream's
-    /// answer into it.
-    Forward(Option<Capture>),
+    /// Forward the message through `link`; with a flight, show it the
+    /// upstream's answer.
+    Forward { link: &'e L, flight: Option<Flight> },
 }
 
-/// The engine in one of its modes, shared by every connection.
-pub enum Engine {
+/// What the engine makes of a call to an Agent 365 service endpoint.
+pub enum ServiceStep<'e, L> {
+    /// Replay's answer.
+    Answer(ServiceReply),
+    /// Forward it through `link`; a successful answer goes to `flight`.
+    Forward { link: &'e L, flight: ServiceFlight },
+}
+
+/// What a client asks of a handshake-era session besides requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionAsk {
+    /// The standalone stream of server messages.
+    OpenStream,
+    /// The end of the session.
+    End,
+}
+
+/// What the engine makes of a [`SessionAsk`].
+pub enum SessionStep<'e, L> {
+    /// Replay offers no standalone stream.
+    NoStream,
+    /// The session ended.
+    Ended,
+    /// Forward it through `link`.
+    Forward(&'e L),
+}
+
+/// The engine in one of its modes, shared by every connection; `L` is the
+/// front door's link to the upstream, which only a recording holds.
+pub enum Engine<L> {
     Replay(Replay),
-    Record(Recorder),
+    Record {
+        recorder: Recorder,
+        link: L,
+    },
     /// Record `--mode missing`: what the cassette held at start answers,
     /// the rest is forwarded and recorded.
     Missing {
         cassette: Replay,
         recorder: Recorder,
+        link: L,
     },
 }
 
-impl Engine {
+impl<L> Engine<L> {
     /// What to do with a request.
     ///
     /// # Errors
     ///
     /// Replay's refusals: an unknown session, a stateless request whose
     /// envelope or headers do not hold together.
-    pub fn request(&self, call: &Call) -> Result<Step, RequestError> {
+    pub fn request(&self, call: &Call) -> Result<Step<'_, L>, RequestError> {
         match self {
             Engine::Replay(replay) => replay.answer(call).map(Step::Answer),
-            Engine::Record(recorder) => Ok(Step::Forward(Some(recorder.capture(call)))),
-            Engine::Missing { cassette, recorder } => {
+            Engine::Record { recorder, link } => {
+                Ok(Step::Forward { link, flight: Some(recorder.flight(call)) })
+            }
+            Engine::Missing { cassette, recorder, link } => {
                 // These open upstream sessions the rest of the traffic may need:
                 // always forwarded, and the cassette's cursors left alone.
                 let recorded = match call.method {
@@ -254,7 +304,7 @@ impl Engine {
                         );
                         Ok(Step::Answer(Answer { outcome: Outcome::Cassette, ..answer }))
                     }
-                    None => Ok(Step::Forward(Some(recorder.capture(call)))),
+                    None => Ok(Step::Forward { link, flight: Some(recorder.flight(call)) }),
                 }
             }
         }
@@ -271,7 +321,7 @@ impl Engine {
         era: Era,
         session: Option<&str>,
         response: Option<(&RequestId, Value)>,
-    ) -> Result<Step, RequestError> {
+    ) -> Result<Step<'_, L>, RequestError> {
         match self {
             Engine::Replay(replay) => {
                 if era == Era::Handshake {
@@ -282,20 +332,100 @@ impl Engine {
                 }
                 Ok(Step::Accepted)
             }
-            Engine::Record(recorder) | Engine::Missing { recorder, .. } => {
+            Engine::Record { recorder, link } | Engine::Missing { recorder, link, .. } => {
                 if let Some((id, body)) = response {
                     recorder.tie_reply(session, id, body);
                 }
-                Ok(Step::Forward(None))
+                Ok(Step::Forward { link, flight: None })
             }
         }
     }
 
-    /// The replay engine, when replaying (sessions, service answers, health).
+    /// What to do with a call to an Agent 365 service endpoint: replay's
+    /// answer (`origin`, as the client reached us, is where listed servers
+    /// point), or recording, the forward of a call that carried
+    /// `credentials`.
+    pub fn service(&self, route: ServiceRoute, origin: &str, credentials: Vec<String>) -> ServiceStep<'_, L> {
+        match self {
+            Engine::Replay(replay) => ServiceStep::Answer(replay.service(route, origin)),
+            Engine::Record { recorder, link } | Engine::Missing { recorder, link, .. } => {
+                ServiceStep::Forward { link, flight: recorder.service(route, credentials) }
+            }
+        }
+    }
+
+    /// What to do with a handshake-era session's stream or end.
+    ///
+    /// # Errors
+    ///
+    /// Replay: [`Fault::UnknownSession`] for a session we do not know,
+    /// [`Fault::MissingSessionHeader`] to end none.
+    pub fn session(
+        &self,
+        ask: SessionAsk,
+        session: Option<&str>,
+    ) -> Result<SessionStep<'_, L>, RequestError> {
+        let replay = match self {
+            Engine::Replay(replay) => replay,
+            Engine::Record { link, .. } | Engine::Missing { link, .. } => {
+                return Ok(SessionStep::Forward(link));
+            }
+        };
+        match ask {
+            SessionAsk::OpenStream => {
+                replay.check_session(session)?;
+                Ok(SessionStep::NoStream)
+            }
+            SessionAsk::End => {
+                replay.end_session(session.ok_or(Fault::MissingSessionHeader)?)?;
+                Ok(SessionStep::Ended)
+            }
+        }
+    }
+
+    /// The upstream link, when recording: what is not an MCP message goes
+    /// through it as it is.
+    pub fn upstream(&self) -> Option<&L> {
+        match self {
+            Engine::Record { link, .. } | Engine::Missing { link, .. } => Some(link),
+            Engine::Replay(_) => None,
+        }
+    }
+
+    /// What a re-enacted answer needs to keep time and wait for the
+    /// client's replies in `session`, at least `gap` between messages;
+    /// `None` when recording (answers from the cassette go at once).
+    pub fn live(&self, session: Option<String>, gap: std::time::Duration) -> Option<Live> {
+        self.replay().map(|replay| Live {
+            replies: std::sync::Arc::clone(replay.replies()),
+            session,
+            pace: replay.pace(),
+            gap,
+        })
+    }
+
+    /// How replay paces answers; `None` when recording.
+    pub fn pace(&self) -> Option<Pace> {
+        self.replay().map(Replay::pace)
+    }
+
+    /// What the health endpoint says: replay's mode, exchanges and
+    /// servers; `None` when recording (the upstream's own answers).
+    pub fn health(&self) -> Option<Value> {
+        let tape = self.replay()?.tape();
+        Some(serde_json::json!({
+            "status": "ok",
+            "mode": "replay",
+            "exchanges": tape.len(),
+            "servers": tape.servers().collect::<Vec<_>>(),
+        }))
+    }
+
+    /// The replay engine, when replaying.
     pub fn replay(&self) -> Option<&Replay> {
         match self {
             Engine::Replay(replay) => Some(replay),
-            Engine::Record(_) | Engine::Missing { .. } => None,
+            Engine::Record { .. } | Engine::Missing { .. } => None,
         }
     }
 
@@ -303,20 +433,12 @@ impl Engine {
     pub fn usage(&self) -> Usage {
         match self {
             Engine::Replay(replay) => replay.usage(),
-            Engine::Record(recorder) => recorder.ledger().usage(),
-            Engine::Missing { cassette, recorder } => {
+            Engine::Record { recorder, .. } => recorder.ledger().usage(),
+            Engine::Missing { cassette, recorder, .. } => {
                 let mut usage = cassette.usage();
                 usage.merge(recorder.ledger().usage());
                 usage
             }
-        }
-    }
-
-    /// The recorder, when recording.
-    pub fn recorder(&self) -> Option<&Recorder> {
-        match self {
-            Engine::Record(recorder) | Engine::Missing { recorder, .. } => Some(recorder),
-            Engine::Replay(_) => None,
         }
     }
 }

@@ -1,16 +1,21 @@
 //! Record mode: what gets stored, and when a client may see an answer.
 //!
-//! The front door forwards a request upstream and feeds what comes back
-//! into a [`Capture`] (made by [`Recorder::capture`]): a single answer with
-//! [`Capture::push`] then [`Recorder::commit`]; a stream message by message
-//! through a [`Tee`], which commits when the final answer arrives. The
-//! final answer goes to the client only once the commit is acknowledged, so
-//! a client that saw an exchange finish can rely on it being in the
-//! cassette, whatever happens to the daemon next; one that cannot be
-//! committed (a full disk) gets the client [`Fault::NotStored`] instead.
+//! For each request it forwards, the engine hands the front door a
+//! [`Flight`] (made by [`Recorder::flight`]); the front door's link to the
+//! upstream shows it what comes back: the answer's head
+//! ([`Flight::answered`]), then a whole answer ([`Flight::complete`]) or a
+//! stream message by message ([`Flight::observe`]). The final answer
+//! completes the exchange and is queued for commit; the front door gets a
+//! [`Held`] and sends that answer only once the held commit resolves, so a
+//! client that saw an exchange finish can rely on it being in the
+//! cassette, whatever happens to the daemon next. One that cannot be
+//! committed (a full disk) resolves to the client [`Fault::NotStored`]
+//! error, sent instead.
 //!
-//! Server→client requests seen on a stream are remembered, and the client's
-//! reply ([`Recorder::tie_reply`]) joins that exchange. An answer that ends
+//! On a stream that carries many exchanges (stdio), [`Flights`] decides
+//! which flight each message the server sends belongs to. Server→client
+//! requests seen in a flight are remembered, and the client's reply
+//! ([`Recorder::tie_reply`]) joins that exchange. An answer that ends
 //! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
 //! nothing. Before anything is stored, it is normalized and scrubbed: body
 //! redaction, and every credential the request carried (headers, values
@@ -19,7 +24,10 @@
 //! [`Fault::NotStored`]: crate::error::Fault::NotStored
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, ready};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -28,10 +36,11 @@ use tokio::sync::oneshot;
 use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::cassette::model::{
-    Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, StatusCode,
+    Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status,
     canonical_json,
 };
 use crate::cassette::store::WriterHandle;
+use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
 use crate::mcp;
@@ -45,7 +54,7 @@ const PENDING_SWEEP_AT: usize = 1024;
 const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
 
 /// Resolves to whether an exchange (or service answer) was committed.
-pub type Commit = oneshot::Receiver<bool>;
+type Commit = oneshot::Receiver<bool>;
 
 /// Where a client's reply to a server→client request belongs.
 type PendingReply = Weak<Mutex<Option<Capture>>>;
@@ -70,7 +79,7 @@ pub struct Recorder {
 }
 
 /// An exchange being recorded.
-pub struct Capture {
+struct Capture {
     raw: RawExchange,
     /// The caller's id, to spot the final answer among the messages (and
     /// to answer with if the exchange cannot be stored).
@@ -83,33 +92,14 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// The upstream's answer began: its status, its content type, and the
-    /// session it opened, if any.
-    pub fn answered(&mut self, status: StatusCode, content_type: &str, session: Option<String>) {
-        self.raw.status = status;
-        content_type.clone_into(&mut self.raw.content_type);
-        if session.is_some() {
-            self.session = session;
-        }
-    }
-
     /// Adds a message, stamped with its offset from the request.
-    pub fn push(&mut self, direction: Direction, body: Value) {
+    fn push(&mut self, direction: Direction, body: Value) {
         let offset_ms = self.started.elapsed().as_millis() as u64;
         self.raw.messages.push(RecordedMessage { offset_ms, direction, body });
     }
 
-    pub fn request_id(&self) -> &RequestId {
-        &self.request_id
-    }
-
-    /// The progress token the captured request asked for, if any.
-    pub fn progress_token(&self) -> Option<&Value> {
-        mcp::progress_token(self.raw.request.get("params"))
-    }
-
     /// The captured request's method.
-    pub fn method(&self) -> &str {
+    fn method(&self) -> &str {
         self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
     }
 
@@ -142,8 +132,19 @@ impl Recorder {
         &self.ledger
     }
 
-    /// Starts recording `call`; the front door fills in the upstream's answer.
-    pub fn capture(&self, call: &Call) -> Capture {
+    /// Starts recording `call`; the front door's link shows the flight the
+    /// upstream's answer.
+    pub fn flight(&self, call: &Call) -> Flight {
+        Flight {
+            capture: Arc::new(Mutex::new(Some(self.capture(call)))),
+            recorder: self.clone(),
+            captured_bytes: 0,
+            request_id: call.id.clone(),
+            progress_token: mcp::progress_token(call.params()).map(canonical_json),
+        }
+    }
+
+    fn capture(&self, call: &Call) -> Capture {
         self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded, None);
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
         let meta = call.params().and_then(|p| p.get("_meta"));
@@ -162,7 +163,7 @@ impl Recorder {
                 era: call.era,
                 protocol_version,
                 request,
-                status: StatusCode::OK,
+                status: Status::OK,
                 content_type: String::new(),
                 messages: Vec::new(),
             },
@@ -175,7 +176,7 @@ impl Recorder {
 
     /// Normalizes and scrubs a finished capture and queues it for the
     /// writer; the commit says whether it was stored.
-    pub fn commit(&self, capture: Capture) -> Commit {
+    fn commit(&self, capture: Capture) -> Commit {
         let Capture { mut raw, mut secrets, session, .. } = capture;
         // What the request sent under credential-like keys is redacted in the
         // stored request; a tool echoing it back must not leak it either.
@@ -216,11 +217,6 @@ impl Recorder {
         self.writer.write(exchange)
     }
 
-    /// Tees a streamed answer into `capture`, message by message.
-    pub fn tee(&self, capture: Capture) -> Tee {
-        Tee { capture: Arc::new(Mutex::new(Some(capture))), recorder: self.clone(), captured_bytes: 0 }
-    }
-
     /// Adds the client's reply to the exchange whose stream carried the request.
     pub fn tie_reply(&self, session: Option<&str>, id: &RequestId, reply: Value) {
         let key = pending_key(session, id.as_value());
@@ -241,28 +237,38 @@ impl Recorder {
         pending.insert(pending_key(session, id), Arc::downgrade(capture));
     }
 
-    /// Stores an Agent 365 service endpoint's successful answer (`body` as
-    /// received), redacted and scrubbed of `credentials`; `upstream` is the
-    /// origin it came from.
-    pub fn commit_service(
-        &self,
-        route: ServiceRoute,
-        upstream: String,
-        status: StatusCode,
-        content_type: &str,
-        body: &[u8],
-        credentials: &[String],
-    ) -> Commit {
+    /// Starts recording an Agent 365 service endpoint's answer, for a
+    /// request that carried `credentials`.
+    pub fn service(&self, route: ServiceRoute, credentials: Vec<String>) -> ServiceFlight {
+        ServiceFlight { recorder: self.clone(), route, credentials }
+    }
+}
+
+/// The recording of one Agent 365 service endpoint's answer.
+pub struct ServiceFlight {
+    recorder: Recorder,
+    route: ServiceRoute,
+    credentials: Vec<String>,
+}
+
+impl ServiceFlight {
+    /// Stores a successful answer (`body` as received), redacted and
+    /// scrubbed of the request's credentials; `upstream` is the origin it
+    /// came from. The front door sends the answer once the held commit
+    /// resolves.
+    pub fn complete(self, upstream: String, status: Status, content_type: &str, body: &[u8]) -> Held {
+        let rules = &self.recorder.rules;
         let body = match serde_json::from_slice::<Value>(body) {
             Ok(mut json) => {
-                self.rules.redact(&mut json);
-                redact::scrub(&mut json, credentials);
+                rules.redact(&mut json);
+                redact::scrub(&mut json, &self.credentials);
                 canonical_json(&json)
             }
-            Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), credentials),
+            Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
         };
+        let route = self.route;
         let answer = ServiceAnswer { route, upstream, status, content_type: content_type.to_owned(), body };
-        self.writer.write_service(answer)
+        Held { committed: self.recorder.writer.write_service(answer), id: None }
     }
 }
 
@@ -270,50 +276,117 @@ fn pending_key(session: Option<&str>, id: &Value) -> String {
     format!("{}|{}", session.unwrap_or_default(), canonical_json(id))
 }
 
-/// The capture of one streamed answer: each message the front door relays
-/// is shown to it ([`Tee::observe`]) and it says what the message was.
-pub struct Tee {
+/// One exchange being recorded, as its answer comes back: the front door
+/// shows it each message it relays, and it says what the message was.
+pub struct Flight {
     capture: SharedCapture,
     recorder: Recorder,
     /// Message data captured so far.
     captured_bytes: usize,
+    /// The caller's id, for the error sent instead of an answer not stored.
+    request_id: RequestId,
+    /// The progress token the request asked for (canonical JSON), if any.
+    progress_token: Option<String>,
 }
 
-/// What one relayed message was to its capture.
+/// What one relayed message was to its flight.
 #[derive(Debug)]
-pub enum Seen {
-    /// Recorded (or empty, like priming events); keep going.
+pub enum Heard {
+    /// Recorded (or empty, like priming events), or no flight's; relay it
+    /// and keep going.
     Message,
     /// The final answer: the exchange is complete and queued for commit;
-    /// hold the answer back until `committed` says it is stored. `id` is
-    /// the caller's, for the error sent instead if it is not.
-    Final { committed: Commit, id: RequestId },
+    /// hold the answer back until the commit resolves.
+    Final(Held),
     /// Not JSON, or past [`MAX_RECORDED_STREAM_BYTES`]: the exchange is not
     /// stored (logged); relay the rest without showing it here.
     Dropped,
 }
 
-impl Tee {
-    /// Shows the tee one relayed message's data.
-    pub fn observe(&mut self, data: &str) -> Seen {
+/// A final answer's commit: resolves to `Ok` once the exchange is stored
+/// (send the answer), or to the error the client gets instead.
+#[derive(Debug)]
+pub struct Held {
+    committed: Commit,
+    /// The caller's id (`None` for a service endpoint, which is not JSON-RPC).
+    id: Option<RequestId>,
+}
+
+impl Future for Held {
+    type Output = Result<(), RequestError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Not committed (the writer logged why): the client learns it
+        // instead of an answer the cassette does not hold.
+        let stored = ready!(Pin::new(&mut self.committed).poll(cx)).unwrap_or(false);
+        Poll::Ready(match stored {
+            true => Ok(()),
+            false => Err(RequestError { fault: Fault::NotStored, id: self.id.take() }),
+        })
+    }
+}
+
+impl Flight {
+    /// The upstream's answer began: its status, its content type, and the
+    /// session it opened, if any.
+    pub fn answered(&mut self, status: Status, content_type: &str, session: Option<String>) {
+        if let Some(capture) = lock(&self.capture).as_mut() {
+            capture.raw.status = status;
+            content_type.clone_into(&mut capture.raw.content_type);
+            if session.is_some() {
+                capture.session = session;
+            }
+        }
+    }
+
+    /// The caller's id.
+    pub fn request_id(&self) -> &RequestId {
+        &self.request_id
+    }
+
+    /// The request's method, for what the log says of it.
+    pub fn method(&self) -> String {
+        lock(&self.capture).as_ref().map(|c| c.method().to_owned()).unwrap_or_default()
+    }
+
+    /// The whole answer came as one message: the exchange is complete,
+    /// whatever id the message carries.
+    pub fn complete(self, message: Value) -> Held {
+        let capture = lock(&self.capture).take();
+        let committed = match capture {
+            Some(mut capture) => {
+                capture.push(Direction::Server, message);
+                self.recorder.commit(capture)
+            }
+            None => {
+                let (told, committed) = oneshot::channel();
+                let _ = told.send(false);
+                committed
+            }
+        };
+        Held { committed, id: Some(self.request_id.clone()) }
+    }
+
+    /// Shows the flight one relayed message's data (an SSE event's).
+    pub fn observe(&mut self, data: &str) -> Heard {
         if data.is_empty() {
-            return Seen::Message;
+            return Heard::Message;
         }
         if !self.within_bound(data.len()) {
-            return Seen::Dropped;
+            return Heard::Dropped;
         }
         let Ok(body) = serde_json::from_str::<Value>(data) else {
             self.abandon("a message of the answer is not JSON");
-            return Seen::Dropped;
+            return Heard::Dropped;
         };
         self.take(body)
     }
 
-    /// Shows the tee one relayed message the front door has parsed already
-    /// (`bytes` long as relayed).
-    pub fn observe_message(&mut self, body: Value, bytes: usize) -> Seen {
+    /// Shows the flight one relayed message the front door has parsed
+    /// already (`bytes` long as relayed).
+    pub fn observe_message(&mut self, body: Value, bytes: usize) -> Heard {
         if !self.within_bound(bytes) {
-            return Seen::Dropped;
+            return Heard::Dropped;
         }
         self.take(body)
     }
@@ -330,21 +403,20 @@ impl Tee {
     }
 
     /// Records one message of the answer; the final one completes it.
-    fn take(&mut self, body: Value) -> Seen {
+    fn take(&mut self, body: Value) -> Heard {
         let mut guard = lock(&self.capture);
-        let Some(capture) = guard.as_mut() else { return Seen::Message };
+        let Some(capture) = guard.as_mut() else { return Heard::Message };
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
             self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
         }
         let is_final = capture.is_final(&body);
         capture.push(Direction::Server, body);
         if !is_final {
-            return Seen::Message;
+            return Heard::Message;
         }
-        let Some(capture) = guard.take() else { return Seen::Message };
+        let Some(capture) = guard.take() else { return Heard::Message };
         drop(guard);
-        let id = capture.request_id.clone();
-        Seen::Final { committed: self.recorder.commit(capture), id }
+        Heard::Final(Held { committed: self.recorder.commit(capture), id: Some(self.request_id.clone()) })
     }
 
     /// The answer ends here unfinished (`why`): nothing of it is stored.
@@ -352,5 +424,80 @@ impl Tee {
         if let Some(capture) = lock(&self.capture).take() {
             capture.abandon(why);
         }
+    }
+}
+
+/// The flights of one stream that carries many exchanges and what the
+/// server says between them (stdio): which flight each message belongs to.
+#[derive(Default)]
+pub struct Flights {
+    /// By the request's id (canonical JSON).
+    open: HashMap<String, Flight>,
+    /// Progress token (canonical JSON) → request id.
+    tokens: HashMap<String, String>,
+    /// Request ids, oldest first.
+    order: Vec<String>,
+}
+
+impl Flights {
+    /// A request is about to be sent: its answer goes to `flight`.
+    pub fn expect(&mut self, flight: Flight) {
+        let id = canonical_json(flight.request_id.as_value());
+        if let Some(token) = &flight.progress_token {
+            self.tokens.insert(token.clone(), id.clone());
+        }
+        if let Some(earlier) = self.open.insert(id.clone(), flight) {
+            earlier.abandon("a new request reused its id before the answer");
+        }
+        self.order.retain(|open| *open != id);
+        self.order.push(id);
+    }
+
+    /// One JSON-RPC message from the server (`bytes` long as relayed): an
+    /// answer goes to the flight of its request (by id), a progress
+    /// notification to the request with its token, anything else the
+    /// server says (log notifications, server→client requests) to the
+    /// request sent last.
+    pub fn heard(&mut self, message: Value, bytes: usize) -> Heard {
+        let is_answer = message.get("method").is_none();
+        let answering = message.get("id").filter(|_| is_answer).map(canonical_json);
+        let Some(id) = answering else {
+            return match self.owner(&message) {
+                Some(flight) => flight.observe_message(message, bytes),
+                None => Heard::Message,
+            };
+        };
+        match self.remove(&id) {
+            Some(mut flight) => flight.observe_message(message, bytes),
+            None => Heard::Message,
+        }
+    }
+
+    /// The stream ended (`why`): flights still open store nothing.
+    pub fn close(&mut self, why: &str) {
+        self.order.clear();
+        self.tokens.clear();
+        for (_, flight) in self.open.drain() {
+            flight.abandon(why);
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Flight> {
+        self.order.retain(|open| open != id);
+        self.tokens.retain(|_, open| open != id);
+        self.open.remove(id)
+    }
+
+    /// The flight a server message other than an answer belongs to.
+    fn owner(&mut self, message: &Value) -> Option<&mut Flight> {
+        let token = message
+            .get("params")
+            .filter(|_| message.get("method").and_then(Value::as_str) == Some("notifications/progress"))
+            .and_then(|p| p.get("progressToken"));
+        let id = match token.and_then(|t| self.tokens.get(&canonical_json(t))) {
+            Some(id) => id.clone(),
+            None => self.order.last()?.clone(),
+        };
+        self.open.get_mut(&id)
     }
 }

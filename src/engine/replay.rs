@@ -17,9 +17,9 @@ use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
 use super::reenact::Replies;
-use super::{Answer, Call, Outcome, Outgoing};
+use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::agent365;
-use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, StatusCode};
+use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status};
 use crate::cassette::tape::{Cursors, Message, Named, Recorded, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
@@ -45,7 +45,7 @@ const NEAREST_SHOWN: usize = 3;
 pub struct ServiceReply {
     /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
     pub outcome: Outcome,
-    pub status: StatusCode,
+    pub status: Status,
     pub content_type: String,
     pub body: String,
 }
@@ -185,7 +185,7 @@ impl Replay {
     pub fn service(&self, route: ServiceRoute, origin: &str) -> ServiceReply {
         let json = |outcome, body: &Value| ServiceReply {
             outcome,
-            status: StatusCode::OK,
+            status: Status::OK,
             content_type: "application/json".into(),
             body: body.to_string(),
         };
@@ -744,14 +744,15 @@ fn recorded_answer(
             awaits_reply,
         });
     }
-    let status = if exchange.era == call.era {
-        exchange.status
+    let standing = if exchange.era == call.era {
+        Standing::Recorded(exchange.status)
     } else {
-        status_of(call.era, messages.last().map(Outgoing::parsed).as_ref())
+        Standing::Final(messages.last().map(Outgoing::parsed).as_ref().and_then(jsonrpc::error_code))
     };
     Answer {
         outcome,
-        status,
+        era: call.era,
+        standing,
         messages,
         recorded_as_stream: exchange.content_type.starts_with("text/event-stream"),
         session_id: None,
@@ -772,7 +773,8 @@ fn listen(call: &Call) -> Answer {
     });
     Answer {
         outcome: Outcome::Mock,
-        status: StatusCode::OK,
+        era: call.era,
+        standing: Standing::Final(None),
         messages: vec![Outgoing { is_answer: false, ..Outgoing::answer(acknowledged.to_string()) }],
         recorded_as_stream: true,
         session_id: None,
@@ -865,11 +867,6 @@ fn to_handshake(body: &mut Value) {
     }
 }
 
-/// The HTTP status `era` uses for a final message.
-fn status_of(era: Era, last: Option<&Value>) -> StatusCode {
-    last.and_then(jsonrpc::error_code).map_or(StatusCode::OK, |code| mcp::error_status(era, code))
-}
-
 fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
     match fallback::answer(call.era, call.method, call.params()) {
         Ok(result) => result_answer(call, outcome, result, identity),
@@ -881,17 +878,18 @@ fn result_answer(call: &Call, outcome: Outcome, mut result: Value, identity: &Va
     if call.era == Era::Stateless {
         convert::stateless_result(call.method, &mut result, identity);
     }
-    single(outcome, StatusCode::OK, jsonrpc::result(call.id, &result))
+    single(call.era, outcome, Standing::Final(None), jsonrpc::result(call.id, &result))
 }
 
 fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
-    single(outcome, mcp::error_status(call.era, error.code), jsonrpc::error(Some(call.id), error))
+    single(call.era, outcome, Standing::Final(Some(error.code)), jsonrpc::error(Some(call.id), error))
 }
 
-fn single(outcome: Outcome, status: StatusCode, message: String) -> Answer {
+fn single(era: Era, outcome: Outcome, standing: Standing, message: String) -> Answer {
     Answer {
         outcome,
-        status,
+        era,
+        standing,
         messages: vec![Outgoing::answer(message)],
         recorded_as_stream: false,
         session_id: None,

@@ -14,7 +14,7 @@ pub mod fallback;
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{Era, StatusCode};
+use crate::cassette::model::{Era, Status};
 use crate::jsonrpc::{ErrorCode, ErrorObject};
 
 /// Handshake-era versions we serve, oldest first.
@@ -47,12 +47,12 @@ pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(-32022);
 
 /// HTTP statuses that refuse a request before it is read as MCP: a foreign
 /// Host/Origin, a method, Accept, size or content type not served.
-const TRANSPORT_REFUSALS: [StatusCode; 5] = [
-    StatusCode::FORBIDDEN,
-    StatusCode::METHOD_NOT_ALLOWED,
-    StatusCode::NOT_ACCEPTABLE,
-    StatusCode::PAYLOAD_TOO_LARGE,
-    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+const TRANSPORT_REFUSALS: [u16; 5] = [
+    403, // Forbidden
+    405, // Method Not Allowed
+    406, // Not Acceptable
+    413, // Content Too Large
+    415, // Unsupported Media Type
 ];
 
 /// Routes a request the way the reference SDK does: by the
@@ -75,19 +75,6 @@ pub fn negotiate(requested: Option<&str>) -> &'static str {
     };
     // Versions are ISO dates, so string order is date order.
     HANDSHAKE_VERSIONS.iter().rev().find(|v| **v <= requested).copied().unwrap_or(newest)
-}
-
-/// The HTTP status that carries a JSON-RPC error code in `era`.
-pub fn error_status(era: Era, code: ErrorCode) -> StatusCode {
-    const BAD_REQUEST_CODES: [ErrorCode; 2] = [ErrorCode::PARSE_ERROR, ErrorCode::INVALID_REQUEST];
-    const STATELESS_BAD_REQUEST_CODES: [ErrorCode; 4] =
-        [ErrorCode::INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION];
-    match era {
-        _ if BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
-        Era::Stateless if STATELESS_BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
-        Era::Stateless if code == ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-        _ => StatusCode::OK,
-    }
 }
 
 /// Whether `method` does not exist in `era`: replay answers these with
@@ -247,11 +234,11 @@ pub fn check_stateless(
 pub fn is_transport_rejection(
     era: Era,
     request: &Value,
-    status: StatusCode,
+    status: Status,
     error: Option<&Value>,
     answered_id: Option<&Value>,
 ) -> bool {
-    if TRANSPORT_REFUSALS.contains(&status) {
+    if TRANSPORT_REFUSALS.contains(&status.as_u16()) {
         return true;
     }
     let code = error.and_then(|e| e.get("code")).and_then(ErrorCode::of);
@@ -402,7 +389,7 @@ mod tests {
         let envelope = json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}});
         let error = |id: Value, code: ErrorCode| json!({"jsonrpc": "2.0", "id": id, "error": {"code": code.0, "message": "m"}});
         let rejects = |era, request: Value, status: u16, answer: Value| {
-            let status = StatusCode::from_u16(status).unwrap();
+            let status = Status::new(status).unwrap();
             is_transport_rejection(era, &request, status, answer.get("error"), answer.get("id"))
         };
         let stateless =
@@ -479,16 +466,5 @@ mod tests {
         let mut bare = enveloped(json!({}));
         bare["_meta"].as_object_mut().unwrap().remove(META_CLIENT_CAPABILITIES);
         assert_eq!(code(Some(&bare)), Err(ErrorCode::INVALID_PARAMS));
-    }
-
-    #[test]
-    fn error_statuses_per_era() {
-        let status = |era, code| error_status(era, ErrorCode(code)).as_u16();
-        assert_eq!(status(Era::Stateless, -32601), 404);
-        assert_eq!(status(Era::Stateless, -32602), 400);
-        assert_eq!(status(Era::Stateless, -32021), 400);
-        assert_eq!(status(Era::Stateless, -32603), 200);
-        assert_eq!(status(Era::Handshake, -32602), 200);
-        assert_eq!(status(Era::Handshake, -32700), 400);
     }
 }

@@ -185,6 +185,10 @@ fn the_module_graph_has_no_cycle_and_the_modes_stay_apart() {
     assert_eq!(cycle(&edges), None, "an import cycle");
     assert!(!edges["engine::record"].contains("engine::replay"), "record reaches into replay");
     assert!(!edges["engine::replay"].contains("engine::record"), "replay reaches into record");
+    assert!(
+        !edges["transport"].contains("engine::record") && !edges["transport"].contains("engine::replay"),
+        "a front door reaches into the engine's modes: it should speak only to crate::engine"
+    );
     for inner in [
         "engine",
         "engine::record",
@@ -196,6 +200,26 @@ fn the_module_graph_has_no_cycle_and_the_modes_stay_apart() {
         "mcp",
     ] {
         assert!(!edges[inner].contains("transport"), "{inner} reaches into a front door");
+    }
+}
+
+/// The engine and the cassette speak no HTTP: statuses are the HTTP front
+/// door's to decide (`transport/http/status.rs`).
+#[test]
+fn the_engine_and_the_cassette_name_no_http() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("engine"), &mut files);
+    rust_files(&src.join("cassette"), &mut files);
+    assert!(files.len() >= 10, "the source tree was not read: {files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+            for http in ["http::", "hyper", "StatusCode"] {
+                assert!(!line.contains(http), "{} names {http}: {line}", file.display());
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 //! `subscriptions/listen` got `-32601` from a server whose recorded
 //! discover result advertised it.
 
-use mcp_tape::cassette::model::{Era, StatusCode};
+use mcp_tape::cassette::model::{Era, Status};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -23,7 +23,7 @@ fn answered(
 ) -> mcp_tape::cassette::model::RawExchange {
     let request = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params});
     let mut exchange = exchange("mcp_Dual", era, request, "application/json", vec![answer]);
-    exchange.status = StatusCode::from_u16(status).unwrap();
+    exchange.status = Status::new(status).unwrap();
     exchange
 }
 

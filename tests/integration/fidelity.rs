@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
 use mcp_tape::config::Pace;
 use serde_json::{Value, json};
 
@@ -18,7 +18,7 @@ fn streamed(tool: &str, messages: Vec<(u64, Direction, Value)>) -> RawExchange {
         era: Era::Handshake,
         protocol_version: "2025-06-18".into(),
         request: json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": tool, "arguments": {}}}),
-        status: StatusCode::OK,
+        status: Status::OK,
         content_type: "text/event-stream".into(),
         messages: messages
             .into_iter()
@@ -165,7 +165,7 @@ async fn stateless_recordings_lose_their_era_fields_for_handshake_clients() {
         vec![json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete", "ttlMs": 5,
             "cacheScope": "public", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "m", "version": "1"}}}})],
     );
-    listed.status = StatusCode::OK;
+    listed.status = Status::OK;
     cassettes.write("fixture", vec![listed]);
     let replay = Replayer::start(&[cassettes.path()]).await;
     let url = replay.url(SERVER);

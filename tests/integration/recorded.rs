@@ -2,7 +2,7 @@
 //! SSE framing, recorded order per session, misses that explain themselves,
 //! and the era conversions of `initialize`/`server/discover`.
 
-use mcp_tape::cassette::model::{Era, StatusCode};
+use mcp_tape::cassette::model::{Era, Status};
 use mcp_tape::config::{Normalization, OnMiss};
 use serde_json::{Value, json};
 
@@ -248,7 +248,7 @@ async fn initialize_and_discover_are_served_from_either_eras_recording() {
             json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": "Bad Request: Server not initialized"}}),
         ],
     );
-    probe_failure.status = StatusCode::BAD_REQUEST;
+    probe_failure.status = Status::new(400).unwrap();
     cassettes.write("mixed", vec![initialize, discover, probe_failure]);
     let replay = Replayer::start(&[cassettes.path()]).await;
 

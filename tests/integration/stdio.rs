@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
 use mcp_tape::cassette::store::Cassette;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -121,7 +121,7 @@ fn desk(cassettes: &Cassettes, secret: &str) -> PathBuf {
         era: Era::Handshake,
         protocol_version: "2025-06-18".into(),
         request: json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "book", "arguments": {}}}),
-        status: StatusCode::OK,
+        status: Status::OK,
         content_type: "text/event-stream".into(),
         messages: vec![
             RecordedMessage {

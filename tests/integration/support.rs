@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, StatusCode};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::config::{Front, FrontDoor, Normalization, OnMiss, ReplayConfig};
 use mcp_tape::normalize::Rules;
@@ -60,7 +60,7 @@ pub fn exchange(
             Era::Stateless => "2026-07-28".into(),
         },
         request,
-        status: StatusCode::OK,
+        status: Status::OK,
         content_type: content_type.into(),
         messages: messages
             .into_iter()

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::Cassette;
 use crate::cassette::model::{
-    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, StatusCode, Text,
+    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, Text,
 };
 use crate::error::{CassetteError, Error};
 
@@ -216,11 +216,8 @@ fn conversion(error: rusqlite::Error) -> String {
 }
 
 /// A stored HTTP status, if it is one.
-fn status(code: i64) -> Result<StatusCode, String> {
-    u16::try_from(code)
-        .ok()
-        .and_then(|code| StatusCode::from_u16(code).ok())
-        .ok_or_else(|| format!("bad status {code}"))
+fn status(code: i64) -> Result<Status, String> {
+    u16::try_from(code).ok().and_then(Status::new).ok_or_else(|| format!("bad status {code}"))
 }
 
 /// Stored JSON as it is, once its syntax is known to be sound (checked

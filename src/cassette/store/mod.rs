@@ -595,7 +595,7 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 mod tests {
     use super::*;
     use crate::cassette::model::{
-        Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, StatusCode,
+        Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, Status,
     };
     use serde_json::json;
 
@@ -611,7 +611,7 @@ mod tests {
             key: MatchKey::from_digest(Sha256::digest(format!("{server}\0{tool}")).into()),
             request: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id", "method": "tools/call",
                 "params": {"name": tool}}),
-            status: StatusCode::OK,
+            status: Status::OK,
             content_type: "application/json".into(),
             messages: vec![RecordedMessage {
                 offset_ms: 3,
@@ -735,7 +735,7 @@ mod tests {
         let answer = |route, body: &str| ServiceAnswer {
             route,
             upstream: "https://gateway.example:443".into(),
-            status: StatusCode::OK,
+            status: Status::OK,
             content_type: "application/json".into(),
             body: body.into(),
         };

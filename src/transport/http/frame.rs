@@ -15,10 +15,9 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{Accepts, Body};
-use crate::engine::Answer;
+use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
-use crate::engine::replay::ServiceReply;
+use crate::engine::{Answer, ServiceReply};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
 use crate::sse;
@@ -44,7 +43,7 @@ pub(super) fn answer(
             }
         };
         let mut response = Response::new(body);
-        *response.status_mut() = answer.status;
+        *response.status_mut() = status::of_answer(answer.era, answer.standing);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -52,7 +51,7 @@ pub(super) fn answer(
         response
     } else {
         match answer.messages.into_iter().last().filter(|m| m.is_answer) {
-            Some(last) => json_text(answer.status, last.json),
+            Some(last) => json_text(status::of_answer(answer.era, answer.standing), last.json),
             None => error(&Fault::NoFinalAnswer.into()),
         }
     };
@@ -64,13 +63,13 @@ pub(super) fn answer(
 
 /// A failed request: the fault's status and JSON-RPC error.
 pub(super) fn error(error: &RequestError) -> Response<Body> {
-    json_text(error.fault.status(), error.body())
+    json_text(status::of_fault(&error.fault), error.body())
 }
 
 /// An Agent 365 service endpoint's answer.
 pub(super) fn service(reply: ServiceReply) -> Response<Body> {
     let mut response = Response::new(full(Bytes::from(reply.body)));
-    *response.status_mut() = reply.status;
+    *response.status_mut() = status::recorded(reply.status);
     if let Ok(content_type) = HeaderValue::from_str(&reply.content_type)
         && !reply.content_type.is_empty()
     {

@@ -3,19 +3,18 @@
 //! endpoints that are not MCP, and for a POST the content type, Accept, a
 //! bounded body read and JSON-RPC parsing. The headers become the
 //! [`Call`]'s era, session and [`Facts`]; the [`Engine`] says what to do,
-//! and `frame` turns its answer into JSON, SSE or an empty 202. In record
-//! modes what the engine forwards goes through the [`Proxy`]; a POST that is
-//! not a JSON-RPC message is relayed to the upstream as it is. GET and
-//! DELETE are replay's session rules, or forwarded. Every request leaves
-//! one log line.
+//! and `frame` turns its answer into JSON, SSE or an empty 202. What a
+//! recording engine forwards goes through its link, the [`Proxy`]; there,
+//! a POST that is not a JSON-RPC message, and every GET and DELETE, go to
+//! the upstream as they are. Every request leaves one log line.
 
 mod frame;
 mod proxy;
 pub mod server;
+mod status;
 pub mod upstream;
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -24,17 +23,14 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::json;
 
 pub use proxy::Proxy;
 
 use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
-use crate::engine::reenact::Live;
-use crate::engine::replay::Replay;
-use crate::engine::{Call, Engine, Facts, Outcome, Step};
-use crate::error::{Fault, RequestError, UpstreamFailure};
+use crate::engine::{Call, Engine, Facts, Outcome, ServiceStep, SessionAsk, SessionStep, Step};
+use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
@@ -51,11 +47,10 @@ static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
 /// The response body type of every answer: whole or streamed.
 pub type Body = BoxBody<Bytes, Infallible>;
 
-/// What every request handler shares.
+/// What every request handler shares: the engine, whose link to the
+/// upstream (when recording) is the [`Proxy`], and the front door's rules.
 pub struct App {
-    pub engine: Engine,
-    /// Where record modes forward; `None` when replaying.
-    pub proxy: Option<Proxy>,
+    pub engine: Engine<Proxy>,
     pub front_door: FrontDoor,
 }
 
@@ -161,34 +156,26 @@ async fn dispatch(
     if !request.uri().path().starts_with('/') {
         return Err(Fault::NotAPath.into());
     }
-    let idle = app.front_door.idle_timeout;
     if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
-        return match app.engine.replay() {
-            Some(replay) => replay_service(request, route, replay, idle, logged).await,
-            None => {
-                let (parts, body) = request.into_parts();
-                let body = read_body(body, idle).await?;
-                proxy(app)?.service(parts, body, route, &mut logged.outcome).await
-            }
-        };
+        return service(request, route, app, logged).await;
     }
     if request.method() == Method::POST {
         return post(request, app, logged).await;
     }
-    match app.engine.replay() {
-        Some(replay) => replay_other(request, replay, logged),
-        None => {
-            let (parts, body) = request.into_parts();
-            let body = read_body(body, idle).await?;
-            logged.outcome = Outcome::Forwarded;
-            proxy(app)?.relay(&parts, body).await
-        }
-    }
+    other(request, app, logged).await
 }
 
-/// The upstream link of a recording front door.
-fn proxy(app: &App) -> Result<&Proxy, RequestError> {
-    app.proxy.as_ref().ok_or_else(|| Fault::Upstream(UpstreamFailure::Missing).into())
+/// Forwards a request that is not an MCP message, as it is.
+async fn relay(
+    request: Request<impl RequestBody>,
+    proxy: &Proxy,
+    idle: Duration,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    let (parts, body) = request.into_parts();
+    let body = read_body(body, idle).await?;
+    logged.outcome = Outcome::Forwarded;
+    proxy.relay(&parts, body).await
 }
 
 /// A POST: one JSON-RPC message to the engine. Recording, anything the
@@ -199,20 +186,21 @@ async fn post(
     app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
-    let recording = app.engine.recorder().is_some();
+    let proxy = app.engine.upstream();
+    let recording = proxy.is_some();
     let (parts, body) = request.into_parts();
     let body = read_body(body, app.front_door.idle_timeout).await?;
     let read = check_post_headers(&parts.headers).and_then(|accepts| {
         let message = super::parse_message(&body)?;
         Ok((message, accepts, Context::read(&parts.headers, recording)?))
     });
-    let (message, accepts, context) = match read {
-        Ok(read) => read,
-        Err(_) if recording => {
+    let (message, accepts, context) = match (read, proxy) {
+        (Ok(read), _) => read,
+        (Err(_), Some(proxy)) => {
             logged.outcome = Outcome::Forwarded;
-            return proxy(app)?.relay(&parts, body).await;
+            return proxy.relay(&parts, body).await;
         }
-        Err(error) => return Err(error),
+        (Err(error), None) => return Err(error),
     };
     let Context { era, session, facts } = context;
     let step = match message {
@@ -242,21 +230,13 @@ async fn post(
     match step {
         Step::Answer(answer) => {
             logged.outcome = answer.outcome;
-            let live = || {
-                app.engine.replay().map(|replay| Live {
-                    replies: Arc::clone(replay.replies()),
-                    session: session.clone(),
-                    pace: replay.pace(),
-                    gap: Duration::ZERO,
-                })
-            };
-            Ok(frame::answer(answer, accepts, live))
+            Ok(frame::answer(answer, accepts, || app.engine.live(session.clone(), Duration::ZERO)))
         }
         Step::Accepted => {
             logged.outcome = Outcome::Accepted;
             Ok(frame::empty(StatusCode::ACCEPTED))
         }
-        Step::Forward(capture) => proxy(app)?.exchange(&parts, body, capture, &mut logged.outcome).await,
+        Step::Forward { link, flight } => link.exchange(&parts, body, flight, &mut logged.outcome).await,
     }
 }
 
@@ -321,62 +301,82 @@ fn credentials(headers: &HeaderMap) -> Vec<String> {
     )
 }
 
-/// An Agent 365 service endpoint: answered by replay, whatever the body
-/// (a chat-message body, the user's conversation, is logged at debug level
-/// and dropped).
-async fn replay_service(
+/// An Agent 365 service endpoint: replay answers it whatever the body (a
+/// chat-message body, the user's conversation, is logged at debug level
+/// and dropped); recording forwards it.
+async fn service(
     request: Request<impl RequestBody>,
     route: ServiceRoute,
-    replay: &Replay,
-    body_idle: Duration,
+    app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
-    let origin = origin(request.headers(), request.uri());
-    let body = read_body(request.into_body(), body_idle).await?;
-    if route == ServiceRoute::ChatMessage {
-        tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
+    let (parts, body) = request.into_parts();
+    let origin = origin(&parts.headers, &parts.uri);
+    let body = read_body(body, app.front_door.idle_timeout).await?;
+    match app.engine.service(route, &origin, credentials(&parts.headers)) {
+        ServiceStep::Answer(reply) => {
+            if route == ServiceRoute::ChatMessage {
+                tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
+            }
+            logged.outcome = reply.outcome;
+            Ok(frame::service(reply))
+        }
+        ServiceStep::Forward { link, flight } => {
+            link.service(&parts, body, route, &origin, flight, &mut logged.outcome).await
+        }
     }
-    let reply = replay.service(route, &origin);
-    logged.outcome = reply.outcome;
-    Ok(frame::service(reply))
 }
 
-/// Replay's answer to anything but a POST: health, the handshake era's
-/// GET stream (none is offered) and DELETE (ends the session).
-fn replay_other<B>(
-    request: Request<B>,
-    replay: &Replay,
+/// Anything but a POST. Recording, it goes to the upstream as it is;
+/// replaying: health, the handshake era's GET stream (none is offered) and
+/// DELETE (ends the session).
+async fn other(
+    request: Request<impl RequestBody>,
+    app: &App,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
-    if request.method() == Method::GET && request.uri().path().trim_end_matches('/') == "/health" {
+    let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
+    if let Some(proxy) = engine.upstream() {
+        return relay(request, proxy, idle, logged).await;
+    }
+    if request.method() == Method::GET
+        && request.uri().path().trim_end_matches('/') == "/health"
+        && let Some(health) = engine.health()
+    {
         logged.outcome = Outcome::Health;
-        return Ok(health(replay));
+        return Ok(frame::json(StatusCode::OK, &health));
     }
     let era = mcp::era_of(header_str(request.headers(), &PROTOCOL_VERSION)?);
     let session = header_str(request.headers(), &SESSION_ID)?;
-    match *request.method() {
-        Method::GET if era == Era::Handshake => {
-            replay.check_session(session)?;
-            Err(Fault::MethodNotAllowed {
-                allow: "POST, DELETE",
-                why: "this server offers no standalone SSE stream",
+    let ask = match *request.method() {
+        Method::GET if era == Era::Handshake => SessionAsk::OpenStream,
+        Method::DELETE if era == Era::Handshake => SessionAsk::End,
+        Method::GET | Method::DELETE => {
+            return Err(Fault::MethodNotAllowed {
+                allow: "POST",
+                why: "the stateless protocol era uses POST only",
             }
-            .into())
+            .into());
         }
-        Method::DELETE if era == Era::Handshake => {
-            replay.end_session(session.ok_or(Fault::MissingSessionHeader)?)?;
+        _ => {
+            return Err(Fault::MethodNotAllowed {
+                allow: "GET, POST, DELETE",
+                why: "MCP endpoints take POST, GET and DELETE",
+            }
+            .into());
+        }
+    };
+    match engine.session(ask, session)? {
+        SessionStep::NoStream => Err(Fault::MethodNotAllowed {
+            allow: "POST, DELETE",
+            why: "this server offers no standalone SSE stream",
+        }
+        .into()),
+        SessionStep::Ended => {
             logged.outcome = Outcome::Ended;
             Ok(frame::empty(StatusCode::OK))
         }
-        Method::GET | Method::DELETE => {
-            Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
-                .into())
-        }
-        _ => Err(Fault::MethodNotAllowed {
-            allow: "GET, POST, DELETE",
-            why: "MCP endpoints take POST, GET and DELETE",
-        }
-        .into()),
+        SessionStep::Forward(proxy) => relay(request, proxy, idle, logged).await,
     }
 }
 
@@ -569,19 +569,6 @@ impl Accepts {
         }
         accepts
     }
-}
-
-fn health(replay: &Replay) -> Response<Body> {
-    let tape = replay.tape();
-    frame::json(
-        StatusCode::OK,
-        &json!({
-            "status": "ok",
-            "mode": "replay",
-            "exchanges": tape.len(),
-            "servers": tape.servers().collect::<Vec<_>>(),
-        }),
-    )
 }
 
 /// Where the client reached us, as an origin (`http://host:port`): from

@@ -1,14 +1,15 @@
 //! Record's link to an HTTP upstream: a transparent proxy. Every request is
 //! forwarded (hop-by-hop headers dropped, `Host` set for the upstream) and
 //! the upstream's status, headers and body come back unchanged, 4xx and 5xx
-//! included. An answer to a request the engine captures is also shown to
-//! that [`Capture`]:
-//! - a JSON answer is read whole (it is one message), committed, then sent;
+//! included. An answer to a request the engine records is also shown to
+//! that request's [`Flight`]:
+//! - a JSON answer is read whole (it is one message) and sent once the
+//!   engine's [`Held`] commit resolves;
 //! - an SSE answer is relayed event by event as each event completes, and
-//!   the event carrying the final answer is held back until the engine
-//!   says the exchange is committed ([`Seen::Final`]); if it cannot be, the
-//!   client gets [`Fault::NotStored`] instead (507, or as the stream's last
-//!   event).
+//!   the event carrying the final answer ([`Heard::Final`]) is held back
+//!   the same way; if the exchange cannot be stored, the client gets the
+//!   error the held commit resolves to instead (507, or as the stream's
+//!   last event).
 //!
 //! An upstream that fails before anything reached the client gets the
 //! client [`Fault::Upstream`] (502) with its id; a stream that breaks
@@ -33,13 +34,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use super::upstream::{self, Upstream};
-use super::{Body, frame};
+use super::{Body, frame, status};
 use crate::agent365;
-use crate::cassette::model::{Direction, ServiceRoute};
-use crate::engine::Outcome;
-use crate::engine::record::{Capture, Commit, Recorder, Seen, Tee};
+use crate::cassette::model::ServiceRoute;
+use crate::engine::{Flight, Heard, Held, Outcome, ServiceFlight};
 use crate::error::{Fault, RequestError, UpstreamFailure};
-use crate::jsonrpc::{self, RequestId};
 use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_SSE_EVENT_BYTES};
 use crate::mcp;
 use crate::sse;
@@ -51,17 +50,16 @@ const BUDGET_UNIT: usize = 1024;
 /// The upstream link, shared by every connection.
 pub struct Proxy {
     upstream: Upstream,
-    recorder: Recorder,
     budget: Arc<Semaphore>,
 }
 
 impl Proxy {
-    pub fn new(upstream: Upstream, recorder: Recorder) -> Proxy {
+    pub fn new(upstream: Upstream) -> Proxy {
         let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
-        Proxy { upstream, recorder, budget }
+        Proxy { upstream, budget }
     }
 
-    /// Forwards a POSTed message; with a capture, records the answer.
+    /// Forwards a POSTed message; with a flight, shows it the answer.
     ///
     /// # Errors
     ///
@@ -71,43 +69,40 @@ impl Proxy {
         &self,
         parts: &Parts,
         body: Bytes,
-        capture: Option<Capture>,
+        flight: Option<Flight>,
         outcome: &mut Outcome,
     ) -> Result<Response<Body>, RequestError> {
-        let Some(mut capture) = capture else {
+        let Some(mut flight) = flight else {
             *outcome = Outcome::Forwarded;
             return self.relay(parts, body).await;
         };
-        let id = capture.request_id().clone();
-        let response = self.forward(parts, body).await.map_err(|e| e.with_id(Some(id.clone())))?;
+        let id = Some(flight.request_id().clone());
+        let response = self.forward(parts, body).await.map_err(|e| e.with_id(id.clone()))?;
         let content_type =
             response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
         let opened = response.headers().get(mcp::HEADER_SESSION_ID).and_then(|v| v.to_str().ok());
-        capture.answered(response.status(), content_type, opened.map(str::to_owned));
+        flight.answered(status::to_record(response.status()), content_type, opened.map(str::to_owned));
         let idle = self.upstream.timeouts().idle;
         if content_type.starts_with("text/event-stream") {
             *outcome = Outcome::Streaming;
             let (head, body) = response.into_parts();
-            let relay = Relay::new(body, Some(idle), Some(self.recorder.tee(capture)));
+            let relay = Relay::new(body, Some(idle), Some(flight));
             return Ok(Response::from_parts(relay_head(head), relay.boxed()));
         }
         let (head, body) = response.into_parts();
         let (bytes, share) = read_whole(body, idle, &self.budget)
             .await
-            .map_err(|unread| RequestError { fault: self.unread(unread), id: Some(id.clone()) })?;
+            .map_err(|unread| RequestError { fault: self.unread(unread), id: id.clone() })?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
-                capture.push(Direction::Server, message);
-                if !self.recorder.commit(capture).await.unwrap_or(false) {
-                    return Err(RequestError { fault: Fault::NotStored, id: Some(id) });
-                }
+                flight.complete(message).await?;
                 *outcome = Outcome::Recorded;
             }
             _ => {
                 tracing::warn!(
                     "{} answer to {} is not a JSON-RPC message; forwarded, not stored",
                     head.status,
-                    printable(capture.method())
+                    printable(&flight.method())
                 );
                 *outcome = Outcome::Forwarded;
             }
@@ -127,14 +122,14 @@ impl Proxy {
     /// [`Fault::Upstream`] when the upstream fails.
     pub(super) async fn service(
         &self,
-        parts: Parts,
+        parts: &Parts,
         body: Bytes,
         route: ServiceRoute,
+        recorder_origin: &str,
+        flight: ServiceFlight,
         outcome: &mut Outcome,
     ) -> Result<Response<Body>, RequestError> {
-        let recorder_origin = super::origin(&parts.headers, &parts.uri);
-        let credentials = super::credentials(&parts.headers);
-        let (mut head, body) = self.forward(&parts, body).await?.into_parts();
+        let (mut head, body) = self.forward(parts, body).await?.into_parts();
         let (bytes, share) = read_whole(body, self.upstream.timeouts().idle, &self.budget)
             .await
             .map_err(|u| self.unread(u))?;
@@ -144,25 +139,20 @@ impl Proxy {
         }
         let content_type =
             head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        let committed = self.recorder.commit_service(
-            route,
-            agent365::origin(self.upstream.base()).unwrap_or_default(),
-            head.status,
-            content_type,
-            &bytes,
-            &credentials,
-        );
-        if !committed.await.unwrap_or(false) {
+        let upstream = agent365::origin(self.upstream.base()).unwrap_or_default();
+        if let Err(error) =
+            flight.complete(upstream, status::to_record(head.status), content_type, &bytes).await
+        {
             // Not a JSON-RPC endpoint: the error is said in its own JSON.
-            *outcome = Outcome::NotStored;
-            let body = json!({"error": Fault::NotStored.error().message});
-            return Ok(frame::json(Fault::NotStored.status(), &body));
+            *outcome = Outcome::of(&error.fault);
+            let body = json!({"error": error.fault.error().message});
+            return Ok(frame::json(status::of_fault(&error.fault), &body));
         }
         *outcome = Outcome::Recorded;
         let mut relayed = bytes;
         let listing = serde_json::from_slice::<Value>(&relayed).ok().filter(|_| route.is_gateway());
         if let Some(mut listing) = listing {
-            let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), &recorder_origin);
+            let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), recorder_origin);
             tracing::debug!("pointed {rewritten} listed server url(s) at this recorder");
             relayed = Bytes::from(listing.to_string());
             head.headers.remove(header::CONTENT_LENGTH);
@@ -217,11 +207,11 @@ impl Proxy {
     }
 }
 
-/// The SSE side of a capture: the parser that finds each event in the
-/// relayed bytes, and the tee that records it.
+/// The SSE side of a flight: the parser that finds each event in the
+/// relayed bytes, and the flight that records it.
 struct Tap {
     parser: sse::Parser,
-    tee: Tee,
+    flight: Flight,
 }
 
 /// A response body relayed from the upstream as it arrives: ends cleanly
@@ -234,18 +224,17 @@ struct Relay {
     tap: Option<Tap>,
     /// Bytes ready for the client.
     ready: VecDeque<Bytes>,
-    /// The final event (and anything after it) waiting for the commit, and
-    /// the caller's id for the error event sent instead if it fails.
-    held: Option<(Commit, BytesMut, RequestId)>,
+    /// The final event (and anything after it) waiting for its commit.
+    held: Option<(Held, BytesMut)>,
     ended: bool,
 }
 
 impl Relay {
-    fn new(upstream: Incoming, idle: Option<Duration>, tee: Option<Tee>) -> Relay {
+    fn new(upstream: Incoming, idle: Option<Duration>, flight: Option<Flight>) -> Relay {
         Relay {
             upstream,
             idle: idle.map(|limit| (limit, Box::pin(tokio::time::sleep(limit)))),
-            tap: tee.map(|tee| Tap { parser: sse::Parser::default(), tee }),
+            tap: flight.map(|flight| Tap { parser: sse::Parser::default(), flight }),
             ready: VecDeque::new(),
             held: None,
             ended: false,
@@ -253,7 +242,7 @@ impl Relay {
     }
 
     fn on_data(&mut self, data: Bytes) {
-        if let Some((_, held, _)) = &mut self.held {
+        if let Some((_, held)) = &mut self.held {
             held.extend_from_slice(&data);
             return;
         }
@@ -267,24 +256,24 @@ impl Relay {
                 Ok(Some(event)) => event,
                 Ok(None) => return,
                 Err(sse::Overflow) => {
-                    tap.tee.abandon(&format!("an SSE event exceeded {MAX_SSE_EVENT_BYTES} bytes"));
+                    tap.flight.abandon(&format!("an SSE event exceeded {MAX_SSE_EVENT_BYTES} bytes"));
                     self.ready.push_back(tap.parser.take_rest());
                     self.tap = None;
                     return;
                 }
             };
-            match tap.tee.observe(&event.data) {
-                Seen::Message => self.ready.push_back(raw),
-                Seen::Dropped => {
+            match tap.flight.observe(&event.data) {
+                Heard::Message => self.ready.push_back(raw),
+                Heard::Dropped => {
                     self.ready.push_back(raw);
                     self.ready.push_back(tap.parser.take_rest());
                     self.tap = None;
                     return;
                 }
-                Seen::Final { committed, id } => {
+                Heard::Final(commit) => {
                     let mut held = BytesMut::from(&raw[..]);
                     held.extend_from_slice(&tap.parser.take_rest());
-                    self.held = Some((committed, held, id));
+                    self.held = Some((commit, held));
                     self.tap = None;
                     return;
                 }
@@ -296,7 +285,7 @@ impl Relay {
     /// unfinished capture.
     fn on_end(&mut self, broke: Option<String>) {
         if let Some(mut tap) = self.tap.take() {
-            tap.tee.abandon(broke.as_deref().unwrap_or("the stream ended before its final answer"));
+            tap.flight.abandon(broke.as_deref().unwrap_or("the stream ended before its final answer"));
             self.ready.push_back(tap.parser.take_rest());
         } else if let Some(why) = broke {
             tracing::warn!("relayed stream ended early: {why}");
@@ -310,7 +299,7 @@ impl Drop for Relay {
     /// finished: nothing of the exchange is stored, and the log says so.
     fn drop(&mut self) {
         if let Some(tap) = self.tap.take() {
-            tap.tee.abandon("the client went away before the answer finished");
+            tap.flight.abandon("the client went away before the answer finished");
         }
     }
 }
@@ -331,14 +320,10 @@ impl HttpBody for Relay {
                 }
                 return Poll::Ready(Some(Ok(Frame::data(bytes))));
             }
-            if let Some((committed, held, id)) = &mut this.held {
-                // Not committed (the writer logged why): the client learns it
-                // instead of an answer the cassette does not hold.
-                let stored = ready!(Pin::new(committed).poll(cx)).unwrap_or(false);
-                let next = if stored {
-                    held.split().freeze()
-                } else {
-                    Bytes::from(sse::message_event(&jsonrpc::error(Some(id), &Fault::NotStored.error())))
+            if let Some((commit, held)) = &mut this.held {
+                let next = match ready!(Pin::new(commit).poll(cx)) {
+                    Ok(()) => held.split().freeze(),
+                    Err(instead) => Bytes::from(sse::message_event(&instead.body())),
                 };
                 this.ready.push_back(next);
                 this.held = None;

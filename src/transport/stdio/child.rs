@@ -4,17 +4,13 @@
 //! is mcp-tape's.
 //!
 //! Lines to the child go through one writer task; lines from the child are
-//! relayed to the client as they arrive, each shown first to the capture it
-//! belongs to: an answer to the capture of its request (by id), a progress
-//! notification to the request with its token, anything else the server
-//! says (log notifications, server→client requests) to the request sent
-//! last. An answer goes to the client only once its exchange is committed
-//! (else the client gets [`Fault::NotStored`]). A line that is not a
-//! JSON-RPC message is relayed unchanged and stored nowhere. When the child
-//! closes its output, captures still open are dropped: nothing partial is
-//! stored.
+//! relayed to the client as they arrive, each shown first to the engine's
+//! [`Flights`], which say which exchange it belongs to. A final answer
+//! goes to the client only once its held commit resolves (else the client
+//! gets the error it resolves to instead). A line that is not a JSON-RPC
+//! message is relayed unchanged and stored nowhere. When the child closes
+//! its output, the flights still open store nothing.
 
-use std::collections::HashMap;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,10 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::Output;
 use super::lines::{Lines, Piece};
-use crate::cassette::model::canonical_json;
-use crate::engine::record::{Capture, Recorder, Seen, Tee};
-use crate::error::Fault;
-use crate::jsonrpc;
+use crate::engine::{Flight, Flights, Heard};
 use crate::limits::MAX_CHILD_LINE_BYTES;
 use crate::util::{lock, printable};
 
@@ -49,43 +42,10 @@ pub struct Child {
     relay: JoinHandle<()>,
 }
 
-/// What the front door uses to reach the child.
+/// What the front door uses to reach the child: a recording engine's link.
 pub struct Link {
     input: mpsc::Sender<Piece>,
-    flight: Arc<Mutex<InFlight>>,
-    recorder: Recorder,
-}
-
-/// Captures waiting for the child's answer.
-#[derive(Default)]
-struct InFlight {
-    /// By the request's id (canonical JSON).
-    tees: HashMap<String, Tee>,
-    /// Progress token (canonical JSON) → request id.
-    tokens: HashMap<String, String>,
-    /// Request ids, oldest first.
-    order: Vec<String>,
-}
-
-impl InFlight {
-    fn remove(&mut self, id: &str) -> Option<Tee> {
-        self.order.retain(|open| open != id);
-        self.tokens.retain(|_, open| open != id);
-        self.tees.remove(id)
-    }
-
-    /// The capture a server message other than an answer belongs to.
-    fn owner(&mut self, message: &Value) -> Option<&mut Tee> {
-        let token = message
-            .get("params")
-            .filter(|_| message.get("method").and_then(Value::as_str) == Some("notifications/progress"))
-            .and_then(|p| p.get("progressToken"));
-        let id = match token.and_then(|t| self.tokens.get(&canonical_json(t))) {
-            Some(id) => id.clone(),
-            None => self.order.last()?.clone(),
-        };
-        self.tees.get_mut(&id)
-    }
+    flights: Arc<Mutex<Flights>>,
 }
 
 /// Spawns `command` (program, then arguments) with piped stdin and stdout;
@@ -94,7 +54,7 @@ impl InFlight {
 /// # Errors
 ///
 /// The program cannot be started.
-pub fn spawn(command: &[String], recorder: Recorder, output: Output) -> std::io::Result<(Child, Link)> {
+pub fn spawn(command: &[String], output: Output) -> std::io::Result<(Child, Link)> {
     let Some((program, arguments)) = command.split_first() else {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command to run"));
     };
@@ -113,10 +73,10 @@ pub fn spawn(command: &[String], recorder: Recorder, output: Output) -> std::io:
     };
     let (input, queued) = mpsc::channel(INPUT_QUEUE);
     tokio::spawn(write_input(stdin, queued));
-    let flight = Arc::new(Mutex::new(InFlight::default()));
+    let flights = Arc::new(Mutex::new(Flights::default()));
     let (closed, gone) = oneshot::channel();
-    let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flight), output, closed));
-    Ok((Child { process, gone: Some(gone), relay }, Link { input, flight, recorder }))
+    let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flights), output, closed));
+    Ok((Child { process, gone: Some(gone), relay }, Link { input, flights }))
 }
 
 /// The child gets SIGKILL when the thread that spawned it ends (the
@@ -166,21 +126,10 @@ async fn write_input(mut stdin: ChildStdin, mut queued: mpsc::Receiver<Piece>) {
 }
 
 impl Link {
-    /// Registers `capture`, whose request is about to be sent: the answer
-    /// it gets from the child is recorded.
-    pub fn expect(&self, capture: Capture) {
-        let id = canonical_json(capture.request_id().as_value());
-        let token = capture.progress_token().map(canonical_json);
-        let tee = self.recorder.tee(capture);
-        let mut flight = lock(&self.flight);
-        if let Some(token) = token {
-            flight.tokens.insert(token, id.clone());
-        }
-        if let Some(earlier) = flight.tees.insert(id.clone(), tee) {
-            earlier.abandon("a new request reused its id before the answer");
-        }
-        flight.order.retain(|open| *open != id);
-        flight.order.push(id);
+    /// Registers `flight`, whose request is about to be sent: the answer
+    /// it gets from the child is shown to it.
+    pub fn expect(&self, flight: Flight) {
+        lock(&self.flights).expect(flight);
     }
 
     /// Where lines for the child's stdin are queued.
@@ -189,11 +138,11 @@ impl Link {
     }
 }
 
-/// Relays the child's output to the client, showing each message to its
-/// capture; signals `closed` when the output ends.
+/// Relays the child's output to the client, showing each message to the
+/// flights; signals `closed` when the output ends.
 async fn relay_output(
     stdout: ChildStdout,
-    flight: Arc<Mutex<InFlight>>,
+    flights: Arc<Mutex<Flights>>,
     output: Output,
     closed: oneshot::Sender<()>,
 ) {
@@ -201,7 +150,7 @@ async fn relay_output(
     let mut overlong = false;
     loop {
         match lines.next().await {
-            Ok(Some(Piece::Line(line))) => relay_line(line, &flight, &output).await,
+            Ok(Some(Piece::Line(line))) => relay_line(line, &flights, &output).await,
             Ok(Some(Piece::Overlong { mut bytes, end })) => {
                 if !overlong {
                     tracing::warn!(
@@ -221,15 +170,12 @@ async fn relay_output(
             }
         }
     }
-    let open: Vec<Tee> = lock(&flight).tees.drain().map(|(_, tee)| tee).collect();
-    for tee in open {
-        tee.abandon("the stdio server closed its output before the answer");
-    }
+    lock(&flights).close("the stdio server closed its output before the answer");
     let _ = closed.send(()); // nobody waits once the client has gone
 }
 
-/// One line from the child, to the client, shown to its capture first.
-async fn relay_line(line: Vec<u8>, flight: &Mutex<InFlight>, output: &Output) {
+/// One line from the child, to the client, shown to the flights first.
+async fn relay_line(line: Vec<u8>, flights: &Mutex<Flights>, output: &Output) {
     let message = std::str::from_utf8(&line)
         .ok()
         .and_then(|text| Some((text, serde_json::from_str::<Value>(text).ok()?)))
@@ -243,33 +189,14 @@ async fn relay_line(line: Vec<u8>, flight: &Mutex<InFlight>, output: &Output) {
         output.line(line).await;
         return;
     };
-    let bytes = text.len();
-    let is_answer = value.get("method").is_none();
-    let Some(id) = value.get("id").filter(|_| is_answer).map(canonical_json) else {
-        // Not an answer: a notification or a server request, shown to its owner.
-        if let Some(tee) = lock(flight).owner(&value) {
-            tee.observe_message(value, bytes);
-        }
-        output.line(line).await;
-        return;
+    let heard = lock(flights).heard(value, text.len());
+    match heard {
+        Heard::Final(commit) => match commit.await {
+            Ok(()) => output.line(line).await,
+            Err(instead) => output.line(instead.body()).await,
+        },
+        Heard::Message | Heard::Dropped => output.line(line).await,
     };
-    let Some(mut tee) = lock(flight).remove(&id) else {
-        output.line(line).await;
-        return;
-    };
-    match tee.observe_message(value, bytes) {
-        Seen::Final { committed, id } => {
-            // The answer waits for its commit; the client learns if it fails.
-            if committed.await.unwrap_or(false) {
-                output.line(line).await;
-            } else {
-                output.line(jsonrpc::error(Some(&id), &Fault::NotStored.error())).await;
-            }
-        }
-        Seen::Message | Seen::Dropped => {
-            output.line(line).await;
-        }
-    }
 }
 
 impl Child {

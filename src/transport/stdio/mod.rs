@@ -21,7 +21,6 @@ mod pipe;
 pub use pipe::{stdin, stdout};
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -30,9 +29,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::cassette::model::Era;
-use crate::engine::record::Capture;
-use crate::engine::reenact::{self, Emit, Live};
-use crate::engine::{Answer, Call, Engine, Facts, Outcome, Step};
+use crate::engine::reenact::{self, Emit};
+use crate::engine::{Answer, Call, Engine, Facts, Flight, Outcome, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
 use crate::limits::{MAX_SHOWN_BYTES, MAX_STDIO_LINE_BYTES};
@@ -159,15 +157,14 @@ impl Writer {
     }
 }
 
-/// The stdio front door of one engine.
+/// The stdio front door of one engine, whose link to the upstream (when
+/// recording) is the child process.
 pub struct Door {
-    pub engine: Engine,
+    pub engine: Engine<Link>,
     /// The server identity every message is addressed to.
     pub server: String,
     /// Constant for the stream: no routing headers; record's credentials.
     pub facts: Facts,
-    /// The child process, when recording.
-    pub link: Option<Link>,
 }
 
 /// Why [`serve`] returned.
@@ -221,7 +218,7 @@ pub async fn serve(
 ) -> std::io::Result<Ended> {
     let mut lines = Lines::new(input, MAX_STDIO_LINE_BYTES);
     let mut stream = Stream {
-        session: door.link.as_ref().map(|_| RECORDING_SESSION.to_owned()),
+        session: door.engine.upstream().map(|_| RECORDING_SESSION.to_owned()),
         reenacting: JoinSet::new(),
         refusing: false,
         batch: Vec::new(),
@@ -258,13 +255,13 @@ impl Door {
     /// One line from the client.
     async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut Writer, output: &Output) {
         let started = Instant::now();
-        let message = match super::parse_message(&line) {
-            Ok(message) => message,
-            Err(_) if self.link.is_some() => {
+        let message = match (super::parse_message(&line), self.engine.upstream()) {
+            (Ok(message), _) => message,
+            (Err(_), Some(link)) => {
                 self.log("-", Outcome::Forwarded, started);
-                return self.forward(Piece::Line(line), None, writer).await;
+                return forward(link, Piece::Line(line), None, writer).await;
             }
-            Err(error) => {
+            (Err(error), None) => {
                 self.log("-", Outcome::of(&error.fault), started);
                 stream.reply(error.body().as_bytes());
                 return;
@@ -303,9 +300,9 @@ impl Door {
                 self.answer(answer, stream, output).await;
             }
             Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
-            Ok(Step::Forward(capture)) => {
+            Ok(Step::Forward { link, flight }) => {
                 self.log(&method, Outcome::Forwarded, started);
-                self.forward(Piece::Line(line), capture, writer).await;
+                forward(link, Piece::Line(line), flight, writer).await;
             }
             Err(error) => {
                 self.log(&method, Outcome::of(&error.fault), started);
@@ -330,8 +327,8 @@ impl Door {
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
     async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut Writer) {
-        if self.link.is_some() {
-            return self.forward(Piece::Overlong { bytes, end }, None, writer).await;
+        if let Some(link) = self.engine.upstream() {
+            return forward(link, Piece::Overlong { bytes, end }, None, writer).await;
         }
         if !stream.refusing {
             tracing::warn!("a line longer than {MAX_STDIO_LINE_BYTES} bytes from the client was refused");
@@ -349,21 +346,15 @@ impl Door {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
         }
-        let replay = self
+        let live = self
             .engine
-            .replay()
-            .filter(|replay| answer.messages.len() > 1 || answer.needs_time(replay.pace()));
-        let Some(replay) = replay else {
+            .live(stream.session.clone(), STDIO_MESSAGE_GAP)
+            .filter(|live| answer.messages.len() > 1 || answer.needs_time(live.pace));
+        let Some(live) = live else {
             for message in answer.messages {
                 stream.reply(message.json.as_bytes());
             }
             return;
-        };
-        let live = Live {
-            replies: Arc::clone(replay.replies()),
-            session: stream.session.clone(),
-            pace: replay.pace(),
-            gap: STDIO_MESSAGE_GAP,
         };
         // A stream held open over HTTP has nothing more to say on stdio.
         let mut emitted = reenact::reenact(answer.messages, live, false);
@@ -378,32 +369,28 @@ impl Door {
             }
         });
     }
+}
 
-    /// Passes a line (or a piece of one) to the child, with the capture of
-    /// its answer. While the child's input is full, what the child writes
-    /// is still written to the client: the child may be waiting for exactly
-    /// that before it reads again.
-    async fn forward(&self, piece: Piece, capture: Option<Capture>, writer: &mut Writer) {
-        let Some(link) = &self.link else {
-            tracing::error!("a message to forward, but no child process to forward it to");
-            return;
-        };
-        if let Some(capture) = capture {
-            link.expect(capture);
-        }
-        let room = loop {
-            tokio::select! {
-                biased;
-                room = link.input().reserve() => break room,
-                Some(chunk) = writer.queued.recv() => {
-                    writer.write(chunk).await;
-                }
+/// Passes a line (or a piece of one) to the child, with the flight of its
+/// answer. While the child's input is full, what the child writes is still
+/// written to the client: the child may be waiting for exactly that before
+/// it reads again.
+async fn forward(link: &Link, piece: Piece, flight: Option<Flight>, writer: &mut Writer) {
+    if let Some(flight) = flight {
+        link.expect(flight);
+    }
+    let room = loop {
+        tokio::select! {
+            biased;
+            room = link.input().reserve() => break room,
+            Some(chunk) = writer.queued.recv() => {
+                writer.write(chunk).await;
             }
-        };
-        match room {
-            Ok(room) => room.send(piece),
-            Err(_) => tracing::warn!("a line for the stdio server was dropped: its stdin is closed"),
         }
+    };
+    match room {
+        Ok(room) => room.send(piece),
+        Err(_) => tracing::warn!("a line for the stdio server was dropped: its stdin is closed"),
     }
 }
 

@@ -1,0 +1,129 @@
+//! Every HTTP status mcp-tape answers with is decided here, from what the
+//! engine said: an answer's [`Standing`] (the recording's own status, or
+//! what the request's era makes of a final error) and a refusal's
+//! [`Fault`] (by the side at fault and what went wrong). Neither the engine
+//! nor the cassette names an HTTP status.
+
+use hyper::StatusCode;
+
+use crate::cassette::model::{Era, Status};
+use crate::engine::Standing;
+use crate::error::Fault;
+use crate::jsonrpc::ErrorCode;
+use crate::mcp::{HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION};
+
+/// The status an answer to a request of `era` goes with.
+pub(super) fn of_answer(era: Era, standing: Standing) -> StatusCode {
+    match standing {
+        Standing::Recorded(status) => recorded(status),
+        Standing::Final(None) => StatusCode::OK,
+        Standing::Final(Some(code)) => of_error(era, code),
+    }
+}
+
+/// A status as the cassette recorded it.
+pub(super) fn recorded(status: Status) -> StatusCode {
+    StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::OK)
+}
+
+/// A status to record.
+pub(super) fn to_record(status: StatusCode) -> Status {
+    Status::new(status.as_u16()).unwrap_or(Status::OK)
+}
+
+/// The status that carries a JSON-RPC error with `code` in `era`.
+fn of_error(era: Era, code: ErrorCode) -> StatusCode {
+    const BAD_REQUEST_CODES: [ErrorCode; 2] = [ErrorCode::PARSE_ERROR, ErrorCode::INVALID_REQUEST];
+    const STATELESS_BAD_REQUEST_CODES: [ErrorCode; 4] =
+        [ErrorCode::INVALID_PARAMS, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION];
+    match era {
+        _ if BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
+        Era::Stateless if STATELESS_BAD_REQUEST_CODES.contains(&code) => StatusCode::BAD_REQUEST,
+        Era::Stateless if code == ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// The status a request that failed with `fault` gets.
+pub(super) fn of_fault(fault: &Fault) -> StatusCode {
+    match fault {
+        Fault::Forbidden { .. } => StatusCode::FORBIDDEN,
+        Fault::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        Fault::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+        Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Fault::BodyStalled { .. } => StatusCode::REQUEST_TIMEOUT,
+        Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+        Fault::UnknownSession => StatusCode::NOT_FOUND,
+        Fault::MissingSessionHeader
+        | Fault::MissingHost
+        | Fault::NotAPath
+        | Fault::BodyUnreadable(_)
+        | Fault::HeaderNotAscii(_)
+        | Fault::NotJson(_)
+        | Fault::NotJsonRpc(_)
+        | Fault::Stateless(_) => StatusCode::BAD_REQUEST,
+        Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
+        Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
+        Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
+        Fault::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::{Side, UpstreamFailure};
+    use crate::jsonrpc::ErrorObject;
+
+    #[test]
+    fn error_statuses_per_era() {
+        let status = |era, code| of_answer(era, Standing::Final(Some(ErrorCode(code)))).as_u16();
+        assert_eq!(status(Era::Stateless, -32601), 404);
+        assert_eq!(status(Era::Stateless, -32602), 400);
+        assert_eq!(status(Era::Stateless, -32021), 400);
+        assert_eq!(status(Era::Stateless, -32603), 200);
+        assert_eq!(status(Era::Handshake, -32602), 200);
+        assert_eq!(status(Era::Handshake, -32700), 400);
+        assert_eq!(of_answer(Era::Stateless, Standing::Final(None)), StatusCode::OK);
+        let recorded = Standing::Recorded(Status::new(404).unwrap());
+        assert_eq!(of_answer(Era::Handshake, recorded), StatusCode::NOT_FOUND);
+    }
+
+    /// Every fault maps to a status of its side's class.
+    #[test]
+    fn each_side_maps_to_its_status_class() {
+        let faults = [
+            Fault::Forbidden { header: "Host", value: "evil".into() },
+            Fault::MethodNotAllowed { allow: "POST", why: "no" },
+            Fault::MissingSessionHeader,
+            Fault::UnsupportedMediaType,
+            Fault::NotAcceptable,
+            Fault::BodyTooLarge { limit: 1 },
+            Fault::BodyStalled { idle: Duration::from_secs(1) },
+            Fault::BodyUnreadable("reset".into()),
+            Fault::HeaderNotAscii("mcp-session-id"),
+            Fault::NotJson("eof".into()),
+            Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
+            Fault::UnknownSession,
+            Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
+            Fault::LineTooLong { limit: 1 },
+            Fault::Upstream(UpstreamFailure::Address("x".into())),
+            Fault::NotStored,
+            Fault::NoFinalAnswer,
+            Fault::Busy { limit: 1 },
+        ];
+        for fault in faults {
+            let status = of_fault(&fault).as_u16();
+            let class = match fault.side() {
+                Side::Client => 400..500,
+                Side::Upstream => 502..503,
+                Side::Store => 507..508,
+                Side::Internal => 500..504,
+            };
+            assert!(class.contains(&status), "{fault:?} → {status}");
+        }
+    }
+}
