@@ -3,17 +3,19 @@
 //!
 //! ```text
 //! client ──HTTP───▶ transport::http ──┐
-//! client ──stdio──▶ transport::stdio ─┴─▶ engine ──┬─▶ record ──▶ normalize ─▶ redact ─▶ store (SQLite writer)
-//!                     │                            └─▶ replay ──▶ tape (in-memory index of cassettes)
+//! client ──stdio──▶ transport::stdio ─┴─▶ engine ──┬─▶ record ──▶ normalize ─▶ redact ─▶ cassette::store (SQLite writer)
+//!                     │                            └─▶ replay ──▶ cassette::tape (in-memory index of cassettes)
 //!                     │                                   └──▶ mcp fallback (mock answers)
-//!                     └─ record: proxy ──HTTPS──▶ MCP server, or child ──stdin/stdout──▶ stdio server;
-//!                        each answer shown to the engine's capture, released once committed
+//!                     └─ recording: the engine's link (proxy ──HTTPS──▶ MCP server, or child
+//!                        ──stdin/stdout──▶ stdio server); each answer shown to the engine's
+//!                        Flight, a final one sent once its Held commit resolves
 //! ```
 //!
 //! One direction: a front door (`transport`) turns bytes into one parsed
 //! JSON-RPC message and the facts around it (a [`engine::Call`]); the
 //! [`engine::Engine`] answers or says what to forward; the front door
-//! frames the answer. The engine has no HTTP in it, and its two modes,
+//! frames the answer (the HTTP door decides every status, in
+//! `transport/http/status.rs`). The engine has no HTTP in it, and its two modes,
 //! `engine::replay` and `engine::record`, never import each other (record's
 //! `--mode missing` composes both in [`engine::Engine::Missing`]). A
 //! transport is a module under `transport` that builds `Call`s and frames
@@ -53,7 +55,8 @@
 //!   loader), answer templates, Agent 365 mock files, JSON Lines, and the
 //!   replay index with its per-session cursors ([`cassette::tape`]).
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
-//!   ([`engine::replay`]), record ([`engine::record`]), re-enacting a
+//!   ([`engine::replay`]), record ([`engine::record`]: flights, held
+//!   commits, which exchange a server message belongs to), re-enacting a
 //!   recorded stream ([`engine::reenact`]), which recording a match rule
 //!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
 //!   for params read before ([`engine::memory`]), and the ledger of what a run exercised
@@ -64,7 +67,8 @@
 //! - [`suggest`]: `rules suggest`: match rules from a report's misses,
 //!   checked against the cassette.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
-//!   framing, the record proxy, the accept loop, the upstream client) and
+//!   framing, statuses, the record proxy, the accept loop, the upstream
+//!   client) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`drift`]: answers and tool catalogues compared (same, changed, gone;

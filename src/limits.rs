@@ -1,7 +1,7 @@
 //! Every bound mcp-tape puts on what it is sent or reads, in one place: what
 //! a client, an upstream, a stdio server or a file can make it hold, and
 //! how long it waits. What happens at each is said where it is enforced
-//! and in the README ("Limits and guarantees").
+//! and in `docs/limits.md`.
 
 use std::time::Duration;
 
