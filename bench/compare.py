@@ -45,6 +45,8 @@ def main():
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
     parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--only", default="replay,record,stdio",
+                        help="which of replay, record (throughput and latency), stdio to measure")
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     emit = lambda line="": print(line, flush=True)  # noqa: E731
@@ -63,35 +65,45 @@ def main():
         emit("| measure | median ratio | range | new is (higher is better) |")
         emit("|---|---:|---:|---:|")
 
-        replays = {key: Server([binary, "replay", cassettes, "--port", "0"], log(f"replay-{key}"))
-                   for key, binary in builds.items()}
-        for server in replays.values():
-            post(server.base + BENCH_PATH, LOOKUP(500))
-        load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(500), 32, SECONDS, scratch)["rps"])
-                for key, server in replays.items()}
-        compare(emit, "replay, recorded JSON answer, 32 conns, requests/s", args.rounds, load["old"], load["new"])
-        for server in replays.values():
-            server.stop()
+        only = set(args.only.split(","))
+        if "replay" in only:
+            replay_rounds(emit, args, builds, cassettes, scratch, log)
+        if "record" in only:
+            record_rounds(emit, args, builds, scratch, log, tool)
+        if "stdio" in only:
+            stdio = {key: (lambda b=binary: stdio_load(tool("stdio-load"),
+                                                        [b, "replay", "--stdio", cassette], SECONDS))
+                     for key, binary in builds.items()}
+            compare(emit, "stdio replay, 32 in flight, messages/s", args.rounds, stdio["old"], stdio["new"])
 
-        upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
-        records = {key: Server([binary, "record", "--upstream", upstream.base, "--cassettes", scratch,
-                                "--name", f"record-{key}", "--port", "0"], log(f"record-{key}"))
-                   for key, binary in builds.items()}
-        load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 32, SECONDS, scratch)["rps"])
-                for key, server in records.items()}
-        compare(emit, "record, 32 conns, requests/s", args.rounds, load["old"], load["new"])
-        latency = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 1, SECONDS, scratch)["p50"])
-                   for key, server in records.items()}
-        compare(emit, "record, 1 conn, p50 latency", args.rounds, latency["old"], latency["new"],
-                higher_is_better=False)
-        for server in records.values():
-            server.stop()
-        upstream.stop()
 
-        stdio = {key: (lambda b=binary: stdio_load(tool("stdio-load"),
-                                                    [b, "replay", "--stdio", cassette], SECONDS))
-                 for key, binary in builds.items()}
-        compare(emit, "stdio replay, 32 in flight, messages/s", args.rounds, stdio["old"], stdio["new"])
+def replay_rounds(emit, args, builds, cassettes, scratch, log):
+    replays = {key: Server([binary, "replay", cassettes, "--port", "0"], log(f"replay-{key}"))
+               for key, binary in builds.items()}
+    for server in replays.values():
+        post(server.base + BENCH_PATH, LOOKUP(500))
+    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(500), 32, SECONDS, scratch)["rps"])
+            for key, server in replays.items()}
+    compare(emit, "replay, recorded JSON answer, 32 conns, requests/s", args.rounds, load["old"], load["new"])
+    for server in replays.values():
+        server.stop()
+
+
+def record_rounds(emit, args, builds, scratch, log, tool):
+    upstream = Server([tool("floor")], log("upstream"), core=LOAD_CORE)
+    records = {key: Server([binary, "record", "--upstream", upstream.base, "--cassettes", scratch,
+                            "--name", f"record-{key}", "--port", "0"], log(f"record-{key}"))
+               for key, binary in builds.items()}
+    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 32, SECONDS, scratch)["rps"])
+            for key, server in records.items()}
+    compare(emit, "record, 32 conns, requests/s", args.rounds, load["old"], load["new"])
+    latency = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 1, SECONDS, scratch)["p50"])
+               for key, server in records.items()}
+    compare(emit, "record, 1 conn, p50 latency", args.rounds, latency["old"], latency["new"],
+            higher_is_better=False)
+    for server in records.values():
+        server.stop()
+    upstream.stop()
 
 
 if __name__ == "__main__":

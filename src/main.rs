@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     // Log lines gather in one buffer that a writer thread empties in large
     // writes: a busy daemon pays for a copy per request, not a write to stderr.
     let ansi = std::io::stderr().is_terminal();
-    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr(), ansi) {
+    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr()) {
         Ok(started) => started,
         Err(e) => {
             eprintln!("mcp-tape: cannot start the log writer: {e}");

@@ -16,10 +16,15 @@
 pub mod http;
 pub mod stdio;
 
-use crate::error::{Fault, RequestError};
+use std::fmt;
 use std::sync::LazyLock;
+use std::time::Instant;
 
+use crate::engine::Outcome;
+use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache, Unreadable};
+use crate::limits::MAX_SHOWN_BYTES;
+use crate::util::clip;
 
 /// The params both front doors have read lately (see [`ParamsCache`]).
 static PARAMS: LazyLock<ParamsCache> = LazyLock::new(ParamsCache::default);
@@ -35,4 +40,40 @@ fn parse_message(bytes: &[u8]) -> Result<Message, RequestError> {
         Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
         Unreadable::NotJsonRpc(id, error) => RequestError { fault: Fault::NotJsonRpc(error), id },
     })
+}
+
+/// One request's log line, the same for both front doors:
+/// `DOOR server=NAME method=METHOD OUTCOME[ status=N] T.Tms[NOTE]`, where
+/// DOOR is the HTTP method or `stdio`; names are cut to [`MAX_SHOWN_BYTES`]
+/// (the log format escapes control characters).
+struct RequestLine<'a> {
+    door: &'a str,
+    server: &'a str,
+    /// The JSON-RPC method; empty when none was read.
+    method: &'a str,
+    outcome: Outcome,
+    /// The HTTP status, on a front door that has one.
+    status: Option<&'a str>,
+    /// When the request arrived (the time taken is read only when the
+    /// line is written: a line below the log level costs no clock read).
+    started: Instant,
+    note: &'a str,
+}
+
+impl fmt::Display for RequestLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let method = if self.method.is_empty() { "-" } else { self.method };
+        write!(
+            f,
+            "{} server={} method={} {}",
+            self.door,
+            clip(self.server, MAX_SHOWN_BYTES),
+            clip(method, MAX_SHOWN_BYTES),
+            self.outcome.as_str()
+        )?;
+        if let Some(status) = self.status {
+            write!(f, " status={status}")?;
+        }
+        write!(f, " {:.1}ms{}", self.started.elapsed().as_secs_f64() * 1e3, self.note)
+    }
 }

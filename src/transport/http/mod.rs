@@ -26,6 +26,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 pub use proxy::Proxy;
 
+use super::RequestLine;
 use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
@@ -107,26 +108,17 @@ struct Line {
 impl Line {
     fn write(&mut self, status: &str, note: &str) {
         self.written = true;
-        let tenths_of_ms = (self.started.elapsed().as_micros() as u64 + 50) / 100;
-        let (mut whole, mut tenths) = (itoa::Buffer::new(), itoa::Buffer::new());
         let logged = &self.logged;
-        crate::logging::info(&[
-            self.http_method.as_str(),
-            " server=",
-            &logged.server,
-            " method=",
-            if logged.mcp_method.is_empty() { "-" } else { &logged.mcp_method },
-            " ",
-            logged.outcome.as_str(),
-            " status=",
-            status,
-            " ",
-            whole.format(tenths_of_ms / 10),
-            ".",
-            tenths.format(tenths_of_ms % 10),
-            "ms",
+        let line = RequestLine {
+            door: self.http_method.as_str(),
+            server: &logged.server,
+            method: &logged.mcp_method,
+            outcome: logged.outcome,
+            status: Some(status),
+            started: self.started,
             note,
-        ]);
+        };
+        tracing::info!("{line}");
     }
 }
 

@@ -28,14 +28,14 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::RequestLine;
 use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit};
 use crate::engine::{Answer, Call, Engine, Facts, Flight, Outcome, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::Message;
-use crate::limits::{MAX_SHOWN_BYTES, MAX_STDIO_LINE_BYTES};
+use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
-use crate::util::{clip, printable};
 use child::Link;
 use lines::{Lines, Piece};
 
@@ -314,13 +314,16 @@ impl Door {
     /// One log line per client message, at debug level: a stdio server's
     /// stderr usually lands in its client's log (misses still warn).
     fn log(&self, method: &str, outcome: Outcome, started: Instant) {
-        tracing::debug!(
-            "stdio server={} method={} {} {:.1}ms",
-            printable(&clip(&self.server, MAX_SHOWN_BYTES)),
-            printable(&clip(method, MAX_SHOWN_BYTES)),
-            outcome.as_str(),
-            started.elapsed().as_secs_f64() * 1e3,
-        );
+        let line = RequestLine {
+            door: "stdio",
+            server: &self.server,
+            method,
+            outcome,
+            status: None,
+            started,
+            note: "",
+        };
+        tracing::debug!("{line}");
     }
 
     /// A piece of a line past [`MAX_STDIO_LINE_BYTES`]: refused once, at its
