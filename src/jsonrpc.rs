@@ -5,13 +5,13 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::util::{FastMap, lock};
+use crate::util::Memo;
 
 /// A JSON-RPC error code. The protocol's own are associated constants;
 /// MCP's live in `mcp`.
@@ -82,10 +82,8 @@ impl RequestId {
     }
 }
 
-/// A message's `params`: the value, and the JSON text it was read from.
-/// Cloning shares it; params read through a [`ParamsCache`] that holds the
-/// same text are the very same `Params`, which lets the engine remember what
-/// it worked out from them ([`Params::same`]).
+/// A message's `params`: the value, and the JSON text it was read from
+/// (which the engine's memo keys what it worked out by). Cloning shares it.
 #[derive(Clone, Debug)]
 pub struct Params(Arc<Read>);
 
@@ -115,17 +113,6 @@ impl Params {
     pub fn text(&self) -> &str {
         &self.0.text
     }
-
-    /// Whether both are one read of the params (not merely equal values).
-    pub fn same(&self, other: &Params) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// Where this read lives: the same for every clone, never another
-    /// read's while this one exists.
-    pub fn address(&self) -> usize {
-        Arc::as_ptr(&self.0) as usize
-    }
 }
 
 impl Deref for Params {
@@ -144,42 +131,18 @@ impl PartialEq for Params {
 
 /// Params read before, by their text: a client that sends the same params
 /// again (a test suite run against replay does little else) gets the value
-/// read the first time instead of a new tree. Bounded: texts over
-/// [`ParamsCache::MAX_TEXT`] bytes are not kept, and the cache starts over
-/// when it holds [`ParamsCache::MAX_ENTRIES`].
-#[derive(Default)]
-pub struct ParamsCache(Mutex<FastMap<Box<str>, Params>>);
+/// read the first time instead of a new tree.
+pub type ParamsCache = Memo<Option<Params>>;
 
-impl ParamsCache {
-    pub const MAX_ENTRIES: usize = 1024;
-    pub const MAX_TEXT: usize = 4096;
-
-    /// The params written as `text`: the ones read before from the very
-    /// same text, else read now (which checks that it is JSON).
-    fn read(&self, text: &str) -> serde_json::Result<Params> {
-        if text.len() > ParamsCache::MAX_TEXT {
-            return Params::from_text(text);
-        }
-        if let Some(known) = lock(&self.0).get(text) {
-            return Ok(known.clone());
-        }
-        let params = Params::from_text(text)?;
-        let mut known = lock(&self.0);
-        if known.len() >= ParamsCache::MAX_ENTRIES {
-            known.clear();
-        }
-        known.insert(text.into(), params.clone());
-        Ok(params)
+/// The params written as `text`: the ones read before from the very same
+/// text, else read now (which checks that it is JSON) and kept.
+fn read_cached(text: &str, cache: &ParamsCache) -> serde_json::Result<Params> {
+    if let Some(known) = cache.find(text, Option::clone) {
+        return Ok(known);
     }
-
-    /// How many texts it holds.
-    pub fn len(&self) -> usize {
-        lock(&self.0).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
+    let params = Params::from_text(text)?;
+    cache.keep(text, |kept| *kept = Some(params.clone()));
+    Ok(params)
 }
 
 /// A JSON-RPC error object. Protocol errors are data, not Rust errors.
@@ -346,7 +309,7 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
 
 /// Params from their text, through `cache` when there is one.
 fn read_params(text: &str, cache: Option<&ParamsCache>) -> serde_json::Result<Params> {
-    cache.map_or_else(|| Params::from_text(text), |cache| cache.read(text))
+    cache.map_or_else(|| Params::from_text(text), |cache| read_cached(text, cache))
 }
 
 /// Where the JSON whitespace from `at` ends.
@@ -671,7 +634,7 @@ mod tests {
     }
 
     #[test]
-    fn the_params_cache_shares_one_read_of_a_text_and_stays_bounded() {
+    fn the_params_cache_keeps_one_read_per_text_and_stays_bounded() {
         let cache = ParamsCache::default();
         let read = |params: &str| {
             let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#);
@@ -681,16 +644,18 @@ mod tests {
             }
         };
         let first = read(r#"{"a":1}"#);
-        assert!(first.same(&read(r#"{"a":1}"#)));
+        assert_eq!(cache.len(), 1);
+        assert_eq!((first.text(), read(r#"{"a":1}"#).text(), cache.len()), (r#"{"a":1}"#, r#"{"a":1}"#, 1));
         let spaced = read(r#"{"a": 1}"#);
-        assert!(!first.same(&spaced) && first == spaced && spaced.text() == r#"{"a": 1}"#);
+        assert!(first == spaced && spaced.text() == r#"{"a": 1}"# && cache.len() == 2);
         for n in 0..ParamsCache::MAX_ENTRIES + 10 {
             read(&format!(r#"{{"n":{n}}}"#));
             assert!(cache.len() <= ParamsCache::MAX_ENTRIES);
         }
+        let held = cache.len();
         let long = format!(r#"{{"s":"{}"}}"#, "x".repeat(ParamsCache::MAX_TEXT));
-        assert!(!read(&long).same(&read(&long)), "a text over the limit is not kept");
-        assert!(cache.len() <= ParamsCache::MAX_ENTRIES);
+        assert_eq!(read(&long).text(), long);
+        assert_eq!(cache.len(), held, "a text over the limit is not kept");
     }
 
     /// The byte scan reads a message exactly as serde does, or leaves it

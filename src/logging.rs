@@ -1,5 +1,5 @@
 //! Log lines: one format for every line, both front doors' request lines
-//! included ([`Lines`]: UTC time, level, message, control characters
+//! included ([`LineFormat`]: UTC time, level, message, control characters
 //! escaped), and where they go: each is appended to one shared buffer, and
 //! one thread writes what gathered in large writes. A busy daemon (a line
 //! per request) pays for a short lock and a copy per line, not a write to
@@ -158,9 +158,9 @@ impl Write for Line<'_> {
 /// after the message as ` name=value`. Every control character a message
 /// or value holds is escaped (`\n`, `\u{1b}`), so no logged text can forge a
 /// line or reach a terminal as an escape sequence.
-pub struct Lines;
+pub struct LineFormat;
 
-impl<S, N> FormatEvent<S, N> for Lines
+impl<S, N> FormatEvent<S, N> for LineFormat
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
@@ -254,7 +254,7 @@ mod tests {
     use super::*;
     use std::sync::mpsc;
 
-    /// Lines start with the UTC time to the microsecond, then the level.
+    /// LineFormat start with the UTC time to the microsecond, then the level.
     #[test]
     fn lines_start_with_the_utc_time_and_the_level() {
         let text = formatted(false, || tracing::info!("hello"));
@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(rest, " INFO hello\n");
     }
 
-    /// What a subscriber with [`Lines`] writes while `log` runs.
+    /// What a subscriber with [`LineFormat`] writes while `log` runs.
     fn formatted(ansi: bool, log: impl FnOnce()) -> String {
         let out = Arc::new(Mutex::new(Vec::new()));
         let writer = {
@@ -272,12 +272,12 @@ mod tests {
             move || Capture(Arc::clone(&out))
         };
         let subscriber =
-            tracing_subscriber::fmt().with_ansi(ansi).event_format(Lines).with_writer(writer).finish();
+            tracing_subscriber::fmt().with_ansi(ansi).event_format(LineFormat).with_writer(writer).finish();
         tracing::subscriber::with_default(subscriber, log);
         String::from_utf8(lock(&out).clone()).unwrap()
     }
 
-    /// A line as a subscriber with [`Lines`] writes it: control characters
+    /// A line as a subscriber with [`LineFormat`] writes it: control characters
     /// in the message and in fields come out escaped, one line per event.
     #[test]
     fn lines_escape_control_characters() {
@@ -328,7 +328,7 @@ mod tests {
         }
     }
 
-    /// Lines from four threads, three times what the buffer may hold, while
+    /// LineFormat from four threads, three times what the buffer may hold, while
     /// the writer is stuck: no batch outgrows the bound (logging threads
     /// waited), and every line is written whole, each thread's in order.
     #[test]

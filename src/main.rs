@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_ansi(ansi)
-        .event_format(mcp_tape::logging::Lines)
+        .event_format(mcp_tape::logging::LineFormat)
         .with_writer(writer)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MCP_TAPE_LOG").unwrap_or_else(|_| "info".into()),

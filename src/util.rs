@@ -1,6 +1,7 @@
 //! Small helpers every layer may use: values made safe for a log line (and
 //! cut to a bound), a lock that survives a panicked holder, text split at
-//! a byte, a fast map, a file written whole or not at all.
+//! a byte, a fast map, the one bounded memo, a file written whole or not
+//! at all.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -12,6 +13,62 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 /// ledger, the params cache): foldhash, several times cheaper than the
 /// standard SipHash on short keys, still seeded at random per process.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// What was worked out before from a text (params as a client wrote them),
+/// kept for the next time the very same text comes: the crate's one memo,
+/// shared by every connection. Bounded: texts over [`Memo::MAX_TEXT`]
+/// bytes are never kept, and it starts over when it holds
+/// [`Memo::MAX_ENTRIES`] texts. A fast path's only store: what it keeps
+/// must be what the plain path would work out again from the same text.
+#[derive(Debug)]
+pub struct Memo<V>(Mutex<FastMap<Box<str>, V>>);
+
+impl<V> Default for Memo<V> {
+    fn default() -> Memo<V> {
+        Memo(Mutex::default())
+    }
+}
+
+impl<V> Memo<V> {
+    pub const MAX_ENTRIES: usize = 1024;
+    pub const MAX_TEXT: usize = 4096;
+
+    /// What `look` finds in the value kept for `text`, if any.
+    pub fn find<R>(&self, text: &str, look: impl FnOnce(&V) -> Option<R>) -> Option<R> {
+        if text.len() > Memo::<V>::MAX_TEXT {
+            return None; // never kept: not worth hashing
+        }
+        lock(&self.0).get(text).and_then(look)
+    }
+
+    /// Keeps what `change` makes of the value kept for `text` (a new one
+    /// from `V::default()`), unless the text is too long to keep.
+    pub fn keep(&self, text: &str, change: impl FnOnce(&mut V))
+    where
+        V: Default,
+    {
+        if text.len() > Memo::<V>::MAX_TEXT {
+            return;
+        }
+        let mut entries = lock(&self.0);
+        if let Some(value) = entries.get_mut(text) {
+            return change(value);
+        }
+        if entries.len() >= Memo::<V>::MAX_ENTRIES {
+            entries.clear();
+        }
+        change(entries.entry(text.into()).or_default());
+    }
+
+    /// How many texts it holds.
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// `text` cut to at most `max` bytes (at a character boundary) with
 /// `… (N bytes)` after it, when it is longer.

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::mcp;
 use crate::normalize::{ID_PLACEHOLDER, Rules};
 use crate::redact;
-use crate::transport::http::upstream::Upstream;
+use crate::transport::http::upstream::UpstreamClient;
 use crate::util::printable;
 
 /// The methods verified without `--include-calls`: they only read.
@@ -54,7 +54,7 @@ pub async fn verify(config: &VerifyConfig) -> Result<Verified, Error> {
     let files = store::cassette_files(&config.cassettes)?;
     let exchanges = store::load(&files)?.exchanges;
     let upstream =
-        Upstream::new(&config.upstream.url, config.upstream.ca.as_deref(), config.upstream.timeouts)?;
+        UpstreamClient::new(&config.upstream.url, config.upstream.ca.as_deref(), config.upstream.timeouts)?;
     let chosen = |e: &&Exchange| {
         config.server.as_ref().is_none_or(|s| *s == e.server)
             && (READS.contains(&e.method.as_str()) || (config.include_calls && is_call(&e.method)))
@@ -135,7 +135,7 @@ fn stored_form(mut answer: Value, secrets: &[String]) -> Value {
 
 /// One conversation with the live server.
 struct Session<'a> {
-    upstream: &'a Upstream,
+    upstream: &'a UpstreamClient,
     path: String,
     headers: &'a [(String, String)],
     era: Era,
@@ -147,7 +147,7 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     async fn open(
-        upstream: &'a Upstream,
+        upstream: &'a UpstreamClient,
         config: &'a VerifyConfig,
         server: &str,
         era: Era,

@@ -35,7 +35,7 @@ fn setup() -> &'static (tokio::runtime::Runtime, Arc<App>) {
             allowed_hosts: Vec::new(),
             idle_timeout: Duration::from_secs(1),
         };
-        let app = Arc::new(App { engine: Engine::Replay(replay), front_door });
+        let app = Arc::new(App::new(Engine::Replay(replay), front_door));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         (runtime, app)
     })

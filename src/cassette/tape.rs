@@ -29,7 +29,7 @@ pub enum Named {
 
 /// One recorded message, as replay serves it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Message {
+pub struct ServedMessage {
     pub offset_ms: u64,
     pub direction: Direction,
     /// Canonical JSON text, placeholders and all.
@@ -40,7 +40,7 @@ pub struct Message {
     pub id: Option<Value>,
     /// `params.level` of a log notification.
     pub log_level: Option<Box<str>>,
-    /// Where [`Message::json`] holds the caller's id placeholder
+    /// Where [`ServedMessage::json`] holds the caller's id placeholder
     /// ([`normalize::id_placeholder_at`]).
     pub id_at: Option<usize>,
     /// Whether it holds the progress-token placeholder.
@@ -59,8 +59,8 @@ struct Peek {
     error: Option<Value>,
 }
 
-impl Message {
-    fn new(offset_ms: u64, direction: Direction, json: Text) -> Message {
+impl ServedMessage {
+    fn new(offset_ms: u64, direction: Direction, json: Text) -> ServedMessage {
         let peek: Option<Peek> = serde_json::from_str(&json).ok();
         let (method, id, params, error) =
             peek.map_or((None, None, None, None), |p| (p.method, p.id, p.params, p.error));
@@ -72,7 +72,7 @@ impl Message {
         };
         let id_at = normalize::id_placeholder_at(&json);
         let has_progress_token = normalize::has_progress_placeholder(&json);
-        Message {
+        ServedMessage {
             offset_ms,
             direction,
             json,
@@ -105,7 +105,7 @@ pub struct Recorded {
     pub request: Text,
     pub status: Status,
     pub content_type: String,
-    pub messages: Vec<Message>,
+    pub messages: Vec<ServedMessage>,
     /// Its cassette file and row, when it was read from one.
     pub source: Option<Source>,
     /// When it was recorded (seconds since 1970), if the cassette says.
@@ -150,7 +150,7 @@ impl Recorded {
     }
 
     /// The final answer (to the request, not a notification or server request).
-    fn answer(&self) -> Option<&Message> {
+    fn answer(&self) -> Option<&ServedMessage> {
         self.messages.iter().rev().find(|m| m.direction == Direction::Server && m.method.is_none())
     }
 
@@ -246,10 +246,10 @@ impl Tape {
         for exchange in exchanges {
             let request: Value = serde_json::from_str(&exchange.request).unwrap_or(Value::Null);
             let key = rules.match_key(&exchange.server, &exchange.method, request.get("params"));
-            let messages: Vec<Message> = exchange
+            let messages: Vec<ServedMessage> = exchange
                 .messages
                 .into_iter()
-                .map(|m| Message::new(m.offset_ms, m.direction, m.body))
+                .map(|m| ServedMessage::new(m.offset_ms, m.direction, m.body))
                 .collect();
             let subject = mcp::subject_of(&exchange.method, request.get("params")).map(str::to_owned);
             let recorded = Recorded {

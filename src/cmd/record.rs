@@ -67,11 +67,12 @@ pub(super) fn http_recording(
 ) -> Result<(Arc<App>, Writer), Error> {
     let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
-    let client = http::upstream::Upstream::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
+    let client =
+        http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
     let engine = recording_engine(recorder, Proxy::new(client), existing, rules, match_rules);
-    Ok((Arc::new(App { engine, front_door }), writer))
+    Ok((Arc::new(App::new(engine, front_door)), writer))
 }
 
 /// The engine of a recording through `link`: record, or with `existing`
@@ -161,7 +162,7 @@ pub async fn http(
     announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
     server::run(listener, Arc::clone(&app), shutdown).await;
     let failed = summarize_recording(writer);
-    write_reports(&report_of(&app.engine, None), &config.reports, failed == 0)?;
+    write_reports(&report_of(app.engine(), None), &config.reports, failed == 0)?;
     all_stored(failed)
 }
 
@@ -182,17 +183,14 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
     let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
-    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
+    let (output, mut to_client) = stdio::ToClient::new(stdio::stdout());
     let shown = command.join(" ");
     let (mut child, link) = stdio::child::spawn(&command, output.clone())
         .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
     announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
     let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
-    let door = Door {
-        engine: recording_engine(recorder, link, existing, rules, MatchRules::default()),
-        server,
-        facts,
-    };
+    let engine = recording_engine(recorder, link, existing, rules, MatchRules::default());
+    let door = Door::new(engine, server, facts);
     let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
     match ended {
         Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
@@ -200,7 +198,7 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
         Ok(Ended::Child) => tracing::info!("the stdio server closed its output"),
         Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
     }
-    let report = report_of(&door.engine, None);
+    let report = report_of(door.engine(), None);
     drop(door); // closes the child's stdin
     drop(output);
     // The child's last output is relayed while it stops.

@@ -119,10 +119,10 @@ pub async fn http(
     };
     let replay = load_replay(&config)?;
     let address = local_address(&listener, &front_door)?;
-    let app = Arc::new(App { engine: Engine::Replay(replay), front_door });
+    let app = Arc::new(App::new(Engine::Replay(replay), front_door));
     announce(format!("replay listening on http://{address}"));
     server::run(listener, Arc::clone(&app), shutdown).await;
-    finish_replay(&app.engine, &config)
+    finish_replay(app.engine(), &config)
 }
 
 /// Loads the cassettes and serves replay on this process's stdin/stdout
@@ -159,8 +159,8 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
         }
     };
     announce(format!("replay on stdio as server {}", util::printable(&server)));
-    let (output, mut to_client) = stdio::Writer::new(stdio::stdout());
-    let door = Door { engine: Engine::Replay(replay), server, facts: Facts::default() };
+    let (output, mut to_client) = stdio::ToClient::new(stdio::stdout());
+    let door = Door::new(Engine::Replay(replay), server, Facts::default());
     let ended =
         stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, std::future::pending()).await;
     drop(output);
@@ -168,5 +168,5 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
     if let Err(e) = ended {
         tracing::warn!("reading stdin failed: {e}");
     }
-    finish_replay(&door.engine, &config)
+    finish_replay(door.engine(), &config)
 }

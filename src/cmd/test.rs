@@ -48,7 +48,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             )?
             .with_match_rules(match_rules);
             let front_door = config.front_door.clone();
-            let app = Arc::new(App { engine: Engine::Replay(replay), front_door });
+            let app = Arc::new(App::new(Engine::Replay(replay), front_door));
             (app, None, "replaying".to_owned())
         }
         (Some(upstream), Some(file)) => {
@@ -77,7 +77,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let ran = ci::run(&config.command, &url).await;
     let _ = stop.send(());
     let _ = serving.await;
-    let report = report_of(&app.engine, config.max_age);
+    let report = report_of(app.engine(), config.max_age);
     drop(app);
     let status = match ran {
         Ok(status) => status,

@@ -20,7 +20,7 @@ use super::reenact::Replies;
 use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::agent365;
 use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status};
-use crate::cassette::tape::{Cursors, Message, Named, Recorded, Tape};
+use crate::cassette::tape::{Cursors, Named, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
@@ -677,7 +677,7 @@ pub enum LogFilter {
 }
 
 impl LogFilter {
-    fn lets_through(&self, message: &Message) -> bool {
+    fn lets_through(&self, message: &ServedMessage) -> bool {
         if message.method.as_deref() != Some("notifications/message") {
             return true;
         }

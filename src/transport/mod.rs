@@ -17,7 +17,6 @@ pub mod http;
 pub mod stdio;
 
 use std::fmt;
-use std::sync::LazyLock;
 use std::time::Instant;
 
 use crate::engine::Outcome;
@@ -26,17 +25,15 @@ use crate::jsonrpc::{Message, ParamsCache, Unreadable};
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::util::clip;
 
-/// The params both front doors have read lately (see [`ParamsCache`]).
-static PARAMS: LazyLock<ParamsCache> = LazyLock::new(ParamsCache::default);
-
 /// One framed message (an HTTP body, a stdio line) as JSON-RPC, a
-/// request's id as the client wrote it.
+/// request's id as the client wrote it; params read before from the same
+/// text come from the door's `params` memo.
 ///
 /// # Errors
 ///
 /// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
-fn parse_message(bytes: &[u8]) -> Result<Message, RequestError> {
-    Message::from_slice_cached(bytes, &PARAMS).map_err(|unreadable| match unreadable {
+fn parse_message(bytes: &[u8], params: &ParamsCache) -> Result<Message, RequestError> {
+    Message::from_slice_cached(bytes, params).map_err(|unreadable| match unreadable {
         Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
         Unreadable::NotJsonRpc(id, error) => RequestError { fault: Fault::NotJsonRpc(error), id },
     })

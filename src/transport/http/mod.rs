@@ -32,7 +32,7 @@ use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
 use crate::engine::{Call, Engine, Facts, Outcome, ServiceStep, SessionAsk, SessionStep, Step};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
@@ -49,10 +49,26 @@ static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// What every request handler shares: the engine, whose link to the
-/// upstream (when recording) is the [`Proxy`], and the front door's rules.
+/// upstream (when recording) is the [`Proxy`], the front door's rules, and
+/// the params read before.
 pub struct App {
-    pub engine: Engine<Proxy>,
-    pub front_door: FrontDoor,
+    engine: Engine<Proxy>,
+    front_door: FrontDoor,
+    params: ParamsCache,
+}
+
+impl App {
+    pub fn new(engine: Engine<Proxy>, front_door: FrontDoor) -> App {
+        App { engine, front_door, params: ParamsCache::default() }
+    }
+
+    pub fn engine(&self) -> &Engine<Proxy> {
+        &self.engine
+    }
+
+    pub fn front_door(&self) -> &FrontDoor {
+        &self.front_door
+    }
 }
 
 /// What the log line says about a request besides its status.
@@ -183,7 +199,7 @@ async fn post(
     let (parts, body) = request.into_parts();
     let body = read_body(body, app.front_door.idle_timeout).await?;
     let read = check_post_headers(&parts.headers).and_then(|accepts| {
-        let message = super::parse_message(&body)?;
+        let message = super::parse_message(&body, &app.params)?;
         Ok((message, accepts, Context::read(&parts.headers, recording)?))
     });
     let (message, accepts, context) = match (read, proxy) {

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use super::upstream::{self, Upstream};
+use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::cassette::model::ServiceRoute;
@@ -49,12 +49,12 @@ const BUDGET_UNIT: usize = 1024;
 
 /// The upstream link, shared by every connection.
 pub struct Proxy {
-    upstream: Upstream,
+    upstream: UpstreamClient,
     budget: Arc<Semaphore>,
 }
 
 impl Proxy {
-    pub fn new(upstream: Upstream) -> Proxy {
+    pub fn new(upstream: UpstreamClient) -> Proxy {
         let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
         Proxy { upstream, budget }
     }

@@ -62,7 +62,7 @@ pub fn forwardable(headers: &HeaderMap) -> HeaderMap {
 }
 
 /// The upstream server and the client that reaches it.
-pub struct Upstream {
+pub struct UpstreamClient {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
@@ -74,12 +74,12 @@ pub struct Upstream {
     timeouts: Timeouts,
 }
 
-impl Upstream {
+impl UpstreamClient {
     /// # Errors
     ///
     /// [`Error::Config`] for a URL that is not http(s) or a CA file that
     /// cannot be read or holds no certificate.
-    pub fn new(base: &str, ca_file: Option<&Path>, timeouts: Timeouts) -> Result<Upstream, Error> {
+    pub fn new(base: &str, ca_file: Option<&Path>, timeouts: Timeouts) -> Result<UpstreamClient, Error> {
         let base = base.trim_end_matches('/').to_owned();
         let uri: Uri = base.parse().map_err(|e| Error::Config(format!("--upstream {base:?}: {e}")))?;
         let (scheme, authority) = match (uri.scheme(), uri.authority()) {
@@ -123,7 +123,7 @@ impl Upstream {
             .enable_all_versions()
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new()).build(https);
-        Ok(Upstream { client, base, scheme, authority, prefix, timeouts })
+        Ok(UpstreamClient { client, base, scheme, authority, prefix, timeouts })
     }
 
     pub fn base(&self) -> &str {
@@ -216,16 +216,17 @@ mod tests {
 
     #[test]
     fn the_base_url_is_checked_and_paths_are_appended() {
-        let upstream = Upstream::new("https://agent365.svc.cloud.microsoft/", None, timeouts()).unwrap();
+        let upstream =
+            UpstreamClient::new("https://agent365.svc.cloud.microsoft/", None, timeouts()).unwrap();
         assert_eq!(
             upstream.uri_for("/agents/servers/mcp_MailTools?x=1").unwrap().to_string(),
             "https://agent365.svc.cloud.microsoft/agents/servers/mcp_MailTools?x=1"
         );
-        assert!(Upstream::new("ftp://host", None, timeouts()).is_err());
+        assert!(UpstreamClient::new("ftp://host", None, timeouts()).is_err());
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("ca.pem");
         std::fs::write(&empty, "not a certificate").unwrap();
-        let err = Upstream::new("https://h", Some(&empty), timeouts()).err().unwrap().to_string();
+        let err = UpstreamClient::new("https://h", Some(&empty), timeouts()).err().unwrap().to_string();
         assert!(err.contains("--upstream-ca"), "{err}");
     }
 }

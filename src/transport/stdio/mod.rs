@@ -33,7 +33,7 @@ use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit};
 use crate::engine::{Answer, Call, Engine, Facts, Flight, Outcome, Step};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
 use child::Link;
@@ -59,7 +59,7 @@ pub enum Chunk {
 }
 
 /// What other tasks (re-enactments, the child's relay) write to the client
-/// through: a queue the [`Writer`] empties.
+/// through: a queue the [`ToClient`] empties.
 #[derive(Clone)]
 pub struct Output(mpsc::Sender<Chunk>);
 
@@ -78,19 +78,19 @@ impl Output {
 /// The one writer to the client's side of the stream. [`serve`] writes the
 /// answers it makes at once, each line flushed as it goes (answers flow
 /// back as requests flow in, as from a server), and what the [`Output`]
-/// queue holds between lines; [`Writer::drain`] writes the rest after it.
-pub struct Writer {
+/// queue holds between lines; [`ToClient::drain`] writes the rest after it.
+pub struct ToClient {
     sink: tokio::io::BufWriter<Box<dyn AsyncWrite + Unpin + Send>>,
     queued: mpsc::Receiver<Chunk>,
     /// The sink failed: the client went away.
     gone: bool,
 }
 
-impl Writer {
-    pub fn new(sink: Box<dyn AsyncWrite + Unpin + Send>) -> (Output, Writer) {
+impl ToClient {
+    pub fn new(sink: Box<dyn AsyncWrite + Unpin + Send>) -> (Output, ToClient) {
         let (queue, queued) = mpsc::channel(OUTPUT_QUEUE);
         let sink = tokio::io::BufWriter::with_capacity(WRITE_BYTES, sink);
-        (Output(queue), Writer { sink, queued, gone: false })
+        (Output(queue), ToClient { sink, queued, gone: false })
     }
 
     /// Writes `chunk` and whatever else is queued already, then flushes;
@@ -160,11 +160,23 @@ impl Writer {
 /// The stdio front door of one engine, whose link to the upstream (when
 /// recording) is the child process.
 pub struct Door {
-    pub engine: Engine<Link>,
+    engine: Engine<Link>,
     /// The server identity every message is addressed to.
-    pub server: String,
+    server: String,
     /// Constant for the stream: no routing headers; record's credentials.
-    pub facts: Facts,
+    facts: Facts,
+    /// Params read before.
+    params: ParamsCache,
+}
+
+impl Door {
+    pub fn new(engine: Engine<Link>, server: String, facts: Facts) -> Door {
+        Door { engine, server, facts, params: ParamsCache::default() }
+    }
+
+    pub fn engine(&self) -> &Engine<Link> {
+        &self.engine
+    }
 }
 
 /// Why [`serve`] returned.
@@ -211,7 +223,7 @@ const RECORDING_SESSION: &str = "stdio";
 pub async fn serve(
     door: &Door,
     input: impl AsyncRead + Unpin,
-    writer: &mut Writer,
+    writer: &mut ToClient,
     output: &Output,
     stop: impl Future<Output = ()>,
     child_gone: impl Future<Output = ()>,
@@ -253,9 +265,9 @@ pub async fn serve(
 
 impl Door {
     /// One line from the client.
-    async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut Writer, output: &Output) {
+    async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut ToClient, output: &Output) {
         let started = Instant::now();
-        let message = match (super::parse_message(&line), self.engine.upstream()) {
+        let message = match (super::parse_message(&line, &self.params), self.engine.upstream()) {
             (Ok(message), _) => message,
             (Err(_), Some(link)) => {
                 self.log("-", Outcome::Forwarded, started);
@@ -329,7 +341,7 @@ impl Door {
     /// A piece of a line past [`MAX_STDIO_LINE_BYTES`]: refused once, at its
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
-    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut Writer) {
+    async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut ToClient) {
         if let Some(link) = self.engine.upstream() {
             return forward(link, Piece::Overlong { bytes, end }, None, writer).await;
         }
@@ -378,7 +390,7 @@ impl Door {
 /// answer. While the child's input is full, what the child writes is still
 /// written to the client: the child may be waiting for exactly that before
 /// it reads again.
-async fn forward(link: &Link, piece: Piece, flight: Option<Flight>, writer: &mut Writer) {
+async fn forward(link: &Link, piece: Piece, flight: Option<Flight>, writer: &mut ToClient) {
     if let Some(flight) = flight {
         link.expect(flight);
     }
