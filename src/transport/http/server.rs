@@ -6,6 +6,12 @@
 //!
 //! Both limits are watched by one timer per connection that looks at counts
 //! of the connection's reads and requests; nothing is timed per request.
+//! hyper-util's own builder timeouts do not do this: its `auto` builder
+//! waits for the protocol preface with no timer, so a connection that
+//! sends nothing stays open (with `header_read_timeout` and HTTP/2
+//! keep-alive pings in place of this watcher,
+//! `silent_and_stalled_connections_are_closed` fails: still open after
+//! 30 s), and HTTP/2 has no idle timeout at all.
 
 use std::convert::Infallible;
 use std::future::Future;
