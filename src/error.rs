@@ -1,9 +1,10 @@
 //! Errors. Start-up and store failures are [`Error`] (printed with their
 //! cause chain by `main`). A request that cannot be answered as MCP is a
 //! [`RequestError`]: a [`Fault`], classified by the [`Side`] it lies on,
-//! and mapped in one place ([`Fault::status`], [`Fault::error`]) to the
-//! HTTP status and JSON-RPC error a client gets. Front doors without HTTP
-//! status codes (stdio) send the JSON-RPC error alone.
+//! with the JSON-RPC error a client gets ([`Fault::error`]). The HTTP door
+//! maps each fault to its status, in one place (`transport/http/status.rs`);
+//! front doors without HTTP status codes (stdio) send the JSON-RPC error
+//! alone.
 
 use std::path::PathBuf;
 use std::time::Duration;

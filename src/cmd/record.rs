@@ -26,7 +26,7 @@ use crate::util;
 ///
 /// # Errors
 ///
-/// As [`http`] and [`stdio`].
+/// As [`http()`] and [`stdio()`].
 pub(super) async fn run(config: RecordConfig) -> Result<u8, Error> {
     match &config.upstream {
         Upstream::Http { front_door, .. } => {

@@ -23,7 +23,7 @@ use crate::util;
 ///
 /// # Errors
 ///
-/// As [`http`] and [`stdio`].
+/// As [`http()`] and [`stdio()`].
 pub(super) async fn run(config: ReplayConfig) -> Result<u8, Error> {
     match &config.front {
         Front::Http(front_door) => {
@@ -130,7 +130,7 @@ pub async fn http(
 ///
 /// # Errors
 ///
-/// As [`http`]; [`Error::Usage`] when the cassettes hold several servers
+/// As [`http()`]; [`Error::Usage`] when the cassettes hold several servers
 /// and none was chosen.
 pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let Front::Stdio { server } = config.front.clone() else {
