@@ -257,6 +257,34 @@ impl From<Fault> for RequestError {
     }
 }
 
+/// One fault of each kind, for tests that must hold for every fault.
+#[cfg(test)]
+pub(crate) fn one_of_each_fault() -> Vec<Fault> {
+    vec![
+        Fault::Forbidden { header: "Host", value: "evil".into() },
+        Fault::MethodNotAllowed { allow: "POST", why: "no" },
+        Fault::MissingSessionHeader,
+        Fault::MissingHost,
+        Fault::UnsupportedMediaType,
+        Fault::NotAcceptable,
+        Fault::BodyTooLarge { limit: 1 },
+        Fault::BodyStalled { idle: Duration::from_secs(1) },
+        Fault::UriTooLong { limit: 1 },
+        Fault::NotAPath,
+        Fault::BodyUnreadable("reset".into()),
+        Fault::HeaderNotAscii("mcp-session-id"),
+        Fault::NotJson("eof".into()),
+        Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
+        Fault::UnknownSession,
+        Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
+        Fault::LineTooLong { limit: 1 },
+        Fault::Upstream(UpstreamFailure::Address("x".into())),
+        Fault::NotStored,
+        Fault::Busy { limit: 1 },
+        Fault::NoFinalAnswer,
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,26 +293,7 @@ mod tests {
     /// implementation range.
     #[test]
     fn each_fault_maps_to_a_json_rpc_error() {
-        let faults = [
-            Fault::Forbidden { header: "Host", value: "evil".into() },
-            Fault::MethodNotAllowed { allow: "POST", why: "no" },
-            Fault::MissingSessionHeader,
-            Fault::UnsupportedMediaType,
-            Fault::NotAcceptable,
-            Fault::BodyTooLarge { limit: 1 },
-            Fault::BodyStalled { idle: Duration::from_secs(1) },
-            Fault::BodyUnreadable("reset".into()),
-            Fault::HeaderNotAscii("mcp-session-id"),
-            Fault::NotJson("eof".into()),
-            Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
-            Fault::UnknownSession,
-            Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
-            Fault::LineTooLong { limit: 1 },
-            Fault::Upstream(UpstreamFailure::Address("x".into())),
-            Fault::NotStored,
-            Fault::NoFinalAnswer,
-        ];
-        for fault in faults {
+        for fault in one_of_each_fault() {
             let code = fault.error().code.0;
             assert!((-32768..=-32000).contains(&code), "{fault:?} → {code}");
         }

@@ -72,11 +72,8 @@ pub(super) fn of_fault(fault: &Fault) -> StatusCode {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::error::{Side, UpstreamFailure};
-    use crate::jsonrpc::ErrorObject;
+    use crate::error::{Side, one_of_each_fault};
 
     #[test]
     fn error_statuses_per_era() {
@@ -95,27 +92,7 @@ mod tests {
     /// Every fault maps to a status of its side's class.
     #[test]
     fn each_side_maps_to_its_status_class() {
-        let faults = [
-            Fault::Forbidden { header: "Host", value: "evil".into() },
-            Fault::MethodNotAllowed { allow: "POST", why: "no" },
-            Fault::MissingSessionHeader,
-            Fault::UnsupportedMediaType,
-            Fault::NotAcceptable,
-            Fault::BodyTooLarge { limit: 1 },
-            Fault::BodyStalled { idle: Duration::from_secs(1) },
-            Fault::BodyUnreadable("reset".into()),
-            Fault::HeaderNotAscii("mcp-session-id"),
-            Fault::NotJson("eof".into()),
-            Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
-            Fault::UnknownSession,
-            Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
-            Fault::LineTooLong { limit: 1 },
-            Fault::Upstream(UpstreamFailure::Address("x".into())),
-            Fault::NotStored,
-            Fault::NoFinalAnswer,
-            Fault::Busy { limit: 1 },
-        ];
-        for fault in faults {
+        for fault in one_of_each_fault() {
             let status = of_fault(&fault).as_u16();
             let class = match fault.side() {
                 Side::Client => 400..500,
