@@ -82,7 +82,7 @@ pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Largest mocks file read (they are a few KiB; the cap keeps a name that
 /// points at something endless from eating memory).
 ///
-/// Enforced in [`crate::cassette::mocks`].
+/// Enforced in [`crate::cassette::a365_mocks`].
 pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Cases a ledger counts one by one besides those the cassettes hold;

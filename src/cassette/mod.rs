@@ -10,13 +10,15 @@
 //! - [`store`]: SQLite files: open and migrate, the writer thread, the
 //!   loader.
 //! - [`template`]: answer templates: `{{argument}}` holes filled from a call.
-//! - [`mocks`]: Agent 365 mock tooling server files read as answer templates.
+//! - [`a365_mocks`]: the Agent 365 CLI mock tooling server's mock files,
+//!   read as answer templates (not replay's own mock answers, which are
+//!   `mcp::fallback`).
 //! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
 //! - [`tape`]: the replay index (recordings and answer templates) and the
 //!   per-session cursors.
 
+pub mod a365_mocks;
 pub mod jsonl;
-pub mod mocks;
 pub mod model;
 pub mod store;
 pub mod tape;

@@ -3,7 +3,7 @@
 use std::io::BufReader;
 
 use crate::cassette::store::Cassette;
-use crate::cassette::{jsonl, mocks};
+use crate::cassette::{a365_mocks, jsonl};
 use crate::config::{ImportConfig, ImportSource};
 use crate::error::Error;
 use crate::util;
@@ -18,7 +18,7 @@ use crate::util;
 pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
     match &config.source {
         ImportSource::A365Mocks(dir) => {
-            let mocks = mocks::read_dir(dir)?;
+            let mocks = a365_mocks::read_dir(dir)?;
             let mut cassette = Cassette::open(&config.cassette)?;
             cassette.insert_templates(&mocks.templates)?;
             cassette.settle();
