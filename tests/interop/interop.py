@@ -288,6 +288,9 @@ def round_trip(args, node_env, checks):
 
     for name in flows:
         checks.run(f"round trip: {name} transcripts agree (direct, record, replay)", lambda name=name: agree(name))
+    # Kept for comparing one build's transcripts with another's.
+    with open(os.path.join(args.logs, "round-trip-transcripts.json"), "w") as saved:
+        json.dump(transcripts, saved, indent=1, sort_keys=True, default=str)
     def no_misses():
         assert code == 0, f"replay exited {code}"
         assert "no misses" in log, log[-3000:]
