@@ -361,11 +361,11 @@ impl Door {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
         }
-        let live = self
-            .engine
-            .live(stream.session.clone(), STDIO_MESSAGE_GAP)
-            .filter(|live| answer.messages.len() > 1 || answer.needs_time(live.pace));
-        let Some(live) = live else {
+        // Most answers are one message sent at once: no re-enactment to set up.
+        let paced =
+            self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
+        let Some(live) = paced.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten()
+        else {
             for message in answer.messages {
                 stream.reply(message.json.as_bytes());
             }
