@@ -51,6 +51,8 @@ const APPLICATION_ID: i64 = 0x4d43_5054;
 
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long an opener that found the file busy waits before it tries again.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// An open cassette file.
 pub struct Cassette {
@@ -99,7 +101,21 @@ impl Cassette {
         .map_err(|e| fail(e.into()))?;
         let mut cassette =
             Cassette { conn, path: path.to_owned(), version: 0, occurrences: Occurrences::default() };
-        cassette.prepare().map_err(fail)?;
+        // Switching a new file to WAL takes it whole, and SQLite answers
+        // "busy" at once rather than wait for another opener: try again, as
+        // the busy handler would, for as long.
+        let started = std::time::Instant::now();
+        loop {
+            match cassette.prepare() {
+                Err(CassetteError::Sqlite(e))
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(BUSY_RETRY);
+                }
+                prepared => break prepared.map_err(fail)?,
+            }
+        }
         Ok(cassette)
     }
 
@@ -158,9 +174,11 @@ impl Cassette {
 
     fn prepare(&mut self) -> Result<(), CassetteError> {
         let conn = &mut self.conn;
+        // Before anything is read: another recorder may be creating or
+        // migrating the same file this very moment.
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         let version = check_identity(conn)?;
         let supported = MIGRATIONS.len() as i64;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         // In WAL mode NORMAL syncs at checkpoints, not at every commit: a
         // committed exchange survives the process being killed, which is the
@@ -169,6 +187,9 @@ impl Cassette {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         if version < supported {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+            // Read again under the lock: another opener may have migrated
+            // while this one waited for it.
+            let version = check_identity(&tx)?;
             for step in &MIGRATIONS[version as usize..] {
                 tx.execute_batch(step)?;
             }
@@ -539,9 +560,15 @@ fn insert_service_row(conn: &Connection, answer: &ServiceAnswer) -> rusqlite::Re
 /// one this binary can read: its application id, and a version neither
 /// negative nor newer than [`MIGRATIONS`].
 fn check_identity(conn: &Connection) -> Result<i64, CassetteError> {
-    let application_id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+    // One statement, so one snapshot: read apart, another opener's
+    // migration could land between the header fields and the schema.
+    let (application_id, version, tables): (i64, i64, i64) = conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id), \
+                (SELECT user_version FROM pragma_user_version), \
+                (SELECT count(*) FROM sqlite_master)",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?;
     if application_id != APPLICATION_ID && (application_id != 0 || version != 0 || tables != 0) {
         return Err(CassetteError::Foreign(format!(
             "SQLite database with application_id {application_id}, user_version {version} and {tables} schema objects"
@@ -598,6 +625,32 @@ mod tests {
         Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, Status,
     };
     use serde_json::json;
+
+    /// Recorders started at the same moment on a new cassette once saw
+    /// "database is locked" (creation and migration did not wait as writes
+    /// do): each opener now waits, and only the first migrates.
+    #[test]
+    fn openers_racing_on_a_new_cassette_all_open_it() {
+        use std::sync::{Arc, Barrier};
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let path = dir.path().join(format!("race-{round}.sqlite"));
+            let start = Arc::new(Barrier::new(4));
+            let openers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (path, start) = (path.clone(), Arc::clone(&start));
+                    std::thread::spawn(move || {
+                        start.wait();
+                        Cassette::open(&path).map(|cassette| cassette.version).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            for opener in openers {
+                let opened = opener.join().unwrap();
+                assert_eq!(opened, Ok(MIGRATIONS.len() as i64), "round {round}");
+            }
+        }
+    }
 
     /// A stored `tools/call` of `tool` on `server` answered with one text
     /// block; its key stands for (server, tool).
