@@ -67,7 +67,7 @@ pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// Enforced in [`crate::engine::record`].
 pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 
-/// Live sessions kept at most; the oldest is ended to make room (its client
+/// Live sessions kept at most; the least recently used is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
 ///
 /// Enforced in [`crate::engine::replay`].

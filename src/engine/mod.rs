@@ -354,7 +354,8 @@ impl<L> Engine<L> {
         }
     }
 
-    /// What to do with a handshake-era session's stream or end.
+    /// What to do with a handshake-era session's stream or end, asked on
+    /// `server`'s path (only the path that opened a session ends it).
     ///
     /// # Errors
     ///
@@ -364,6 +365,7 @@ impl<L> Engine<L> {
         &self,
         ask: SessionAsk,
         session: Option<&str>,
+        server: &str,
     ) -> Result<SessionStep<'_, L>, RequestError> {
         let replay = match self {
             Engine::Replay(replay) => replay,
@@ -377,7 +379,7 @@ impl<L> Engine<L> {
                 Ok(SessionStep::NoStream)
             }
             SessionAsk::End => {
-                replay.end_session(session.ok_or(Fault::MissingSessionHeader)?)?;
+                replay.end_session(session.ok_or(Fault::MissingSessionHeader)?, server)?;
                 Ok(SessionStep::Ended)
             }
         }

@@ -159,20 +159,26 @@ impl Replay {
     /// starts a new session).
     pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
         match session {
-            Some(id) if !lock(&self.sessions).live.contains_key(id) => Err(Fault::UnknownSession.into()),
+            Some(id) if !lock(&self.sessions).touch(id) => Err(Fault::UnknownSession.into()),
             _ => Ok(()),
         }
     }
 
-    /// Ends a session (DELETE).
+    /// Ends a session (DELETE) sent to the path of `server`, the one it
+    /// was opened on.
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] for a session we do not know.
-    pub fn end_session(&self, session: &str) -> Result<(), RequestError> {
-        match lock(&self.sessions).live.remove(session) {
-            Some(_) => Ok(()),
-            None => Err(Fault::UnknownSession.into()),
+    /// [`Fault::UnknownSession`] for a session we do not know, or one
+    /// another server's path opened (that session goes on).
+    pub fn end_session(&self, session: &str, server: &str) -> Result<(), RequestError> {
+        let mut sessions = lock(&self.sessions);
+        match sessions.live.get(session) {
+            Some(state) if *state.server == *server => {
+                sessions.live.remove(session);
+                Ok(())
+            }
+            _ => Err(Fault::UnknownSession.into()),
         }
     }
 
@@ -511,7 +517,7 @@ impl Replay {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         };
         if answer.messages.last().is_some_and(|m| m.is_answer && m.parsed().get("result").is_some()) {
-            answer.session_id = Some(lock(&self.sessions).open());
+            answer.session_id = Some(lock(&self.sessions).open(call.server));
         }
         answer
     }
@@ -899,40 +905,59 @@ fn single(era: Era, outcome: Outcome, standing: Standing, message: String) -> An
 }
 
 /// One handshake-era replay session.
-#[derive(Default)]
 struct Session {
     cursors: Cursors,
     /// Set by `logging/setLevel`.
     log_level: Option<String>,
+    /// The server whose path opened it: only that path ends it.
+    server: Box<str>,
+    /// When it was last used, on [`Sessions`]'s clock.
+    used: u64,
 }
 
-/// Handshake-era replay sessions.
+/// Handshake-era replay sessions. Bounded: past [`MAX_SESSIONS`], opening
+/// one ends the least recently used.
 #[derive(Default)]
 struct Sessions {
-    live: FastMap<String, Session>,
-    /// Creation order, for evicting the oldest; may hold ended ids.
-    order: VecDeque<String>,
+    live: FastMap<Arc<str>, Session>,
+    /// Each use, oldest first: (the clock then, the session). An entry
+    /// older than its session's last use is stale and skipped.
+    uses: VecDeque<(u64, Arc<str>)>,
+    clock: u64,
 }
 
 impl Sessions {
-    /// Opens a session and returns its id: 128 random bits, hex.
-    fn open(&mut self) -> String {
+    /// Opens a session on `server`'s path and returns its id: 128 random
+    /// bits, hex.
+    fn open(&mut self, server: &str) -> String {
         while self.live.len() >= MAX_SESSIONS {
-            match self.order.pop_front() {
-                Some(oldest) => {
-                    self.live.remove(&oldest);
-                }
-                None => break,
+            let Some((when, id)) = self.uses.pop_front() else { break };
+            if self.live.get(&id).is_some_and(|session| session.used == when) {
+                self.live.remove(&id);
             }
         }
-        if self.order.len() > 2 * MAX_SESSIONS {
-            let live = &self.live;
-            self.order.retain(|id| live.contains_key(id));
+        let id: Arc<str> = new_session_id().into();
+        let session =
+            Session { cursors: Cursors::default(), log_level: None, server: server.into(), used: 0 };
+        self.live.insert(Arc::clone(&id), session);
+        self.touch(&id);
+        id.to_string()
+    }
+
+    /// Notes a use of session `id`; false if it is not live.
+    fn touch(&mut self, id: &str) -> bool {
+        let Some((id, _)) = self.live.get_key_value(id) else { return false };
+        let id = Arc::clone(id);
+        self.clock += 1;
+        if let Some(session) = self.live.get_mut(&id) {
+            session.used = self.clock;
         }
-        let id = new_session_id();
-        self.live.insert(id.clone(), Session::default());
-        self.order.push_back(id.clone());
-        id
+        self.uses.push_back((self.clock, id));
+        if self.uses.len() > 2 * MAX_SESSIONS {
+            let live = &self.live;
+            self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.used == *when));
+        }
+        true
     }
 }
 
@@ -1010,12 +1035,29 @@ mod tests {
     #[test]
     fn sessions_are_unique_and_bounded() {
         let mut sessions = Sessions::default();
-        let first = sessions.open();
+        let first = sessions.open("mcp_A");
         assert_eq!(first.len(), 32);
         for _ in 0..MAX_SESSIONS {
-            sessions.open();
+            sessions.open("mcp_A");
         }
         assert_eq!(sessions.live.len(), MAX_SESSIONS);
-        assert!(!sessions.live.contains_key(&first), "the oldest session makes room");
+        assert!(!sessions.live.contains_key(first.as_str()), "the oldest session makes room");
+    }
+
+    /// A flood of `initialize` once ended every live session by age; a
+    /// session in use outlives any number of new ones.
+    #[test]
+    fn the_least_recently_used_session_makes_room() {
+        let mut sessions = Sessions::default();
+        let busy = sessions.open("mcp_A");
+        let idle = sessions.open("mcp_A");
+        for _ in 0..3 * MAX_SESSIONS {
+            assert!(sessions.touch(&busy));
+            sessions.open("mcp_A");
+        }
+        assert!(sessions.live.contains_key(busy.as_str()), "the session in use was ended");
+        assert!(!sessions.live.contains_key(idle.as_str()));
+        assert_eq!(sessions.live.len(), MAX_SESSIONS);
+        assert!(sessions.uses.len() <= 2 * MAX_SESSIONS + 1);
     }
 }

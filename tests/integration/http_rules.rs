@@ -141,6 +141,22 @@ async fn get_and_delete_follow_the_session_rules() {
     replay.stop().await.unwrap();
 }
 
+/// A DELETE sent to another server's path once ended a session opened on
+/// this one: only the path that opened a session ends it.
+#[tokio::test]
+async fn a_session_ends_only_on_the_path_that_opened_it() {
+    let (_c, replay) = Replayer::empty().await;
+    let (mail, calendar) =
+        (replay.url("/agents/servers/mcp_MailTools"), replay.url("/agents/servers/mcp_CalendarTools"));
+    let session = initialize(&mail).await;
+    let s = [("mcp-session-id", session.as_str())];
+    assert_eq!(raw(Method::DELETE, &calendar, &s, String::new()).await.status, 404);
+    assert_eq!(call(&mail, &s, "ping", json!({})).await.status, 200, "the session goes on");
+    assert_eq!(raw(Method::DELETE, &mail, &s, String::new()).await.status, 200);
+    assert_eq!(call(&mail, &s, "ping", json!({})).await.status, 404);
+    replay.stop().await.unwrap();
+}
+
 #[tokio::test]
 async fn bad_input_gets_a_clear_error_and_the_daemon_keeps_serving() {
     let (_c, replay) = Replayer::empty().await;

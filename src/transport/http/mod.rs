@@ -374,7 +374,7 @@ async fn other(
             .into());
         }
     };
-    match engine.session(ask, session)? {
+    match engine.session(ask, session, &logged.server)? {
         SessionStep::NoStream => Err(Fault::MethodNotAllowed {
             allow: "POST, DELETE",
             why: "this server offers no standalone SSE stream",
