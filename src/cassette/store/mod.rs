@@ -51,6 +51,20 @@ const APPLICATION_ID: i64 = 0x4d43_5054;
 
 /// How long a writer waits for a lock held by another connection.
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a cassette being let go of waits for other connections to
+/// leave it, to end up one file.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// How a cassette was left ([`Cassette::settle`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Everything recorded is in the file itself.
+    Whole,
+    /// Another connection holds the file: `pages` of what was recorded are
+    /// only in the `-wal` file beside it (-1: unknown how many), which
+    /// must go wherever the cassette goes.
+    InWal { pages: i64 },
+}
 /// How long an opener that found the file busy waits before it tries again.
 const BUSY_RETRY: std::time::Duration = std::time::Duration::from_millis(5);
 
@@ -318,12 +332,42 @@ impl Cassette {
     /// Leaves the file whole on its own: its WAL checkpointed into it and
     /// removed (rollback journal mode), so that readers, replay among them,
     /// need no `-wal` and `-shm` files beside it and leave none in a
-    /// checkout. Best effort: while another connection holds the file it
-    /// stays in WAL mode, whole all the same.
-    pub fn settle(&self) {
-        if let Err(e) = self.conn.pragma_update(None, "journal_mode", "DELETE") {
-            tracing::debug!("{} stays in WAL mode: {e}", self.path.display());
+    /// checkout. While another connection holds the file it stays in WAL
+    /// mode: then what a checkpoint could not move into the file (pages a
+    /// reader's older snapshot still needs) lives only in the `-wal` file,
+    /// and a warning says so (the recorder, `import` and `prune` all end
+    /// here).
+    pub fn settle(&self) -> Settled {
+        // Waits for other connections briefly: this is a process stopping.
+        let _ = self.conn.busy_timeout(SETTLE_WAIT);
+        let mode =
+            self.conn.pragma_update_and_check(None, "journal_mode", "DELETE", |row| row.get::<_, String>(0));
+        if let Ok(mode) = &mode
+            && !mode.eq_ignore_ascii_case("wal")
+        {
+            return Settled::Whole;
         }
+        tracing::debug!("{} stays in WAL mode: {mode:?}", self.path.display());
+        let checkpoint = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        });
+        let settled = match checkpoint {
+            Ok((in_wal, moved)) if in_wal > moved => Settled::InWal { pages: in_wal - moved },
+            Ok(_) => Settled::Whole,
+            Err(e) => {
+                tracing::debug!("{}: no checkpoint: {e}", self.path.display());
+                Settled::InWal { pages: -1 }
+            }
+        };
+        if let Settled::InWal { pages } = settled {
+            let pages = if pages < 0 { "some".to_owned() } else { pages.to_string() };
+            tracing::warn!(
+                "another process holds {path}: {pages} pages of recordings are only in {path}-wal; \
+                 keep that file with the cassette until it is opened again alone",
+                path = self.path.display()
+            );
+        }
+        settled
     }
 
     /// Writes a copy of the cassette, whole and consistent, to `path` (a
@@ -650,6 +694,33 @@ mod tests {
                 assert_eq!(opened, Ok(MIGRATIONS.len() as i64), "round {round}");
             }
         }
+    }
+
+    /// A cassette let go of while a reader holds an older snapshot keeps
+    /// the newer pages only in its `-wal` file, and says so; let go of
+    /// alone, it is one file.
+    #[test]
+    fn a_cassette_says_when_recordings_stay_in_its_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("held.sqlite");
+        let mut cassette = Cassette::open(&path).unwrap();
+        cassette.insert(&sample("mcp_A", "first", "one")).unwrap();
+        let reader = Connection::open(&path).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = reader.query_row("SELECT count(*) FROM exchange", [], |r| r.get(0)).unwrap();
+        cassette.insert(&sample("mcp_A", "second", "two")).unwrap();
+        let settled = cassette.settle();
+        assert!(matches!(settled, Settled::InWal { pages } if pages > 0), "{settled:?}");
+        reader.execute_batch("COMMIT").unwrap();
+        drop(reader);
+        assert_eq!(cassette.settle(), Settled::Whole);
+        assert!(!sibling_exists(&path, "-wal"), "the WAL is gone once nobody holds the file");
+    }
+
+    fn sibling_exists(path: &Path, suffix: &str) -> bool {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        Path::new(&name).exists()
     }
 
     /// A stored `tools/call` of `tool` on `server` answered with one text
