@@ -81,9 +81,6 @@ pub struct Recorder {
 /// An exchange being recorded.
 struct Capture {
     raw: RawExchange,
-    /// The caller's id, to spot the final answer among the messages (and
-    /// to answer with if the exchange cannot be stored).
-    request_id: RequestId,
     started: Instant,
     /// Credentials the request carried, scrubbed before storing.
     secrets: Vec<String>,
@@ -101,10 +98,6 @@ impl Capture {
     /// The captured request's method.
     fn method(&self) -> &str {
         self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
-    }
-
-    fn is_final(&self, body: &Value) -> bool {
-        body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value())
     }
 
     /// Logs why this capture is dropped unstored.
@@ -140,7 +133,6 @@ impl Recorder {
             recorder: self.clone(),
             captured_bytes: 0,
             request_id: call.id.clone(),
-            progress_token: mcp::progress_token(call.params()).map(canonical_json),
         }
     }
 
@@ -167,7 +159,6 @@ impl Recorder {
                 content_type: String::new(),
                 messages: Vec::new(),
             },
-            request_id: call.id.clone(),
             started: Instant::now(),
             secrets: call.facts.credentials.clone(),
             session: call.session.map(str::to_owned),
@@ -283,10 +274,9 @@ pub struct Flight {
     recorder: Recorder,
     /// Message data captured so far.
     captured_bytes: usize,
-    /// The caller's id, for the error sent instead of an answer not stored.
+    /// The caller's id: the final answer carries it, and the error sent
+    /// instead of an answer not stored does.
     request_id: RequestId,
-    /// The progress token the request asked for (canonical JSON), if any.
-    progress_token: Option<String>,
 }
 
 /// What one relayed message was to its flight.
@@ -409,7 +399,7 @@ impl Flight {
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
             self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
         }
-        let is_final = capture.is_final(&body);
+        let is_final = body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value());
         capture.push(Direction::Server, body);
         if !is_final {
             return Heard::Message;
@@ -443,8 +433,11 @@ impl Flights {
     /// A request is about to be sent: its answer goes to `flight`.
     pub fn expect(&mut self, flight: Flight) {
         let id = canonical_json(flight.request_id.as_value());
-        if let Some(token) = &flight.progress_token {
-            self.tokens.insert(token.clone(), id.clone());
+        let token = lock(&flight.capture)
+            .as_ref()
+            .and_then(|capture| mcp::progress_token(capture.raw.request.get("params")).map(canonical_json));
+        if let Some(token) = token {
+            self.tokens.insert(token, id.clone());
         }
         if let Some(earlier) = self.open.insert(id.clone(), flight) {
             earlier.abandon("a new request reused its id before the answer");
