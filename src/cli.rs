@@ -11,8 +11,8 @@ use std::time::Duration;
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
     FrontDoor, HttpUpstream, ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
-    RecordConfig, RecordMode, ReplayConfig, Reports, SuggestConfig, TestConfig, TestMode, Timeouts, Upstream,
-    VerifyConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig, TestMode,
+    Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
 
@@ -458,18 +458,37 @@ struct ServeArgs {
     /// reads them; `recorded` keeps the gaps the recording saw.
     #[arg(long, value_enum, default_value_t = PaceArg::Instant)]
     pace: PaceArg,
-    /// Match rules: a TOML file of [[match]] tables that decide, among the
-    /// recordings of the same server, method and tool, which one answers a
-    /// request no recording matches exactly (ignore and normalize pointers;
-    /// by exact, sequence or nearest). Default: ./mcp-tape.toml if it exists.
-    #[arg(long, value_name = "FILE")]
-    rules: Option<PathBuf>,
+    #[command(flatten)]
+    rules: RuleArgs,
     #[command(flatten)]
     reports: ReportArgs,
     #[command(flatten)]
     age: AgeArgs,
     #[command(flatten)]
     normalization: NormalizationArgs,
+}
+
+/// Where match and fault rules come from, for `replay`, `record` and `test`.
+#[derive(Debug, Args)]
+struct RuleArgs {
+    /// Rules: a TOML file of [[match]] tables, which decide among the
+    /// recordings of the same server, method and tool which one answers a
+    /// request no recording matches exactly (ignore and normalize pointers;
+    /// by exact, sequence or nearest), and [[fault]] tables, which make
+    /// chosen calls fail. Default: ./mcp-tape.toml if it exists.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+    /// A fault rule (repeatable): the keys of a [[fault]] table as a TOML
+    /// inline table's, e.g. 'tool = "SendEmail", nth = [2], http = 429,
+    /// retry_after = 1'. Applied after the rules file's.
+    #[arg(long = "fault", value_name = "SPEC")]
+    faults: Vec<String>,
+}
+
+impl From<RuleArgs> for RuleSources {
+    fn from(args: RuleArgs) -> RuleSources {
+        RuleSources { file: args.rules, faults: args.faults }
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -532,6 +551,8 @@ struct RecordArgs {
     #[arg(long, value_enum, default_value_t = ModeArg::All)]
     mode: ModeArg,
     #[command(flatten)]
+    rules: RuleArgs,
+    #[command(flatten)]
     upstream_args: UpstreamArgs,
     #[command(flatten)]
     reports: ReportArgs,
@@ -555,9 +576,16 @@ struct ImportArgs {
     /// Read the Agent 365 mock tooling server's mocks instead: every
     /// DIR/<server>.json becomes answer templates for that server's tools
     /// (a call with any arguments is answered from the tool's
-    /// responseTemplate, its {{argument}} holes filled in).
+    /// responseTemplate, its {{argument}} holes filled in). A tool's
+    /// errorRate fails that share of its calls, the same calls every run
+    /// (see --seed), with the mock server's error, or its statusCode as
+    /// the HTTP status when that is not a success.
     #[arg(long = "a365-mocks", value_name = "DIR")]
     a365_mocks: Option<PathBuf>,
+    /// With --a365-mocks: the seed of the draw of the calls an errorRate
+    /// fails (another seed, other calls).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "a365_mocks")]
+    seed: u64,
     /// Cassette to write (created if missing; exchanges are appended).
     #[arg(long, value_name = "FILE")]
     cassette: PathBuf,
@@ -591,7 +619,7 @@ impl Cli {
                 on_miss: args.serve.on_miss.into(),
                 fail_on_miss: args.fail_on_miss,
                 pace: args.serve.pace.into(),
-                rules: args.serve.rules,
+                rules: args.serve.rules.into(),
                 normalization: args.serve.normalization.validate()?,
                 reports: args.serve.reports.validate(),
                 max_age: args.serve.age.validate(),
@@ -632,6 +660,7 @@ impl Cli {
                         ModeArg::All => RecordMode::All,
                         ModeArg::Missing => RecordMode::Missing,
                     },
+                    rules: args.rules.into(),
                     normalization: args.normalization.validate()?,
                     reports: args.reports.validate(),
                 })
@@ -652,7 +681,7 @@ impl Cli {
             }
             CliCommand::Import(args) => Command::Import(ImportConfig {
                 source: match (args.a365_mocks, args.input) {
-                    (Some(dir), _) => ImportSource::A365Mocks(dir),
+                    (Some(dir), _) => ImportSource::A365Mocks { dir, seed: args.seed },
                     (None, input) => ImportSource::JsonLines(input.filter(|path| path.as_os_str() != "-")),
                 },
                 cassette: args.cassette,
@@ -708,7 +737,7 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         allow_misses: args.allow_misses,
         on_miss: args.serve.on_miss.into(),
         pace: args.serve.pace.into(),
-        rules: args.serve.rules,
+        rules: args.serve.rules.into(),
         normalization: args.serve.normalization.validate()?,
         reports: args.serve.reports.validate(),
         max_age: args.serve.age.validate(),

@@ -25,6 +25,15 @@ pub enum Pace {
     Recorded,
 }
 
+/// Where a run's match and fault rules come from.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSources {
+    /// The rules file (`--rules`); `None`: `mcp-tape.toml` if it exists.
+    pub file: Option<PathBuf>,
+    /// `--fault` specs, in order.
+    pub faults: Vec<String>,
+}
+
 /// Settings shared by record and replay so that match keys agree.
 #[derive(Clone, Debug, Default)]
 pub struct Normalization {
@@ -105,8 +114,7 @@ pub struct ReplayConfig {
     /// Exit non-zero at shutdown if any request missed.
     pub fail_on_miss: bool,
     pub pace: Pace,
-    /// The match rules file (`--rules`); `None`: `mcp-tape.toml` if it exists.
-    pub rules: Option<PathBuf>,
+    pub rules: RuleSources,
     pub normalization: Normalization,
     pub reports: Reports,
     pub max_age: Option<MaxAge>,
@@ -138,6 +146,9 @@ pub struct RecordConfig {
     /// The cassette file recordings go to: `DIR/NAME.sqlite`.
     pub cassette: PathBuf,
     pub mode: RecordMode,
+    /// Fault rules (what a rule answers from the cassette with `--mode
+    /// missing` too).
+    pub rules: RuleSources,
     pub normalization: Normalization,
     pub reports: Reports,
 }
@@ -182,8 +193,7 @@ pub struct TestConfig {
     pub allow_misses: bool,
     pub on_miss: OnMiss,
     pub pace: Pace,
-    /// The match rules file (`--rules`); `None`: `mcp-tape.toml` if it exists.
-    pub rules: Option<PathBuf>,
+    pub rules: RuleSources,
     pub normalization: Normalization,
     pub reports: Reports,
     pub max_age: Option<MaxAge>,
@@ -261,8 +271,9 @@ pub struct SuggestConfig {
 pub enum ImportSource {
     /// JSON Lines as `export` writes them; `None` reads standard input.
     JsonLines(Option<PathBuf>),
-    /// A directory of Agent 365 mock files (`mocks/<server>.json`).
-    A365Mocks(PathBuf),
+    /// A directory of Agent 365 mock files (`mocks/<server>.json`), and
+    /// the seed of the draw of the calls their `errorRate`s fail.
+    A365Mocks { dir: PathBuf, seed: u64 },
 }
 
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@
 //! frames the answer (the HTTP door decides every status, in
 //! `transport/http/status.rs`). The engine has no HTTP in it, and its two modes,
 //! `engine::replay` and `engine::record`, never import each other (record's
-//! `--mode missing` composes both in [`engine::Engine::Missing`]). A
+//! `--mode missing` composes both in [`engine::Mode::Missing`]). A
 //! transport is a module under `transport` that builds `Call`s and frames
 //! `Step`s; `docs/ARCHITECTURE.md` walks through both and where a third goes.
 //!
@@ -44,6 +44,9 @@
 //! - [`matching`]: the match rules file (`mcp-tape.toml`, `--rules`):
 //!   `[[match]]` tables read and checked at start, globs, pointer patterns,
 //!   the `ignore` and `normalize` transforms.
+//! - [`faults`]: fault rules (`[[fault]]` tables, `--fault`, Agent 365
+//!   mocks' `errorRate`): which calls, when (`nth`, `every`, `after`,
+//!   `once`, a seeded `rate`), what happens; read and checked at start.
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
 //! - [`redact`]: sensitive body keys and header credentials.
@@ -89,6 +92,7 @@ pub mod config;
 pub mod drift;
 pub mod engine;
 pub mod error;
+pub mod faults;
 pub mod jsonrpc;
 pub mod limits;
 pub mod logging;

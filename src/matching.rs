@@ -93,10 +93,7 @@ pub struct MatchRules {
 pub struct MatchRule {
     /// The line its table starts on.
     pub line: usize,
-    server: Glob,
-    method: Glob,
-    /// The tool or prompt name, or the resource URI; `None`: any.
-    name: Option<Glob>,
+    selector: Selector,
     ignore: Vec<Pointer>,
     normalize: Vec<(Pointer, Vec<Fold>)>,
     pub by: By,
@@ -124,27 +121,12 @@ struct RawRule {
 struct RawFile {
     #[serde(rename = "match", default)]
     rules: Vec<Spanned<RawRule>>,
+    /// Fault rules, read by `faults`.
+    #[serde(rename = "fault", default)]
+    _faults: Vec<toml::Value>,
 }
 
 impl MatchRules {
-    /// The rules `path` names; with `None`, those of [`DEFAULT_FILE`] in the
-    /// working directory if there is one, else none.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Read`] for a named file that cannot be read, [`Error::Rules`]
-    /// (file, line, reason) for one that is not a rules file.
-    pub fn load(path: Option<&Path>) -> Result<MatchRules, Error> {
-        let path = match path {
-            Some(path) => path.to_owned(),
-            None if Path::new(DEFAULT_FILE).is_file() => PathBuf::from(DEFAULT_FILE),
-            None => return Ok(MatchRules::default()),
-        };
-        let text =
-            std::fs::read_to_string(&path).map_err(|source| Error::Read { path: path.clone(), source })?;
-        MatchRules::parse(&path, &text)
-    }
-
     /// The rules `text` (the contents of `file`) holds.
     ///
     /// # Errors
@@ -201,49 +183,7 @@ impl MatchRules {
 
 impl MatchRule {
     fn from_raw(raw: RawRule) -> Result<MatchRule, (Option<Range<usize>>, String)> {
-        let glob = |field: &Option<Spanned<String>>, what: &str| -> Result<Option<Glob>, _> {
-            field
-                .as_ref()
-                .map(|text| {
-                    Glob::new(text.get_ref())
-                        .map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
-                })
-                .transpose()
-        };
-        let named: Vec<(&str, &Spanned<String>)> =
-            [("tool", &raw.tool), ("prompt", &raw.prompt), ("uri", &raw.uri)]
-                .into_iter()
-                .filter_map(|(key, value)| Some((key, value.as_ref()?)))
-                .collect();
-        let (name, implied) = match named.as_slice() {
-            [] => (None, None),
-            [(key, value)] => {
-                let method = match *key {
-                    "tool" => "tools/call",
-                    "prompt" => "prompts/get",
-                    _ => "resources/read",
-                };
-                (glob(&Some((*value).clone()), key)?, Some((*key, method)))
-            }
-            [_, (key, value), ..] => {
-                let keys: Vec<&str> = named.iter().map(|(k, _)| *k).collect();
-                return Err((
-                    Some(value.span()),
-                    format!("{key}: a rule names one of tool, prompt and uri, not {}", keys.join(" and ")),
-                ));
-            }
-        };
-        let method = match (&raw.method, implied) {
-            (Some(method), Some((key, implied))) if method.get_ref() != implied => {
-                return Err((
-                    Some(method.span()),
-                    format!("method {:?}: a rule with {key} decides {implied} only", method.get_ref()),
-                ));
-            }
-            (Some(method), _) => glob(&Some(method.clone()), "method")?.unwrap_or_default(),
-            (None, Some((_, implied))) => Glob::literal(implied),
-            (None, None) => Glob::any(),
-        };
+        let selector = Selector::new([&raw.server, &raw.method, &raw.tool, &raw.prompt, &raw.uri])?;
         let pointer = |text: &Spanned<String>, what: &str| {
             Pointer::new(text.get_ref()).map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
         };
@@ -261,22 +201,12 @@ impl MatchRule {
             }
             normalize.push((at, folds));
         }
-        Ok(MatchRule {
-            line: 0,
-            server: glob(&raw.server, "server")?.unwrap_or_default(),
-            method,
-            name,
-            ignore,
-            normalize,
-            by: raw.by,
-        })
+        Ok(MatchRule { line: 0, selector, ignore, normalize, by: raw.by })
     }
 
     /// Whether this rule decides a request of `method` to `server` naming `name`.
     pub fn decides(&self, server: &str, method: &str, name: &str) -> bool {
-        self.method.matches(method)
-            && self.server.matches(server)
-            && self.name.as_ref().is_none_or(|glob| glob.matches(name))
+        self.selector.selects(server, method, name)
     }
 
     /// `params` (canonical: redacted, `_meta` and `--ignore-param`s left
@@ -304,6 +234,100 @@ impl MatchRule {
             });
         }
         prepared
+    }
+}
+
+/// Which requests a rule is about: a server, and a tool, prompt or resource
+/// URI (each implying its method) or a method, all globs; what a rule
+/// leaves out matches anything.
+#[derive(Clone, Debug)]
+pub struct Selector {
+    server: Glob,
+    method: Glob,
+    /// The tool or prompt name, or the resource URI; `None`: any.
+    name: Option<Glob>,
+}
+
+/// A problem with a rule table: where in the file (a byte span, when known)
+/// and why.
+pub type Refusal = (Option<Range<usize>>, String);
+
+impl Selector {
+    /// The selector of a table's `server`, `method`, `tool`, `prompt` and
+    /// `uri` keys, in that order.
+    ///
+    /// # Errors
+    ///
+    /// A bad glob; more than one of tool, prompt and uri; a method other
+    /// than the one a tool, prompt or uri implies.
+    pub fn new(keys: [&Option<Spanned<String>>; 5]) -> Result<Selector, Refusal> {
+        let [server, method, tool, prompt, uri] = keys;
+        let glob = |field: &Option<Spanned<String>>, what: &str| -> Result<Option<Glob>, Refusal> {
+            field
+                .as_ref()
+                .map(|text| {
+                    Glob::new(text.get_ref())
+                        .map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
+                })
+                .transpose()
+        };
+        let named: Vec<(&str, &Spanned<String>)> = [("tool", tool), ("prompt", prompt), ("uri", uri)]
+            .into_iter()
+            .filter_map(|(key, value)| Some((key, value.as_ref()?)))
+            .collect();
+        let (name, implied) = match named.as_slice() {
+            [] => (None, None),
+            [(key, value)] => {
+                let method = match *key {
+                    "tool" => "tools/call",
+                    "prompt" => "prompts/get",
+                    _ => "resources/read",
+                };
+                (glob(&Some((*value).clone()), key)?, Some((*key, method)))
+            }
+            [_, (key, value), ..] => {
+                let keys: Vec<&str> = named.iter().map(|(k, _)| *k).collect();
+                return Err((
+                    Some(value.span()),
+                    format!("{key}: a rule names one of tool, prompt and uri, not {}", keys.join(" and ")),
+                ));
+            }
+        };
+        let method = match (method, implied) {
+            (Some(method), Some((key, implied))) if method.get_ref() != implied => {
+                return Err((
+                    Some(method.span()),
+                    format!("method {:?}: a rule with {key} decides {implied} only", method.get_ref()),
+                ));
+            }
+            (Some(method), _) => glob(&Some(method.clone()), "method")?.unwrap_or_default(),
+            (None, Some((_, implied))) => Glob::literal(implied),
+            (None, None) => Glob::any(),
+        };
+        Ok(Selector { server: glob(server, "server")?.unwrap_or_default(), method, name })
+    }
+
+    /// The requests of `method` to `server` naming `tool` (a literal
+    /// selector, for rules made from something other than a file).
+    pub fn tool(server: &str, tool: &str) -> Selector {
+        Selector {
+            server: Glob::literal(server),
+            method: Glob::literal("tools/call"),
+            name: Some(Glob::literal(tool)),
+        }
+    }
+
+    /// Whether a request of `method` to `server` naming `name` (tool, prompt
+    /// or URI; `""` for none) is one of these.
+    pub fn selects(&self, server: &str, method: &str, name: &str) -> bool {
+        self.method.matches(method)
+            && self.server.matches(server)
+            && self.name.as_ref().is_none_or(|glob| glob.matches(name))
+    }
+
+    /// Whether it selects requests of `method` only.
+    pub fn is_only(&self, method: &str) -> bool {
+        self.method == Glob::literal(method)
     }
 }
 
@@ -365,7 +389,7 @@ fn as_number(value: f64) -> Option<Number> {
 }
 
 /// The 1-based line of byte `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
+pub fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
 }
 
@@ -753,7 +777,7 @@ uri = "file:///docs/**"
             ("[[match]]\nnormalize = { \"/a\" = [\"upper\"] }\n", 2, "unknown variant `upper`"),
             ("[[match]]\ntool = \"a\"\nuri = \"b\"\n", 3, "one of tool, prompt and uri"),
             ("[[match]]\ntool = \"a\"\nmethod = \"prompts/get\"\n", 3, "decides tools/call only"),
-            ("[[fault]]\nnth = 1\n", 1, "unknown field `fault`"),
+            ("[[faults]]\nnth = 1\n", 1, "unknown field `faults`"),
             ("[[match]\n", 1, ""),
             ("[[match]]\nignore = [\"/a/~2\"]\n", 2, "`~0`"),
             ("[[match]]\nignore = [\"/**\"]\n", 2, "cannot end in `**`"),

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use libfuzzer_sys::fuzz_target;
 use mcp_tape::config::{FrontDoor, OnMiss, Pace};
-use mcp_tape::engine::Engine;
+use mcp_tape::engine::{Engine, Mode};
 use mcp_tape::engine::replay::{Replay, ServiceAnswers};
 use mcp_tape::normalize::Rules;
 use mcp_tape::cassette::store::Cassette;
@@ -35,7 +35,7 @@ fn setup() -> &'static (tokio::runtime::Runtime, Arc<App>) {
             allowed_hosts: Vec::new(),
             idle_timeout: Duration::from_secs(1),
         };
-        let app = Arc::new(App::new(Engine::Replay(replay), front_door));
+        let app = Arc::new(App::new(Engine::from(Mode::Replay(replay)), front_door));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         (runtime, app)
     })

@@ -6,15 +6,19 @@
 //! `statusCode` and `enabled`. An enabled tool becomes a template that
 //! answers any call to it and lists it in `tools/list`; a disabled one is
 //! left out (a call then gets `-32602`, as for any unknown tool).
-//! `errorRate` is not reproduced (replay is deterministic) and `statusCode`
-//! was never used by the mock server.
+//! A tool's `errorRate` becomes a seeded share of its calls that fail (the
+//! same calls every run with the same seed: see `faults::draw`), with the
+//! mock server's error (`{code: 500, message: "Simulated error for mock
+//! tool '<name>'"}` at HTTP 200), or with `statusCode` as the HTTP status
+//! when a mock sets one that is not a success (the mock server itself
+//! never used it).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::AnswerTemplate;
+use crate::cassette::model::{AnswerTemplate, TemplateFailure};
 use crate::error::Error;
 use crate::limits::MAX_MOCKS_FILE_BYTES;
 
@@ -28,11 +32,12 @@ pub struct Mocks {
     pub templates: Vec<AnswerTemplate>,
     /// Disabled tools left out, as "server tool".
     pub disabled: Vec<String>,
-    /// Tools whose `errorRate` is not zero (not reproduced), as "server tool".
+    /// Tools whose `errorRate` is not zero, as "server tool".
     pub error_rates: Vec<String>,
 }
 
-/// Reads every `*.json` file of `dir` (sorted by name).
+/// Reads every `*.json` file of `dir` (sorted by name); `seed` seeds the
+/// draw of each tool's failing calls.
 ///
 /// # Errors
 ///
@@ -40,7 +45,7 @@ pub struct Mocks {
 /// JSON array of tool objects (after comments and trailing commas), a tool
 /// without a name, a name used twice, a property of the wrong type; named
 /// with its file and tool.
-pub fn read_dir(dir: &Path) -> Result<Mocks, Error> {
+pub fn read_dir(dir: &Path, seed: u64) -> Result<Mocks, Error> {
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Read { path, source }
@@ -59,7 +64,7 @@ pub fn read_dir(dir: &Path) -> Result<Mocks, Error> {
     for file in files {
         let text = read_bounded(&file)?;
         let server = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        read_file(&server, &text, &mut mocks)
+        read_file(&server, &text, seed, &mut mocks)
             .map_err(|why| Error::Config(format!("{}: {why}", file.display())))?;
     }
     Ok(mocks)
@@ -90,7 +95,7 @@ fn read_bounded(file: &Path) -> Result<String, Error> {
 }
 
 /// The tools of one mocks file, for `server`.
-fn read_file(server: &str, text: &str, mocks: &mut Mocks) -> Result<(), String> {
+fn read_file(server: &str, text: &str, seed: u64, mocks: &mut Mocks) -> Result<(), String> {
     let value: Value = serde_json::from_str(&lenient_json(text))
         .map_err(|e| format!("not valid JSON (comments and trailing commas allowed): {e}"))?;
     let Value::Array(tools) = value else {
@@ -115,9 +120,21 @@ fn read_file(server: &str, text: &str, mocks: &mut Mocks) -> Result<(), String> 
             mocks.disabled.push(format!("{server} {name}"));
             continue;
         }
-        if tool.number("errorrate").map_err(named)?.is_some_and(|rate| rate > 0.0) {
-            mocks.error_rates.push(format!("{server} {name}"));
-        }
+        let failure = match tool.number("errorrate").map_err(named)? {
+            Some(rate) if !(0.0..=1.0).contains(&rate) => {
+                return Err(named(format!("\"errorRate\" {rate}: a share of calls, from 0 to 1")));
+            }
+            Some(rate) if rate > 0.0 => {
+                mocks.error_rates.push(format!("{server} {name}"));
+                let status = match tool.number("statuscode").map_err(named)? {
+                    None => None,
+                    Some(code) if code.fract() == 0.0 && (100.0..600.0).contains(&code) => Some(code as u16),
+                    Some(code) => return Err(named(format!("\"statusCode\" {code}: not an HTTP status"))),
+                };
+                Some(TemplateFailure { rate, seed, status })
+            }
+            Some(_) | None => None,
+        };
         let input_schema = match tool.get("inputschema") {
             None | Some(Value::Null) => json!({"type": "object", "properties": {}, "required": []}),
             Some(schema @ Value::Object(_)) => schema.clone(),
@@ -138,6 +155,7 @@ fn read_file(server: &str, text: &str, mocks: &mut Mocks) -> Result<(), String> 
                 .map_err(named)?
                 .unwrap_or_else(|| DEFAULT_TEMPLATE.to_owned()),
             delay_ms,
+            failure,
         });
     }
     Ok(())
@@ -233,7 +251,7 @@ mod tests {
 
     fn read(text: &str) -> Result<Mocks, String> {
         let mut mocks = Mocks::default();
-        read_file("mcp_Test", text, &mut mocks).map(|()| mocks)
+        read_file("mcp_Test", text, 7, &mut mocks).map(|()| mocks)
     }
 
     #[test]
@@ -244,15 +262,28 @@ mod tests {
               /* first */ {"Name": "GetRooms", "RESPONSETEMPLATE": "rooms // not a comment, {{city}}", "delayMs": 250,},
               {"name": "Hidden", "enabled": false},
               {"name": "Flaky", "errorRate": 0.5},
+              {"name": "Down", "errorRate": 1, "statusCode": 503},
             ]"#,
         )
         .unwrap();
-        assert_eq!(mocks.templates.len(), 2);
+        assert_eq!(mocks.templates.len(), 3);
         assert_eq!(mocks.templates[0].text, "rooms // not a comment, {{city}}");
         assert_eq!(mocks.templates[0].delay_ms, 250);
         assert_eq!(mocks.templates[1].text, DEFAULT_TEMPLATE);
         assert_eq!(mocks.disabled, ["mcp_Test Hidden"]);
-        assert_eq!(mocks.error_rates, ["mcp_Test Flaky"]);
+        assert_eq!(mocks.error_rates, ["mcp_Test Flaky", "mcp_Test Down"]);
+        assert_eq!(mocks.templates[0].failure, None);
+        assert_eq!(mocks.templates[1].failure, Some(TemplateFailure { rate: 0.5, seed: 7, status: None }));
+        assert_eq!(
+            mocks.templates[2].failure,
+            Some(TemplateFailure { rate: 1.0, seed: 7, status: Some(503) })
+        );
+        assert!(read(r#"[{"name": "T", "errorRate": 2}]"#).unwrap_err().contains("\"errorRate\" 2"));
+        assert!(
+            read(r#"[{"name": "T", "errorRate": 0.1, "statusCode": 42}]"#)
+                .unwrap_err()
+                .contains("not an HTTP status")
+        );
     }
 
     #[test]

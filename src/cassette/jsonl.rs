@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cassette::model::{
     AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, canonical_json,
+    ServiceRoute, Status, TemplateFailure, canonical_json,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -72,7 +72,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "{}", canonical_json(&line))?;
     }
     for template in &loaded.templates {
-        let line = json!({
+        let mut line = json!({
             "toolTemplate": template.tool,
             "server": template.server,
             "description": template.description,
@@ -80,6 +80,13 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             "text": template.text,
             "delayMs": template.delay_ms,
         });
+        if let Some(failure) = &template.failure {
+            line["errorRate"] = failure.rate.into();
+            line["errorSeed"] = failure.seed.into();
+            if let Some(status) = failure.status {
+                line["errorStatus"] = status.into();
+            }
+        }
         writeln!(out, "{}", canonical_json(&line))?;
     }
     Ok(())
@@ -179,6 +186,29 @@ fn parse_template_line(value: &Value) -> Result<AnswerTemplate, String> {
         None => 0,
         Some(delay) => delay.as_u64().ok_or("\"delayMs\" must be a whole number of milliseconds")?,
     };
+    let failure = match value.get("errorRate") {
+        None => None,
+        Some(rate) => Some(TemplateFailure {
+            rate: rate
+                .as_f64()
+                .filter(|rate| (0.0..=1.0).contains(rate))
+                .ok_or("\"errorRate\" must be a share of calls, from 0 to 1")?,
+            seed: match value.get("errorSeed") {
+                None => 0,
+                Some(seed) => seed.as_u64().ok_or("\"errorSeed\" must be a whole number")?,
+            },
+            status: match value.get("errorStatus") {
+                None => None,
+                Some(status) => Some(
+                    status
+                        .as_u64()
+                        .filter(|s| (100..600).contains(s))
+                        .map(|s| s as u16)
+                        .ok_or("\"errorStatus\" must be an HTTP status code")?,
+                ),
+            },
+        }),
+    };
     Ok(AnswerTemplate {
         server: text("server")?.to_owned(),
         tool: tool.to_owned(),
@@ -186,6 +216,7 @@ fn parse_template_line(value: &Value) -> Result<AnswerTemplate, String> {
         input_schema,
         text: text("text")?.to_owned(),
         delay_ms,
+        failure,
     })
 }
 

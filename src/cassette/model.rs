@@ -323,6 +323,22 @@ pub struct AnswerTemplate {
     pub text: String,
     /// Milliseconds from the request to the answer (`--pace recorded`).
     pub delay_ms: u64,
+    /// The calls that fail instead, if some do.
+    pub failure: Option<TemplateFailure>,
+}
+
+/// The calls of a templated tool that fail (an Agent 365 mock's
+/// `errorRate` and `statusCode`): a seeded share, each failing with the
+/// mock server's error or an HTTP status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateFailure {
+    /// From 0 to 1.
+    pub rate: f64,
+    /// The seed of the draw (`faults::draw`).
+    pub seed: u64,
+    /// The HTTP status a failed call gets; `None`: the mock server's
+    /// JSON-RPC error.
+    pub status: Option<u16>,
 }
 
 /// The answer of an Agent 365 service endpoint that is not MCP (gateway

@@ -17,16 +17,16 @@ use crate::util;
 /// cassette that cannot be written.
 pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
     match &config.source {
-        ImportSource::A365Mocks(dir) => {
-            let mocks = a365_mocks::read_dir(dir)?;
+        ImportSource::A365Mocks { dir, seed } => {
+            let mocks = a365_mocks::read_dir(dir, *seed)?;
             let mut cassette = Cassette::open(&config.cassette)?;
             cassette.insert_templates(&mocks.templates)?;
             cassette.settle();
             let servers: std::collections::BTreeSet<&str> =
                 mocks.templates.iter().map(|t| t.server.as_str()).collect();
             if !mocks.error_rates.is_empty() {
-                tracing::warn!(
-                    "errorRate is not reproduced (replay answers the same every time): {}",
+                tracing::info!(
+                    "errorRate fails the same calls every run with seed {seed} (import --seed for others): {}",
                     util::printable(&mocks.error_rates.join(", "))
                 );
             }

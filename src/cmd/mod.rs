@@ -18,11 +18,12 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::TcpListener;
 
-use crate::config::{Command, Expired, Format, FrontDoor, MaxAge, Reports};
+use crate::config::{Command, Expired, Format, FrontDoor, MaxAge, Reports, RuleSources};
 use crate::engine::Engine;
 use crate::engine::replay::Replay;
 use crate::error::Error;
-use crate::matching::MatchRules;
+use crate::faults::FaultRules;
+use crate::matching::{self, MatchRules};
 use crate::report::{self, Report};
 use crate::{drift, util};
 
@@ -68,18 +69,63 @@ pub(super) fn announce(line: String) {
     }
 }
 
-/// The match rules `path` names (`--rules`), else those of
-/// `mcp-tape.toml` in the working directory, else none; logged when any.
-pub(super) fn load_rules(path: Option<&Path>) -> Result<MatchRules, Error> {
-    let rules = MatchRules::load(path)?;
-    if !rules.is_empty() {
-        tracing::info!(
-            "match rules: {} from {}",
-            rules.rules().len(),
-            util::printable(&rules.file().display().to_string())
-        );
+/// The rules of a run: which recording answers, and which calls fail.
+pub(super) struct Rules {
+    pub matches: MatchRules,
+    pub faults: FaultRules,
+}
+
+/// The rules of the file `sources` names (`--rules`), else those of
+/// `mcp-tape.toml` in the working directory, else none; then the
+/// `--fault` specs. Logged when any.
+///
+/// # Errors
+///
+/// [`Error::Read`] for a named file that cannot be read, [`Error::Rules`]
+/// (file, line, reason) for one that is not a rules file, [`Error::Usage`]
+/// for a bad `--fault`.
+pub(super) fn load_rules(sources: &RuleSources) -> Result<Rules, Error> {
+    let file = match &sources.file {
+        Some(path) => Some(path.clone()),
+        None => Some(PathBuf::from(matching::DEFAULT_FILE)).filter(|path| path.is_file()),
+    };
+    let mut rules = match &file {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.clone(), source })?;
+            Rules { matches: MatchRules::parse(path, &text)?, faults: FaultRules::parse(path, &text)? }
+        }
+        None => Rules { matches: MatchRules::default(), faults: FaultRules::default() },
+    };
+    if let Some(path) = file {
+        let shown = util::printable(&path.display().to_string()).into_owned();
+        for (count, what) in [(rules.matches.rules().len(), "match"), (rules.faults.rules().len(), "fault")] {
+            if count > 0 {
+                tracing::info!("{what} rules: {count} from {shown}");
+            }
+        }
+    }
+    for (number, spec) in sources.faults.iter().enumerate() {
+        rules.faults.add_spec(number + 1, spec)?;
     }
     Ok(rules)
+}
+
+/// `faults` as a front door without HTTP (stdio) can enact them: the
+/// rules that answer with a status or lose a session (stdio has neither)
+/// are left out, with a warning each.
+pub(super) fn on_stdio(mut faults: FaultRules) -> FaultRules {
+    faults.retain(|rule| {
+        let kept = !rule.action.effect.as_ref().is_some_and(|effect| effect.needs_http());
+        if !kept {
+            tracing::warn!(
+                "fault {} is left out: stdio has no HTTP statuses or sessions",
+                util::printable(&rule.label())
+            );
+        }
+        kept
+    });
+    faults
 }
 
 /// What a run exercised, over the recordings `engine` could use.

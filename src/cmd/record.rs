@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{announce, bind, local_address, report_of, write_reports};
+use super::{Rules, announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
 use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
 use crate::engine::replay::{Replay, ServiceAnswers};
-use crate::engine::{Engine, Facts, Recorder};
+use crate::engine::{Engine, Facts, Mode, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
-use crate::normalize::Rules;
+use crate::normalize::Rules as Normalizing;
 use crate::redact;
 use crate::transport::http::{self, App, Proxy, server};
 use crate::transport::stdio::{self, Door, Ended};
@@ -42,7 +42,7 @@ pub(super) async fn run(config: RecordConfig) -> Result<u8, Error> {
 fn open_for_recording(
     cassette: &Path,
     mode: RecordMode,
-    rules: &Rules,
+    rules: &Normalizing,
 ) -> Result<(Cassette, Option<Tape>), Error> {
     if let Some(dir) = cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
@@ -56,22 +56,24 @@ fn open_for_recording(
 }
 
 /// Record over HTTP: the front door's app forwarding to `upstream` and
-/// storing into `cassette` (with `mode`), and the cassette's writer.
+/// storing into `cassette` (with `mode`, answering from it what the match
+/// rules pick too), injecting `rules`' faults, and the cassette's writer.
 pub(super) fn http_recording(
     cassette: &Path,
     mode: RecordMode,
     normalization: &Normalization,
-    match_rules: MatchRules,
+    rules: Rules,
     upstream: &HttpUpstream,
     front_door: FrontDoor,
 ) -> Result<(Arc<App>, Writer), Error> {
-    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
+    let Rules { matches, faults } = rules;
+    let rules = Normalizing::new(&normalization.redact_keys, &normalization.ignore_params);
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
         http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
-    let engine = recording_engine(recorder, Proxy::new(client), existing, rules, match_rules);
+    let engine = recording_engine(recorder, Proxy::new(client), existing, rules, matches).with_faults(faults);
     Ok((Arc::new(App::new(engine, front_door)), writer))
 }
 
@@ -82,12 +84,12 @@ fn recording_engine<L>(
     recorder: Recorder,
     link: L,
     existing: Option<Tape>,
-    rules: Rules,
+    rules: Normalizing,
     match_rules: MatchRules,
 ) -> Engine<L> {
-    match existing {
-        None => Engine::Record { recorder, link },
-        Some(tape) => Engine::Missing {
+    let mode = match existing {
+        None => Mode::Record { recorder, link },
+        Some(tape) => Mode::Missing {
             cassette: Replay::new(
                 tape,
                 ServiceAnswers::default(),
@@ -99,7 +101,8 @@ fn recording_engine<L>(
             recorder,
             link,
         },
-    }
+    };
+    Engine::from(mode)
 }
 
 /// The summary line of a recording that stopped; how many exchanges
@@ -151,14 +154,9 @@ pub async fn http(
         return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
     };
     let address = local_address(&listener, &front_door)?;
-    let (app, writer) = http_recording(
-        &config.cassette,
-        config.mode,
-        &config.normalization,
-        MatchRules::default(),
-        &upstream,
-        front_door,
-    )?;
+    let rules = load_rules(&config.rules)?;
+    let (app, writer) =
+        http_recording(&config.cassette, config.mode, &config.normalization, rules, &upstream, front_door)?;
     announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
     server::run(listener, Arc::clone(&app), shutdown).await;
     let failed = summarize_recording(writer);
@@ -178,7 +176,8 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let Upstream::Stdio { command, server } = config.upstream.clone() else {
         return Err(Error::Config("record over stdio needs a stdio server's command".into()));
     };
-    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let Rules { matches, faults } = load_rules(&config.rules)?;
+    let rules = Normalizing::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
     let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
     let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
@@ -189,13 +188,14 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
         .map_err(|source| Error::Spawn { command: shown.clone(), source })?;
     announce(format!("record on stdio: {}, as server {}", util::printable(&shown), util::printable(&server)));
     let facts = Facts { credentials: redact::env_secrets(std::env::vars()), ..Facts::default() };
-    let engine = recording_engine(recorder, link, existing, rules, MatchRules::default());
+    let engine = recording_engine(recorder, link, existing, rules, matches).with_faults(on_stdio(faults));
     let door = Door::new(engine, server, facts);
     let ended = stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, child.gone()).await;
     match ended {
         Ok(Ended::Input) => tracing::info!("stdin closed: closing the stdio server's stdin"),
         Ok(Ended::Stopped) => tracing::info!("stopping the stdio server"),
         Ok(Ended::Child) => tracing::info!("the stdio server closed its output"),
+        Ok(Ended::Cut) => tracing::info!("a fault cut the stream: stopping the stdio server"),
         Err(e) => tracing::warn!("reading stdin failed: {e}; stopping the stdio server"),
     }
     let report = report_of(door.engine(), None);

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{announce, bind, load_rules, local_address, report_of, write_reports};
+use super::{announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
 use crate::cassette::store;
 use crate::cassette::tape::Tape;
 use crate::config::{Front, MaxAge, Normalization, OnMiss, Pace, ReplayConfig};
 use crate::engine::replay::{Replay, ServiceAnswers};
-use crate::engine::{Engine, Facts};
+use crate::engine::{Engine, Facts, Mode};
 use crate::error::Error;
+use crate::faults::{FaultRule, FaultRules};
 use crate::normalize::Rules;
 use crate::transport::http::{App, server};
 use crate::transport::stdio::{self, Door};
@@ -34,25 +35,46 @@ pub(super) async fn run(config: ReplayConfig) -> Result<u8, Error> {
     }
 }
 
-/// The replay engine over the cassettes `config` names.
-fn load_replay(config: &ReplayConfig) -> Result<Replay, Error> {
-    let rules = load_rules(config.rules.as_deref())?;
-    load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)
-        .map(|replay| replay.with_match_rules(rules))
+/// The replay engine over the cassettes `config` names, and the fault
+/// rules it injects (the rules file's and `--fault`'s, then the cassettes').
+fn load_replay(config: &ReplayConfig) -> Result<(Replay, FaultRules), Error> {
+    let rules = load_rules(&config.rules)?;
+    let (replay, carried) =
+        load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)?;
+    let mut faults = rules.faults;
+    carried.into_iter().for_each(|rule| faults.push(rule));
+    Ok((replay.with_match_rules(rules.matches), faults))
 }
 
-/// The replay engine over the cassettes under `paths`.
+/// The replay engine over the cassettes under `paths`, and the fault rules
+/// their answer templates carry (Agent 365 mocks' `errorRate`).
 pub(super) fn load_cassettes(
     paths: &[PathBuf],
     normalization: &Normalization,
     on_miss: OnMiss,
     pace: Pace,
     max_age: Option<MaxAge>,
-) -> Result<Replay, Error> {
+) -> Result<(Replay, Vec<FaultRule>), Error> {
     let files = store::cassette_files(paths)?;
     let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
     let loaded = store::load_as_text(&files)?;
     let templates = loaded.templates.len();
+    let carried: Vec<FaultRule> = loaded
+        .templates
+        .iter()
+        .filter_map(|template| {
+            let failure = template.failure.as_ref()?;
+            let place = format!("errorRate {} of {} {}", failure.rate, template.server, template.tool);
+            Some(FaultRule::from_mock(
+                place,
+                &template.server,
+                &template.tool,
+                failure.rate,
+                failure.seed,
+                failure.status,
+            ))
+        })
+        .collect();
     let tape = Tape::new(loaded.exchanges, &rules).with_templates(loaded.templates);
     tracing::info!(
         "loaded {} exchanges{} for {} servers from {} cassettes{}",
@@ -65,8 +87,12 @@ pub(super) fn load_cassettes(
             n => format!(" ({n} recorded transport-level rejections left out: replay decides those itself)"),
         }
     );
+    if !carried.is_empty() {
+        tracing::info!("{} answer templates fail a share of their calls (errorRate)", carried.len());
+    }
     let service = ServiceAnswers::new(loaded.service_answers);
-    Ok(Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit)))
+    let replay = Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit));
+    Ok((replay, carried))
 }
 
 /// The end of a replay: the one-line summary of misses, the reports, and
@@ -86,6 +112,16 @@ fn finish_replay<L>(engine: &Engine<L>, config: &ReplayConfig) -> Result<(), Err
         .map(|(key, case)| format!("{key} ×{}", case.misses))
         .collect();
     let total = report.usage.misses();
+    let faults: Vec<String> = report
+        .usage
+        .cases
+        .iter()
+        .filter(|(_, case)| case.injected() > 0)
+        .map(|(key, case)| format!("{key} ×{}", case.injected()))
+        .collect();
+    if !faults.is_empty() {
+        tracing::info!("{} faults injected: {}", faults.len(), faults.join("; "));
+    }
     if misses.is_empty() {
         tracing::info!("stopped; no misses");
     } else {
@@ -117,9 +153,10 @@ pub async fn http(
     let Front::Http(front_door) = config.front.clone() else {
         return Err(Error::Config("replay over HTTP needs the HTTP front door's settings".into()));
     };
-    let replay = load_replay(&config)?;
+    let (replay, faults) = load_replay(&config)?;
     let address = local_address(&listener, &front_door)?;
-    let app = Arc::new(App::new(Engine::Replay(replay), front_door));
+    let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
+    let app = Arc::new(App::new(engine, front_door));
     announce(format!("replay listening on http://{address}"));
     server::run(listener, Arc::clone(&app), shutdown).await;
     finish_replay(app.engine(), &config)
@@ -136,7 +173,7 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
     let Front::Stdio { server } = config.front.clone() else {
         return Err(Error::Config("replay over stdio needs the stdio front door's settings".into()));
     };
-    let replay = load_replay(&config)?;
+    let (replay, faults) = load_replay(&config)?;
     let server = match server {
         Some(server) => server,
         None => {
@@ -160,7 +197,8 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
     };
     announce(format!("replay on stdio as server {}", util::printable(&server)));
     let (output, mut to_client) = stdio::ToClient::new(stdio::stdout());
-    let door = Door::new(Engine::Replay(replay), server, Facts::default());
+    let engine = Engine::from(Mode::Replay(replay)).with_faults(on_stdio(faults));
+    let door = Door::new(engine, server, Facts::default());
     let ended =
         stdio::serve(&door, stdio::stdin(), &mut to_client, &output, shutdown, std::future::pending()).await;
     drop(output);

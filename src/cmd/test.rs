@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use super::record::{http_recording, summarize_recording};
 use super::replay::load_cassettes;
-use super::{announce, bind, load_rules, local_address, report_of, sibling, write_reports};
+use super::{Rules, announce, bind, load_rules, local_address, report_of, sibling, write_reports};
 use crate::cassette::store::Cassette;
 use crate::config::{RecordMode, TestConfig, TestMode};
-use crate::engine::Engine;
+use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::transport::http::{App, server};
 use crate::transport::stdio;
@@ -36,19 +36,21 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     // fresh one, or (--mode missing) a copy of the cassette, so that a
     // failing command leaves the cassette as it was.
     let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
-    let match_rules = load_rules(config.rules.as_deref())?;
+    let rules = load_rules(&config.rules)?;
+    let mut faults = rules.faults;
     let (app, writer, what) = match (&config.upstream, target.as_deref()) {
         (_, None) => {
-            let replay = load_cassettes(
+            let (replay, carried) = load_cassettes(
                 &config.paths,
                 &config.normalization,
                 config.on_miss,
                 config.pace,
                 config.max_age,
-            )?
-            .with_match_rules(match_rules);
-            let front_door = config.front_door.clone();
-            let app = Arc::new(App::new(Engine::Replay(replay), front_door));
+            )?;
+            carried.into_iter().for_each(|rule| faults.push(rule));
+            let engine =
+                Engine::from(Mode::Replay(replay.with_match_rules(rules.matches))).with_faults(faults);
+            let app = Arc::new(App::new(engine, config.front_door.clone()));
             (app, None, "replaying".to_owned())
         }
         (Some(upstream), Some(file)) => {
@@ -61,7 +63,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
                 file,
                 mode,
                 &config.normalization,
-                match_rules,
+                Rules { matches: rules.matches, faults },
                 upstream,
                 config.front_door.clone(),
             )?;

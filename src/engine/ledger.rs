@@ -3,7 +3,8 @@
 //! resource it names — how many requests a recording answered, the mock
 //! answered exactly, which match rule answered how many (and where the
 //! nearest recordings it picked differed), how many an answer template or
-//! the mock answered, missed, or were forwarded to be recorded; the first
+//! the mock answered, missed, or were forwarded to be recorded, and which
+//! fault rule was injected into how many (`engine::inject`); the first
 //! miss of each case with its nearest recordings; the recordings used
 //! although older than `--max-age`. (Whether a recording answered at all is a flag
 //! on the recording: see `tape::UseMark`.)
@@ -88,6 +89,8 @@ pub enum AnsweredBy {
     Miss,
     /// Forwarded upstream to be recorded.
     Forwarded,
+    /// An injected fault, instead of an answer.
+    Fault,
 }
 
 impl AnsweredBy {
@@ -99,6 +102,7 @@ impl AnsweredBy {
             AnsweredBy::Mock => "mock",
             AnsweredBy::Miss => "miss",
             AnsweredBy::Forwarded => "forwarded",
+            AnsweredBy::Fault => "fault",
         }
     }
 }
@@ -126,6 +130,12 @@ pub struct Case {
     pub misses: u64,
     /// Forwarded upstream to be recorded.
     pub forwarded: u64,
+    /// Answered by an injected fault instead (an error, a status, no
+    /// answer, a lost session).
+    pub faulted: u64,
+    /// Faults injected, by fault rule index: those that answered instead,
+    /// and those that delayed or cut an answer the counts above hold.
+    pub faults: BTreeMap<usize, u64>,
     /// Answered from a recording older than `--max-age`.
     pub stale: u64,
     /// The first miss's error: what was asked and the nearest recordings.
@@ -146,7 +156,18 @@ pub struct Ruled {
 
 impl Case {
     pub fn requests(&self) -> u64 {
-        self.hits + self.by_rules() + self.templates + self.mocks + self.misses + self.forwarded
+        self.hits
+            + self.by_rules()
+            + self.templates
+            + self.mocks
+            + self.misses
+            + self.forwarded
+            + self.faulted
+    }
+
+    /// How many faults were injected.
+    pub fn injected(&self) -> u64 {
+        self.faults.values().sum()
     }
 
     /// How many requests match rules answered.
@@ -178,6 +199,8 @@ pub struct Usage {
     pub cases: BTreeMap<CaseKey, Case>,
     /// How each match rule is told (`FILE:LINE (by)`), by index.
     pub rules: Vec<String>,
+    /// How each fault rule is told (`PLACE (what)`), by index.
+    pub faults: Vec<String>,
     /// Recordings that answered although older than `--max-age`.
     pub stale: BTreeSet<Source>,
 }
@@ -197,6 +220,10 @@ impl Usage {
             mine.mocks += case.mocks;
             mine.misses += case.misses;
             mine.forwarded += case.forwarded;
+            mine.faulted += case.faulted;
+            for (rule, count) in case.faults {
+                *mine.faults.entry(rule).or_default() += count;
+            }
             mine.stale += case.stale;
             if mine.first_miss.is_none() {
                 mine.first_miss = case.first_miss;
@@ -207,6 +234,9 @@ impl Usage {
         self.stale.extend(other.stale);
         if self.rules.is_empty() {
             self.rules = other.rules;
+        }
+        if self.faults.is_empty() {
+            self.faults = other.faults;
         }
     }
 
@@ -333,7 +363,23 @@ impl Ledger {
             AnsweredBy::Mock => case.mocks += 1,
             AnsweredBy::Miss => case.misses += 1,
             AnsweredBy::Forwarded => case.forwarded += 1,
+            AnsweredBy::Fault => case.faulted += 1,
         }
+    }
+
+    /// Counts fault rule `rule`'s injection into a request of `method` with
+    /// `params` to `server`; `replaced`: the fault took the answer's place.
+    pub fn injected(&self, server: &str, method: &str, params: Option<&Value>, rule: usize, replaced: bool) {
+        let at_ms = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut state = lock(&self.state);
+        let timed = replaced && state.moments < MOMENTS_KEPT;
+        state.moments += usize::from(timed);
+        let case = state.case(server, method, mcp::subject_of(method, params));
+        if timed {
+            case.moments.push(Moment { at_ms, answer: AnsweredBy::Fault });
+        }
+        *case.faults.entry(rule).or_default() += 1;
+        case.faulted += u64::from(replaced);
     }
 
     /// Keeps the first miss error of `key`.
@@ -365,7 +411,7 @@ impl Ledger {
                 }
             }
         }
-        Usage { cases, rules: Vec::new(), stale: state.stale.clone() }
+        Usage { cases, rules: Vec::new(), faults: Vec::new(), stale: state.stale.clone() }
     }
 }
 

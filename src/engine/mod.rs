@@ -11,13 +11,14 @@
 //!
 //! The modes: [`replay`](mod@replay) answers from the tape, else the mock;
 //! [`record`](mod@record) decides what is stored and when a client may see
-//! it; `--mode missing` is composed here from both ([`Engine::Missing`]),
+//! it; `--mode missing` is composed here from both ([`Mode::Missing`]),
 //! and the two never import each other. A recording engine holds its link
 //! (`L`: an HTTP client, a child process), so a recording without one
 //! cannot be built. No HTTP and no I/O here: how bytes become messages and
 //! how the link reaches the upstream belong to the front door.
 
 pub mod by_rule;
+pub mod inject;
 pub mod ledger;
 pub mod memory;
 pub mod nearest;
@@ -25,13 +26,17 @@ pub mod record;
 pub mod reenact;
 pub mod replay;
 
-use serde_json::Value;
+use std::time::Duration;
+
+use serde_json::{Value, json};
 
 use crate::cassette::model::{Era, ServiceRoute, Status};
 use crate::config::Pace;
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{ErrorCode, Params, RequestId};
-use crate::mcp::RoutingHeaders;
+use crate::faults::{Action, Effect, FaultRules};
+use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, RequestId};
+use crate::mcp::{self, RoutingHeaders, convert};
+use inject::Injector;
 use ledger::Usage;
 use reenact::Live;
 use replay::Replay;
@@ -99,6 +104,8 @@ pub enum Outcome {
     NotStored,
     /// Record: the upstream could not be reached or failed.
     UpstreamError,
+    /// A fault rule answered instead (or cut, or withheld the answer).
+    Injected,
     /// A notification or reply, acknowledged.
     Accepted,
     /// A session ended (DELETE).
@@ -127,6 +134,7 @@ impl Outcome {
             Outcome::Forwarded => "forwarded",
             Outcome::NotStored => "not-stored",
             Outcome::UpstreamError => "upstream-error",
+            Outcome::Injected => "fault",
             Outcome::Accepted => "accepted",
             Outcome::Ended => "ended",
             Outcome::Health => "health",
@@ -209,6 +217,39 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// The one-message answer `message`.
+    fn single(era: Era, outcome: Outcome, standing: Standing, message: String) -> Answer {
+        Answer {
+            outcome,
+            era,
+            standing,
+            messages: vec![Outgoing::answer(message)],
+            recorded_as_stream: false,
+            session_id: None,
+            hold_open: false,
+            rule: None,
+        }
+    }
+
+    /// `result` as the answer to `call`, in its era's shape (`identity`: the
+    /// server's own `serverInfo`, which stateless results carry).
+    pub fn result(call: &Call, outcome: Outcome, mut result: Value, identity: &Value) -> Answer {
+        if call.era == Era::Stateless {
+            convert::stateless_result(call.method, &mut result, identity);
+        }
+        Answer::single(call.era, outcome, Standing::Final(None), jsonrpc::result(call.id, &result))
+    }
+
+    /// `error` as the answer to `call`.
+    pub fn error(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
+        Answer::single(
+            call.era,
+            outcome,
+            Standing::Final(Some(error.code)),
+            jsonrpc::error(Some(call.id), error),
+        )
+    }
+
     /// Whether sending this answer takes time: recorded gaps to keep, client
     /// replies to wait for, or a stream held open.
     pub fn needs_time(&self, pace: Pace) -> bool {
@@ -226,6 +267,26 @@ pub enum Step<'e, L> {
     /// Forward the message through `link`; with a flight, show it the
     /// upstream's answer.
     Forward { link: &'e L, flight: Option<Flight> },
+    /// A fault's delay: wait `by`, then take `then`.
+    Delayed { by: Duration, then: Box<Step<'e, L>> },
+    /// A fault the front door enacts in its own terms.
+    Fail(Failure),
+}
+
+/// An injected failure that is not an MCP answer.
+#[derive(Clone, Debug)]
+pub enum Failure {
+    /// This HTTP status (`Retry-After` seconds when given) with `body`, a
+    /// JSON-RPC error for the caller. Only a front door with statuses has
+    /// these: fault rules that need them are left out on stdio.
+    Http { status: u16, retry_after: Option<u64>, body: String },
+    /// No answer, until the client gives up.
+    Hang,
+    /// The answer's stream ends after `messages` (none of them the final
+    /// answer): over HTTP the SSE stream closes, on stdio the output.
+    Cut { messages: Vec<Outgoing> },
+    /// The session is gone: the refusal every later use of it gets too.
+    LostSession(RequestError),
 }
 
 /// What the engine makes of a call to an Agent 365 service endpoint.
@@ -255,9 +316,16 @@ pub enum SessionStep<'e, L> {
     Forward(&'e L),
 }
 
-/// The engine in one of its modes, shared by every connection; `L` is the
-/// front door's link to the upstream, which only a recording holds.
-pub enum Engine<L> {
+/// The engine, shared by every connection: its mode, and the fault rules
+/// it injects in front of it.
+pub struct Engine<L> {
+    mode: Mode<L>,
+    faults: Injector,
+}
+
+/// What the engine does with requests no fault takes; `L` is the front
+/// door's link to the upstream, which only a recording holds.
+pub enum Mode<L> {
     Replay(Replay),
     Record {
         recorder: Recorder,
@@ -272,20 +340,102 @@ pub enum Engine<L> {
     },
 }
 
+impl<L> From<Mode<L>> for Engine<L> {
+    fn from(mode: Mode<L>) -> Engine<L> {
+        Engine { mode, faults: Injector::default() }
+    }
+}
+
 impl<L> Engine<L> {
-    /// What to do with a request.
+    /// The same engine, injecting the faults `rules` name.
+    pub fn with_faults(self, rules: FaultRules) -> Engine<L> {
+        Engine { faults: Injector::new(rules), ..self }
+    }
+
+    /// What to do with a request: what a fault rule that fires says, else
+    /// what the mode says.
     ///
     /// # Errors
     ///
-    /// Replay's refusals: an unknown session, a stateless request whose
-    /// envelope or headers do not hold together.
+    /// A session a fault made the engine lose; replay's refusals: an
+    /// unknown session, a stateless request whose envelope or headers do
+    /// not hold together.
     pub fn request(&self, call: &Call) -> Result<Step<'_, L>, RequestError> {
-        match self {
-            Engine::Replay(replay) => replay.answer(call).map(Step::Answer),
-            Engine::Record { recorder, link } => {
+        self.faults.check_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?;
+        match self.faults.fire(call) {
+            None => self.usual(call),
+            Some((rule, action)) => self.inject(call, rule, action),
+        }
+    }
+
+    /// A fault's answer to `call`: what `action` says, the usual answer
+    /// (later) when it says only to wait.
+    fn inject(&self, call: &Call, rule: usize, action: &Action) -> Result<Step<'_, L>, RequestError> {
+        let step = match &action.effect {
+            None => self.usual(call)?,
+            Some(effect) => self.enact(call, effect)?,
+        };
+        let replaced =
+            action.effect.as_ref().is_some_and(|effect| !matches!(effect, Effect::CutStreamAfter(_)));
+        self.faults.note(call, rule, replaced);
+        Ok(match action.delay {
+            Some(by) => Step::Delayed { by, then: Box::new(step) },
+            None => step,
+        })
+    }
+
+    /// What `effect` makes of `call`; nothing of it reaches the upstream.
+    fn enact(&self, call: &Call, effect: &Effect) -> Result<Step<'_, L>, RequestError> {
+        Ok(match effect {
+            Effect::Error(error) => Step::Answer(Answer::error(call, Outcome::Injected, error)),
+            Effect::ToolError(text) => {
+                let result = json!({"content": [{"type": "text", "text": text}], "isError": true});
+                let own = mcp::server_info();
+                let identity = self.replay().map_or(&own, |replay| replay.identity(call.server));
+                Step::Answer(Answer::result(call, Outcome::Injected, result, identity))
+            }
+            Effect::Http { status, retry_after } => {
+                let error = ErrorObject::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("HTTP {status} (a fault injected by mcp-tape)"),
+                );
+                let body = jsonrpc::error(Some(call.id), &error);
+                Step::Fail(Failure::Http { status: *status, retry_after: *retry_after, body })
+            }
+            Effect::Hang => Step::Fail(Failure::Hang),
+            Effect::CutStreamAfter(events) => {
+                let messages = match &self.mode {
+                    Mode::Replay(replay) => replay.answer(call)?.messages,
+                    Mode::Missing { cassette, .. } => {
+                        cassette.recorded(call).map(|a| a.messages).unwrap_or_default()
+                    }
+                    Mode::Record { .. } => Vec::new(),
+                };
+                let messages = messages.into_iter().filter(|m| !m.is_answer).take(*events).collect();
+                Step::Fail(Failure::Cut { messages })
+            }
+            Effect::LoseSession => {
+                if let Some(session) = call.session {
+                    self.faults.lose(session);
+                    if let Some(replay) = self.replay() {
+                        // Its state goes with it; an unknown session here is already gone.
+                        let _ = replay.end_session(session, call.server);
+                    }
+                }
+                let lost = RequestError { fault: Fault::UnknownSession, id: Some(call.id.clone()) };
+                Step::Fail(Failure::LostSession(lost))
+            }
+        })
+    }
+
+    /// What the mode makes of a request no fault took.
+    fn usual(&self, call: &Call) -> Result<Step<'_, L>, RequestError> {
+        match &self.mode {
+            Mode::Replay(replay) => replay.answer(call).map(Step::Answer),
+            Mode::Record { recorder, link } => {
                 Ok(Step::Forward { link, flight: Some(recorder.flight(call)) })
             }
-            Engine::Missing { cassette, recorder, link } => {
+            Mode::Missing { cassette, recorder, link } => {
                 // These open upstream sessions the rest of the traffic may need:
                 // always forwarded, and the cassette's cursors left alone.
                 let recorded = match call.method {
@@ -322,8 +472,9 @@ impl<L> Engine<L> {
         session: Option<&str>,
         response: Option<(&RequestId, Value)>,
     ) -> Result<Step<'_, L>, RequestError> {
-        match self {
-            Engine::Replay(replay) => {
+        self.faults.check_session(session)?;
+        match &self.mode {
+            Mode::Replay(replay) => {
                 if era == Era::Handshake {
                     replay.check_session(session)?;
                 }
@@ -332,7 +483,7 @@ impl<L> Engine<L> {
                 }
                 Ok(Step::Accepted)
             }
-            Engine::Record { recorder, link } | Engine::Missing { recorder, link, .. } => {
+            Mode::Record { recorder, link } | Mode::Missing { recorder, link, .. } => {
                 if let Some((id, body)) = response {
                     recorder.tie_reply(session, id, body);
                 }
@@ -346,9 +497,9 @@ impl<L> Engine<L> {
     /// point), or recording, the forward of a call that carried
     /// `credentials`.
     pub fn service(&self, route: ServiceRoute, origin: &str, credentials: Vec<String>) -> ServiceStep<'_, L> {
-        match self {
-            Engine::Replay(replay) => ServiceStep::Answer(replay.service(route, origin)),
-            Engine::Record { recorder, link } | Engine::Missing { recorder, link, .. } => {
+        match &self.mode {
+            Mode::Replay(replay) => ServiceStep::Answer(replay.service(route, origin)),
+            Mode::Record { recorder, link } | Mode::Missing { recorder, link, .. } => {
                 ServiceStep::Forward { link, flight: recorder.service(route, credentials) }
             }
         }
@@ -367,9 +518,10 @@ impl<L> Engine<L> {
         session: Option<&str>,
         server: &str,
     ) -> Result<SessionStep<'_, L>, RequestError> {
-        let replay = match self {
-            Engine::Replay(replay) => replay,
-            Engine::Record { link, .. } | Engine::Missing { link, .. } => {
+        self.faults.check_session(session)?;
+        let replay = match &self.mode {
+            Mode::Replay(replay) => replay,
+            Mode::Record { link, .. } | Mode::Missing { link, .. } => {
                 return Ok(SessionStep::Forward(link));
             }
         };
@@ -388,9 +540,9 @@ impl<L> Engine<L> {
     /// The upstream link, when recording: what is not an MCP message goes
     /// through it as it is.
     pub fn upstream(&self) -> Option<&L> {
-        match self {
-            Engine::Record { link, .. } | Engine::Missing { link, .. } => Some(link),
-            Engine::Replay(_) => None,
+        match &self.mode {
+            Mode::Record { link, .. } | Mode::Missing { link, .. } => Some(link),
+            Mode::Replay(_) => None,
         }
     }
 
@@ -403,6 +555,7 @@ impl<L> Engine<L> {
             session,
             pace: replay.pace(),
             gap,
+            delay: Duration::ZERO,
         })
     }
 
@@ -425,22 +578,24 @@ impl<L> Engine<L> {
 
     /// The replay engine, when replaying.
     pub fn replay(&self) -> Option<&Replay> {
-        match self {
-            Engine::Replay(replay) => Some(replay),
-            Engine::Record { .. } | Engine::Missing { .. } => None,
+        match &self.mode {
+            Mode::Replay(replay) => Some(replay),
+            Mode::Record { .. } | Mode::Missing { .. } => None,
         }
     }
 
     /// What this engine was asked and how it answered, so far.
     pub fn usage(&self) -> Usage {
-        match self {
-            Engine::Replay(replay) => replay.usage(),
-            Engine::Record { recorder, .. } => recorder.ledger().usage(),
-            Engine::Missing { cassette, recorder, .. } => {
+        let mut usage = match &self.mode {
+            Mode::Replay(replay) => replay.usage(),
+            Mode::Record { recorder, .. } => recorder.ledger().usage(),
+            Mode::Missing { cassette, recorder, .. } => {
                 let mut usage = cassette.usage();
                 usage.merge(recorder.ledger().usage());
                 usage
             }
-        }
+        };
+        usage.merge(self.faults.usage());
+        usage
     }
 }

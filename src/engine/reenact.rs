@@ -58,6 +58,15 @@ pub struct Live {
     /// The least time between two messages (unpaced): a front door whose
     /// clients read a byte stream wants each message to arrive on its own.
     pub gap: Duration,
+    /// How long before the first message (a fault's delay).
+    pub delay: Duration,
+}
+
+impl Live {
+    /// The same, waiting `delay` before the first message.
+    pub fn after(self, delay: Duration) -> Live {
+        Live { delay, ..self }
+    }
 }
 
 /// One thing for the front door to send.
@@ -75,6 +84,9 @@ pub enum Emit {
 pub fn reenact(messages: Vec<Outgoing>, live: Live, hold_open: bool) -> mpsc::Receiver<Emit> {
     let (emit, emitted) = mpsc::channel(1);
     tokio::spawn(async move {
+        if !live.delay.is_zero() {
+            tokio::time::sleep(live.delay).await;
+        }
         let started = tokio::time::Instant::now();
         for (n, message) in messages.into_iter().enumerate() {
             if live.pace == Pace::Recorded {
@@ -130,6 +142,7 @@ mod tests {
             session: Some("s".into()),
             pace: Pace::Instant,
             gap: Duration::ZERO,
+            delay: Duration::ZERO,
         };
         let mut emitted = reenact(vec![message("ask", Some(json!(0))), message("answer", None)], live, false);
         assert_eq!(emitted.recv().await, Some(Emit::Message("ask".into())));

@@ -306,7 +306,7 @@ impl Replay {
         if let Some(error) = self.miss(call, params, refusal.as_ref()) {
             tracing::warn!("{}", printable(&describe_miss(&error)));
             if self.on_miss == OnMiss::Error {
-                return Ok(error_answer(call, Outcome::Miss, &error));
+                return Ok(Answer::error(call, Outcome::Miss, &error));
             }
             return Ok(miss_as_result(call, &error, identity)
                 .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)));
@@ -428,7 +428,7 @@ impl Replay {
 
     /// The `serverInfo` answers of `server` carry: its own as recorded, else
     /// mcp-tape's.
-    fn identity(&self, server: &str) -> &Value {
+    pub fn identity(&self, server: &str) -> &Value {
         self.tape.server_info(server).unwrap_or(&OWN_SERVER_INFO)
     }
 
@@ -510,9 +510,9 @@ impl Replay {
             answer
         } else if let Some(discover) = self.recorded_result(call.server, "server/discover") {
             let initialize = convert::initialize_from_discover(&discover, requested);
-            result_answer(call, Outcome::Hit, initialize, self.identity(call.server))
+            Answer::result(call, Outcome::Hit, initialize, self.identity(call.server))
         } else if let Some(initialize) = self.templated_initialize(call.server, requested) {
-            result_answer(call, Outcome::Hit, initialize, self.identity(call.server))
+            Answer::result(call, Outcome::Hit, initialize, self.identity(call.server))
         } else {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         };
@@ -533,7 +533,7 @@ impl Replay {
             .or_else(|| self.templated_initialize(call.server, None))
         {
             let discover = convert::discover_from_initialize(&initialize);
-            result_answer(call, Outcome::Hit, discover, self.identity(call.server))
+            Answer::result(call, Outcome::Hit, discover, self.identity(call.server))
         } else {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         }
@@ -564,7 +564,7 @@ impl Replay {
                 if tools.is_empty() {
                     return None;
                 }
-                Some(result_answer(
+                Some(Answer::result(
                     call,
                     Outcome::Template,
                     json!({"tools": tools}),
@@ -576,7 +576,7 @@ impl Replay {
                 let template = self.tape.template(call.server, name)?;
                 let text = template::render(&template.text, params?.get("arguments"));
                 let result = json!({"content": [{"type": "text", "text": text}]});
-                let mut answer = result_answer(call, Outcome::Template, result, self.identity(call.server));
+                let mut answer = Answer::result(call, Outcome::Template, result, self.identity(call.server));
                 // As the real servers answer: a stream when the client takes one, after the mock's delay.
                 answer.recorded_as_stream = true;
                 for message in &mut answer.messages {
@@ -843,7 +843,7 @@ fn miss_as_result(call: &Call, error: &ErrorObject, identity: &Value) -> Option<
         "resources/read" => json!({"contents": [{"uri": name, "mimeType": "text/plain", "text": text}]}),
         _ => return None,
     };
-    Some(result_answer(call, Outcome::Miss, result, identity))
+    Some(Answer::result(call, Outcome::Miss, result, identity))
 }
 
 /// Brings a recorded message into the stateless era's shape.
@@ -875,32 +875,8 @@ fn to_handshake(body: &mut Value) {
 
 fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
     match fallback::answer(call.era, call.method, call.params()) {
-        Ok(result) => result_answer(call, outcome, result, identity),
-        Err(error) => error_answer(call, outcome, &error),
-    }
-}
-
-fn result_answer(call: &Call, outcome: Outcome, mut result: Value, identity: &Value) -> Answer {
-    if call.era == Era::Stateless {
-        convert::stateless_result(call.method, &mut result, identity);
-    }
-    single(call.era, outcome, Standing::Final(None), jsonrpc::result(call.id, &result))
-}
-
-fn error_answer(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
-    single(call.era, outcome, Standing::Final(Some(error.code)), jsonrpc::error(Some(call.id), error))
-}
-
-fn single(era: Era, outcome: Outcome, standing: Standing, message: String) -> Answer {
-    Answer {
-        outcome,
-        era,
-        standing,
-        messages: vec![Outgoing::answer(message)],
-        recorded_as_stream: false,
-        session_id: None,
-        hold_open: false,
-        rule: None,
+        Ok(result) => Answer::result(call, outcome, result, identity),
+        Err(error) => Answer::error(call, outcome, &error),
     }
 }
 

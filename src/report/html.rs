@@ -30,18 +30,19 @@ mark{background:#ffd8b5;outline:1px solid #bc4c00;border-radius:2px}
 code{font-size:.95em}
 .lane{font-size:12px;fill:#1b1f24}
 .answer-recording{fill:#1a7f37;background:#1a7f37}.answer-rule{fill:#0969da;background:#0969da}.answer-template{fill:#8250df;background:#8250df}
-.answer-mock{fill:#6e7781;background:#6e7781}.answer-miss{fill:#cf222e;background:#cf222e}.answer-forwarded{fill:#bc4c00;background:#bc4c00}
+.answer-mock{fill:#6e7781;background:#6e7781}.answer-miss{fill:#cf222e;background:#cf222e}.answer-forwarded{fill:#bc4c00;background:#bc4c00}.answer-fault{fill:#9a6700;background:#9a6700}
 .legend span{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin:0 .3em 0 1em;vertical-align:-.1em}
 ";
 
 /// Every way a request can be answered, in the order the page lists them.
-const ANSWERS: [AnsweredBy; 6] = [
+const ANSWERS: [AnsweredBy; 7] = [
     AnsweredBy::Recording,
     AnsweredBy::Rule,
     AnsweredBy::Template,
     AnsweredBy::Mock,
     AnsweredBy::Miss,
     AnsweredBy::Forwarded,
+    AnsweredBy::Fault,
 ];
 
 impl Report {
@@ -81,7 +82,7 @@ impl Report {
                 page,
                 "<h3>Server <code>{}</code></h3>\n<table class=\"cases\"><tr><th>request</th>\
                  <th>from a recording</th><th>by a match rule</th><th>by a template</th><th>by the mock</th>\
-                 <th>missed</th><th>forwarded to record</th><th>past --max-age</th></tr>\n",
+                 <th>missed</th><th>forwarded to record</th><th>a fault instead</th><th>past --max-age</th></tr>\n",
                 escape(server)
             );
             for (key, case) in cases {
@@ -92,6 +93,7 @@ impl Report {
                     case.mocks,
                     case.misses,
                     case.forwarded,
+                    case.faulted,
                     case.stale,
                 ];
                 let class = if case.misses > 0 { " class=\"missed\"" } else { "" };
@@ -110,6 +112,12 @@ impl Report {
             if answered > 0 {
                 let _ =
                     writeln!(page, "<p>Match rule <code>{}</code> answered {answered}.</p>", escape(label));
+            }
+        }
+        for (rule, label) in self.usage.faults.iter().enumerate() {
+            let injected = self.injected_by(rule);
+            if injected > 0 {
+                let _ = writeln!(page, "<p>Fault <code>{}</code> injected {injected}.</p>", escape(label));
             }
         }
     }

@@ -4,7 +4,9 @@
 //! never used and `rules suggest` reads for its misses, and an HTML page
 //! for a person (`--html`, in [`html`]). Each says how the
 //! requests of a case were answered: exactly, by which match rule (and
-//! where a `nearest` pick differed), by a template, by the mock, or missed.
+//! where a `nearest` pick differed), by a template, by the mock, or missed;
+//! and which fault rule was injected into how many. A fault is not a miss:
+//! it fails nothing by itself.
 
 pub mod html;
 
@@ -86,6 +88,11 @@ impl Report {
             count(|c| c.misses),
             count(|c| c.forwarded),
         );
+        let injected = count(Case::injected);
+        if injected > 0 {
+            let _ =
+                write!(text, ", {injected} faults injected ({} instead of an answer)", count(|c| c.faulted));
+        }
         let (ruled, templates) = (count(Case::by_rules), count(|c| c.templates));
         if ruled + templates > 0 {
             let _ = write!(
@@ -100,6 +107,11 @@ impl Report {
                 for differences in &ruled.differences {
                     let _ = write!(text, "\n    nearest differed at {}", normalize::describe(differences));
                 }
+            }
+        }
+        for (key, case) in &self.usage.cases {
+            for (rule, injected) in &case.faults {
+                let _ = write!(text, "\n  fault {} ×{injected}: {key}", self.fault_label(*rule));
             }
         }
         for (key, case) in self.usage.cases.iter().filter(|(_, c)| c.misses > 0) {
@@ -221,11 +233,17 @@ impl Report {
                         json!({"rule": self.rule_label(*rule), "answered": ruled.answered, "nearestDifferences": differences})
                     })
                     .collect();
+                let faults: Vec<Value> = case
+                    .faults
+                    .iter()
+                    .map(|(rule, injected)| json!({"fault": self.fault_label(*rule), "injected": injected}))
+                    .collect();
                 let mut entry = json!({
                     "server": key.server, "method": key.method, "subject": key.subject,
                     "hits": case.hits, "rules": rules, "templates": case.templates,
                     "mocks": case.mocks, "misses": case.misses,
-                    "forwarded": case.forwarded, "stale": case.stale,
+                    "forwarded": case.forwarded, "faulted": case.faulted, "faults": faults,
+                    "stale": case.stale,
                 });
                 if let Some(error) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
                     entry["firstMiss"] = json!({"message": error.message, "data": error.data});
@@ -309,6 +327,16 @@ impl Report {
         self.usage.rules.get(index).map_or("(unknown rule)", String::as_str)
     }
 
+    /// How fault rule `index` is told: `PLACE (what)`.
+    fn fault_label(&self, index: usize) -> &str {
+        self.usage.faults.get(index).map_or("(unknown fault)", String::as_str)
+    }
+
+    /// How many faults rule `index` injected, over every case.
+    fn injected_by(&self, index: usize) -> u64 {
+        self.usage.cases.values().filter_map(|case| case.faults.get(&index)).sum()
+    }
+
     /// How a case's requests were answered, a line each way.
     fn counts(&self, case: &Case) -> String {
         let parts = [
@@ -317,12 +345,16 @@ impl Report {
             (case.mocks, "answered by the mock"),
             (case.misses, "missed"),
             (case.forwarded, "forwarded to record"),
+            (case.faulted, "answered by a fault instead"),
             (case.stale, "answered by recordings older than --max-age"),
         ];
         let mut said: Vec<String> =
             parts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
         for (rule, ruled) in &case.ruled {
             said.push(format!("{} answered by rule {}", ruled.answered, self.rule_label(*rule)));
+        }
+        for (rule, injected) in &case.faults {
+            said.push(format!("fault {} injected into {injected}", self.fault_label(*rule)));
         }
         let mut text = format!("{} requests: {}", case.requests(), said.join(", "));
         for differences in case.ruled.values().flat_map(|ruled| &ruled.differences) {

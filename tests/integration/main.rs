@@ -8,6 +8,7 @@ mod binary;
 mod ci;
 mod drift;
 mod eras;
+mod faults;
 mod fidelity;
 mod http_rules;
 mod limits;

@@ -94,8 +94,10 @@ pub struct Options {
     pub allowed_hosts: Vec<String>,
     pub normalization: Normalization,
     pub idle_timeout: std::time::Duration,
-    /// A match rules file (`--rules`).
+    /// A rules file (`--rules`).
     pub rules: Option<PathBuf>,
+    /// `--fault` specs.
+    pub faults: Vec<String>,
 }
 
 impl Default for Options {
@@ -107,6 +109,7 @@ impl Default for Options {
             normalization: Normalization::default(),
             idle_timeout: mcp_tape::config::DEFAULT_IDLE_TIMEOUT,
             rules: None,
+            faults: Vec::new(),
         }
     }
 }
@@ -129,7 +132,7 @@ impl Replayer {
             on_miss: options.on_miss,
             fail_on_miss: false,
             pace: options.pace,
-            rules: options.rules,
+            rules: mcp_tape::config::RuleSources { file: options.rules, faults: options.faults },
             normalization: options.normalization,
             reports: mcp_tape::config::Reports::default(),
             max_age: None,
@@ -293,6 +296,8 @@ pub struct RecordOptions {
     pub mode: mcp_tape::config::RecordMode,
     pub timeouts: mcp_tape::config::Timeouts,
     pub upstream_ca: Option<PathBuf>,
+    /// `--fault` specs.
+    pub faults: Vec<String>,
 }
 
 impl Default for RecordOptions {
@@ -302,6 +307,7 @@ impl Default for RecordOptions {
             mode: mcp_tape::config::RecordMode::All,
             timeouts: mcp_tape::config::Timeouts { connect: patient, response: patient, idle: patient },
             upstream_ca: None,
+            faults: Vec::new(),
         }
     }
 }
@@ -326,6 +332,7 @@ impl Recorder {
             },
             cassette: cassette.clone(),
             mode: options.mode,
+            rules: mcp_tape::config::RuleSources { file: None, faults: options.faults },
             normalization: Normalization::default(),
             reports: mcp_tape::config::Reports::default(),
         };

@@ -8,7 +8,8 @@ use rusqlite::Connection;
 
 use super::Cassette;
 use crate::cassette::model::{
-    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, Text,
+    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, TemplateFailure,
+    Text,
 };
 use crate::error::{CassetteError, Error};
 
@@ -115,12 +116,14 @@ pub(super) fn read_service_answers(conn: &Connection) -> Result<Vec<ServiceAnswe
     Ok(answers)
 }
 
-/// Every exchange of the cassette at `path` (schema `version`) that `conn`
-/// reads, in recorded order, each with its source.
-pub(super) fn read_templates(conn: &Connection) -> Result<Vec<AnswerTemplate>, CassetteError> {
-    let mut select = conn.prepare(
-        "SELECT id, server, tool, description, input_schema, text, delay_ms FROM answer_template ORDER BY server, tool",
-    )?;
+/// Every answer template `conn` reads (schema `version`), by server and tool.
+pub(super) fn read_templates(conn: &Connection, version: i64) -> Result<Vec<AnswerTemplate>, CassetteError> {
+    // Failures arrived with schema 5; an older file has none.
+    let failures = if version >= 5 { "error_rate, error_seed, error_status" } else { "NULL, NULL, NULL" };
+    let mut select = conn.prepare(&format!(
+        "SELECT id, server, tool, description, input_schema, text, delay_ms, {failures} \
+         FROM answer_template ORDER BY server, tool"
+    ))?;
     let mut rows = select.query([])?;
     let mut templates = Vec::new();
     while let Some(row) = rows.next()? {
@@ -134,6 +137,20 @@ pub(super) fn read_templates(conn: &Connection) -> Result<Vec<AnswerTemplate>, C
                 .map_err(|e| CassetteError::Damaged { id, why: format!("template input schema: {e}") })?,
             text: row.get(5)?,
             delay_ms: row.get::<_, i64>(6)?.max(0) as u64,
+            failure: match row.get::<_, Option<f64>>(7)? {
+                Some(rate) if (0.0..=1.0).contains(&rate) => Some(TemplateFailure {
+                    rate,
+                    seed: row.get::<_, Option<i64>>(8)?.unwrap_or(0) as u64,
+                    status: row.get::<_, Option<u16>>(9).map_err(|e| CassetteError::Damaged {
+                        id,
+                        why: format!("template error status: {e}"),
+                    })?,
+                }),
+                Some(rate) => {
+                    return Err(CassetteError::Damaged { id, why: format!("template error rate {rate}") });
+                }
+                None => None,
+            },
         });
     }
     Ok(templates)

@@ -39,11 +39,12 @@ use crate::error::{CassetteError, Error};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
     include_str!("../../../migrations/0004_answer_templates.sql"),
+    include_str!("../../../migrations/0005_template_failures.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -271,7 +272,7 @@ impl Cassette {
 
     /// Answer templates arrived with schema 4; an older file has none.
     fn read_templates(&self) -> Result<Vec<AnswerTemplate>, CassetteError> {
-        if self.version < 4 { Ok(Vec::new()) } else { load::read_templates(&self.conn) }
+        if self.version < 4 { Ok(Vec::new()) } else { load::read_templates(&self.conn, self.version) }
     }
 
     /// Every exchange (JSON as stored), service answer and answer template,
@@ -399,10 +400,12 @@ impl Cassette {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             {
                 let mut insert = tx.prepare(
-                    "INSERT INTO answer_template (server, tool, description, input_schema, text, delay_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (server, tool) DO UPDATE SET \
-                     description = excluded.description, input_schema = excluded.input_schema, \
-                     text = excluded.text, delay_ms = excluded.delay_ms",
+                    "INSERT INTO answer_template (server, tool, description, input_schema, text, delay_ms, \
+                     error_rate, error_seed, error_status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                     ON CONFLICT (server, tool) DO UPDATE SET description = excluded.description, \
+                     input_schema = excluded.input_schema, text = excluded.text, delay_ms = excluded.delay_ms, \
+                     error_rate = excluded.error_rate, error_seed = excluded.error_seed, \
+                     error_status = excluded.error_status",
                 )?;
                 for template in templates {
                     insert.execute(params![
@@ -412,6 +415,10 @@ impl Cassette {
                         canonical_json(&template.input_schema),
                         template.text,
                         i64::try_from(template.delay_ms).unwrap_or(i64::MAX),
+                        template.failure.as_ref().map(|f| f.rate),
+                        // SQLite integers are signed: the seed's bits are kept as they are.
+                        template.failure.as_ref().map(|f| f.seed as i64),
+                        template.failure.as_ref().and_then(|f| f.status),
                     ])?;
                 }
             }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
-use crate::engine::{Answer, ServiceReply};
+use crate::engine::{Answer, Failure, ServiceReply};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
 use crate::sse;
@@ -44,10 +44,7 @@ pub(super) fn answer(
         };
         let mut response = Response::new(body);
         *response.status_mut() = status::of_answer(answer.era, answer.standing);
-        let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        set_stream_headers(&mut response);
         response
     } else {
         match answer.messages.into_iter().last().filter(|m| m.is_answer) {
@@ -59,6 +56,35 @@ pub(super) fn answer(
         response.headers_mut().insert(mcp::HEADER_SESSION_ID, session);
     }
     response
+}
+
+/// An injected failure: its status and error, a stream cut short (as SSE
+/// when the client takes it; a client that takes only JSON gets the empty
+/// body of a connection cut before the answer), or a lost session's 404.
+/// A hang never gets here: it is no response at all.
+pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
+    match failure {
+        Failure::Http { status, retry_after, body } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let mut response = json_text(status, body);
+            if let Some(seconds) = retry_after {
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            response
+        }
+        Failure::Cut { messages } if accepts.sse => {
+            let body: String = messages.iter().map(|message| sse::message_event(&message.json)).collect();
+            let mut response = Response::new(full(Bytes::from(body)));
+            set_stream_headers(&mut response);
+            response
+        }
+        Failure::Cut { .. } | Failure::Hang => {
+            let mut response = empty(StatusCode::OK);
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+        Failure::LostSession(refused) => error(&refused),
+    }
 }
 
 /// A failed request: the fault's status and JSON-RPC error.
@@ -113,6 +139,14 @@ where
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.body.size_hint()
     }
+}
+
+/// The headers of an SSE answer.
+fn set_stream_headers(response: &mut Response<Body>) {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
 }
 
 /// A whole body.

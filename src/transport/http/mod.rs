@@ -30,7 +30,7 @@ use super::RequestLine;
 use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
-use crate::engine::{Call, Engine, Facts, Outcome, ServiceStep, SessionAsk, SessionStep, Step};
+use crate::engine::{Call, Engine, Facts, Failure, Outcome, ServiceStep, SessionAsk, SessionStep, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
@@ -235,16 +235,51 @@ async fn post(
             app.engine.client_message(era, session.as_deref(), id.as_ref().map(|id| (id, reply)))?
         }
     };
+    let post = Post { parts, body, accepts, session };
+    respond(step, app, &post, logged).await
+}
+
+/// A POST the engine has read, for enacting its answer.
+struct Post {
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    accepts: Accepts,
+    session: Option<String>,
+}
+
+/// Enacts what the engine made of a POST.
+async fn respond(
+    step: Step<'_, Proxy>,
+    app: &App,
+    post: &Post,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
     match step {
         Step::Answer(answer) => {
             logged.outcome = answer.outcome;
-            Ok(frame::answer(answer, accepts, || app.engine.live(session.clone(), Duration::ZERO)))
+            let session = &post.session;
+            Ok(frame::answer(answer, post.accepts, || app.engine.live(session.clone(), Duration::ZERO)))
         }
         Step::Accepted => {
             logged.outcome = Outcome::Accepted;
             Ok(frame::empty(StatusCode::ACCEPTED))
         }
-        Step::Forward { link, flight } => link.exchange(&parts, body, flight, &mut logged.outcome).await,
+        Step::Forward { link, flight } => {
+            link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome).await
+        }
+        Step::Delayed { by, then } => {
+            logged.outcome = Outcome::Injected;
+            tokio::time::sleep(by).await;
+            Box::pin(respond(*then, app, post, logged)).await
+        }
+        Step::Fail(failure) => {
+            logged.outcome = Outcome::Injected;
+            match failure {
+                // Until the client gives up (hyper then drops this handler) or the daemon stops.
+                Failure::Hang => std::future::pending().await,
+                failure => Ok(frame::failure(failure, post.accepts)),
+            }
+        }
     }
 }
 

@@ -43,6 +43,7 @@ pub struct Child {
 }
 
 /// What the front door uses to reach the child: a recording engine's link.
+#[derive(Clone)]
 pub struct Link {
     input: mpsc::Sender<Piece>,
     flights: Arc<Mutex<Flights>>,

@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 use super::RequestLine;
 use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit};
-use crate::engine::{Answer, Call, Engine, Facts, Flight, Outcome, Step};
+use crate::engine::{Answer, Call, Engine, Facts, Failure, Flight, Outcome, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
@@ -188,6 +188,8 @@ pub enum Ended {
     Stopped,
     /// The child process closed its output (it exited).
     Child,
+    /// A fault cut the stream: the client's output ends here.
+    Cut,
 }
 
 /// What [`serve`] keeps between lines.
@@ -200,6 +202,8 @@ struct Stream {
     refusing: bool,
     /// Answer lines (each with its newline) of the line being handled.
     batch: Vec<u8>,
+    /// A fault cut the stream: nothing more is read or written.
+    cut: bool,
 }
 
 impl Stream {
@@ -234,6 +238,7 @@ pub async fn serve(
         reenacting: JoinSet::new(),
         refusing: false,
         batch: Vec::new(),
+        cut: false,
     };
     tokio::pin!(stop, child_gone);
     let ended = loop {
@@ -256,6 +261,9 @@ pub async fn serve(
         }
         if !stream.batch.is_empty() && !writer.write_batch(&mut stream.batch).await {
             break Ended::Input;
+        }
+        if stream.cut {
+            break Ended::Cut;
         }
         while stream.reenacting.try_join_next().is_some() {}
     };
@@ -309,12 +317,20 @@ impl Door {
         match step {
             Ok(Step::Answer(answer)) => {
                 self.log(&method, answer.outcome, started);
-                self.answer(answer, stream, output).await;
+                self.answer(answer, Duration::ZERO, stream, output).await;
             }
             Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
             Ok(Step::Forward { link, flight }) => {
                 self.log(&method, Outcome::Forwarded, started);
                 forward(link, Piece::Line(line), flight, writer).await;
+            }
+            Ok(Step::Delayed { by, then }) => {
+                self.log(&method, Outcome::Injected, started);
+                self.later(by, *then, line, stream, output).await;
+            }
+            Ok(Step::Fail(failure)) => {
+                self.log(&method, Outcome::Injected, started);
+                fail(failure, stream);
             }
             Err(error) => {
                 self.log(&method, Outcome::of(&error.fault), started);
@@ -354,20 +370,68 @@ impl Door {
         stream.refusing = !end;
     }
 
-    /// Sends an answer, one line per message; re-enacted in its own task
-    /// when it has several messages (at least [`STDIO_MESSAGE_GAP`] apart)
-    /// or must keep time or wait for the client's replies.
-    async fn answer(&self, answer: Answer, stream: &mut Stream, output: &Output) {
+    /// What a fault's delay holds back: an answer or a forward waits in a
+    /// task of its own (the lines after it go on), anything else here.
+    async fn later(
+        &self,
+        by: Duration,
+        step: Step<'_, Link>,
+        line: Vec<u8>,
+        stream: &mut Stream,
+        output: &Output,
+    ) {
+        match step {
+            Step::Answer(answer) => self.answer(answer, by, stream, output).await,
+            Step::Forward { link, flight } => {
+                let link = link.clone();
+                stream.reenacting.spawn(async move {
+                    tokio::time::sleep(by).await;
+                    if let Some(flight) = flight {
+                        link.expect(flight);
+                    }
+                    if link.input().send(Piece::Line(line)).await.is_err() {
+                        tracing::warn!("a line for the stdio server was dropped: its stdin is closed");
+                    }
+                });
+            }
+            Step::Fail(failure) => {
+                tokio::time::sleep(by).await;
+                fail(failure, stream);
+            }
+            Step::Accepted | Step::Delayed { .. } => {
+                tracing::warn!("a fault's delay held nothing to send: {} left as it is", self.server)
+            }
+        }
+    }
+
+    /// Sends an answer, one line per message, `delay` after now; re-enacted
+    /// in its own task when it is delayed, has several messages (at least
+    /// [`STDIO_MESSAGE_GAP`] apart) or must keep time or wait for the
+    /// client's replies.
+    async fn answer(&self, answer: Answer, delay: Duration, stream: &mut Stream, output: &Output) {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
         }
         // Most answers are one message sent at once: no re-enactment to set up.
-        let paced =
-            self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
-        let Some(live) = paced.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten()
-        else {
-            for message in answer.messages {
-                stream.reply(message.json.as_bytes());
+        let paced = !delay.is_zero()
+            || self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
+        let live = paced.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten();
+        let Some(live) = live.map(|live| live.after(delay)) else {
+            if delay.is_zero() {
+                for message in answer.messages {
+                    stream.reply(message.json.as_bytes());
+                }
+            } else {
+                // Recording, a delayed answer from the cassette: no re-enactment to keep.
+                let output = output.clone();
+                stream.reenacting.spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    for message in answer.messages {
+                        if !output.line(message.json).await {
+                            return;
+                        }
+                    }
+                });
             }
             return;
         };
@@ -383,6 +447,22 @@ impl Door {
                 }
             }
         });
+    }
+}
+
+/// An injected failure on stdio: a cut stream's messages, then the end of
+/// the output; a hang sends nothing. Statuses and sessions belong to HTTP
+/// (such fault rules are left out on stdio at start): their error goes as
+/// it is.
+fn fail(failure: Failure, stream: &mut Stream) {
+    match failure {
+        Failure::Hang => {}
+        Failure::Cut { messages } => {
+            messages.iter().for_each(|message| stream.reply(message.json.as_bytes()));
+            stream.cut = true;
+        }
+        Failure::Http { body, .. } => stream.reply(body.as_bytes()),
+        Failure::LostSession(refused) => stream.reply(refused.body().as_bytes()),
     }
 }
 
