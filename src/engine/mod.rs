@@ -276,10 +276,11 @@ pub enum Step<'e, L> {
 /// An injected failure that is not an MCP answer.
 #[derive(Clone, Debug)]
 pub enum Failure {
-    /// This HTTP status (`Retry-After` seconds when given) with `body`, a
-    /// JSON-RPC error for the caller. Only a front door with statuses has
+    /// This HTTP status (`Retry-After` seconds when given), as a gateway in
+    /// front of the server answers it: no JSON-RPC in the body, so that a
+    /// client reports the status. Only a front door with statuses has
     /// these: fault rules that need them are left out on stdio.
-    Http { status: u16, retry_after: Option<u64>, body: String },
+    Http { status: u16, retry_after: Option<u64> },
     /// No answer, until the client gives up.
     Hang,
     /// The answer's stream ends after `messages` (none of them the final
@@ -395,12 +396,7 @@ impl<L> Engine<L> {
                 Step::Answer(Answer::result(call, Outcome::Injected, result, identity))
             }
             Effect::Http { status, retry_after } => {
-                let error = ErrorObject::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("HTTP {status} (a fault injected by mcp-tape)"),
-                );
-                let body = jsonrpc::error(Some(call.id), &error);
-                Step::Fail(Failure::Http { status: *status, retry_after: *retry_after, body })
+                Step::Fail(Failure::Http { status: *status, retry_after: *retry_after })
             }
             Effect::Hang => Step::Fail(Failure::Hang),
             Effect::CutStreamAfter(events) => {

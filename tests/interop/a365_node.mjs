@@ -91,9 +91,15 @@ const transcript = {
 };
 
 const byName = Object.fromEntries(servers.map((server) => [server.mcpServerName, server]));
+// A server that fails is told by what the SDK threw (its class and code), as an agent sees it.
+const failure = (error) => ({ failed: error.constructor.name, code: error.code ?? null });
 for (const server of [...servers].sort((a, b) => a.mcpServerName.localeCompare(b.mcpServerName))) {
-  const tools = await service.getMcpClientTools(server.mcpServerName, server);
-  transcript.tools[server.mcpServerName] = tools.map((tool) => tool.name).sort();
+  try {
+    const tools = await service.getMcpClientTools(server.mcpServerName, server);
+    transcript.tools[server.mcpServerName] = tools.map((tool) => tool.name).sort();
+  } catch (error) {
+    transcript.tools[server.mcpServerName] = failure(error);
+  }
 }
 
 async function withClient(server, work) {
@@ -120,7 +126,7 @@ transcript["unknown tool"] = await withClient(byName[UNKNOWN_TOOL[0]], async (cl
   } catch (error) {
     return { code: error instanceof McpError ? error.code : null, type: error.constructor.name };
   }
-});
+}).catch(failure);
 
 const history = [
   { id: "msg-1", role: "user", content: "hello", timestamp: new Date("2026-11-23T10:00:00Z") },

@@ -14,7 +14,8 @@ Every request needs `Authorization: Bearer TOKEN` unless --no-auth. Values
 that change on every call on purpose: `currentDateTime` and `sentDateTime`.
 With --gzip, answers are compressed for clients that accept gzip (JSON
 answers; Starlette leaves event streams alone), as servers behind gateways
-do.
+do. With --unavailable NAME, server NAME answers 503, as a gateway in front
+of a server that is down does.
 
 Prints "listening on http://127.0.0.1:PORT" once the port is bound.
 
@@ -471,7 +472,23 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def build_app(token, gzip=False):
+class Unavailable:
+    """Answers 503 (plain text, as a gateway does) for the servers named, at their paths."""
+
+    def __init__(self, app, names):
+        self.app = app
+        self.paths = {f"/agents/servers/{name}" for name in names}
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].rstrip("/") in self.paths:
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": b"503 Service Unavailable\n"})
+            return
+        await self.app(scope, receive, send)
+
+
+def build_app(token, gzip=False, unavailable=()):
     servers = []
     routes = []
     for make, json_response in SERVERS:
@@ -490,6 +507,7 @@ def build_app(token, gzip=False):
 
     middleware = [Middleware(GZipMiddleware, minimum_size=1)] if gzip else []
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    app = Unavailable(app, unavailable) if unavailable else app
     return app if token is None else BearerAuth(app, token)
 
 
@@ -500,6 +518,8 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--stdio", metavar="NAME", help="serve the server NAME on stdin/stdout instead")
     parser.add_argument("--gzip", action="store_true", help="compress answers for clients that accept gzip")
+    parser.add_argument("--unavailable", metavar="NAME", action="append", default=[],
+                        help="answer 503 for server NAME (repeatable)")
     args = parser.parse_args()
     if args.stdio is not None:
         by_name = {make().name: make for make in [make for make, _ in SERVERS] + [concierge_server]}
@@ -516,7 +536,7 @@ def main():
     listener.bind(("127.0.0.1", args.port))
     listener.listen(128)
     print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(build_app(args.token, args.gzip), log_level="warning", lifespan="on")
+    config = uvicorn.Config(build_app(args.token, args.gzip, args.unavailable), log_level="warning", lifespan="on")
     asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
 

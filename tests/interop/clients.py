@@ -251,3 +251,41 @@ async def mocks_flow(url, mode, calls):
                 continue
             answers.append({"isError": True} if result.is_error else {"text": result.content[0].text})
         return {"tools": tools, "calls": answers}
+
+
+# Faults: one call of each failing_upstream.py tool, in one session; each
+# step's outcome as the SDK reports it. The same directly against that server
+# and against replay with faults.toml.
+FAULT_STEPS = ["ok", "rpc_error", "tool_error", "rate_limited", "unavailable", "cut", "slow", "forget", "ok"]
+# How long a call may wait (the hung one waits this long, then the client gives up).
+FAULT_STEP_TIMEOUT_S = 2
+
+
+async def faults_flow(url, mode):
+    transcript = []
+    try:
+        async with Client(url, mode=mode) as client:
+            for name in FAULT_STEPS:
+                seen = []
+
+                async def on_progress(progress, total, message, seen=seen):
+                    seen.append(progress)
+
+                step = {"tool": name}
+                try:
+                    result = await client.call_tool(name, {}, read_timeout_seconds=FAULT_STEP_TIMEOUT_S,
+                                                    progress_callback=on_progress)
+                except MCPError as error:
+                    step["error"] = error.error.code
+                    if name == "rpc_error":
+                        step["message"] = error.error.message
+                except Exception as error:  # whatever else the SDK raises is part of what it reports
+                    step["raised"] = type(error).__name__
+                else:
+                    step["isError"] = bool(result.is_error)
+                    step["content"] = [text_of(block) for block in result.content]
+                step["progress"] = seen
+                transcript.append(step)
+    except Exception as error:  # the session's end, as the SDK reports it
+        transcript.append({"closed": type(error).__name__})
+    return transcript

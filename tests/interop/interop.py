@@ -32,6 +32,12 @@ TypeScript SDK and the official conformance suite:
   varying its arguments on every run: 20 runs in a row pass against one
   recording with a rules file, and the first fails with a clear miss
   without one;
+- faults on demand: the Python SDK (auto, legacy) and TypeScript SDK (v1)
+  calling each tool of failing_upstream.py (a JSON-RPC error, isError, 429,
+  503, a cut stream, a hang, a lost session) directly, and against `replay`
+  of a healthy recording of it with faults.toml: the same outcomes; the
+  Agent 365 SDKs with a 503 from one server, against agent365_upstream.py
+  and against replay with that fault;
 - CI: `mcp-tape test` around a stand-in agent with a miss, its JUnit file
   read by junitparser (the pytest and vitest examples run from the
   installed packages in tests/packaging).
@@ -79,6 +85,8 @@ NEXT_LEGS = {"all": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
 # written on), so these fail the same way directly, through record and on replay.
 NEXT_FIXTURE_GAPS = "tasks-"
 FIXTURE_EXPECTED_FAILURES = os.path.join(HERE, "conformance-fixture-expected-failures.yml")
+FAILING_UPSTREAM = os.path.join(HERE, "failing_upstream.py")
+FAULTS_TOML = os.path.join(HERE, "faults.toml")
 SHIPPED_CASSETTES = os.path.join(HERE, "..", "..", "cassettes")
 DEMO_JSONL = os.path.join(SHIPPED_CASSETTES, "agent365-demo.jsonl")
 TOOLS_AUDIENCE = "ea9ffc3e-8a23-4a7d-836d-234d7c7565c1"
@@ -845,6 +853,100 @@ def a365_mocks_import(args, node_env, checks):
         checks.run("a365 mocks: replay stopped cleanly with no misses", no_misses)
 
 
+def faults_on_demand(args, node_env, checks):
+    """Each client's flow against failing_upstream.py directly, then against `mcp-tape replay` of a healthy
+    recording of it with faults.toml: every step must come out the same (what the SDK reports for a 429, a
+    cut stream, a lost session...)."""
+    flows = {
+        "python-sdk auto": lambda url: python_flow(clients.faults_flow(url, "auto")),
+        "python-sdk legacy": lambda url: python_flow(clients.faults_flow(url, "legacy")),
+        "typescript-sdk v1": lambda url: json.loads(run_process(
+            [args.node, "ts_faults_client.mjs", url], CLIENT_TIMEOUT_S, node_env)),
+    }
+    direct = {}
+    failing = Daemon(None, None, [args.python, FAILING_UPSTREAM])
+    try:
+        for client, flow in flows.items():
+            direct[client] = flow(failing.url("/mcp"))
+    finally:
+        failing.stop()
+
+    def the_server_fails_each_way():
+        for client, transcript in direct.items():
+            outcomes = {step["tool"]: step for step in transcript if "tool" in step}
+            assert outcomes["tool_error"]["isError"] and outcomes["tool_error"]["content"] == ["mailbox full"], client
+            assert outcomes["rpc_error"]["error"] == -32050, (client, outcomes["rpc_error"])
+            for name in ["rate_limited", "unavailable", "cut", "slow", "forget"]:
+                assert "content" not in outcomes[name], (client, outcomes[name])
+
+    checks.run("faults: each client sees failing_upstream.py fail each way", the_server_fails_each_way)
+    with tempfile.TemporaryDirectory() as cassettes:
+        def record_healthy(upstream, recorder):
+            for flow in flows.values():
+                flow(recorder.url("/mcp"))
+
+        record_through(args, [args.python, FAILING_UPSTREAM, "--healthy"], cassettes, record_healthy, "failing")
+        daemon = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--rules", FAULTS_TOML])
+        try:
+            for client, flow in flows.items():
+                def same(client=client, flow=flow):
+                    replayed = flow(daemon.url("/mcp"))
+                    assert replayed == direct[client], (
+                        f"{client}\n  directly: {json.dumps(direct[client])}\n  replayed: {json.dumps(replayed)}")
+
+                checks.run(f"faults: {client} sees replay's injected faults as from the failing server", same)
+        finally:
+            code, log = daemon.stop(os.path.join(args.logs, "replay-faults.log"))
+
+        def counted():
+            assert code == 0, f"exit {code}: a fault is not a miss\n{log[-2000:]}"
+            assert "faults injected" in log and "no misses" in log, log[-2000:]
+
+        checks.run("faults: replay stops with 0, no misses, and the faults counted", counted)
+
+
+def a365_server_unavailable(args, node_env, checks):
+    """The Agent 365 SDKs' dev-urls flow with mcp_MailTools answering 503: from agent365_upstream.py
+    --unavailable, and from `replay cassettes/` with a fault rule; the SDKs must take it the same way."""
+    token = jwt()
+    calls = json.dumps(A365_CALLS[:1])
+    down = "mcp_MailTools"
+    sdks = {
+        "python": lambda base: json.loads(run_process(
+            [args.python, "a365_python.py", base, "dev-urls", token, calls], CLIENT_TIMEOUT_S)),
+        "node": lambda base: json.loads(run_process(
+            [args.node, "a365_node.mjs", base, "dev-urls", token, calls], CLIENT_TIMEOUT_S, node_env)),
+    }
+    # What of a transcript tells how the SDK took the failing server.
+    seen = {
+        "python": lambda t: {"connected": t["connected"]},
+        "node": lambda t: {"tools": t["tools"][down], "unknown tool": t["unknown tool"]},
+    }
+    outcomes = collections.defaultdict(dict)
+    upstream = Daemon(None, None, [args.python, UPSTREAM, "--token", token, "--unavailable", down])
+    try:
+        for sdk, run in sdks.items():
+            outcomes[sdk]["directly"] = seen[sdk](run(upstream.base))
+    finally:
+        upstream.stop()
+    replay = Daemon(None, None, [args.binary, "replay", SHIPPED_CASSETTES, "--port", "0",
+                                 "--fault", f'server = "{down}", http = 503'])
+    try:
+        for sdk, run in sdks.items():
+            outcomes[sdk]["replay"] = seen[sdk](run(replay.base))
+    finally:
+        replay.stop(os.path.join(args.logs, "replay-a365-unavailable.log"))
+    for sdk in sdks:
+        def same(sdk=sdk):
+            direct, replayed = outcomes[sdk]["directly"], outcomes[sdk]["replay"]
+            assert replayed == direct, f"directly: {direct}\nreplay: {replayed}"
+            assert down not in json.dumps(direct.get("connected", [])), direct
+            if sdk == "node":
+                assert direct["tools"] == {"failed": "StreamableHTTPError", "code": 503}, direct
+
+        checks.run(f"faults: agent 365 {sdk} sdk takes a 503 from {down} as from a server that is down", same)
+
+
 def run_status(command, timeout, env=None):
     """Runs `command` from the repository's root; its exit code and output."""
     result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
@@ -973,6 +1075,8 @@ def main():
     conformance_next_three_ways(args, node_env, conformance_next, checks)
     a365_mocks_import(args, node_env, checks)
     match_rules(args, checks)
+    faults_on_demand(args, node_env, checks)
+    a365_server_unavailable(args, node_env, checks)
     ci_examples(args, node_env, checks)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)

@@ -64,9 +64,18 @@ pub(super) fn answer(
 /// A hang never gets here: it is no response at all.
 pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
     match failure {
-        Failure::Http { status, retry_after, body } => {
+        Failure::Http { status, retry_after } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            let mut response = json_text(status, body);
+            let text = format!(
+                "{} {} (a fault injected by mcp-tape)\n",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            );
+            let mut response = Response::new(full(Bytes::from(text)));
+            *response.status_mut() = status;
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
             if let Some(seconds) = retry_after {
                 response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
             }

@@ -451,17 +451,16 @@ impl Door {
 }
 
 /// An injected failure on stdio: a cut stream's messages, then the end of
-/// the output; a hang sends nothing. Statuses and sessions belong to HTTP
-/// (such fault rules are left out on stdio at start): their error goes as
-/// it is.
+/// the output; a hang sends nothing. Statuses and sessions belong to HTTP:
+/// such fault rules are left out on stdio at start (a lost session's
+/// refusal would go as it is).
 fn fail(failure: Failure, stream: &mut Stream) {
     match failure {
-        Failure::Hang => {}
+        Failure::Hang | Failure::Http { .. } => {}
         Failure::Cut { messages } => {
             messages.iter().for_each(|message| stream.reply(message.json.as_bytes()));
             stream.cut = true;
         }
-        Failure::Http { body, .. } => stream.reply(body.as_bytes()),
         Failure::LostSession(refused) => stream.reply(refused.body().as_bytes()),
     }
 }
