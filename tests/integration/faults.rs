@@ -333,7 +333,7 @@ async fn record_injects_in_front_of_the_upstream_and_stores_nothing_of_a_faulted
     let second = post(&url, &headers, &body(2)).await;
     let third = post(&url, &headers, &body(3)).await;
     assert_eq!((first.status, second.status, third.status), (200, 503, 200));
-    assert_eq!(second.json()["id"], json!(2));
+    assert!(second.text.starts_with("503 Service Unavailable"), "{second:?}");
     assert_eq!(upstream.state.calls("tools/call"), 2, "the faulted call never reached the upstream");
     let stored = recorder.stop().await;
     assert_eq!(stored.len(), 2, "nothing of the faulted call is stored: {stored:?}");
