@@ -62,8 +62,9 @@
 //!   commits, which exchange a server message belongs to), re-enacting a
 //!   recorded stream ([`engine::reenact`]), which recording a match rule
 //!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
-//!   for params read before ([`engine::memory`]), and the ledger of what a run exercised
-//!   ([`engine::ledger`]).
+//!   for params read before ([`engine::memory`]), which fault rule fires
+//!   for a call ([`engine::inject`], before either mode is asked), and the
+//!   ledger of what a run exercised ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an
 //!   HTML page for a person (`report::html`).

@@ -120,7 +120,8 @@ fn finish_replay<L>(engine: &Engine<L>, config: &ReplayConfig) -> Result<(), Err
         .map(|(key, case)| format!("{key} ×{}", case.injected()))
         .collect();
     if !faults.is_empty() {
-        tracing::info!("{} faults injected: {}", faults.len(), faults.join("; "));
+        let injected: u64 = report.usage.cases.values().map(|case| case.injected()).sum();
+        tracing::info!("{injected} faults injected: {}", faults.join("; "));
     }
     if misses.is_empty() {
         tracing::info!("stopped; no misses");

@@ -9,6 +9,12 @@
 //! answer may go ([`Held`]). Every answer carries a typed [`Outcome`] for
 //! the front door's log line.
 //!
+//! Before either mode is asked, the fault rules ([`inject`]) may take the
+//! request: an answer of their own (a JSON-RPC error, an `isError` result),
+//! a [`Failure`] the front door enacts in its terms (a status, a hang, a
+//! cut stream, a lost session), or the usual step after a delay
+//! ([`Step::Delayed`]). A faulted request never reaches the upstream.
+//!
 //! The modes: [`replay`](mod@replay) answers from the tape, else the mock;
 //! [`record`](mod@record) decides what is stored and when a client may see
 //! it; `--mode missing` is composed here from both ([`Mode::Missing`]),
