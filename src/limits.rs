@@ -70,7 +70,9 @@ pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Live sessions kept at most; the least recently used is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).
 ///
-/// Enforced in [`crate::engine::replay`].
+/// Enforced in [`crate::engine::replay`]; the sessions a fault rule lost
+/// (`lose_session`) are remembered to this bound too, the oldest forgotten
+/// first, in [`crate::engine::inject`].
 pub const MAX_SESSIONS: usize = 10_000;
 
 /// Longest line read (bytes, without its newline): the recorder's own

@@ -32,7 +32,7 @@ TypeScript SDK and the official conformance suite:
   varying its arguments on every run: 20 runs in a row pass against one
   recording with a rules file, and the first fails with a clear miss
   without one;
-- faults on demand: the Python SDK (auto, legacy) and TypeScript SDK (v1)
+- faults on demand: the Python SDK (auto, legacy) and TypeScript SDK (v1; v2 legacy, auto)
   calling each tool of failing_upstream.py (a JSON-RPC error, isError, 429,
   503, a cut stream, a hang, a lost session) directly, and against `replay`
   of a healthy recording of it with faults.toml: the same outcomes; the
@@ -860,9 +860,10 @@ def faults_on_demand(args, node_env, checks):
     flows = {
         "python-sdk auto": lambda url: python_flow(clients.faults_flow(url, "auto")),
         "python-sdk legacy": lambda url: python_flow(clients.faults_flow(url, "legacy")),
-        "typescript-sdk v1": lambda url: json.loads(run_process(
-            [args.node, "ts_faults_client.mjs", url], CLIENT_TIMEOUT_S, node_env)),
     }
+    for sdk in ["v1", "legacy", "auto"]:
+        flows[f"typescript-sdk {'v2 ' if sdk != 'v1' else ''}{sdk}"] = lambda url, sdk=sdk: json.loads(run_process(
+            [args.node, "ts_faults_client.mjs", url, sdk], CLIENT_TIMEOUT_S, node_env))
     direct = {}
     failing = Daemon(None, None, [args.python, FAILING_UPSTREAM])
     try:
@@ -870,14 +871,19 @@ def faults_on_demand(args, node_env, checks):
             direct[client] = flow(failing.url("/mcp"))
     finally:
         failing.stop()
+    with open(os.path.join(args.logs, "faults-transcripts.json"), "w") as out:
+        json.dump(direct, out, indent=1)
 
     def the_server_fails_each_way():
         for client, transcript in direct.items():
             outcomes = {step["tool"]: step for step in transcript if "tool" in step}
             assert outcomes["tool_error"]["isError"] and outcomes["tool_error"]["content"] == ["mailbox full"], client
-            assert outcomes["rpc_error"]["error"] == -32050, (client, outcomes["rpc_error"])
+            code = outcomes["rpc_error"].get("error", outcomes["rpc_error"].get("code"))
+            assert code == -32050, (client, outcomes["rpc_error"])
             for name in ["rate_limited", "unavailable", "cut", "slow", "forget"]:
                 assert "content" not in outcomes[name], (client, outcomes[name])
+            if client.startswith("typescript"):  # the HTTP error, with its status
+                assert 429 in (outcomes["rate_limited"].get("code"), outcomes["rate_limited"].get("status")), client
 
     checks.run("faults: each client sees failing_upstream.py fail each way", the_server_fails_each_way)
     with tempfile.TemporaryDirectory() as cassettes:

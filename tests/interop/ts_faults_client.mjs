@@ -1,37 +1,45 @@
-// The official TypeScript MCP SDK (v1) calling each tool of failing_upstream.py once, in one
-// session, directly or against mcp-tape replay with faults.toml; prints each step's outcome as the
-// SDK reports it (a result, an McpError's code, a StreamableHTTPError's status, or what else it
-// threw), as JSON. Usage: node ts_faults_client.mjs URL
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { McpError } from "@modelcontextprotocol/sdk/types.js";
+// The official TypeScript MCP SDK, v1 (@modelcontextprotocol/sdk) or v2 (@modelcontextprotocol/client,
+// legacy or auto negotiation), calling each tool of failing_upstream.py once, in one session, directly
+// or against mcp-tape replay with faults.toml. Prints each step's outcome as the SDK reports it: a
+// result, or the class and code of what it threw (an McpError's JSON-RPC code, a StreamableHTTPError's
+// HTTP status, v2's SdkHttpError with its status, a timeout), as JSON.
+// Usage: node ts_faults_client.mjs URL v1|legacy|auto
+import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
 
-const [url] = process.argv.slice(2);
+const [url, sdk] = process.argv.slice(2);
 const STEPS = ["ok", "rpc_error", "tool_error", "rate_limited", "unavailable", "cut", "slow", "forget", "ok"];
 const STEP_TIMEOUT_MS = 2000;
 
-const client = new Client({ name: "mcp-tape-interop", version: "1.0.0" });
-await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+async function connect() {
+  if (sdk === "v1") {
+    const client = new ClientV1({ name: "mcp-tape-interop", version: "1.0.0" });
+    await client.connect(new TransportV1(new URL(url)));
+    return client;
+  }
+  const client = new ClientV2({ name: "mcp-tape-interop-v2", version: "1.0.0" }, { versionNegotiation: { mode: sdk } });
+  await client.connect(new TransportV2(new URL(url)));
+  return client;
+}
+
+const client = await connect();
 const transcript = [];
 for (const name of STEPS) {
   const progress = [];
   const step = { tool: name };
   try {
-    const result = await client.callTool({ name, arguments: {} }, undefined, {
-      timeout: STEP_TIMEOUT_MS,
-      onprogress: (p) => progress.push(p.progress),
-    });
+    const options = { timeout: STEP_TIMEOUT_MS, onprogress: (p) => progress.push(p.progress) };
+    const result = sdk === "v1"
+      ? await client.callTool({ name, arguments: {} }, undefined, options)
+      : await client.callTool({ name, arguments: {} }, options);
     step.isError = Boolean(result.isError);
     step.content = result.content.map((block) => block.text);
   } catch (error) {
-    if (error instanceof McpError) {
-      step.error = error.code;
-      if (name === "rpc_error") step.message = error.message;
-    } else if (error instanceof StreamableHTTPError) {
-      step.http = error.code;
-    } else {
-      step.raised = error?.constructor?.name ?? String(error);
-    }
+    step.raised = error?.constructor?.name ?? String(error);
+    step.code = error?.code ?? null;
+    if (error?.status !== undefined) step.status = error.status; // v2's SdkHttpError
+    if (name === "rpc_error") step.message = error.message;
   }
   step.progress = progress;
   transcript.push(step);
