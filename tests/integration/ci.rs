@@ -419,3 +419,37 @@ async fn prune_removes_what_a_passing_run_never_used() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("did not pass"));
     assert_eq!(exchanges(&path).len(), 1);
 }
+
+#[tokio::test]
+async fn faults_under_test_fail_the_calls_they_name_and_pass_the_run() {
+    let (cassettes, path) = mail_cassette();
+    let report = cassettes.path().join("run.json");
+    let calls = json!([
+        [MAIL, "GetMessage", {"id": "m1"}],
+        [MAIL, "GetMessage", {"id": "m1"}],
+        [MAIL, "GetMessage", {"id": "m1"}]
+    ]);
+    let args = [
+        path.to_str().unwrap(),
+        "--fault",
+        r#"tool = "GetMessage", nth = [2], http = 503, retry_after = 4"#,
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let run = tape_test(&args, &[], calls, "0").await;
+    assert_eq!(run.status.code(), Some(0), "a fault fails nothing by itself: {}", run.stderr);
+    let answers = run.answers();
+    assert_eq!(text_of(&answers[0]), "Hello from m1");
+    assert_eq!(answers[1]["httpStatus"], json!(503), "{answers}");
+    assert_eq!(text_of(&answers[2]), "Hello from m1");
+    assert!(run.stderr.contains("3 requests: 2 answered from recordings"), "{}", run.stderr);
+    assert!(run.stderr.contains("1 faults injected (1 instead of an answer)"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("fault --fault 1 (http 503) ×1: mcp_MailTools tools/call GetMessage"),
+        "{}",
+        run.stderr
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(report["passed"], json!(true));
+    assert_eq!(report["cases"][0]["faults"], json!([{"fault": "--fault 1 (http 503)", "injected": 1}]));
+}

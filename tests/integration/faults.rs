@@ -5,13 +5,12 @@
 //! and stores nothing of a faulted call, and the reports count each fault.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::binary::Daemon;
+use crate::stdio::Peer;
 use crate::support::*;
 use crate::upstream;
 
@@ -339,58 +338,15 @@ async fn record_injects_in_front_of_the_upstream_and_stores_nothing_of_a_faulted
     assert_eq!(stored.len(), 2, "nothing of the faulted call is stored: {stored:?}");
 }
 
-/// Runs `mcp-tape replay --stdio` with `args` on `cassette`, writes each
-/// of `lines` and reads as many lines as it says after it, then closes its
-/// input; returns what came out and what was logged, once it exits.
-async fn replay_stdio(
-    cassette: &Path,
-    args: &[&str],
-    lines: &[(Value, usize)],
-) -> (Vec<Value>, String, Option<i32>) {
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["replay", "--stdio", cassette.to_str().unwrap()])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut answers = Vec::new();
-    for (line, expected) in lines {
-        // Once the output is cut, mcp-tape may be gone: its input with it.
-        let _ = stdin.write_all(format!("{line}\n").as_bytes()).await;
-        let _ = stdin.flush().await;
-        for _ in 0..*expected {
-            let answer =
-                tokio::time::timeout(Duration::from_secs(10), out.next_line()).await.unwrap().unwrap();
-            answers.push(serde_json::from_str(&answer.expect("an answer line")).unwrap());
-        }
-    }
-    drop(stdin);
-    while let Some(rest) =
-        tokio::time::timeout(Duration::from_secs(10), out.next_line()).await.unwrap().unwrap()
-    {
-        answers.push(serde_json::from_str(&rest).unwrap());
-    }
-    let output =
-        tokio::time::timeout(Duration::from_secs(10), child.wait_with_output()).await.unwrap().unwrap();
-    (answers, String::from_utf8_lossy(&output.stderr).into_owned(), output.status.code())
-}
-
 #[tokio::test]
 async fn over_stdio_a_cut_stream_ends_the_output_and_statuses_are_left_out() {
     let cassettes = Cassettes::new();
     let cassette = mail(&cassettes);
-    let call = |id: u64, tool: &str| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": tool, "arguments": {}, "_meta": {"progressToken": id}}})
-    };
-    let (answers, log, code) = replay_stdio(
-        &cassette,
+    let mut peer = Peer::spawn(
         &[
+            "replay",
+            "--stdio",
+            cassette.to_str().unwrap(),
             "--fault",
             r#"tool = "A", http = 503"#,
             "--fault",
@@ -398,26 +354,34 @@ async fn over_stdio_a_cut_stream_ends_the_output_and_statuses_are_left_out() {
             "--fault",
             r#"tool = "Stream", nth = [2], cut_stream_after = 1"#,
         ],
-        &[
-            (call(1, "A"), 1),
-            (call(2, "B"), 1),
-            (call(3, "Stream"), 3),
-            (call(4, "Stream"), 1),
-            (call(5, "A"), 0),
-        ],
-    )
-    .await;
-    assert_eq!(code, Some(0), "{log}");
-    assert!(log.contains("is left out: stdio has no HTTP statuses or sessions"), "{log}");
-    assert_eq!(answers[0]["result"]["content"][0]["text"], json!("ok A"), "no status fault on stdio");
-    assert_eq!(answers[1]["result"]["isError"], json!(true));
-    let progress: Vec<&Value> = answers[2..].iter().collect();
-    let whole: Vec<_> =
-        progress.iter().take(3).map(|m| m.get("method").cloned().unwrap_or(json!("result"))).collect();
+        &[],
+    );
+    let call = |id: u64, tool: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": {}, "_meta": {"progressToken": id}}})
+    };
+    peer.send(call(1, "A")).await;
+    assert_eq!(peer.next().await["result"]["content"][0]["text"], json!("ok A"), "no status fault on stdio");
+    peer.send(call(2, "B")).await;
+    assert_eq!(peer.next().await["result"]["isError"], json!(true));
+    peer.send(call(3, "Stream")).await;
+    let mut whole = Vec::new();
+    for _ in 0..3 {
+        whole.push(peer.next().await.get("method").cloned().unwrap_or(json!("result")));
+    }
     assert_eq!(whole, [json!("notifications/progress"), json!("notifications/progress"), json!("result")]);
-    let after_cut = &answers[5..];
-    assert_eq!(after_cut.len(), 1, "one event, then the output ends: {after_cut:?}");
-    assert_eq!(after_cut[0]["params"]["progressToken"], json!(4));
+    peer.send(call(4, "Stream")).await;
+    let cut = peer.next().await;
+    assert_eq!(
+        (cut["method"].as_str(), &cut["params"]["progressToken"]),
+        (Some("notifications/progress"), &json!(4))
+    );
+    let mut rest = peer.stdout.take().unwrap();
+    let after = tokio::time::timeout(Duration::from_secs(30), rest.next_line()).await.unwrap().unwrap();
+    assert_eq!(after, None, "one event, then the output ends");
+    let (status, log) = peer.wait().await;
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("is left out: stdio has no HTTP statuses or sessions"), "{log}");
 }
 
 #[test]

@@ -24,16 +24,16 @@ const PATIENCE: Duration = Duration::from_secs(30);
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
 
 /// The binary with its stdin and stdout as pipes; stderr collected.
-struct Peer {
+pub(crate) struct Peer {
     child: Child,
     stdin: Option<ChildStdin>,
     /// `None` once a test took it to read on its own.
-    stdout: Option<Lines<BufReader<ChildStdout>>>,
+    pub(crate) stdout: Option<Lines<BufReader<ChildStdout>>>,
     log: watch::Receiver<String>,
 }
 
 impl Peer {
-    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Peer {
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)]) -> Peer {
         let mut child = Command::new(BIN)
             .args(args)
             .envs(env.iter().copied())
@@ -68,7 +68,7 @@ impl Peer {
         stdin.flush().await.unwrap();
     }
 
-    async fn send(&mut self, message: Value) {
+    pub(crate) async fn send(&mut self, message: Value) {
         self.send_raw(format!("{message}\n").as_bytes()).await;
     }
 
@@ -78,7 +78,7 @@ impl Peer {
         line.unwrap().unwrap_or_else(|| panic!("stdout ended; log:\n{}", self.log.borrow().as_str()))
     }
 
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         let line = self.next_line().await;
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
     }
@@ -95,7 +95,7 @@ impl Peer {
         self.wait().await
     }
 
-    async fn wait(mut self) -> (ExitStatus, String) {
+    pub(crate) async fn wait(mut self) -> (ExitStatus, String) {
         let status =
             tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("no exit in time").unwrap();
         // The log task ends with stderr; give it that long, not longer.
