@@ -384,21 +384,8 @@ fn when(raw: &RawFault) -> Result<When, Refusal> {
         (None, Some(seed)) => return Err((Some(seed.span()), "seed goes with rate".into())),
         (None, None) => {}
     }
-    chosen.sort_by_key(|(_, span, _)| span.start);
-    match chosen.len() {
-        0 => Ok(When::Always),
-        1 => Ok(chosen.pop().map(|(_, _, when)| when).unwrap_or(When::Always)),
-        _ => {
-            let keys: Vec<&str> = chosen.iter().map(|(key, _, _)| *key).collect();
-            Err((
-                Some(chosen[1].1.clone()),
-                format!(
-                    "a fault fires by one of nth, every, after, once and rate, not {}",
-                    keys.join(" and ")
-                ),
-            ))
-        }
-    }
+    Ok(at_most_one(chosen, "a fault fires by one of nth, every, after, once and rate")?
+        .unwrap_or(When::Always))
 }
 
 /// The one effect key of a table, if any (`delay_ms` goes with any).
@@ -442,18 +429,18 @@ fn effect(raw: &RawFault) -> Result<Option<Effect>, Refusal> {
         let events = usize::try_from(*after.get_ref()).unwrap_or(usize::MAX);
         chosen.push(("cut_stream_after", after.span(), Effect::CutStreamAfter(events)));
     }
+    at_most_one(chosen, "a fault does one thing (besides delay_ms)")
+}
+
+/// The one of `chosen` (key, where, value) a table names, if any; two or
+/// more are refused at the second in the file, with `rule` and their keys.
+fn at_most_one<T>(mut chosen: Vec<(&str, Range<usize>, T)>, rule: &str) -> Result<Option<T>, Refusal> {
     chosen.sort_by_key(|(_, span, _)| span.start);
-    match chosen.len() {
-        0 => Ok(None),
-        1 => Ok(chosen.pop().map(|(_, _, effect)| effect)),
-        _ => {
-            let keys: Vec<&str> = chosen.iter().map(|(key, _, _)| *key).collect();
-            Err((
-                Some(chosen[1].1.clone()),
-                format!("a fault does one thing (besides delay_ms), not {}", keys.join(" and ")),
-            ))
-        }
+    if chosen.len() < 2 {
+        return Ok(chosen.pop().map(|(_, _, value)| value));
     }
+    let keys: Vec<&str> = chosen.iter().map(|(key, _, _)| *key).collect();
+    Err((Some(chosen[1].1.clone()), format!("{rule}, not {}", keys.join(" and "))))
 }
 
 #[cfg(test)]
