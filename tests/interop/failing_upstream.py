@@ -141,6 +141,7 @@ def main():
     args = parser.parse_args()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
+    listener.listen(128)  # before the readiness line: a client may connect at once
     print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}", file=sys.stderr, flush=True)
     # A client that gave up on `slow` may leave its connection open: shutdown does not wait for it.
     config = uvicorn.Config(build_app(args.healthy), log_level="warning", timeout_graceful_shutdown=1)
