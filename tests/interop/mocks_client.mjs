@@ -5,25 +5,12 @@
 // CALLS_JSON: [[tool, arguments], ...]. Prints {tools, calls} as JSON: the
 // listed tools (name, description, inputSchema, extra keys) and each
 // call's text, or its error code.
-import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
+import { connect } from "./ts_sdk.mjs";
 
 const [url, sdk, callsJson] = process.argv.slice(2);
 
-async function connect() {
-  if (sdk === "v1") {
-    const client = new ClientV1({ name: "mcp-tape-mocks", version: "1.0.0" });
-    await client.connect(new TransportV1(new URL(url)));
-    return client;
-  }
-  const client = new ClientV2({ name: "mcp-tape-mocks", version: "1.0.0" }, { versionNegotiation: { mode: sdk } });
-  await client.connect(new TransportV2(new URL(url)));
-  return client;
-}
-
 try {
-  const client = await connect();
+  const client = await connect(url, sdk, "mcp-tape-mocks");
   const tools = (await client.listTools()).tools.map(({ name, description, inputSchema, ...rest }) => ({
     name,
     description,

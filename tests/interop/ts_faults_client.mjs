@@ -4,26 +4,13 @@
 // result, or the class and code of what it threw (an McpError's JSON-RPC code, a StreamableHTTPError's
 // HTTP status, v2's SdkHttpError with its status, a timeout), as JSON.
 // Usage: node ts_faults_client.mjs URL v1|legacy|auto
-import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport as TransportV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from "@modelcontextprotocol/client";
+import { connect } from "./ts_sdk.mjs";
 
 const [url, sdk] = process.argv.slice(2);
 const STEPS = ["ok", "rpc_error", "tool_error", "rate_limited", "unavailable", "cut", "slow", "forget", "ok"];
 const STEP_TIMEOUT_MS = 2000;
 
-async function connect() {
-  if (sdk === "v1") {
-    const client = new ClientV1({ name: "mcp-tape-interop", version: "1.0.0" });
-    await client.connect(new TransportV1(new URL(url)));
-    return client;
-  }
-  const client = new ClientV2({ name: "mcp-tape-interop-v2", version: "1.0.0" }, { versionNegotiation: { mode: sdk } });
-  await client.connect(new TransportV2(new URL(url)));
-  return client;
-}
-
-const client = await connect();
+const client = await connect(url, sdk, "mcp-tape-interop");
 const transcript = [];
 for (const name of STEPS) {
   const progress = [];
