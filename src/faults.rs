@@ -247,11 +247,6 @@ impl FaultRules {
         Ok(())
     }
 
-    /// Adds `rule` after the others.
-    pub fn push(&mut self, rule: FaultRule) {
-        self.rules.push(rule);
-    }
-
     /// Leaves out the rules `keep` refuses.
     pub fn retain(&mut self, keep: impl FnMut(&FaultRule) -> bool) {
         self.rules.retain(keep);
@@ -263,6 +258,13 @@ impl FaultRules {
 
     pub fn rules(&self) -> &[FaultRule] {
         &self.rules
+    }
+}
+
+/// More rules, after the others (the cassettes' after the file's).
+impl Extend<FaultRule> for FaultRules {
+    fn extend<I: IntoIterator<Item = FaultRule>>(&mut self, rules: I) {
+        self.rules.extend(rules);
     }
 }
 

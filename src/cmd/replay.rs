@@ -42,7 +42,7 @@ fn load_replay(config: &ReplayConfig) -> Result<(Replay, FaultRules), Error> {
     let (replay, carried) =
         load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)?;
     let mut faults = rules.faults;
-    carried.into_iter().for_each(|rule| faults.push(rule));
+    faults.extend(carried);
     Ok((replay.with_match_rules(rules.matches), faults))
 }
 

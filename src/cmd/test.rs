@@ -47,7 +47,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
                 config.pace,
                 config.max_age,
             )?;
-            carried.into_iter().for_each(|rule| faults.push(rule));
+            faults.extend(carried);
             let engine =
                 Engine::from(Mode::Replay(replay.with_match_rules(rules.matches))).with_faults(faults);
             let app = Arc::new(App::new(engine, config.front_door.clone()));
