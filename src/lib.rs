@@ -60,7 +60,9 @@
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`]), record ([`engine::record`]: flights, held
 //!   commits, which exchange a server message belongs to), re-enacting a
-//!   recorded stream ([`engine::reenact`]), which recording a match rule
+//!   recorded stream ([`engine::reenact`]), what a replayed server says on
+//!   its own and each session's standalone stream ([`engine::said`]),
+//!   which recording a match rule
 //!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
 //!   for params read before ([`engine::memory`]), which fault rule fires
 //!   for a call ([`engine::inject`], before either mode is asked), and the

@@ -152,6 +152,10 @@ impl Rules {
                 message
             })
             .collect();
+        let mut asides = raw.asides;
+        for aside in &mut asides {
+            self.redact(&mut aside.message.body);
+        }
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         Exchange {
             key: self.match_key(&raw.server, &method, request.get("params")),
@@ -163,6 +167,7 @@ impl Rules {
             status: raw.status,
             content_type: raw.content_type,
             messages,
+            asides,
             provenance: Provenance::default(),
             source: None,
         }
@@ -330,7 +335,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cassette::model::{Era, RecordedMessage, Status};
+    use crate::cassette::model::{Aside, Channel, Era, RecordedMessage, Status};
     use serde_json::json;
 
     /// A recorded `tools/call` of `tool` on `server` answered with one text block.
@@ -347,6 +352,7 @@ pub(crate) mod tests {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
             }],
+            asides: Vec::new(),
         })
     }
 
@@ -420,6 +426,16 @@ pub(crate) mod tests {
                     body: json!({"jsonrpc": "2.0", "id": 41, "result": {"secret": "s3"}}),
                 },
             ],
+            asides: vec![Aside {
+                after: Some("notifications/initialized".into()),
+                channel: Channel::Standalone,
+                message: RecordedMessage {
+                    offset_ms: 5,
+                    direction: Direction::Server,
+                    body: json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "info", "data": {"secret": "s4"}}}),
+                },
+            }],
         }
     }
 
@@ -431,6 +447,7 @@ pub(crate) mod tests {
         assert_eq!(exchange.messages[0].body["params"]["progressToken"], PROGRESS_TOKEN_PLACEHOLDER);
         assert_eq!(exchange.messages[1].body["id"], ID_PLACEHOLDER);
         assert_eq!(exchange.messages[1].body["result"]["secret"], "[REDACTED]");
+        assert_eq!(exchange.asides[0].message.body["params"]["data"]["secret"], "[REDACTED]", "asides too");
         let live = json!({"name": "t", "arguments": {"password": "[REDACTED]"}});
         assert_eq!(exchange.key, Rules::default().match_key("s", "tools/call", Some(&live)));
     }

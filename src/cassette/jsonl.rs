@@ -11,8 +11,8 @@ use std::io::{BufRead, Read, Write};
 use serde_json::{Value, json};
 
 use crate::cassette::model::{
-    AnswerTemplate, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, TemplateFailure, canonical_json,
+    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
+    ServiceAnswer, ServiceRoute, Status, TemplateFailure, canonical_json,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -46,6 +46,25 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             "contentType": exchange.content_type,
             "messages": messages,
         });
+        if !exchange.asides.is_empty() {
+            let asides: Vec<Value> = exchange
+                .asides
+                .iter()
+                .map(|a| {
+                    let mut aside = json!({
+                        "channel": a.channel.as_str(),
+                        "offsetMs": a.message.offset_ms,
+                        "direction": a.message.direction.as_str(),
+                        "body": a.message.body,
+                    });
+                    if let Some(after) = &a.after {
+                        aside["after"] = after.as_str().into();
+                    }
+                    aside
+                })
+                .collect();
+            line["asides"] = asides.into();
+        }
         let known = &exchange.provenance;
         if let Some(at) = known.recorded_at {
             line["recordedAt"] = at.into();
@@ -255,14 +274,25 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
         return Err("\"messages\" is empty: an exchange needs its answer".into());
     }
     for message in listed {
-        messages.push(RecordedMessage {
-            offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
-            direction: message
-                .get("direction")
-                .and_then(Value::as_str)
-                .and_then(Direction::parse)
-                .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
-            body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
+        messages.push(recorded_message(message)?);
+    }
+    let mut asides = Vec::new();
+    let listed = match value.get("asides") {
+        None => &Vec::new(),
+        Some(asides) => asides.as_array().ok_or("\"asides\" must be an array")?,
+    };
+    for aside in listed {
+        let after = match aside.get("after") {
+            None => None,
+            Some(after) => {
+                Some(after.as_str().ok_or("an aside's \"after\" must be a method name")?.to_owned())
+            }
+        };
+        let channel = aside.get("channel").and_then(Value::as_str).unwrap_or("standalone");
+        asides.push(Aside {
+            after,
+            channel: Channel::parse(channel).ok_or("an aside's \"channel\" must be \"standalone\"")?,
+            message: recorded_message(aside)?,
         });
     }
     Ok(RawExchange {
@@ -273,6 +303,20 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
         status: status(value)?,
         content_type: text("contentType")?.to_owned(),
         messages,
+        asides,
+    })
+}
+
+/// A message of a line: `offsetMs`, `direction`, `body`.
+fn recorded_message(message: &Value) -> Result<RecordedMessage, String> {
+    Ok(RecordedMessage {
+        offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
+        direction: message
+            .get("direction")
+            .and_then(Value::as_str)
+            .and_then(Direction::parse)
+            .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
+        body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
     })
 }
 
@@ -299,6 +343,7 @@ mod tests {
 
     const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"recordedAt":1790000000,"recordedBy":"0.1.0","recordedFrom":"mcp.example:443","server":"mcp_MeServer","status":200}"#;
 
+    const ASIDE_LINE: &str = r#"{"asides":[{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","method":"roots/list"},"channel":"standalone","direction":"server","offsetMs":3},{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","result":{"roots":[]}},"channel":"standalone","direction":"client","offsetMs":4}],"contentType":"application/json","era":"handshake","messages":[{"body":{"id":1,"jsonrpc":"2.0","result":{"protocolVersion":"2025-11-25"}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-11-25","request":{"id":1,"jsonrpc":"2.0","method":"initialize"},"server":"mcp_MeServer","status":200}"#;
     const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
     const TEMPLATE_LINE: &str = r#"{"delayMs":250,"description":"Reads a message","inputSchema":{"properties":{"id":{"type":"string"}},"type":"object"},"server":"mcp_MailTools","text":"Message {{id}}","toolTemplate":"GetMessage"}"#;
     const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
@@ -306,8 +351,9 @@ mod tests {
     #[test]
     fn import_then_export_round_trips_in_canonical_form() {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        let input = format!("{LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{TEMPLATE_LINE}\n");
-        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 4);
+        let input = format!("{LINE}\n{ASIDE_LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{TEMPLATE_LINE}\n");
+        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 5);
+        assert_eq!(cassette.exchanges().unwrap()[1].asides.len(), 2, "asides are stored");
         assert_eq!(cassette.templates().unwrap()[0].delay_ms, 250);
         assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
         let loaded = |c: &Cassette| Loaded {
@@ -325,6 +371,10 @@ mod tests {
         let first = String::from_utf8(first).unwrap();
         assert!(first.contains("\"id\":\"mcp-tape:request-id\""));
         assert!(first.ends_with(&format!("{TEMPLATE_LINE}\n")), "{first}");
+        assert!(
+            first.contains(&ASIDE_LINE.replace("\"id\":1,", "\"id\":\"mcp-tape:request-id\",")),
+            "{first}"
+        );
         assert!(first.contains(
             "\"recordedAt\":1790000000,\"recordedBy\":\"0.1.0\",\"recordedFrom\":\"mcp.example:443\""
         ));

@@ -174,6 +174,7 @@ macro_rules! stored_as_text {
 stored_as_text!(Era, |e: &Era| e.as_str(), Era::parse, "unknown era");
 stored_as_text!(Direction, |d: &Direction| d.as_str(), Direction::parse, "unknown direction");
 stored_as_text!(MatchKey, MatchKey::to_hex, MatchKey::from_hex, "bad match key");
+stored_as_text!(Channel, |c: &Channel| c.as_str(), Channel::parse, "unknown channel");
 stored_as_text!(ServiceRoute, |r: &ServiceRoute| r.as_str(), ServiceRoute::parse, "unknown service route");
 
 /// JSON as the cassette stores it: canonical text, unparsed. Replay keeps
@@ -190,6 +191,43 @@ pub struct RecordedMessage<J = Value> {
     pub body: J,
 }
 
+/// Which stream a server used for a message it sent on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// The session's standalone stream: HTTP's GET stream, or stdio's one
+    /// stream between answers.
+    Standalone,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Standalone => "standalone",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Channel> {
+        match text {
+            "standalone" => Some(Channel::Standalone),
+            _ => None,
+        }
+    }
+}
+
+/// A message the server sent on its own after an exchange, no part of its
+/// answer: a `list_changed` after `initialized`, a `roots/list` request (a
+/// [`Direction::Client`] aside is the client's reply to it), a log line on
+/// the GET stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Aside<J = Value> {
+    /// What it followed: `None`, the exchange's answer; else the method of
+    /// the client notification that came after that answer.
+    pub after: Option<String>,
+    pub channel: Channel,
+    /// `offset_ms` counts from what it followed.
+    pub message: RecordedMessage<J>,
+}
+
 /// One finished, normalized request/answer pair: what a cassette holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exchange<J = Value> {
@@ -204,6 +242,8 @@ pub struct Exchange<J = Value> {
     pub status: Status,
     pub content_type: String,
     pub messages: Vec<RecordedMessage<J>>,
+    /// What the server said on its own after it, in order.
+    pub asides: Vec<Aside<J>>,
     /// When, from where and by which version it was recorded.
     pub provenance: Provenance,
     /// Where it was read from; `None` for one not stored yet.
@@ -253,6 +293,19 @@ impl Exchange<Text> {
                 body: parse(&message.body)?,
             });
         }
+        let mut asides = Vec::with_capacity(self.asides.len());
+        for aside in self.asides {
+            let message = &aside.message;
+            asides.push(Aside {
+                after: aside.after,
+                channel: aside.channel,
+                message: RecordedMessage {
+                    offset_ms: message.offset_ms,
+                    direction: message.direction,
+                    body: parse(&message.body)?,
+                },
+            });
+        }
         Ok(Exchange {
             request: parse(&self.request)?,
             server: self.server,
@@ -263,6 +316,7 @@ impl Exchange<Text> {
             status: self.status,
             content_type: self.content_type,
             messages,
+            asides,
             provenance: self.provenance,
             source: self.source,
         })
@@ -290,6 +344,19 @@ impl Exchange {
                     body: canonical_json(&m.body).into(),
                 })
                 .collect(),
+            asides: self
+                .asides
+                .iter()
+                .map(|a| Aside {
+                    after: a.after.clone(),
+                    channel: a.channel,
+                    message: RecordedMessage {
+                        offset_ms: a.message.offset_ms,
+                        direction: a.message.direction,
+                        body: canonical_json(&a.message.body).into(),
+                    },
+                })
+                .collect(),
             provenance: self.provenance.clone(),
             source: self.source.clone(),
         }
@@ -307,6 +374,8 @@ pub struct RawExchange {
     pub status: Status,
     pub content_type: String,
     pub messages: Vec<RecordedMessage>,
+    /// What the server said on its own after the answer, while it was held.
+    pub asides: Vec<Aside>,
 }
 
 /// An answer to `tools/call` of one tool, whatever its arguments: the

@@ -91,6 +91,15 @@ impl ServedMessage {
     }
 }
 
+/// What the server said on its own after a recorded exchange, as replay
+/// serves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServedAside {
+    /// The client notification it waits for; `None`: it follows the answer.
+    pub after: Option<Box<str>>,
+    pub message: ServedMessage,
+}
+
 /// One recorded exchange, as replay serves it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Recorded {
@@ -106,6 +115,8 @@ pub struct Recorded {
     pub status: Status,
     pub content_type: String,
     pub messages: Vec<ServedMessage>,
+    /// What the server said on its own after it.
+    pub asides: Vec<ServedAside>,
     /// Its cassette file and row, when it was read from one.
     pub source: Option<Source>,
     /// When it was recorded (seconds since 1970), if the cassette says.
@@ -262,6 +273,14 @@ impl Tape {
                 status: exchange.status,
                 content_type: exchange.content_type,
                 messages,
+                asides: exchange
+                    .asides
+                    .into_iter()
+                    .map(|a| ServedAside {
+                        after: a.after.map(String::into_boxed_str),
+                        message: ServedMessage::new(a.message.offset_ms, a.message.direction, a.message.body),
+                    })
+                    .collect(),
                 source: exchange.source,
                 recorded_at: exchange.provenance.recorded_at,
                 used: UseMark::default(),

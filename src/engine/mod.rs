@@ -31,6 +31,7 @@ pub mod nearest;
 pub mod record;
 pub mod reenact;
 pub mod replay;
+pub mod said;
 
 use std::time::Duration;
 
@@ -47,7 +48,7 @@ use ledger::Usage;
 use reenact::Live;
 use replay::Replay;
 
-pub use record::{Flight, Flights, Heard, Held, Recorder, ServiceFlight};
+pub use record::{Flight, Flights, Heard, Held, Listener, Recorder, ServiceFlight};
 pub use replay::ServiceReply;
 
 /// What the front door read about a request besides its message.
@@ -102,7 +103,8 @@ pub enum Outcome {
     Cassette,
     /// Record: the exchange was committed, then its answer sent.
     Recorded,
-    /// Record: an SSE answer is being relayed and captured.
+    /// Record: an SSE answer is being relayed and captured; replay: a
+    /// session's standalone stream is open.
     Streaming,
     /// Record: forwarded and relayed, nothing captured.
     Forwarded,
@@ -220,6 +222,8 @@ pub struct Answer {
     pub hold_open: bool,
     /// The match rule that picked the recording, when one did.
     pub rule: Option<by_rule::RuleUse>,
+    /// What the recorded server said on its own after this answer.
+    pub asides: said::Asides,
 }
 
 impl Answer {
@@ -234,6 +238,7 @@ impl Answer {
             session_id: None,
             hold_open: false,
             rule: None,
+            asides: said::Asides::default(),
         }
     }
 
@@ -270,6 +275,9 @@ pub enum Step<'e, L> {
     /// Nothing to send back but an acknowledgement (a notification, or a
     /// reply to a re-enacted server request).
     Accepted,
+    /// An acknowledged notification the recorded server answered with
+    /// messages of its own (on the session's standalone stream).
+    Said(Vec<Outgoing>),
     /// Forward the message through `link`; with a flight, show it the
     /// upstream's answer.
     Forward { link: &'e L, flight: Option<Flight> },
@@ -296,6 +304,15 @@ pub enum Failure {
     LostSession(RequestError),
 }
 
+/// A client message that is not a request.
+pub enum FromClient<'a> {
+    /// A notification, by its method.
+    Notification(&'a str),
+    /// The client's reply (its id, if it has one, and whole message) to a
+    /// server→client request.
+    Reply(Option<&'a RequestId>, Value),
+}
+
 /// What the engine makes of a call to an Agent 365 service endpoint.
 pub enum ServiceStep<'e, L> {
     /// Replay's answer.
@@ -315,12 +332,14 @@ pub enum SessionAsk {
 
 /// What the engine makes of a [`SessionAsk`].
 pub enum SessionStep<'e, L> {
-    /// Replay offers no standalone stream.
+    /// Replay offers no standalone stream outside a session.
     NoStream,
+    /// Replay's standalone stream of the session.
+    Stream(tokio::sync::mpsc::Receiver<reenact::Emit>),
     /// The session ended.
     Ended,
-    /// Forward it through `link`.
-    Forward(&'e L),
+    /// Forward it through `link`; a stream's messages go to the listener.
+    Forward(&'e L, Option<Listener>),
 }
 
 /// The engine, shared by every connection: its mode, and the fault rules
@@ -462,8 +481,7 @@ impl<L> Engine<L> {
         }
     }
 
-    /// What to do with a notification, or with the client's `response` (its
-    /// id and whole message) to a server→client request.
+    /// What to do with a notification or a reply to a server→client request.
     ///
     /// # Errors
     ///
@@ -472,7 +490,7 @@ impl<L> Engine<L> {
         &self,
         era: Era,
         session: Option<&str>,
-        response: Option<(&RequestId, Value)>,
+        message: FromClient,
     ) -> Result<Step<'_, L>, RequestError> {
         self.faults.check_session(session)?;
         match &self.mode {
@@ -480,17 +498,42 @@ impl<L> Engine<L> {
                 if era == Era::Handshake {
                     replay.check_session(session)?;
                 }
-                if let Some((id, _)) = response {
-                    replay.replies().arrived(session, id.as_value());
+                match message {
+                    FromClient::Notification(method) => {
+                        let said = replay.notified(session, method);
+                        Ok(if said.is_empty() { Step::Accepted } else { Step::Said(said) })
+                    }
+                    FromClient::Reply(id, _) => {
+                        if let Some(id) = id {
+                            replay.replies().arrived(session, id.as_value());
+                        }
+                        Ok(Step::Accepted)
+                    }
                 }
-                Ok(Step::Accepted)
             }
             Mode::Record { recorder, link } | Mode::Missing { recorder, link, .. } => {
-                if let Some((id, body)) = response {
-                    recorder.tie_reply(session, id, body);
+                match message {
+                    FromClient::Notification(method) => recorder.notified(session, method),
+                    FromClient::Reply(Some(id), body) => recorder.tie_reply(session, id, body),
+                    FromClient::Reply(None, _) => {}
                 }
                 Ok(Step::Forward { link, flight: None })
             }
+        }
+    }
+
+    /// Replay: puts what the server says on its own in `session` on its
+    /// standalone stream (held until the client opens one).
+    pub fn say(&self, session: Option<&str>, messages: Vec<Outgoing>) {
+        if messages.is_empty() {
+            return;
+        }
+        match (self.replay(), session) {
+            (Some(replay), Some(session)) => replay.say(session, messages),
+            _ => tracing::debug!(
+                "{} message(s) the server said on its own have no session to go to: dropped",
+                messages.len()
+            ),
         }
     }
 
@@ -523,19 +566,27 @@ impl<L> Engine<L> {
         self.faults.check_session(session)?;
         let replay = match &self.mode {
             Mode::Replay(replay) => replay,
-            Mode::Record { link, .. } | Mode::Missing { link, .. } => {
-                return Ok(SessionStep::Forward(link));
+            Mode::Record { link, recorder } | Mode::Missing { link, recorder, .. } => {
+                let listener = (ask == SessionAsk::OpenStream).then(|| recorder.listener(session));
+                return Ok(SessionStep::Forward(link, listener));
             }
         };
         match ask {
-            SessionAsk::OpenStream => {
-                replay.check_session(session)?;
-                Ok(SessionStep::NoStream)
-            }
+            SessionAsk::OpenStream => match session {
+                Some(session) => Ok(SessionStep::Stream(replay.open_stream(session)?)),
+                None => Ok(SessionStep::NoStream),
+            },
             SessionAsk::End => {
                 replay.end_session(session.ok_or(Fault::MissingSessionHeader)?, server)?;
                 Ok(SessionStep::Ended)
             }
+        }
+    }
+
+    /// Replay: ends every session's standalone stream (the daemon stops).
+    pub fn end_streams(&self) {
+        if let Some(replay) = self.replay() {
+            replay.end_streams();
         }
     }
 

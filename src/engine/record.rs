@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, ready};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -36,10 +37,10 @@ use tokio::sync::oneshot;
 use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::cassette::model::{
-    Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status,
-    canonical_json,
+    Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
+    ServiceRoute, Status, canonical_json,
 };
-use crate::cassette::store::WriterHandle;
+use crate::cassette::store::{Tag, WriterHandle};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
@@ -56,8 +57,38 @@ const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
 /// Resolves to whether an exchange (or service answer) was committed.
 type Commit = oneshot::Receiver<bool>;
 
-/// Where a client's reply to a server→client request belongs.
-type PendingReply = Weak<Mutex<Option<Capture>>>;
+/// Where a client's reply to a server→client request belongs: the answer
+/// whose stream carried the request, or the asides it was one of.
+enum PendingReply {
+    Answer(Weak<Mutex<Option<Capture>>>),
+    Aside(Spot),
+}
+
+impl PendingReply {
+    /// Whether what it would join is still there to be stored.
+    fn is_live(&self) -> bool {
+        match self {
+            PendingReply::Answer(capture) => capture.strong_count() > 0,
+            PendingReply::Aside(_) => true,
+        }
+    }
+}
+
+/// Where what a server says on its own goes: after the exchange the
+/// server saw last in its session (arrival order here), or after the client
+/// notification that came after that exchange.
+#[derive(Clone)]
+struct Spot {
+    /// The exchange, while it is being recorded: asides join it.
+    capture: Weak<Mutex<Option<Capture>>>,
+    /// The exchange once it is queued for the writer: asides name it so.
+    tag: Tag,
+    after: Option<String>,
+    /// When what it follows happened: offsets count from here.
+    since: Instant,
+    /// What the exchange's request carried that must not be stored.
+    secrets: Arc<[String]>,
+}
 
 /// A capture shared between its stream and the replies that join it;
 /// `None` once taken to be stored.
@@ -72,6 +103,10 @@ pub struct Recorder {
     pending: Arc<Mutex<HashMap<String, PendingReply>>>,
     /// The protocol version each upstream session negotiated.
     versions: Arc<Mutex<HashMap<String, String>>>,
+    /// Per session, where what the server says on its own goes.
+    said: Arc<Mutex<HashMap<String, Spot>>>,
+    /// The next exchange's tag.
+    tags: Arc<AtomicU64>,
     /// What each stored exchange says it was recorded from.
     upstream: Arc<str>,
     /// What was forwarded to be recorded.
@@ -81,9 +116,13 @@ pub struct Recorder {
 /// An exchange being recorded.
 struct Capture {
     raw: RawExchange,
+    tag: Tag,
     started: Instant,
-    /// Credentials the request carried, scrubbed before storing.
-    secrets: Vec<String>,
+    /// Credentials the request carried (outside its body and under
+    /// credential keys in it), scrubbed before storing.
+    secrets: Arc<[String]>,
+    /// Bytes of asides joined so far.
+    aside_bytes: usize,
     /// The upstream session this exchange belongs to (or opens).
     session: Option<String>,
 }
@@ -116,6 +155,8 @@ impl Recorder {
             rules: Arc::new(rules),
             pending: Arc::default(),
             versions: Arc::default(),
+            said: Arc::default(),
+            tags: Arc::default(),
             upstream: Arc::from(upstream),
             ledger: Arc::default(),
         }
@@ -128,12 +169,79 @@ impl Recorder {
     /// Starts recording `call`; the front door's link shows the flight the
     /// upstream's answer.
     pub fn flight(&self, call: &Call) -> Flight {
-        Flight {
-            capture: Arc::new(Mutex::new(Some(self.capture(call)))),
-            recorder: self.clone(),
-            captured_bytes: 0,
-            request_id: call.id.clone(),
+        let capture = self.capture(call);
+        let (tag, secrets) = (capture.tag, Arc::clone(&capture.secrets));
+        let capture = Arc::new(Mutex::new(Some(capture)));
+        self.saw(
+            call.session,
+            Spot { capture: Arc::downgrade(&capture), tag, after: None, since: Instant::now(), secrets },
+        );
+        Flight { capture, recorder: self.clone(), captured_bytes: 0, request_id: call.id.clone() }
+    }
+
+    /// `spot` is what the server in `session` has seen last.
+    fn saw(&self, session: Option<&str>, spot: Spot) {
+        let mut said = lock(&self.said);
+        if said.len() >= MAX_TRACKED_SESSIONS {
+            said.clear();
         }
+        said.insert(session.unwrap_or_default().to_owned(), spot);
+    }
+
+    /// The client sent the notification `method` in `session`: what the
+    /// server says on its own from now on follows it.
+    pub fn notified(&self, session: Option<&str>, method: &str) {
+        if let Some(spot) = lock(&self.said).get_mut(session.unwrap_or_default()) {
+            spot.after = Some(method.to_owned());
+            spot.since = Instant::now();
+        }
+    }
+
+    /// The server in `session` said `body` on its own (on `channel`): it is
+    /// stored after what the server had seen last there, and a request among
+    /// them waits for the client's reply to join it. Before any exchange it
+    /// follows none and is not stored.
+    pub fn aside(&self, session: Option<&str>, channel: Channel, body: Value) {
+        let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
+        let Some(spot) = spot else {
+            let said = body.get("method").and_then(Value::as_str).unwrap_or("a message");
+            tracing::debug!(
+                "the server said {} on its own before any exchange in its session; relayed, not stored",
+                printable(said)
+            );
+            return;
+        };
+        if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
+            self.expect(session, id, PendingReply::Aside(spot.clone()));
+        }
+        self.put_aside(&spot, channel, Direction::Server, body);
+    }
+
+    /// Stores one aside at `spot`: with its exchange while that is being
+    /// recorded, else after it, redacted and scrubbed.
+    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, mut body: Value) {
+        let offset_ms = spot.since.elapsed().as_millis() as u64;
+        let bytes = canonical_json(&body).len();
+        if let Some(capture) = spot.capture.upgrade()
+            && let Some(capture) = lock(&capture).as_mut()
+        {
+            capture.aside_bytes += bytes;
+            if capture.aside_bytes > MAX_RECORDED_STREAM_BYTES {
+                tracing::warn!(
+                    "what the server said on its own during {} passed {MAX_RECORDED_STREAM_BYTES} bytes; \
+                     the rest is not stored",
+                    printable(capture.method())
+                );
+                return;
+            }
+            let message = RecordedMessage { offset_ms, direction, body };
+            capture.raw.asides.push(Aside { after: spot.after.clone(), channel, message });
+            return;
+        }
+        self.rules.redact(&mut body);
+        redact::Scrubber::new(&spot.secrets).scrub(&mut body);
+        let message = RecordedMessage { offset_ms, direction, body };
+        self.writer.write_asides(spot.tag, vec![Aside { after: spot.after.clone(), channel, message }]);
     }
 
     fn capture(&self, call: &Call) -> Capture {
@@ -149,6 +257,10 @@ impl Recorder {
         if let Some(params) = call.params() {
             request["params"] = params.clone();
         }
+        // What the request sent under credential-like keys is redacted in the
+        // stored request; a tool echoing it back must not leak it either.
+        let mut secrets = call.facts.credentials.clone();
+        secrets.extend(self.rules.sensitive_values(&request));
         Capture {
             raw: RawExchange {
                 server: call.server.to_owned(),
@@ -158,9 +270,12 @@ impl Recorder {
                 status: Status::OK,
                 content_type: String::new(),
                 messages: Vec::new(),
+                asides: Vec::new(),
             },
+            tag: self.tags.fetch_add(1, Ordering::Relaxed),
             started: Instant::now(),
-            secrets: call.facts.credentials.clone(),
+            secrets: secrets.into(),
+            aside_bytes: 0,
             session: call.session.map(str::to_owned),
         }
     }
@@ -168,14 +283,14 @@ impl Recorder {
     /// Normalizes and scrubs a finished capture and queues it for the
     /// writer; the commit says whether it was stored.
     fn commit(&self, capture: Capture) -> Commit {
-        let Capture { mut raw, mut secrets, session, .. } = capture;
-        // What the request sent under credential-like keys is redacted in the
-        // stored request; a tool echoing it back must not leak it either.
-        secrets.extend(self.rules.sensitive_values(&raw.request));
+        let Capture { mut raw, tag, secrets, session, .. } = capture;
         let scrubber = redact::Scrubber::new(&secrets);
         scrubber.scrub(&mut raw.request);
         for message in &mut raw.messages {
             scrubber.scrub(&mut message.body);
+        }
+        for aside in &mut raw.asides {
+            scrubber.scrub(&mut aside.message.body);
         }
         // Paths outside the Agent 365 forms are the server's name: no credential in it either.
         raw.server = scrubber.scrub_str(&raw.server);
@@ -205,33 +320,70 @@ impl Recorder {
             upstream: Some(self.upstream.to_string()),
             recorder: Some(env!("CARGO_PKG_VERSION").to_owned()),
         };
-        self.writer.write(exchange)
+        self.writer.write(exchange, Some(tag))
     }
 
     /// Adds the client's reply to the exchange whose stream carried the request.
     pub fn tie_reply(&self, session: Option<&str>, id: &RequestId, reply: Value) {
         let key = pending_key(session, id.as_value());
-        let capture = lock(&self.pending).remove(&key).and_then(|weak| weak.upgrade());
-        if let Some(capture) = capture
-            && let Some(capture) = lock(&capture).as_mut()
-        {
-            capture.push(Direction::Client, reply);
+        let pending = lock(&self.pending).remove(&key);
+        match pending {
+            Some(PendingReply::Answer(capture)) => {
+                if let Some(capture) = capture.upgrade()
+                    && let Some(capture) = lock(&capture).as_mut()
+                {
+                    capture.push(Direction::Client, reply);
+                }
+            }
+            Some(PendingReply::Aside(spot)) => {
+                self.put_aside(&spot, Channel::Standalone, Direction::Client, reply);
+            }
+            None => {}
         }
     }
 
     /// Remembers a server→client request seen on a recorded stream.
     fn expect_reply(&self, capture: &SharedCapture, session: Option<&str>, id: &Value) {
+        self.expect(session, id, PendingReply::Answer(Arc::downgrade(capture)));
+    }
+
+    fn expect(&self, session: Option<&str>, id: &Value, reply: PendingReply) {
         let mut pending = lock(&self.pending);
         if pending.len() >= PENDING_SWEEP_AT {
-            pending.retain(|_, capture| capture.strong_count() > 0);
+            pending.retain(|_, waiting| waiting.is_live());
+            if pending.len() >= PENDING_SWEEP_AT {
+                pending.clear(); // replies to asides nobody answered
+            }
         }
-        pending.insert(pending_key(session, id), Arc::downgrade(capture));
+        pending.insert(pending_key(session, id), reply);
+    }
+
+    /// What records the messages of `session`'s standalone stream.
+    pub fn listener(&self, session: Option<&str>) -> Listener {
+        Listener { recorder: self.clone(), session: session.map(str::to_owned) }
     }
 
     /// Starts recording an Agent 365 service endpoint's answer, for a
     /// request that carried `credentials`.
     pub fn service(&self, route: ServiceRoute, credentials: Vec<String>) -> ServiceFlight {
         ServiceFlight { recorder: self.clone(), route, credentials }
+    }
+}
+
+/// The recording of what a session's standalone stream (GET) carries:
+/// each request or notification on it is an aside ([`Recorder::aside`]).
+pub struct Listener {
+    recorder: Recorder,
+    session: Option<String>,
+}
+
+impl Listener {
+    /// One event's data from the stream.
+    pub fn heard(&self, data: &str) {
+        let Ok(body) = serde_json::from_str::<Value>(data) else { return };
+        if body.get("method").is_some() {
+            self.recorder.aside(self.session.as_deref(), Channel::Standalone, body);
+        }
     }
 }
 
@@ -323,8 +475,16 @@ impl Flight {
         if let Some(capture) = lock(&self.capture).as_mut() {
             capture.raw.status = status;
             content_type.clone_into(&mut capture.raw.content_type);
-            if session.is_some() {
-                capture.session = session;
+            if let Some(opened) = session {
+                let spot = Spot {
+                    capture: Arc::downgrade(&self.capture),
+                    tag: capture.tag,
+                    after: None,
+                    since: capture.started,
+                    secrets: Arc::clone(&capture.secrets),
+                };
+                self.recorder.saw(Some(&opened), spot);
+                capture.session = Some(opened);
             }
         }
     }
@@ -427,15 +587,20 @@ pub struct Flights {
     tokens: HashMap<String, String>,
     /// Request ids, oldest first.
     order: Vec<String>,
+    /// The recorder and session of the flights, for what the server says
+    /// while none is open.
+    said: Option<(Recorder, Option<String>)>,
 }
 
 impl Flights {
     /// A request is about to be sent: its answer goes to `flight`.
     pub fn expect(&mut self, flight: Flight) {
         let id = canonical_json(flight.request_id.as_value());
-        let token = lock(&flight.capture)
-            .as_ref()
-            .and_then(|capture| mcp::progress_token(capture.raw.request.get("params")).map(canonical_json));
+        let (token, session) = lock(&flight.capture).as_ref().map_or((None, None), |capture| {
+            let token = mcp::progress_token(capture.raw.request.get("params")).map(canonical_json);
+            (token, capture.session.clone())
+        });
+        self.said = Some((flight.recorder.clone(), session));
         if let Some(token) = token {
             self.tokens.insert(token, id.clone());
         }
@@ -450,15 +615,19 @@ impl Flights {
     /// answer goes to the flight of its request (by id), a progress
     /// notification to the request with its token, anything else the
     /// server says (log notifications, server→client requests) to the
-    /// request sent last.
+    /// request sent last while one is open, else it is an aside
+    /// ([`Recorder::aside`]).
     pub fn heard(&mut self, message: Value, bytes: usize) -> Heard {
         let is_answer = message.get("method").is_none();
         let answering = message.get("id").filter(|_| is_answer).map(canonical_json);
         let Some(id) = answering else {
-            return match self.owner(&message) {
-                Some(flight) => flight.observe_message(message, bytes),
-                None => Heard::Message,
-            };
+            if let Some(flight) = self.owner(&message) {
+                return flight.observe_message(message, bytes);
+            }
+            if let Some((recorder, session)) = &self.said {
+                recorder.aside(session.as_deref(), Channel::Standalone, message);
+            }
+            return Heard::Message;
         };
         match self.remove(&id) {
             Some(mut flight) => flight.observe_message(message, bytes),

@@ -12,11 +12,13 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
-use super::reenact::Replies;
+use super::reenact::{Emit, Replies};
+use super::said::{Asides, Standalone};
 use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::agent365;
 use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status};
@@ -175,7 +177,9 @@ impl Replay {
         let mut sessions = lock(&self.sessions);
         match sessions.live.get(session) {
             Some(state) if *state.server == *server => {
-                sessions.live.remove(session);
+                if let Some(state) = sessions.live.remove(session) {
+                    state.said.end();
+                }
                 Ok(())
             }
             _ => Err(Fault::UnknownSession.into()),
@@ -262,11 +266,67 @@ impl Replay {
     /// [`Fault::Stateless`] for a stateless request that does not hold
     /// together; either carries the request's id.
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
-        let answered = self.answer_unnoted(call);
-        if let Ok(answer) = &answered {
+        let mut answered = self.answer_unnoted(call);
+        if let Ok(answer) = &mut answered {
             self.ledger.note(call.server, call.method, call.params(), answer.outcome, answer.rule.as_ref());
+            if !answer.asides.armed.is_empty() {
+                let armed = std::mem::take(&mut answer.asides.armed);
+                let session = answer.session_id.as_deref().or(call.session);
+                match session
+                    .and_then(|s| lock(&self.sessions).live.get_mut(s).map(|state| state.said.arm(armed)))
+                {
+                    Some(()) => {}
+                    None => tracing::debug!(
+                        "what the server said on its own after {} has no session to wait in: dropped",
+                        printable(call.method)
+                    ),
+                }
+            }
         }
         answered
+    }
+
+    /// The client sent the notification `method` in `session`: what the
+    /// recording's server said on its own after it.
+    pub fn notified(&self, session: Option<&str>, method: &str) -> Vec<Outgoing> {
+        let Some(session) = session else { return Vec::new() };
+        lock(&self.sessions)
+            .live
+            .get_mut(session)
+            .map(|state| state.said.notified(method))
+            .unwrap_or_default()
+    }
+
+    /// Puts `messages` on the standalone stream of `session` (held until the
+    /// client opens one).
+    pub fn say(&self, session: &str, messages: Vec<Outgoing>) {
+        if let Some(state) = lock(&self.sessions).live.get_mut(session) {
+            state.said.say(messages);
+        }
+    }
+
+    /// Ends every session's standalone stream.
+    pub fn end_streams(&self) {
+        for state in lock(&self.sessions).live.values_mut() {
+            state.said.close();
+        }
+    }
+
+    /// Opens the standalone stream of `session` (GET).
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::UnknownSession`] for a session we do not know.
+    pub fn open_stream(&self, session: &str) -> Result<mpsc::Receiver<Emit>, RequestError> {
+        let mut sessions = lock(&self.sessions);
+        if !sessions.touch(session) {
+            return Err(Fault::UnknownSession.into());
+        }
+        sessions
+            .live
+            .get_mut(session)
+            .map(|state| state.said.open())
+            .ok_or_else(|| Fault::UnknownSession.into())
     }
 
     fn answer_unnoted(&self, call: &Call) -> Result<Answer, RequestError> {
@@ -764,6 +824,7 @@ fn recorded_answer(
         session_id: None,
         hold_open: false,
         rule: None,
+        asides: Asides::of(&exchange.asides),
     }
 }
 
@@ -786,6 +847,7 @@ fn listen(call: &Call) -> Answer {
         session_id: None,
         hold_open: true,
         rule: None,
+        asides: Asides::default(),
     }
 }
 
@@ -889,6 +951,8 @@ struct Session {
     server: Box<str>,
     /// When it was last used, on [`Sessions`]'s clock.
     used: u64,
+    /// Its standalone stream, and what the server says on its own there.
+    said: Standalone,
 }
 
 /// Handshake-era replay sessions. Bounded: past [`MAX_SESSIONS`], opening
@@ -913,8 +977,13 @@ impl Sessions {
             }
         }
         let id: Arc<str> = new_session_id().into();
-        let session =
-            Session { cursors: Cursors::default(), log_level: None, server: server.into(), used: 0 };
+        let session = Session {
+            cursors: Cursors::default(),
+            log_level: None,
+            server: server.into(),
+            used: 0,
+            said: Standalone::default(),
+        };
         self.live.insert(Arc::clone(&id), session);
         self.touch(&id);
         id.to_string()

@@ -24,6 +24,7 @@ fn streamed(tool: &str, messages: Vec<(u64, Direction, Value)>) -> RawExchange {
             .into_iter()
             .map(|(offset_ms, direction, body)| RecordedMessage { offset_ms, direction, body })
             .collect(),
+        asides: Vec::new(),
     }
 }
 

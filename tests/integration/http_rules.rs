@@ -118,10 +118,19 @@ async fn get_and_delete_follow_the_session_rules() {
     let (_c, replay) = Replayer::empty().await;
     let url = replay.url("/mcp");
     let session = initialize(&url).await;
-    let s = [("mcp-session-id", session.as_str()), ("accept", "text/event-stream")];
-    let get = raw(Method::GET, &url, &s, String::new()).await;
-    assert_eq!(get.status, 405);
-    assert_eq!(get.json()["id"], Value::Null);
+    let get = reqwest::Client::new()
+        .get(&url)
+        .header("mcp-session-id", &session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200, "a session's standalone stream");
+    assert_eq!(get.headers()["content-type"], "text/event-stream");
+    drop(get);
+    let sessionless = raw(Method::GET, &url, &[("accept", "text/event-stream")], String::new()).await;
+    assert_eq!(sessionless.status, 405, "no stream outside a session");
+    assert_eq!(sessionless.json()["id"], Value::Null);
 
     let unknown = [("mcp-session-id", "never-issued")];
     assert_eq!(raw(Method::GET, &url, &unknown, String::new()).await.status, 404);

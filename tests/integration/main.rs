@@ -4,6 +4,7 @@
 
 mod agent365;
 mod architecture;
+mod asides;
 mod binary;
 mod ci;
 mod drift;

@@ -90,7 +90,7 @@ impl Peer {
     }
 
     /// Closes stdin and waits for the exit; returns it and the whole log.
-    async fn close(mut self) -> (ExitStatus, String) {
+    pub(crate) async fn close(mut self) -> (ExitStatus, String) {
         drop(self.stdin.take());
         self.wait().await
     }
@@ -141,6 +141,7 @@ fn desk(cassettes: &Cassettes, secret: &str) -> PathBuf {
                 body: json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "booked"}]}}),
             },
         ],
+        asides: Vec::new(),
     };
     cassettes
         .write("desk", vec![tool_call("mcp_Desk", "whoami", json!({}), &format!("you are {secret}")), asking])

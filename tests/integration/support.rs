@@ -67,6 +67,7 @@ pub fn exchange(
             .enumerate()
             .map(|(i, body)| RecordedMessage { offset_ms: 10 * i as u64, direction: Direction::Server, body })
             .collect(),
+        asides: Vec::new(),
     }
 }
 

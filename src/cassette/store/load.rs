@@ -8,8 +8,8 @@ use rusqlite::Connection;
 
 use super::Cassette;
 use crate::cassette::model::{
-    AnswerTemplate, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, TemplateFailure,
-    Text,
+    AnswerTemplate, Aside, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status,
+    TemplateFailure, Text,
 };
 use crate::error::{CassetteError, Error};
 
@@ -186,6 +186,7 @@ pub(super) fn read_all(
                 status: status(row.get(7)?).map_err(damaged)?,
                 content_type: row.get(8)?,
                 messages: Vec::new(),
+                asides: Vec::new(),
                 provenance: Provenance {
                     recorded_at: row.get(9)?,
                     upstream: row.get(10)?,
@@ -216,11 +217,41 @@ pub(super) fn read_all(
             body: checked_json(body).map_err(damaged)?,
         });
     }
+    if version >= 6 {
+        read_asides(conn, &mut exchanges)?;
+    }
     // Replay would have nothing to send: over stdio the client would wait for ever.
     if let Some((id, _)) = exchanges.iter().find(|(_, exchange)| exchange.messages.is_empty()) {
         return Err(CassetteError::Damaged { id: *id, why: "it holds no answer (no message)".into() });
     }
     Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
+}
+
+/// Adds each exchange's asides (schema 6) to `exchanges` (in id order).
+fn read_asides(conn: &Connection, exchanges: &mut [(i64, Exchange<Text>)]) -> Result<(), CassetteError> {
+    let mut select = conn.prepare(
+        "SELECT exchange_id, after, channel, offset_ms, direction, body FROM aside ORDER BY exchange_id, seq",
+    )?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let damaged = |why: String| CassetteError::Damaged { id, why };
+        let exchange = match exchanges.binary_search_by_key(&id, |(found, _)| *found) {
+            Ok(slot) => &mut exchanges[slot].1,
+            Err(_) => return Err(damaged("an aside without its exchange".into())),
+        };
+        let body: String = row.get(5)?;
+        exchange.asides.push(Aside {
+            after: row.get(1)?,
+            channel: row.get(2).map_err(|e| damaged(conversion(e)))?,
+            message: RecordedMessage {
+                offset_ms: row.get::<_, i64>(3)?.max(0) as u64,
+                direction: row.get(4).map_err(|e| damaged(conversion(e)))?,
+                body: checked_json(body).map_err(damaged)?,
+            },
+        });
+    }
+    Ok(())
 }
 
 /// What a stored column that is not one of ours holds, as its

@@ -34,17 +34,20 @@ use rusqlite::{Connection, OpenFlags, params};
 pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Writer, WriterHandle, WriterReport};
 
-use crate::cassette::model::{AnswerTemplate, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
+use crate::cassette::model::{
+    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,
+};
 use crate::error::{CassetteError, Error};
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
     include_str!("../../../migrations/0004_answer_templates.sql"),
     include_str!("../../../migrations/0005_template_failures.sql"),
+    include_str!("../../../migrations/0006_asides.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -77,7 +80,35 @@ pub struct Cassette {
     /// read-only, which never migrates).
     version: i64,
     occurrences: Occurrences,
+    /// The rows of recently written tagged exchanges, for asides that come after.
+    rows: Rows,
 }
+
+/// Which row each of the last [`Rows::KEPT`] tagged exchanges went to: an
+/// aside the server sends after its exchange was committed names the
+/// exchange by the recorder's tag, and is stored with that row.
+#[derive(Default)]
+struct Rows {
+    by_tag: HashMap<Tag, i64>,
+    order: std::collections::VecDeque<Tag>,
+}
+
+impl Rows {
+    const KEPT: usize = 4096;
+
+    fn note(&mut self, tag: Tag, row: i64) {
+        if self.order.len() >= Rows::KEPT
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.by_tag.remove(&oldest);
+        }
+        self.by_tag.insert(tag, row);
+        self.order.push_back(tag);
+    }
+}
+
+/// The recorder's name for an exchange it recorded, unique while it runs.
+pub type Tag = u64;
 
 /// The next occurrence number of each match key [`Cassette::insert_batch`]
 /// has written, so that the next one is known without a query (the query's
@@ -114,8 +145,13 @@ impl Cassette {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| fail(e.into()))?;
-        let mut cassette =
-            Cassette { conn, path: path.to_owned(), version: 0, occurrences: Occurrences::default() };
+        let mut cassette = Cassette {
+            conn,
+            path: path.to_owned(),
+            version: 0,
+            occurrences: Occurrences::default(),
+            rows: Rows::default(),
+        };
         // Switching a new file to WAL takes it whole, and SQLite answers
         // "busy" at once rather than wait for another opener: try again, as
         // the busy handler would, for as long.
@@ -167,7 +203,13 @@ impl Cassette {
             }
             other => other.map_err(fail)?,
         };
-        Ok(Cassette { conn, path: path.to_owned(), version, occurrences: Occurrences::default() })
+        Ok(Cassette {
+            conn,
+            path: path.to_owned(),
+            version,
+            occurrences: Occurrences::default(),
+            rows: Rows::default(),
+        })
     }
 
     /// A cassette that lives in memory, for tests.
@@ -178,6 +220,7 @@ impl Cassette {
             path: ":memory:".into(),
             version: 0,
             occurrences: Occurrences::default(),
+            rows: Rows::default(),
         };
         cassette.prepare().map_err(|kind| Error::Cassette { path: ":memory:".into(), kind })?;
         Ok(cassette)
@@ -479,6 +522,7 @@ impl Cassette {
             Err(_) => self.occurrences.forget(),
         }
         let known = &self.occurrences.next;
+        let rows = &mut self.rows;
         let mut written_now: HashMap<MatchKey, i64> = HashMap::new();
         let mut outcomes = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -486,14 +530,21 @@ impl Cassette {
             // SQL text parsed per entry was most of the writer's time.
             let written = run_cached(&tx, "SAVEPOINT entry").and_then(|()| {
                 let inserted = match entry {
-                    Entry::Exchange(exchange) => {
+                    Entry::Exchange(exchange, tag) => {
                         let key = &exchange.key;
                         let known = written_now.get(key).or_else(|| known.get(key)).copied();
                         known.map_or_else(|| next_occurrence(&tx, key), Ok).and_then(|occurrence| {
-                            insert_exchange_rows(&tx, exchange, occurrence)
-                                .map(|()| Some((*key, occurrence + 1)))
+                            let row = insert_exchange_rows(&tx, exchange, occurrence)?;
+                            if let Some(tag) = tag {
+                                rows.note(*tag, row);
+                            }
+                            Ok(Some((*key, occurrence + 1)))
                         })
                     }
+                    Entry::Asides(tag, asides) => match rows.by_tag.get(tag) {
+                        Some(row) => insert_aside_rows(&tx, *row, asides).map(|()| None),
+                        None => Err(rusqlite::Error::QueryReturnedNoRows),
+                    },
                     Entry::Service(answer) => insert_service_row(&tx, answer).map(|()| None),
                 };
                 match inserted {
@@ -532,7 +583,11 @@ impl Cassette {
 /// One thing for a cassette to store.
 #[derive(Debug)]
 pub enum Entry {
-    Exchange(Box<Exchange>),
+    /// An exchange, with the recorder's tag for the asides that may follow it.
+    Exchange(Box<Exchange>, Option<Tag>),
+    /// What the server said on its own after the exchange tagged so, once
+    /// that exchange was stored already.
+    Asides(Tag, Vec<Aside>),
     Service(Box<ServiceAnswer>),
 }
 
@@ -556,9 +611,10 @@ fn next_occurrence(conn: &Connection, key: &MatchKey) -> rusqlite::Result<i64> {
         .query_row(params![key], |r| r.get(0))
 }
 
-/// Inserts an exchange as occurrence `occurrence` of its key, and its
-/// messages, through `conn` (inside a transaction the caller owns).
-fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64) -> rusqlite::Result<()> {
+/// Inserts an exchange as occurrence `occurrence` of its key, its messages
+/// and its asides, through `conn` (inside a transaction the caller owns);
+/// returns its row.
+fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64) -> rusqlite::Result<i64> {
     conn.prepare_cached(
         "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
          request, status, content_type, recorded_at, upstream, recorder) \
@@ -589,6 +645,33 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
             message.offset_ms as i64,
             message.direction,
             canonical_json(&message.body),
+        ])?;
+    }
+    insert_aside_rows(conn, id, &exchange.asides)?;
+    Ok(id)
+}
+
+/// Adds `asides` after those exchange `row` holds already.
+fn insert_aside_rows(conn: &Connection, row: i64, asides: &[Aside]) -> rusqlite::Result<()> {
+    if asides.is_empty() {
+        return Ok(());
+    }
+    let first: i64 = conn
+        .prepare_cached("SELECT coalesce(max(seq) + 1, 0) FROM aside WHERE exchange_id = ?1")?
+        .query_row(params![row], |r| r.get(0))?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO aside (exchange_id, seq, after, channel, offset_ms, direction, body) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (seq, aside) in (first..).zip(asides) {
+        insert.execute(params![
+            row,
+            seq,
+            aside.after,
+            aside.channel,
+            aside.message.offset_ms as i64,
+            aside.message.direction,
+            canonical_json(&aside.message.body),
         ])?;
     }
     Ok(())
@@ -750,6 +833,7 @@ mod tests {
                 body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
                     "result": {"content": [{"type": "text", "text": text}]}}),
             }],
+            asides: Vec::new(),
             provenance: Provenance::default(),
             source: None,
         }
@@ -790,7 +874,7 @@ mod tests {
             .unwrap();
         let entries: Vec<Entry> = ["first", "refused", "third"]
             .into_iter()
-            .map(|server| Entry::Exchange(Box::new(sample(server, "GetMessage", "x"))))
+            .map(|server| Entry::Exchange(Box::new(sample(server, "GetMessage", "x")), None))
             .collect();
         let outcomes = cassette.insert_batch(&entries);
         let ok: Vec<bool> = outcomes.iter().map(Result::is_ok).collect();
@@ -807,7 +891,7 @@ mod tests {
     #[test]
     fn the_writer_thread_yields_to_the_runtime() {
         let writer = writer::Writer::start(Cassette::open_in_memory().unwrap()).unwrap();
-        let committed = writer.handle().write(sample("mcp_MailTools", "GetMessage", "x"));
+        let committed = writer.handle().write(sample("mcp_MailTools", "GetMessage", "x"), None);
         assert!(committed.blocking_recv().unwrap(), "committed, so the thread has set its policy");
         let mut policies = Vec::new();
         for task in std::fs::read_dir("/proc/self/task").unwrap() {
@@ -832,7 +916,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("counted.sqlite");
         let mut cassette = Cassette::open(&path).unwrap();
-        let entry = || Entry::Exchange(Box::new(sample("mcp_A", "Get", "x")));
+        let entry = || Entry::Exchange(Box::new(sample("mcp_A", "Get", "x")), None);
         let all_ok =
             |outcomes: Vec<Result<(), Error>>| assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
         all_ok(cassette.insert_batch(&[entry(), entry()]));
@@ -840,7 +924,9 @@ mod tests {
         Cassette::open(&path).unwrap().insert(&sample("mcp_A", "Get", "elsewhere")).unwrap();
         all_ok(cassette.insert_batch(&[entry()]));
         cassette.insert(&sample("mcp_A", "Get", "outside a batch")).unwrap();
-        all_ok(cassette.insert_batch(&[entry(), Entry::Exchange(Box::new(sample("mcp_B", "Get", "x")))]));
+        all_ok(
+            cassette.insert_batch(&[entry(), Entry::Exchange(Box::new(sample("mcp_B", "Get", "x")), None)]),
+        );
         let mut rows = cassette.conn.prepare("SELECT server, occurrence FROM exchange ORDER BY id").unwrap();
         let stored: Vec<(String, i64)> =
             rows.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<Result<_, _>>().unwrap();

@@ -13,8 +13,8 @@ use std::thread;
 
 use tokio::sync::oneshot;
 
-use super::{Cassette, Entry};
-use crate::cassette::model::{Exchange, ServiceAnswer};
+use super::{Cassette, Entry, Tag};
+use crate::cassette::model::{Aside, Exchange, ServiceAnswer};
 use crate::error::Error;
 
 enum Job {
@@ -88,7 +88,7 @@ impl Writer {
                 let outcomes = cassette.insert_batch(&entries);
                 for ((entry, done), stored) in entries.iter().zip(acks).zip(outcomes) {
                     let label = match (entry, &stored) {
-                        (Entry::Exchange(exchange), Err(e)) => {
+                        (Entry::Exchange(exchange, _), Err(e)) => {
                             let (method, key, server) =
                                 (&exchange.method, exchange.key.to_hex(), &exchange.server);
                             tracing::error!("not stored: {method} {key} on {server}: {e}");
@@ -98,7 +98,20 @@ impl Writer {
                             tracing::error!("not stored: the {} answer: {e}", answer.route.as_str());
                             None
                         }
-                        (Entry::Exchange(exchange), Ok(())) => Some(exchange.server.clone()),
+                        (Entry::Exchange(exchange, _), Ok(())) => Some(exchange.server.clone()),
+                        (Entry::Asides(_, asides), Err(e)) => {
+                            tracing::warn!(
+                                "not stored: {} message(s) the server sent on its own after an exchange \
+                                 that is not stored: {e}",
+                                asides.len()
+                            );
+                            let _ = done.send(false);
+                            continue;
+                        }
+                        (Entry::Asides(..), Ok(())) => {
+                            let _ = done.send(true);
+                            continue;
+                        }
                         (Entry::Service(answer), Ok(())) => Some(answer.route.as_str().to_owned()),
                     };
                     match label {
@@ -147,17 +160,27 @@ fn yield_to_the_runtime() {
 }
 
 impl WriterHandle {
-    /// Queues `exchange`; the receiver says whether it was committed (`false`
-    /// also when the writer has stopped).
-    pub fn write(&self, exchange: Exchange) -> oneshot::Receiver<bool> {
+    /// Queues `exchange`, tagged for the asides that may follow it; the
+    /// receiver says whether it was committed (`false` also when the writer
+    /// has stopped).
+    pub fn write(&self, exchange: Exchange, tag: Option<Tag>) -> oneshot::Receiver<bool> {
         let (done, committed) = oneshot::channel();
-        if let Err(mpsc::SendError(Job::Write(Entry::Exchange(exchange), done))) =
-            self.jobs.send(Job::Write(Entry::Exchange(Box::new(exchange)), done))
+        if let Err(mpsc::SendError(Job::Write(Entry::Exchange(exchange, _), done))) =
+            self.jobs.send(Job::Write(Entry::Exchange(Box::new(exchange), tag), done))
         {
             tracing::error!("not stored: {} on {}: the writer has stopped", exchange.method, exchange.server);
             let _ = done.send(false);
         }
         committed
+    }
+
+    /// Queues what the server said on its own after the exchange tagged
+    /// `tag`, which was queued before.
+    pub fn write_asides(&self, tag: Tag, asides: Vec<Aside>) {
+        let (done, _) = oneshot::channel();
+        if self.jobs.send(Job::Write(Entry::Asides(tag, asides), done)).is_err() {
+            tracing::warn!("not stored: a message the server sent on its own: the writer has stopped");
+        }
     }
 
     /// Queues a service answer; the receiver says whether it was committed.

@@ -58,6 +58,14 @@ pub(super) fn answer(
     response
 }
 
+/// A session's standalone stream (GET): SSE fed by `stream` until the
+/// client goes.
+pub(super) fn stream(stream: mpsc::Receiver<Emit>) -> Response<Body> {
+    let mut response = Response::new(Channel(stream).boxed());
+    set_stream_headers(&mut response);
+    response
+}
+
 /// An injected failure: its status and error, a stream cut short (as SSE
 /// when the client takes it; a client that takes only JSON gets the empty
 /// body of a connection cut before the answer), or a lost session's 404.

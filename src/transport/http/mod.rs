@@ -30,7 +30,9 @@ use super::RequestLine;
 use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
-use crate::engine::{Call, Engine, Facts, Failure, Outcome, ServiceStep, SessionAsk, SessionStep, Step};
+use crate::engine::{
+    Call, Engine, Facts, Failure, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
+};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
@@ -227,12 +229,13 @@ async fn post(
             step?
         }
         Message::Notification { method, .. } => {
+            let step = app.engine.client_message(era, session.as_deref(), FromClient::Notification(&method));
             logged.mcp_method = method;
-            app.engine.client_message(era, session.as_deref(), None)?
+            step?
         }
         Message::Response { id, body: reply } => {
             logged.mcp_method = "(response)".into();
-            app.engine.client_message(era, session.as_deref(), id.as_ref().map(|id| (id, reply)))?
+            app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))?
         }
     };
     let post = Post { parts, body, accepts, session };
@@ -255,13 +258,23 @@ async fn respond(
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     match step {
-        Step::Answer(answer) => {
+        Step::Answer(mut answer) => {
             logged.outcome = answer.outcome;
             let session = &post.session;
-            Ok(frame::answer(answer, post.accepts, || app.engine.live(session.clone(), Duration::ZERO)))
+            let said = std::mem::take(&mut answer.asides.now);
+            let opened = answer.session_id.clone();
+            let response =
+                frame::answer(answer, post.accepts, || app.engine.live(session.clone(), Duration::ZERO));
+            app.engine.say(opened.as_deref().or(session.as_deref()), said);
+            Ok(response)
         }
         Step::Accepted => {
             logged.outcome = Outcome::Accepted;
+            Ok(frame::empty(StatusCode::ACCEPTED))
+        }
+        Step::Said(said) => {
+            logged.outcome = Outcome::Accepted;
+            app.engine.say(post.session.as_deref(), said);
             Ok(frame::empty(StatusCode::ACCEPTED))
         }
         Step::Forward { link, flight } => {
@@ -380,6 +393,18 @@ async fn other(
 ) -> Result<Response<Body>, RequestError> {
     let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
     if let Some(proxy) = engine.upstream() {
+        if request.method() == Method::GET {
+            // The standalone stream: what the server says there is recorded.
+            let session = request.headers().get(&SESSION_ID).and_then(|v| v.to_str().ok());
+            if let SessionStep::Forward(_, Some(listener)) =
+                engine.session(SessionAsk::OpenStream, session, &logged.server)?
+            {
+                let (parts, body) = request.into_parts();
+                let body = read_body(body, idle).await?;
+                logged.outcome = Outcome::Forwarded;
+                return proxy.listen(&parts, body, listener).await;
+            }
+        }
         return relay(request, proxy, idle, logged).await;
     }
     if request.method() == Method::GET
@@ -415,11 +440,15 @@ async fn other(
             why: "this server offers no standalone SSE stream",
         }
         .into()),
+        SessionStep::Stream(stream) => {
+            logged.outcome = Outcome::Streaming;
+            Ok(frame::stream(stream))
+        }
         SessionStep::Ended => {
             logged.outcome = Outcome::Ended;
             Ok(frame::empty(StatusCode::OK))
         }
-        SessionStep::Forward(proxy) => relay(request, proxy, idle, logged).await,
+        SessionStep::Forward(proxy, _) => relay(request, proxy, idle, logged).await,
     }
 }
 
@@ -496,8 +525,9 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
 
 /// The server identity of a path: `{name}` for the Agent 365 forms
 /// (`/agents/servers/{name}`, `/agents/tenants/{tid}/servers/{name}`,
-/// `/mcp/environments/{env}/servers/{name}`), else the path itself. A
-/// trailing slash does not matter.
+/// `/mcp/environments/{env}/servers/{name}`, and the mock server's
+/// `/mcp-mock/agents/servers/{name}` that older Agent 365 SDKs and samples
+/// use), else the path itself. A trailing slash does not matter.
 pub fn server_name(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
     let mut segments = crate::util::path_segments(trimmed);
@@ -505,6 +535,7 @@ pub fn server_name(path: &str) -> String {
     let named = match (next(), next(), next(), next(), next(), next()) {
         (Some("agents"), Some("servers"), Some(name), None, ..) => Some(name),
         (Some("agents"), Some("tenants"), Some(_), Some("servers"), Some(name), None)
+        | (Some("mcp-mock"), Some("agents"), Some("servers"), Some(name), None, _)
         | (Some("mcp"), Some("environments"), Some(_), Some("servers"), Some(name), None) => Some(name),
         _ => None,
     };
@@ -630,6 +661,11 @@ mod tests {
     fn server_names_from_paths() {
         assert_eq!(server_name("/agents/servers/mcp_MailTools"), "mcp_MailTools");
         assert_eq!(server_name("/agents/servers/mcp_MailTools/"), "mcp_MailTools");
+        assert_eq!(server_name("/mcp-mock/agents/servers/mcp_MailTools"), "mcp_MailTools");
+        assert_eq!(
+            server_name("/mcp-mock/agents/servers/mcp_MailTools/extra"),
+            "/mcp-mock/agents/servers/mcp_MailTools/extra"
+        );
         assert_eq!(server_name("/agents/tenants/t-1/servers/mcp_MeServer"), "mcp_MeServer");
         assert_eq!(server_name("/mcp/environments/e/servers/mcp_X"), "mcp_X");
         assert_eq!(server_name("/mcp"), "/mcp");

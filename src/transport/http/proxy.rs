@@ -37,7 +37,7 @@ use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::cassette::model::ServiceRoute;
-use crate::engine::{Flight, Heard, Held, Outcome, ServiceFlight};
+use crate::engine::{Flight, Heard, Held, Listener, Outcome, ServiceFlight};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_SSE_EVENT_BYTES};
 use crate::mcp;
@@ -170,6 +170,24 @@ impl Proxy {
         Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None).boxed()))
     }
 
+    /// Forwards a GET for the standalone stream and relays it as it
+    /// arrives, showing `listener` each event.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Upstream`] when the upstream fails before answering.
+    pub(super) async fn listen(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        listener: Listener,
+    ) -> Result<Response<Body>, RequestError> {
+        let (head, body) = self.forward(parts, body).await?.into_parts();
+        let mut relay = Relay::new(body, None, None);
+        relay.listen = Some((sse::Parser::default(), listener));
+        Ok(Response::from_parts(relay_head(head), relay.boxed()))
+    }
+
     /// An answer that could not be read whole: it broke off (logged), or
     /// would have passed the budget of answers in flight.
     fn unread(&self, unread: Unread) -> Fault {
@@ -226,6 +244,8 @@ struct Relay {
     ready: VecDeque<Bytes>,
     /// The final event (and anything after it) waiting for its commit.
     held: Option<(Held, BytesMut)>,
+    /// A standalone stream's parser and listener (no tap then).
+    listen: Option<(sse::Parser, Listener)>,
     ended: bool,
 }
 
@@ -237,6 +257,7 @@ impl Relay {
             tap: flight.map(|flight| Tap { parser: sse::Parser::default(), flight }),
             ready: VecDeque::new(),
             held: None,
+            listen: None,
             ended: false,
         }
     }
@@ -245,6 +266,27 @@ impl Relay {
         if let Some((_, held)) = &mut self.held {
             held.extend_from_slice(&data);
             return;
+        }
+        if let Some((parser, listener)) = &mut self.listen {
+            parser.push(&data);
+            loop {
+                match parser.next_event() {
+                    Ok(Some((raw, event))) => {
+                        listener.heard(&event.data);
+                        self.ready.push_back(raw);
+                    }
+                    Ok(None) => return,
+                    Err(sse::Overflow) => {
+                        tracing::warn!(
+                            "an SSE event on a standalone stream exceeded {MAX_SSE_EVENT_BYTES} bytes; \
+                             the rest of the stream is relayed, not stored"
+                        );
+                        self.ready.push_back(parser.take_rest());
+                        self.listen = None;
+                        return;
+                    }
+                }
+            }
         }
         let Some(tap) = &mut self.tap else {
             self.ready.push_back(data);
@@ -289,6 +331,9 @@ impl Relay {
             self.ready.push_back(tap.parser.take_rest());
         } else if let Some(why) = broke {
             tracing::warn!("relayed stream ended early: {why}");
+        }
+        if let Some((mut parser, _)) = self.listen.take() {
+            self.ready.push_back(parser.take_rest());
         }
         self.ended = true;
     }

@@ -112,6 +112,8 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         });
     }
     drop(listener);
+    // Standalone streams would otherwise stay open for the whole grace.
+    app.engine().end_streams();
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(SHUTDOWN_GRACE) => {

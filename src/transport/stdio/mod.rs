@@ -30,8 +30,8 @@ use tokio::task::JoinSet;
 
 use super::RequestLine;
 use crate::cassette::model::Era;
-use crate::engine::reenact::{self, Emit};
-use crate::engine::{Answer, Call, Engine, Facts, Failure, Flight, Outcome, Step};
+use crate::engine::reenact::{self, Emit, Live};
+use crate::engine::{Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Step};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
@@ -304,13 +304,13 @@ impl Door {
                 (method, step)
             }
             Message::Notification { method, params } => {
-                let step =
-                    self.engine.client_message(era_of(Some(&method), params.as_deref()), session, None);
+                let era = era_of(Some(&method), params.as_deref());
+                let step = self.engine.client_message(era, session, FromClient::Notification(&method));
                 (method, step)
             }
             Message::Response { id, body } => {
                 let step =
-                    self.engine.client_message(Era::Handshake, session, id.as_ref().map(|id| (id, body)));
+                    self.engine.client_message(Era::Handshake, session, FromClient::Reply(id.as_ref(), body));
                 ("(response)".to_owned(), step)
             }
         };
@@ -320,6 +320,10 @@ impl Door {
                 self.answer(answer, Duration::ZERO, stream, output).await;
             }
             Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
+            Ok(Step::Said(said)) => {
+                self.log(&method, Outcome::Accepted, started);
+                self.say(said, stream, output);
+            }
             Ok(Step::Forward { link, flight }) => {
                 self.log(&method, Outcome::Forwarded, started);
                 forward(link, Piece::Line(line), flight, writer).await;
@@ -398,7 +402,7 @@ impl Door {
                 tokio::time::sleep(by).await;
                 fail(failure, stream);
             }
-            Step::Accepted | Step::Delayed { .. } => {
+            Step::Accepted | Step::Said(_) | Step::Delayed { .. } => {
                 tracing::warn!("a fault's delay held nothing to send: {} left as it is", self.server)
             }
         }
@@ -408,10 +412,11 @@ impl Door {
     /// in its own task when it is delayed, has several messages (at least
     /// [`STDIO_MESSAGE_GAP`] apart) or must keep time or wait for the
     /// client's replies.
-    async fn answer(&self, answer: Answer, delay: Duration, stream: &mut Stream, output: &Output) {
+    async fn answer(&self, mut answer: Answer, delay: Duration, stream: &mut Stream, output: &Output) {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
         }
+        let said = std::mem::take(&mut answer.asides.now);
         // Most answers are one message sent at once: no re-enactment to set up.
         let paced = !delay.is_zero()
             || self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
@@ -421,6 +426,7 @@ impl Door {
                 for message in answer.messages {
                     stream.reply(message.json.as_bytes());
                 }
+                self.say(said, stream, output);
             } else {
                 // Recording, a delayed answer from the cassette: no re-enactment to keep.
                 let output = output.clone();
@@ -435,8 +441,14 @@ impl Door {
             }
             return;
         };
+        answer.messages.extend(said);
+        self.reenact(answer.messages, live, stream, output);
+    }
+
+    /// Re-enacts `messages` in a task of its own, each line through `output`.
+    fn reenact(&self, messages: Vec<Outgoing>, live: Live, stream: &mut Stream, output: &Output) {
         // A stream held open over HTTP has nothing more to say on stdio.
-        let mut emitted = reenact::reenact(answer.messages, live, false);
+        let mut emitted = reenact::reenact(messages, live, false);
         let output = output.clone();
         stream.reenacting.spawn(async move {
             while let Some(emit) = emitted.recv().await {
@@ -447,6 +459,18 @@ impl Door {
                 }
             }
         });
+    }
+
+    /// What the server says on its own: at once, after what is being
+    /// answered, unless it must keep time or wait for the client's replies.
+    fn say(&self, said: Vec<Outgoing>, stream: &mut Stream, output: &Output) {
+        let needs_time = self.engine.pace().is_some_and(|pace| {
+            pace == crate::config::Pace::Recorded || said.iter().any(|m| m.awaits_reply.is_some())
+        });
+        match needs_time.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten() {
+            Some(live) => self.reenact(said, live, stream, output),
+            None => said.iter().for_each(|message| stream.reply(message.json.as_bytes())),
+        }
     }
 }
 

@@ -1,0 +1,197 @@
+//! What a server says on its own, no answer to any request: recorded over
+//! stdio (a shell one-liner that speaks between exchanges) and over HTTP
+//! (the standalone GET stream), and replayed at the same point over stdio,
+//! over HTTP and across the two; and the Agent 365 mock server's path.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_tape::cassette::model::{Channel, Direction};
+use mcp_tape::cassette::store::Cassette;
+use serde_json::{Value, json};
+
+use crate::stdio::Peer;
+use crate::support::*;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+const ROOTS: &str = r#"{"jsonrpc":"2.0","id":"roots-1","method":"roots/list"}"#;
+
+/// A stdio server in one line of shell: it answers `initialize`, then on
+/// `notifications/initialized` says `tools/list_changed` and asks for the
+/// client's roots, and answers the `ping` that follows the reply.
+fn chatty_server() -> String {
+    let init = r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"chatty","version":"1"}}}"#;
+    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    format!(
+        "read l; echo '{init}'; read l; echo '{LIST_CHANGED}'; echo '{ROOTS}'; read l; read l; echo '{pong}'; cat >/dev/null"
+    )
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {"roots": {}}, "clientInfo": {"name": "asides-test", "version": "1"}}})
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+}
+
+fn roots_reply() -> Value {
+    json!({"jsonrpc": "2.0", "id": "roots-1", "result": {"roots": [{"uri": "file:///tmp", "name": "tmp"}]}})
+}
+
+/// The client's side of the conversation over stdio: what it received, in order.
+async fn converse(peer: &mut Peer) -> Vec<Value> {
+    let mut seen = Vec::new();
+    peer.send(initialize()).await;
+    seen.push(peer.next().await);
+    peer.send(initialized()).await;
+    seen.push(peer.next().await);
+    seen.push(peer.next().await);
+    peer.send(roots_reply()).await;
+    peer.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await;
+    seen.push(peer.next().await);
+    seen
+}
+
+/// Records the chatty server over stdio into `into/chatty.sqlite`; returns
+/// what the client received.
+async fn record_chatty(into: &Path) -> Vec<Value> {
+    let args = [
+        "record",
+        "--stdio",
+        "--cassettes",
+        into.to_str().unwrap(),
+        "--name",
+        "chatty",
+        "--server",
+        "mcp_Chatty",
+    ];
+    let script = chatty_server();
+    let args: Vec<&str> = args.into_iter().chain(["--", "sh", "-c", &script]).collect();
+    let mut record = Peer::spawn(&args, &[]);
+    let seen = converse(&mut record).await;
+    let (status, log) = record.close().await;
+    assert!(status.success(), "{log}");
+    seen
+}
+
+#[tokio::test]
+async fn stdio_record_stores_what_the_server_says_between_exchanges_and_replay_says_it_again() {
+    let into = tempfile::tempdir().unwrap();
+    let direct = record_chatty(into.path()).await;
+    assert_eq!(direct[1], serde_json::from_str::<Value>(LIST_CHANGED).unwrap(), "{direct:?}");
+    assert_eq!(direct[2], serde_json::from_str::<Value>(ROOTS).unwrap(), "{direct:?}");
+
+    let cassette = into.path().join("chatty.sqlite");
+    let exchanges = Cassette::open(&cassette).unwrap().exchanges().unwrap();
+    let init = exchanges.iter().find(|e| e.method == "initialize").expect("initialize stored");
+    let stored: Vec<(Option<&str>, Direction, &Value)> =
+        init.asides.iter().map(|a| (a.after.as_deref(), a.message.direction, &a.message.body)).collect();
+    let after = Some("notifications/initialized");
+    assert_eq!(
+        stored,
+        [
+            (after, Direction::Server, &serde_json::from_str::<Value>(LIST_CHANGED).unwrap()),
+            (after, Direction::Server, &serde_json::from_str::<Value>(ROOTS).unwrap()),
+            (after, Direction::Client, &roots_reply()),
+        ],
+        "after initialized, on the standalone stream, the client's reply with them"
+    );
+    assert!(init.asides.iter().all(|a| a.channel == Channel::Standalone));
+
+    let mut replay = Peer::spawn(&["replay", "--stdio", cassette.to_str().unwrap()], &[]);
+    let replayed = converse(&mut replay).await;
+    assert_eq!(replayed, direct, "replay over stdio says the same at the same points");
+    let (status, log) = replay.close().await;
+    assert!(status.success(), "{log}");
+}
+
+/// Reads SSE `data:` events from a GET stream until `count` have come.
+async fn events(stream: &mut reqwest::Response, count: usize) -> Vec<Value> {
+    let mut text = String::new();
+    let mut found = Vec::new();
+    while found.len() < count {
+        let chunk = tokio::time::timeout(PATIENCE, stream.chunk()).await.expect("an event in time");
+        text.push_str(std::str::from_utf8(&chunk.unwrap().expect("the stream goes on")).unwrap());
+        while let Some(end) = text.find("\n\n") {
+            let event: String = text.drain(..end + 2).collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+            if !data.is_empty() {
+                found.push(serde_json::from_str(&data.join("\n")).unwrap());
+            }
+        }
+    }
+    found
+}
+
+async fn get_stream(url: &str, session: &str) -> reqwest::Response {
+    let response = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "a GET stream opens");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    response
+}
+
+/// Over HTTP at `url`: initialize, `initialized`, then the GET stream; the
+/// client's reply to the roots request; returns what came on the stream.
+async fn converse_over_http(url: &str) -> Vec<Value> {
+    let init = post(url, &[], &initialize().to_string()).await;
+    assert_eq!(init.status, 200, "{init:?}");
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let headers = [("mcp-session-id", session.as_str())];
+    let accepted = post(url, &headers, &initialized().to_string()).await;
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    let mut stream = get_stream(url, &session).await;
+    let said = events(&mut stream, 2).await;
+    let replied = post(url, &headers, &roots_reply().to_string()).await;
+    assert_eq!(replied.status, 202, "{replied:?}");
+    said
+}
+
+#[tokio::test]
+async fn a_stdio_recording_served_over_http_says_it_on_the_get_stream_and_record_keeps_that_stream() {
+    let into = tempfile::tempdir().unwrap();
+    let direct = record_chatty(into.path()).await;
+    let replay = Replayer::start(&[into.path()]).await;
+    let said = converse_over_http(&replay.url("/agents/servers/mcp_Chatty")).await;
+    assert_eq!(said, direct[1..3], "what stdio said between exchanges comes on the GET stream");
+
+    // Recorded over HTTP in turn (replay as the upstream): the GET stream is stored.
+    let again = tempfile::tempdir().unwrap();
+    let recorder = Recorder::start(&replay.url(""), again.path(), RecordOptions::default()).await;
+    let relayed = converse_over_http(&recorder.url("/agents/servers/mcp_Chatty")).await;
+    assert_eq!(relayed, said, "record relays the GET stream");
+    let exchanges = recorder.stop().await;
+    let init = exchanges.iter().find(|e| e.method == "initialize").unwrap();
+    let directions: Vec<Direction> = init.asides.iter().map(|a| a.message.direction).collect();
+    assert_eq!(directions, [Direction::Server, Direction::Server, Direction::Client], "{:?}", init.asides);
+    replay.stop().await.unwrap();
+
+    let replay = Replayer::start(&[again.path()]).await;
+    assert_eq!(converse_over_http(&replay.url("/agents/servers/mcp_Chatty")).await, said, "and replays it");
+    replay.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_agent365_mock_servers_path_is_the_same_server() {
+    let cassettes = Cassettes::new();
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "Hello")]);
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    for path in ["/agents/servers/mcp_MailTools", "/mcp-mock/agents/servers/mcp_MailTools"] {
+        let url = replay.url(path);
+        let session = crate::support::initialize(&url).await;
+        let headers = [("mcp-session-id", session.as_str())];
+        let answer =
+            call(&url, &headers, "tools/call", json!({"name": "GetMessage", "arguments": {"id": "1"}})).await;
+        assert_eq!(answer.json()["result"]["content"][0]["text"], "Hello", "{path}: {answer:?}");
+    }
+    replay.stop().await.unwrap();
+}
