@@ -104,17 +104,18 @@ def tool_outcome(result):
     }
 
 
-def connect(base, server, mode, token):
+def connect(base, server, mode, token, **options):
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return Client(streamable_http_client(f"{base}/agents/servers/{server}", http_client=http), mode=mode)
+    return Client(streamable_http_client(f"{base}/agents/servers/{server}", http_client=http), mode=mode,
+                  **options)
 
 
 def http_connector(base, mode, token):
     """Server name → a client of it at BASE/agents/servers/NAME."""
-    return lambda server: connect(base, server, mode, token)
+    return lambda server, **options: connect(base, server, mode, token, **options)
 
 
 def stdio_connector(command, mode, env):
@@ -232,6 +233,35 @@ async def everything_flow(connect):
         environment = await client.call_tool("get-env", {})
         note("get-env", "answered" if environment.content else "empty")
     return transcript
+
+
+async def unprompted_flow(connect, server, root_uri, pause_s):
+    """What a server says on its own: a client that declares roots connects
+    to SERVER, hears everything the server sends that is no answer (in
+    order, the roots request among them, answered with ROOT_URI), pauses
+    PAUSE_S seconds after `initialized` (the server speaks then), then
+    lists the tools."""
+    import anyio
+    import mcp_types as types
+
+    heard = []
+
+    async def on_message(message):
+        if isinstance(message, Exception):
+            heard.append(["transport error", type(message).__name__])
+            return
+        params = getattr(message, "params", None)
+        data = getattr(params, "data", None) if params is not None else None
+        heard.append([message.method, stable(data)])
+
+    async def list_roots(context):
+        heard.append(["roots/list", None])
+        return types.ListRootsResult(roots=[types.Root(uri=root_uri, name="interop")])
+
+    async with connect(server, list_roots_callback=list_roots, message_handler=on_message) as client:
+        await anyio.sleep(pause_s)
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+    return [[server, "heard", heard], [server, "tools", tools]]
 
 
 async def mocks_flow(url, mode, calls):

@@ -23,6 +23,11 @@ TypeScript SDK and the official conformance suite:
   server-everything directly, through `mcp-tape record --stdio` (one
   cassette for all) and `mcp-tape replay --stdio` of it; and the HTTP round
   trip's cassette replayed over stdio;
+- what a server says on its own: the Python SDK (legacy, auto), declaring
+  roots and pausing after `initialized`, against server-everything and
+  server-filesystem over stdio directly, through `record --stdio`, against
+  `replay --stdio` and against `replay` over HTTP (the GET stream): the
+  transcripts of everything each heard must agree;
 - Agent 365 mocks imported as answer templates (`import --a365-mocks`),
   served to the Python SDK (auto, legacy) and TypeScript SDK (v1; v2
   legacy, auto);
@@ -78,6 +83,7 @@ EXPECTED_FAILURES = os.path.join(HERE, "conformance-expected-failures.yml")
 NEXT_EXPECTED_FAILURES = os.path.join(HERE, "conformance-next-expected-failures.yml")
 CONFORMANCE_UPSTREAM_V2 = os.path.join(HERE, "conformance_upstream_v2.mjs")
 EVERYTHING = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+FILESYSTEM = os.path.join(HERE, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js")
 # The two legs of conformance 0.2.0-alpha.12: each scenario at its own version, and the
 # 2026-07-28 scenarios forced to that version.
 NEXT_LEGS = {"all": [], "2026-07-28": ["--spec-version", "2026-07-28"]}
@@ -409,6 +415,84 @@ def stdio_round_trip(args, node_env, checks):
 
     for name in flows:
         checks.run(f"stdio: {name} transcripts agree (direct, record, replay)", lambda name=name: agree(name))
+
+
+# How long the unprompted flow's client waits after `initialized`: the time the
+# servers get to speak on their own (the scenario itself, not a readiness wait).
+UNPROMPTED_PAUSE_S = 1.0
+
+
+def unprompted(args, checks):
+    """What a server says on its own, with a client that declares roots and
+    pauses after `initialized`: server-everything (tools/list_changed twice,
+    roots/list, a log line about the roots) and server-filesystem (roots/list)
+    over stdio, with the Python SDK (legacy, auto): directly, through `mcp-tape
+    record --stdio`, against `replay --stdio` of that cassette, and against
+    `replay` of it over HTTP (what stdio said between exchanges comes on the
+    GET stream). Every transcript must equal the direct one."""
+    env = dict(os.environ, MCP_TAPE_LOG="warn")
+    with tempfile.TemporaryDirectory() as cassettes, tempfile.TemporaryDirectory() as root:
+        root_uri = "file://" + root
+        servers = {
+            "server-everything": [args.node, EVERYTHING, "stdio"],
+            "server-filesystem": [args.node, FILESYSTEM, root],
+        }
+        transcripts = collections.defaultdict(dict)
+
+        def run(stage, mode, server, connector):
+            transcript = python_flow(clients.unprompted_flow(connector, server, root_uri, UNPROMPTED_PAUSE_S))
+            transcripts[(mode, server)][stage] = transcript
+            heard = transcript[0][2]
+            assert heard, f"the server said nothing on its own: {transcript}"
+
+        def stdio_stage(stage, command_of):
+            for server, command in servers.items():
+                for mode in ["legacy", "auto"]:
+                    connector = clients.stdio_connector(command_of(server, command), mode, env)
+                    checks.run(f"unprompted: python-sdk {mode} {server} over stdio {stage}",
+                               lambda m=mode, s=server, c=connector: run(stage, m, s, c))
+
+        stdio_stage("directly", lambda server, command: command)
+        stdio_stage("through mcp-tape record --stdio", lambda server, command: [
+            args.binary, "record", "--stdio", "--cassettes", cassettes, "--name", "said",
+            "--server", server, "--", *command])
+        cassette = os.path.join(cassettes, "said.sqlite")
+        stdio_stage("against mcp-tape replay --stdio", lambda server, command: [
+            args.binary, "replay", "--stdio", cassette, "--server", server])
+
+        def stored():
+            with sqlite3.connect(cassette) as db:
+                rows = db.execute("SELECT e.server, a.after, a.direction, json_extract(a.body, '$.method') "
+                                  "FROM aside a JOIN exchange e ON e.id = a.exchange_id").fetchall()
+            said = {(server, method) for server, _, _, method in rows}
+            assert ("server-everything", "notifications/tools/list_changed") in said, rows
+            assert ("server-filesystem", "roots/list") in said, rows
+            assert any(direction == "client" for _, _, direction, _ in rows), f"no client reply stored: {rows}"
+
+        checks.run("unprompted: the cassette holds what each server said on its own, and the replies", stored)
+
+        replay = Daemon(args.binary, [cassettes])
+        try:
+            for server in servers:
+                for mode in ["legacy", "auto"]:
+                    connector = clients.http_connector(replay.base, mode, "unused-token")
+                    checks.run(f"unprompted: python-sdk {mode} {server} against mcp-tape replay over HTTP",
+                               lambda m=mode, s=server, c=connector: run("over HTTP", m, s, c))
+        finally:
+            replay.stop(keep_log_as=os.path.join(args.logs, "unprompted-replay.log"))
+
+    def agree(key):
+        stages = transcripts[key]
+        assert len(stages) == 4, f"only {len(stages)} of 4 stages ran"
+        first = stages["directly"]
+        for stage, transcript in stages.items():
+            assert transcript == first, f"{stage} differs:\n{json.dumps(transcript)}\ndirectly:\n{json.dumps(first)}"
+
+    for mode, server in [(m, s) for s in servers for m in ["legacy", "auto"]]:
+        checks.run(f"unprompted: python-sdk {mode} {server} transcripts agree (direct, record, replay, over HTTP)",
+                   lambda key=(mode, server): agree(key))
+    with open(os.path.join(args.logs, "unprompted-transcripts.json"), "w") as saved:
+        json.dump({f"{m} {s}": t for (m, s), t in transcripts.items()}, saved, indent=1, sort_keys=True)
 
 
 def cross_era(args, node_env, checks, direct):
@@ -1076,6 +1160,7 @@ def main():
     direct = round_trip(args, node_env, checks)
     cross_era(args, node_env, checks, direct)
     stdio_round_trip(args, node_env, checks)
+    unprompted(args, checks)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)
