@@ -23,8 +23,8 @@ TypeScript SDK and the official conformance suite:
   server-everything directly, through `mcp-tape record --stdio` (one
   cassette for all) and `mcp-tape replay --stdio` of it; and the HTTP round
   trip's cassette replayed over stdio;
-- what a server says on its own: the Python SDK (legacy, auto), declaring
-  roots and pausing after `initialized`, against server-everything and
+- what a server says on its own: the Python SDK (legacy, auto) and the
+  TypeScript SDK (v1), declaring roots and pausing after `initialized`, against server-everything and
   server-filesystem over stdio directly, through `record --stdio`, against
   `replay --stdio` and against `replay` over HTTP (the GET stream): the
   transcripts of everything each heard must agree; server-everything over
@@ -425,15 +425,20 @@ def stdio_round_trip(args, node_env, checks):
 UNPROMPTED_PAUSE_S = 1.0
 
 
-def unprompted(args, checks):
-    """What a server says on its own, with a client that declares roots and
-    pauses after `initialized`: server-everything (tools/list_changed twice,
-    roots/list, a log line about the roots) and server-filesystem (roots/list)
-    over stdio, with the Python SDK (legacy, auto): directly, through `mcp-tape
-    record --stdio`, against `replay --stdio` of that cassette, and against
-    `replay` of it over HTTP (what stdio said between exchanges comes on the
-    GET stream). Every transcript must equal the direct one."""
+def unprompted(args, node_env, checks):
+    """What a server says on its own, with a client that declares roots, hears
+    everything the server sends that is no answer, and pauses after
+    `initialized`: server-everything (tools/list_changed twice, roots/list, a
+    log line about the roots) and server-filesystem (roots/list) over stdio,
+    with the Python SDK (legacy, auto) and the TypeScript SDK (v1): directly,
+    through `mcp-tape record --stdio`, against `replay --stdio` of that
+    cassette, and against `replay` of it over HTTP (what stdio said between
+    exchanges comes on the GET stream). Every transcript must equal the direct
+    one. Then server-everything over HTTP (its GET stream) directly, through
+    `record` and against `replay`."""
     env = dict(os.environ, MCP_TAPE_LOG="warn")
+    node_stdio_env = dict(node_env, MCP_TAPE_LOG="warn")
+    users = ["python-sdk legacy", "python-sdk auto", "typescript-sdk v1"]
     with tempfile.TemporaryDirectory() as cassettes, tempfile.TemporaryDirectory() as root:
         root_uri = "file://" + root
         servers = {
@@ -442,18 +447,30 @@ def unprompted(args, checks):
         }
         transcripts = collections.defaultdict(dict)
 
-        def run(stage, mode, server, connector, key=None):
-            transcript = python_flow(clients.unprompted_flow(connector, server, root_uri, UNPROMPTED_PAUSE_S))
-            transcripts[(mode, key or server)][stage] = transcript
-            heard = transcript[0][2]
-            assert heard, f"the server said nothing on its own: {transcript}"
+        def hear(user, server, where):
+            """USER's transcript of SERVER at WHERE: ("stdio", command) or ("http", base)."""
+            kind, target = where
+            if user.startswith("python-sdk"):
+                mode = user.split()[1]
+                connector = (clients.stdio_connector(target, mode, env) if kind == "stdio"
+                             else clients.http_connector(target, mode, "unused-token"))
+                return python_flow(clients.unprompted_flow(connector, server, root_uri, UNPROMPTED_PAUSE_S))
+            command = target if kind == "stdio" else [target + "/agents/servers/{server}"]
+            return json.loads(run_process(
+                [args.node, "ts_stdio_client.mjs", "v1", "legacy", "unprompted", json.dumps(command), server,
+                 root_uri, str(int(UNPROMPTED_PAUSE_S * 1000))], CLIENT_TIMEOUT_S, node_stdio_env))
+
+        def run(stage, user, server, where, key=None):
+            transcript = hear(user, server, where)
+            transcripts[(user, key or server)][stage] = transcript
+            assert transcript[0][2], f"the server said nothing on its own: {transcript}"
 
         def stdio_stage(stage, command_of):
             for server, command in servers.items():
-                for mode in ["legacy", "auto"]:
-                    connector = clients.stdio_connector(command_of(server, command), mode, env)
-                    checks.run(f"unprompted: python-sdk {mode} {server} over stdio {stage}",
-                               lambda m=mode, s=server, c=connector: run(stage, m, s, c))
+                for user in users:
+                    where = ("stdio", command_of(server, command))
+                    checks.run(f"unprompted: {user} {server} over stdio {stage}",
+                               lambda u=user, s=server, w=where: run(stage, u, s, w))
 
         stdio_stage("directly", lambda server, command: command)
         stdio_stage("through mcp-tape record --stdio", lambda server, command: [
@@ -477,10 +494,9 @@ def unprompted(args, checks):
         replay = Daemon(args.binary, [cassettes])
         try:
             for server in servers:
-                for mode in ["legacy", "auto"]:
-                    connector = clients.http_connector(replay.base, mode, "unused-token")
-                    checks.run(f"unprompted: python-sdk {mode} {server} against mcp-tape replay over HTTP",
-                               lambda m=mode, s=server, c=connector: run("over HTTP", m, s, c))
+                for user in users:
+                    checks.run(f"unprompted: {user} {server} against mcp-tape replay over HTTP",
+                               lambda u=user, s=server: run("over HTTP", u, s, ("http", replay.base)))
         finally:
             replay.stop(keep_log_as=os.path.join(args.logs, "unprompted-replay.log"))
 
@@ -488,31 +504,31 @@ def unprompted(args, checks):
         http_cassettes = os.path.join(cassettes, "http")
         over_http = "server-everything over HTTP"
 
-        def http_stage(stage, mode, base):
-            connector = clients.http_connector(base, mode, "unused-token")
-            checks.run(f"unprompted: python-sdk {mode} {over_http} {stage}",
-                       lambda: run(stage, mode, "server-everything", connector, over_http))
+        def http_stage(stage, user, base):
+            checks.run(f"unprompted: {user} {over_http} {stage}",
+                       lambda: run(stage, user, "server-everything", ("http", base), over_http))
 
         # One recorded session per cassette: replay answers every `initialize` with a server's
         # first recorded one, and what followed it.
+        names = {user: user.replace(" ", "-") for user in users}
         upstream = Daemon(None, None, [args.node, EVERYTHING_HTTP])
         try:
-            for mode in ["legacy", "auto"]:
-                http_stage("directly", mode, upstream.base)
+            for user in users:
+                http_stage("directly", user, upstream.base)
                 recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base,
-                                               "--cassettes", http_cassettes, "--name", mode, "--port", "0"])
+                                               "--cassettes", http_cassettes, "--name", names[user], "--port", "0"])
                 try:
-                    http_stage("through mcp-tape record", mode, recorder.base)
+                    http_stage("through mcp-tape record", user, recorder.base)
                 finally:
-                    recorder.stop(keep_log_as=os.path.join(args.logs, f"unprompted-record-{mode}.log"))
+                    recorder.stop(keep_log_as=os.path.join(args.logs, f"unprompted-record-{names[user]}.log"))
         finally:
             upstream.stop()
-        for mode in ["legacy", "auto"]:
-            replay = Daemon(args.binary, [os.path.join(http_cassettes, f"{mode}.sqlite")])
+        for user in users:
+            replay = Daemon(args.binary, [os.path.join(http_cassettes, f"{names[user]}.sqlite")])
             try:
-                http_stage("against mcp-tape replay", mode, replay.base)
+                http_stage("against mcp-tape replay", user, replay.base)
             finally:
-                replay.stop(keep_log_as=os.path.join(args.logs, f"unprompted-http-replay-{mode}.log"))
+                replay.stop(keep_log_as=os.path.join(args.logs, f"unprompted-http-replay-{names[user]}.log"))
 
     def agree(key, count, first_stage="directly"):
         stages = transcripts[key]
@@ -520,19 +536,19 @@ def unprompted(args, checks):
         first = stages[first_stage]
         compared = {stage: t for stage, t in stages.items() if first_stage == "directly" or stage != "directly"}
         for stage, transcript in compared.items():
-            assert transcript == first, f"{stage} differs:\n{json.dumps(transcript)}\ndirectly:\n{json.dumps(first)}"
+            assert transcript == first, f"{stage} differs:\n{json.dumps(transcript)}\n{first_stage}:\n{json.dumps(first)}"
 
-    for mode, server in [(m, s) for s in servers for m in ["legacy", "auto"]]:
-        checks.run(f"unprompted: python-sdk {mode} {server} transcripts agree (direct, record, replay, over HTTP)",
-                   lambda key=(mode, server): agree(key, 4))
-        if server == "server-everything":
-            # Over HTTP the server drops what it says while no GET stream is open (its
-            # list_changed right after `initialized` comes or not, run by run, directly too):
-            # replay must give what the client got through record.
-            checks.run(f"unprompted: python-sdk {mode} {over_http} replay agrees with record",
-                       lambda key=(mode, over_http): agree(key, 3, "through mcp-tape record"))
+    for user in users:
+        for server in servers:
+            checks.run(f"unprompted: {user} {server} transcripts agree (direct, record, replay, over HTTP)",
+                       lambda key=(user, server): agree(key, 4))
+        # Over HTTP the server drops what it says while no GET stream is open (its list_changed
+        # right after `initialized` comes or not, run by run, directly too): replay must give what
+        # the client got through record.
+        checks.run(f"unprompted: {user} {over_http} replay agrees with record",
+                   lambda key=(user, over_http): agree(key, 3, "through mcp-tape record"))
     with open(os.path.join(args.logs, "unprompted-transcripts.json"), "w") as saved:
-        json.dump({f"{m} {s}": t for (m, s), t in transcripts.items()}, saved, indent=1, sort_keys=True)
+        json.dump({f"{u} {s}": t for (u, s), t in transcripts.items()}, saved, indent=1, sort_keys=True)
 
 
 def cross_era(args, node_env, checks, direct):
@@ -1200,7 +1216,7 @@ def main():
     direct = round_trip(args, node_env, checks)
     cross_era(args, node_env, checks, direct)
     stdio_round_trip(args, node_env, checks)
-    unprompted(args, checks)
+    unprompted(args, node_env, checks)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)

@@ -2,16 +2,22 @@
 // StdioClientTransport) or v2 (@modelcontextprotocol/client, in a version
 // negotiation mode), spawning COMMAND with "{server}" replaced by each
 // server's name, in the round trip (FLOW round-trip) or against
-// @modelcontextprotocol/server-everything (FLOW everything).
+// @modelcontextprotocol/server-everything (FLOW everything); or (FLOW unprompted, v1) a client that
+// declares roots, hears every notification and request the server sends on its own, pauses
+// PAUSE_MS after `initialized`, then lists the tools of SERVER, which COMMAND_JSON runs (or, when
+// its only word is an http:// URL, serves over Streamable HTTP).
 // Usage: node ts_stdio_client.mjs v1|v2 legacy|auto round-trip|everything COMMAND_JSON
+//        node ts_stdio_client.mjs v1 legacy unprompted COMMAND_JSON SERVER ROOT_URI PAUSE_MS
 // Prints the transcript as JSON.
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport as StdioV1 } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport as HttpV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Client as ClientV2 } from "@modelcontextprotocol/client";
 import { StdioClientTransport as StdioV2 } from "@modelcontextprotocol/client/stdio";
 import { roundTrip } from "./round_trip_flow.mjs";
 
-const [generation, mode, flow, commandJson] = process.argv.slice(2);
+const [generation, mode, flow, commandJson, ...rest] = process.argv.slice(2);
 const command = JSON.parse(commandJson);
 
 function transport(Stdio, server) {
@@ -61,8 +67,29 @@ async function everything() {
   return transcript;
 }
 
+async function unprompted([server, rootUri, pauseMs]) {
+  const heard = [];
+  const client = new ClientV1({ name: "mcp-tape-interop-unprompted", version: "1.0.0" }, { capabilities: { roots: {} } });
+  client.setRequestHandler(ListRootsRequestSchema, async () => {
+    heard.push(["roots/list", null]);
+    return { roots: [{ uri: rootUri, name: "interop" }] };
+  });
+  client.fallbackNotificationHandler = async (notification) => {
+    heard.push([notification.method, notification.params?.data ?? null]);
+  };
+  const [first] = command;
+  const url = first.startsWith("http://") ? new URL(first.replaceAll("{server}", server)) : null;
+  await client.connect(url ? new HttpV1(url) : transport(StdioV1, server));
+  await new Promise((resolve) => setTimeout(resolve, Number(pauseMs)));
+  const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  await client.close();
+  return [[server, "heard", heard], [server, "tools", tools]];
+}
+
+const flows = { everything, unprompted: () => unprompted(rest), "round-trip": () => roundTrip("stdio:", sdk) };
+
 try {
-  const transcript = flow === "everything" ? await everything() : await roundTrip("stdio:", sdk);
+  const transcript = await flows[flow]();
   process.stdout.write(JSON.stringify(transcript));
 } catch (error) {
   console.error(error);
