@@ -13,7 +13,8 @@ CREATE TABLE aside (
     -- one stream between answers). No CHECK: later schemas may add streams,
     -- and mcp-tape refuses a name it does not know when it loads the row.
     channel     TEXT    NOT NULL,
-    -- Milliseconds from what it followed to this message.
+    -- Milliseconds to this message from the exchange's request (after NULL)
+    -- or from the client notification it followed.
     offset_ms   INTEGER NOT NULL,
     -- 'server', or 'client' for the client's reply to a server request.
     direction   TEXT    NOT NULL CHECK (direction IN ('server', 'client')),

@@ -224,7 +224,8 @@ pub struct Aside<J = Value> {
     /// the client notification that came after that answer.
     pub after: Option<String>,
     pub channel: Channel,
-    /// `offset_ms` counts from what it followed.
+    /// `offset_ms` counts from the exchange's request (`after` is `None`)
+    /// or from the client notification it followed.
     pub message: RecordedMessage<J>,
 }
 

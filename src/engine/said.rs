@@ -71,8 +71,8 @@ impl Asides {
 pub struct Standalone {
     /// Waiting for a client notification.
     armed: Vec<(Box<str>, Outgoing)>,
-    /// Said while no GET stream was open to take it.
-    held: VecDeque<Outgoing>,
+    /// Said while no GET stream was open to take it (JSON text).
+    held: VecDeque<String>,
     /// The open GET stream.
     stream: Option<mpsc::Sender<Emit>>,
 }
@@ -97,22 +97,28 @@ impl Standalone {
     /// Sends `messages` on the GET stream, or holds them until one opens.
     pub fn say(&mut self, messages: Vec<Outgoing>) {
         for message in messages {
-            let unsent = match &self.stream {
-                Some(stream) if self.held.is_empty() => match stream.try_send(Emit::Message(message.json)) {
-                    Ok(()) => continue,
-                    Err(mpsc::error::TrySendError::Full(Emit::Message(json)))
-                    | Err(mpsc::error::TrySendError::Closed(Emit::Message(json))) => {
-                        Outgoing { json, ..message }
-                    }
-                    Err(_) => continue,
-                },
-                _ => message,
+            let Some(stream) = self.stream.as_ref().filter(|_| self.held.is_empty()) else {
+                self.hold(message.json);
+                continue;
             };
-            self.hold(unsent);
+            match stream.try_send(Emit::Message(message.json)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(emit)) => self.hold_emitted(emit),
+                Err(mpsc::error::TrySendError::Closed(emit)) => {
+                    self.stream = None; // the client went away
+                    self.hold_emitted(emit);
+                }
+            }
         }
     }
 
-    fn hold(&mut self, message: Outgoing) {
+    fn hold_emitted(&mut self, emit: Emit) {
+        if let Emit::Message(json) = emit {
+            self.hold(json);
+        }
+    }
+
+    fn hold(&mut self, message: String) {
         if self.held.len() >= MAX_HELD {
             self.held.pop_front();
             tracing::debug!(
@@ -128,7 +134,7 @@ impl Standalone {
         let (stream, receiver) = mpsc::channel(MAX_HELD);
         for message in self.held.drain(..) {
             // The channel has room for everything held.
-            let _ = stream.try_send(Emit::Message(message.json));
+            let _ = stream.try_send(Emit::Message(message));
         }
         let alive = stream.downgrade();
         tokio::spawn(async move {
