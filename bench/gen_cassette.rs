@@ -24,6 +24,7 @@ fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Valu
             .enumerate()
             .map(|(i, body)| RecordedMessage { offset_ms: i as u64, direction: Direction::Server, body })
             .collect(),
+        asides: Vec::new(),
     }
 }
 
