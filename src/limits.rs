@@ -62,10 +62,24 @@ pub const MAX_RECORDED_STREAM_BYTES: usize = 32 * 1024 * 1024;
 /// Enforced in [`crate::sse`].
 pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// Upstream sessions whose negotiated version is remembered at most.
+/// Upstream sessions whose negotiated version, and whose last exchange
+/// (where what the server says on its own goes), are remembered at most.
 ///
 /// Enforced in [`crate::engine::record`].
 pub const MAX_TRACKED_SESSIONS: usize = 10_000;
+
+/// Messages a replay session holds for its GET stream while none is open
+/// (or the open one is not keeping up) at most; past it the oldest go.
+///
+/// Enforced in [`crate::engine::said`].
+pub const MAX_HELD_ASIDES: usize = 256;
+
+/// Recorded exchanges whose row the cassette writer remembers, for what the
+/// server says on its own after one was committed; an aside of an older one
+/// is not stored (logged).
+///
+/// Enforced in [`crate::cassette::store`].
+pub const MAX_TAGGED_ROWS: usize = 4096;
 
 /// Live sessions kept at most; the least recently used is ended to make room (its client
 /// then gets 404 and starts over, as the spec prescribes).

@@ -7,7 +7,7 @@
 //! session's GET stream) or a client notification after that answer (it is
 //! armed in the session and goes when the client sends that notification).
 //! On HTTP, what is said before the client opens its GET stream is held for
-//! it, at most [`MAX_HELD`] messages; what a session that ends still holds
+//! it, at most [`MAX_HELD_ASIDES`] messages; what a session that ends still holds
 //! is dropped with a debug line.
 
 use std::collections::VecDeque;
@@ -18,10 +18,7 @@ use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
 use crate::cassette::model::Direction;
 use crate::cassette::tape::ServedAside;
-
-/// Messages held for a GET stream not open (or not keeping up) at most;
-/// past it the oldest go.
-pub const MAX_HELD: usize = 256;
+use crate::limits::MAX_HELD_ASIDES;
 
 /// The asides of one replayed exchange.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -119,10 +116,10 @@ impl Standalone {
     }
 
     fn hold(&mut self, message: String) {
-        if self.held.len() >= MAX_HELD {
+        if self.held.len() >= MAX_HELD_ASIDES {
             self.held.pop_front();
             tracing::debug!(
-                "more than {MAX_HELD} messages held for a GET stream no client opened: the oldest dropped"
+                "more than {MAX_HELD_ASIDES} messages held for a GET stream no client opened: the oldest dropped"
             );
         }
         self.held.push_back(message);
@@ -131,7 +128,7 @@ impl Standalone {
     /// Opens the session's GET stream (in place of one open before): what
     /// was held goes first, keep-alives follow until the client goes.
     pub fn open(&mut self) -> mpsc::Receiver<Emit> {
-        let (stream, receiver) = mpsc::channel(MAX_HELD);
+        let (stream, receiver) = mpsc::channel(MAX_HELD_ASIDES);
         for message in self.held.drain(..) {
             // The channel has room for everything held.
             let _ = stream.try_send(Emit::Message(message));
@@ -193,7 +190,7 @@ mod tests {
     #[tokio::test]
     async fn held_messages_are_bounded_oldest_first() {
         let mut standalone = Standalone::default();
-        standalone.say((0..MAX_HELD + 2).map(|n| said(&n.to_string())).collect());
+        standalone.say((0..MAX_HELD_ASIDES + 2).map(|n| said(&n.to_string())).collect());
         let mut stream = standalone.open();
         assert_eq!(stream.recv().await, Some(Emit::Message("2".into())));
     }

@@ -38,6 +38,7 @@ use crate::cassette::model::{
     AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,
 };
 use crate::error::{CassetteError, Error};
+use crate::limits::MAX_TAGGED_ROWS;
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
@@ -84,7 +85,7 @@ pub struct Cassette {
     rows: Rows,
 }
 
-/// Which row each of the last [`Rows::KEPT`] tagged exchanges went to: an
+/// Which row each of the last [`MAX_TAGGED_ROWS`] tagged exchanges went to: an
 /// aside the server sends after its exchange was committed names the
 /// exchange by the recorder's tag, and is stored with that row.
 #[derive(Default)]
@@ -94,10 +95,8 @@ struct Rows {
 }
 
 impl Rows {
-    const KEPT: usize = 4096;
-
     fn note(&mut self, tag: Tag, row: i64) {
-        if self.order.len() >= Rows::KEPT
+        if self.order.len() >= MAX_TAGGED_ROWS
             && let Some(oldest) = self.order.pop_front()
         {
             self.by_tag.remove(&oldest);
