@@ -10,7 +10,8 @@ CREATE TABLE aside (
     -- notification after that answer it followed ('notifications/initialized').
     after       TEXT,
     -- The stream it came on: 'standalone' (HTTP's GET stream, or stdio's
-    -- one stream between answers). No CHECK: later schemas may add streams,
+    -- one stream between answers) or 'subscription' (a 2026-07-28
+    -- subscriptions/listen stream). No CHECK: later schemas may add streams,
     -- and mcp-tape refuses a name it does not know when it loads the row.
     channel     TEXT    NOT NULL,
     -- Milliseconds to this message from the exchange's request (after NULL)

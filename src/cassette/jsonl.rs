@@ -291,7 +291,8 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
         let channel = aside.get("channel").and_then(Value::as_str).unwrap_or("standalone");
         asides.push(Aside {
             after,
-            channel: Channel::parse(channel).ok_or("an aside's \"channel\" must be \"standalone\"")?,
+            channel: Channel::parse(channel)
+                .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
             message: recorded_message(aside)?,
         });
     }

@@ -197,18 +197,22 @@ pub enum Channel {
     /// The session's standalone stream: HTTP's GET stream, or stdio's one
     /// stream between answers.
     Standalone,
+    /// A 2026-07-28 `subscriptions/listen` stream.
+    Subscription,
 }
 
 impl Channel {
     pub fn as_str(self) -> &'static str {
         match self {
             Channel::Standalone => "standalone",
+            Channel::Subscription => "subscription",
         }
     }
 
     pub fn parse(text: &str) -> Option<Channel> {
         match text {
             "standalone" => Some(Channel::Standalone),
+            "subscription" => Some(Channel::Subscription),
             _ => None,
         }
     }

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cassette::model::{AnswerTemplate, Direction, Era, Exchange, MatchKey, Source, Status, Text};
+use crate::cassette::model::{
+    AnswerTemplate, Channel, Direction, Era, Exchange, MatchKey, Source, Status, Text,
+};
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
 use crate::normalize::{self, Rules};
@@ -97,6 +99,7 @@ impl ServedMessage {
 pub struct ServedAside {
     /// The client notification it waits for; `None`: it follows the answer.
     pub after: Option<Box<str>>,
+    pub channel: Channel,
     pub message: ServedMessage,
 }
 
@@ -278,6 +281,7 @@ impl Tape {
                     .into_iter()
                     .map(|a| ServedAside {
                         after: a.after.map(String::into_boxed_str),
+                        channel: a.channel,
                         message: ServedMessage::new(a.message.offset_ms, a.message.direction, a.message.body),
                     })
                     .collect(),

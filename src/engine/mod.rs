@@ -224,6 +224,8 @@ pub struct Answer {
     pub rule: Option<by_rule::RuleUse>,
     /// What the recorded server said on its own after this answer.
     pub asides: said::Asides,
+    /// A stream held open: what else it gets (`subscriptions/listen`).
+    pub feed: Option<said::Feed>,
 }
 
 impl Answer {
@@ -239,6 +241,7 @@ impl Answer {
             hold_open: false,
             rule: None,
             asides: said::Asides::default(),
+            feed: None,
         }
     }
 
@@ -609,6 +612,7 @@ impl<L> Engine<L> {
             pace: replay.pace(),
             gap,
             delay: Duration::ZERO,
+            feed: None,
         })
     }
 

@@ -15,7 +15,10 @@
 //! On a stream that carries many exchanges (stdio), [`Flights`] decides
 //! which flight each message the server sends belongs to. Server→client
 //! requests seen in a flight are remembered, and the client's reply
-//! ([`Recorder::tie_reply`]) joins that exchange. An answer that ends
+//! ([`Recorder::tie_reply`]) joins that exchange. What the server says
+//! while none of its session's requests is waiting (or, in the stateless
+//! era, a change notification on a `subscriptions/listen` stream) is an
+//! aside of the exchange it had seen last ([`Recorder::aside`]). An answer that ends
 //! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
 //! nothing. Before anything is stored, it is normalized and scrubbed: body
 //! redaction, and every credential the request carried (headers, values
@@ -415,6 +418,16 @@ impl ServiceFlight {
     }
 }
 
+/// A notification on a `subscriptions/listen` stream other than its
+/// acknowledgement: a change the server announces.
+fn is_change_notification(body: &Value) -> bool {
+    body.get("id").is_none()
+        && body
+            .get("method")
+            .and_then(Value::as_str)
+            .is_some_and(|method| method != "notifications/subscriptions/acknowledged")
+}
+
 fn pending_key(session: Option<&str>, id: &Value) -> String {
     format!("{}|{}", session.unwrap_or_default(), canonical_json(id))
 }
@@ -556,6 +569,13 @@ impl Flight {
     fn take(&mut self, body: Value) -> Heard {
         let mut guard = lock(&self.capture);
         let Some(capture) = guard.as_mut() else { return Heard::Message };
+        if capture.method() == "subscriptions/listen" && is_change_notification(&body) {
+            // What the subscription carries follows the call that changed something.
+            let session = capture.session.clone();
+            drop(guard);
+            self.recorder.aside(session.as_deref(), Channel::Subscription, body);
+            return Heard::Message;
+        }
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
             self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
         }

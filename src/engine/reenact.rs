@@ -2,7 +2,7 @@
 //! recorded offset if asked (`--pace recorded`), and after a re-enacted
 //! server→client request, nothing more until the client's reply arrives
 //! ([`Replies`]); a stream held open (`subscriptions/listen`) then gets
-//! keep-alives until the client goes. The front door frames what comes out
+//! what its feed sends, and keep-alives, until the client goes. The front door frames what comes out
 //! ([`Emit`]): SSE events over HTTP, lines over stdio.
 
 use std::collections::HashMap;
@@ -60,6 +60,8 @@ pub struct Live {
     pub gap: Duration,
     /// How long before the first message (a fault's delay).
     pub delay: Duration,
+    /// What a stream held open sends besides keep-alives.
+    pub feed: Option<mpsc::Receiver<String>>,
 }
 
 impl Live {
@@ -113,9 +115,13 @@ pub fn reenact(messages: Vec<Outgoing>, live: Live, hold_open: bool) -> mpsc::Re
         if !hold_open {
             return;
         }
+        let mut feed = live.feed;
         loop {
-            tokio::time::sleep(KEEPALIVE_INTERVAL).await;
-            if emit.send(Emit::KeepAlive).await.is_err() {
+            let next = tokio::select! {
+                Some(json) = async { feed.as_mut()?.recv().await } => Emit::Message(json),
+                () = tokio::time::sleep(KEEPALIVE_INTERVAL) => Emit::KeepAlive,
+            };
+            if emit.send(next).await.is_err() {
                 return; // the client went away
             }
         }
@@ -143,6 +149,7 @@ mod tests {
             pace: Pace::Instant,
             gap: Duration::ZERO,
             delay: Duration::ZERO,
+            feed: None,
         };
         let mut emitted = reenact(vec![message("ask", Some(json!(0))), message("answer", None)], live, false);
         assert_eq!(emitted.recv().await, Some(Emit::Message("ask".into())));

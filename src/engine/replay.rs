@@ -18,7 +18,7 @@ use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
 use super::reenact::{Emit, Replies};
-use super::said::{Asides, Standalone};
+use super::said::{Asides, Feed, Kinds, Standalone, Subscriptions};
 use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::agent365;
 use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status};
@@ -81,6 +81,8 @@ pub struct Replay {
     on_miss: OnMiss,
     pace: Pace,
     sessions: Mutex<Sessions>,
+    /// The stateless era's open `subscriptions/listen` streams.
+    subscriptions: Subscriptions,
     /// Server→client requests being re-enacted, waiting for the client's reply.
     replies: Arc<Replies>,
     /// Cursors of requests outside any replay session, per server (stateless
@@ -107,6 +109,7 @@ impl Replay {
             on_miss,
             pace,
             sessions: Mutex::new(Sessions::default()),
+            subscriptions: Subscriptions::default(),
             replies: Arc::default(),
             sessionless: Mutex::default(),
             keys: Memory::default(),
@@ -269,6 +272,9 @@ impl Replay {
         let mut answered = self.answer_unnoted(call);
         if let Ok(answer) = &mut answered {
             self.ledger.note(call.server, call.method, call.params(), answer.outcome, answer.rule.as_ref());
+            if !answer.asides.subscribed.is_empty() {
+                self.subscriptions.publish(call.server, &std::mem::take(&mut answer.asides.subscribed));
+            }
             if !answer.asides.armed.is_empty() {
                 let armed = std::mem::take(&mut answer.asides.armed);
                 let session = answer.session_id.as_deref().or(call.session);
@@ -284,6 +290,23 @@ impl Replay {
             }
         }
         answered
+    }
+
+    /// `subscriptions/listen`: the stream every stateless client may open
+    /// for change notifications. It honours the kinds asked for that the
+    /// recorded server declared (`listChanged` in its recorded discover or
+    /// initialize result; none without one) and gets the change
+    /// notifications recordings show after the calls replay answers, until
+    /// the client closes it.
+    fn listen(&self, call: &Call) -> Answer {
+        let declared = ["server/discover", "initialize"]
+            .into_iter()
+            .find_map(|method| self.recorded_result(call.server, method)?.get("capabilities").cloned());
+        let requested = call.params().and_then(|p| p.get("notifications"));
+        let kinds = Kinds::honoured(requested, declared.as_ref());
+        let feed = (!kinds.is_empty())
+            .then(|| self.subscriptions.open(call.server, call.id.as_value().clone(), kinds));
+        listen_answer(call, kinds, feed)
     }
 
     /// The client sent the notification `method` in `session`: what the
@@ -341,7 +364,7 @@ impl Replay {
         match (call.era, call.method) {
             (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
             (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
-            (Era::Stateless, "subscriptions/listen") => return Ok(listen(call)),
+            (Era::Stateless, "subscriptions/listen") => return Ok(self.listen(call)),
             (era, method) if mcp::is_removed(era, method) => {
                 return Ok(mock_answer(call, Outcome::Mock, identity));
             }
@@ -825,18 +848,17 @@ fn recorded_answer(
         hold_open: false,
         rule: None,
         asides: Asides::of(&exchange.asides),
+        feed: None,
     }
 }
 
-/// `subscriptions/listen`: the stream every stateless client may open for
-/// change notifications. Replay sends none, so it acknowledges that it
-/// honours none of the asked-for kinds and keeps the stream open, as the
-/// spec lets a server do, until the client closes it.
-fn listen(call: &Call) -> Answer {
+/// The acknowledgement of a `subscriptions/listen` stream honouring `kinds`,
+/// held open until the client closes it; `feed` is what else it gets.
+fn listen_answer(call: &Call, kinds: Kinds, feed: Option<Feed>) -> Answer {
     let acknowledged = json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
-        "params": {"notifications": {}, "_meta": {mcp::META_SUBSCRIPTION_ID: call.id.as_value()}},
+        "params": {"notifications": kinds.to_json(), "_meta": {mcp::META_SUBSCRIPTION_ID: call.id.as_value()}},
     });
     Answer {
         outcome: Outcome::Mock,
@@ -848,6 +870,7 @@ fn listen(call: &Call) -> Answer {
         hold_open: true,
         rule: None,
         asides: Asides::default(),
+        feed,
     }
 }
 

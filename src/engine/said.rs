@@ -1,6 +1,9 @@
 //! What a replayed server says on its own: the asides a recording holds
-//! after an exchange ([`Asides`]), and each replay session's standalone
-//! stream they go out on ([`Standalone`]).
+//! after an exchange ([`Asides`]), each replay session's standalone
+//! stream they go out on ([`Standalone`]), and the stateless era's open
+//! `subscriptions/listen` streams ([`Subscriptions`]), which get the change
+//! notifications the recording shows after a call, each stream those of
+//! the kinds it asked for and the recorded server declared ([`Kinds`]).
 //!
 //! An aside follows either the exchange's answer (it goes with the answer:
 //! a stdio front door writes it after the answer, an HTTP one puts it on the
@@ -10,15 +13,19 @@
 //! it, at most [`MAX_HELD_ASIDES`] messages; what a session that ends still holds
 //! is dropped with a debug line.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
-use crate::cassette::model::Direction;
+use crate::cassette::model::{Channel, Direction};
 use crate::cassette::tape::ServedAside;
-use crate::limits::MAX_HELD_ASIDES;
+use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
+use crate::mcp::META_SUBSCRIPTION_ID;
+use crate::util::lock;
 
 /// The asides of one replayed exchange.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -27,6 +34,8 @@ pub struct Asides {
     pub now: Vec<Outgoing>,
     /// Sent when the client sends the notification named first.
     pub armed: Vec<(Box<str>, Outgoing)>,
+    /// Sent on the server's open subscription streams.
+    pub subscribed: Vec<Outgoing>,
 }
 
 impl Asides {
@@ -54,9 +63,10 @@ impl Asides {
                 offset_ms: message.offset_ms,
                 awaits_reply,
             };
-            match &aside.after {
-                None => out.now.push(outgoing),
-                Some(method) => out.armed.push((method.clone(), outgoing)),
+            match (aside.channel, &aside.after) {
+                (Channel::Subscription, _) => out.subscribed.push(outgoing),
+                (Channel::Standalone, None) => out.now.push(outgoing),
+                (Channel::Standalone, Some(method)) => out.armed.push((method.clone(), outgoing)),
             }
         }
         out
@@ -163,6 +173,142 @@ impl Standalone {
     }
 }
 
+/// The change notifications a `subscriptions/listen` stream gets: those it
+/// asked for that the recorded server declared it sends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kinds {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+}
+
+/// Each kind: its filter field, its capability, its notification.
+const KINDS: [(&str, &str, &str); 3] = [
+    ("toolsListChanged", "tools", "notifications/tools/list_changed"),
+    ("promptsListChanged", "prompts", "notifications/prompts/list_changed"),
+    ("resourcesListChanged", "resources", "notifications/resources/list_changed"),
+];
+
+impl Kinds {
+    /// What `requested` (the listen request's `notifications`) asks for of
+    /// what `declared` (the server's capabilities) offers (`listChanged`).
+    pub fn honoured(requested: Option<&Value>, declared: Option<&Value>) -> Kinds {
+        let mut kinds = Kinds::default();
+        for (n, (field, capability, _)) in KINDS.iter().enumerate() {
+            let asked = requested.and_then(|r| r.get(field)) == Some(&Value::Bool(true));
+            let offered = declared.and_then(|d| d.get(capability)).and_then(|c| c.get("listChanged"))
+                == Some(&Value::Bool(true));
+            *kinds.slot(n) = asked && offered;
+        }
+        kinds
+    }
+
+    fn slot(&mut self, n: usize) -> &mut bool {
+        match n {
+            0 => &mut self.tools,
+            1 => &mut self.prompts,
+            _ => &mut self.resources,
+        }
+    }
+
+    fn all(self) -> [bool; 3] {
+        [self.tools, self.prompts, self.resources]
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.all() == [false; 3]
+    }
+
+    /// As an acknowledgement's `notifications`: the honoured fields, `true`.
+    pub fn to_json(self) -> Value {
+        let honoured =
+            KINDS.iter().zip(self.all()).filter(|(_, on)| *on).map(|((field, ..), _)| (*field, true));
+        Value::Object(honoured.map(|(field, on)| (field.to_owned(), Value::Bool(on))).collect())
+    }
+
+    /// Whether a notification of `method` is one of these kinds.
+    fn takes(self, method: &str) -> bool {
+        KINDS.iter().zip(self.all()).any(|((.., notification), on)| on && *notification == method)
+    }
+}
+
+/// One open `subscriptions/listen` stream.
+struct Listening {
+    /// Its subscription id: the listen request's id.
+    id: Value,
+    kinds: Kinds,
+    feed: mpsc::Sender<String>,
+}
+
+/// The open `subscriptions/listen` streams, by server; at most
+/// [`MAX_SESSIONS`], past it the closed ones go, then the oldest.
+#[derive(Default)]
+pub struct Subscriptions(Mutex<HashMap<String, Vec<Listening>>>);
+
+impl Subscriptions {
+    /// Opens a stream of `server` for `kinds`, subscription `id`: what the
+    /// returned receiver gets.
+    pub fn open(&self, server: &str, id: Value, kinds: Kinds) -> Feed {
+        let (feed, fed) = mpsc::channel(MAX_HELD_ASIDES);
+        let mut open = lock(&self.0);
+        if open.values().map(Vec::len).sum::<usize>() >= MAX_SESSIONS {
+            open.values_mut().for_each(|streams| streams.retain(|s| !s.feed.is_closed()));
+            open.retain(|_, streams| !streams.is_empty());
+        }
+        let streams = open.entry(server.to_owned()).or_default();
+        if streams.len() >= MAX_SESSIONS {
+            streams.remove(0);
+        }
+        streams.push(Listening { id, kinds, feed });
+        Feed(Arc::new(Mutex::new(Some(fed))))
+    }
+
+    /// Sends `messages` (change notifications) to each open stream of
+    /// `server` that takes their kind, stamped with its subscription id.
+    pub fn publish(&self, server: &str, messages: &[Outgoing]) {
+        let mut open = lock(&self.0);
+        let Some(streams) = open.get_mut(server) else {
+            tracing::debug!(
+                "{} change notification(s) with no subscription stream open: dropped",
+                messages.len()
+            );
+            return;
+        };
+        streams.retain(|s| !s.feed.is_closed());
+        for message in messages {
+            let mut body: Value = serde_json::from_str(&message.json).unwrap_or(Value::Null);
+            let Some(method) = body.get("method").and_then(Value::as_str).map(str::to_owned) else {
+                continue;
+            };
+            for stream in streams.iter().filter(|s| s.kinds.takes(&method)) {
+                if !body.get("params").is_some_and(Value::is_object) {
+                    body["params"] = json!({});
+                }
+                body["params"]["_meta"][META_SUBSCRIPTION_ID] = stream.id.clone();
+                // A stream that does not keep up misses it, as from a server whose queue is full.
+                let _ = stream.feed.try_send(body.to_string());
+            }
+        }
+    }
+}
+
+/// The receiving end of a subscription stream, handed from the engine to
+/// the front door that streams it (taken once).
+#[derive(Clone)]
+pub struct Feed(Arc<Mutex<Option<mpsc::Receiver<String>>>>);
+
+impl Feed {
+    pub fn take(&self) -> Option<mpsc::Receiver<String>> {
+        lock(&self.0).take()
+    }
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Feed")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +339,27 @@ mod tests {
         standalone.say((0..MAX_HELD_ASIDES + 2).map(|n| said(&n.to_string())).collect());
         let mut stream = standalone.open();
         assert_eq!(stream.recv().await, Some(Emit::Message("2".into())));
+    }
+
+    #[tokio::test]
+    async fn a_subscription_gets_the_kinds_it_asked_for_that_the_server_declared() {
+        let declared =
+            json!({"tools": {"listChanged": true}, "prompts": {"listChanged": true}, "resources": {}});
+        let asked =
+            json!({"toolsListChanged": true, "resourcesListChanged": true, "promptsListChanged": false});
+        let kinds = Kinds::honoured(Some(&asked), Some(&declared));
+        assert_eq!(kinds.to_json(), json!({"toolsListChanged": true}), "resources were not declared");
+        let subscriptions = Subscriptions::default();
+        let mut tools = subscriptions.open("s", json!(7), kinds).take().unwrap();
+        let prompts_only = Kinds::honoured(Some(&json!({"promptsListChanged": true})), Some(&declared));
+        let mut prompts = subscriptions.open("s", json!("p"), prompts_only).take().unwrap();
+        let changed = said(
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}"#,
+        );
+        subscriptions.publish("s", &[changed]);
+        let got: Value = serde_json::from_str(&tools.recv().await.unwrap()).unwrap();
+        assert_eq!(got["params"]["_meta"][META_SUBSCRIPTION_ID], json!(7), "its own subscription id");
+        assert!(prompts.try_recv().is_err(), "a stream that did not ask for tools gets none");
     }
 
     #[test]

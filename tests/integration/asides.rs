@@ -1,12 +1,14 @@
 //! What a server says on its own, no answer to any request: recorded over
 //! stdio (a shell one-liner that speaks between exchanges) and over HTTP
 //! (the standalone GET stream), and replayed at the same point over stdio,
-//! over HTTP and across the two; and the Agent 365 mock server's path.
+//! over HTTP and across the two; a recorded change notification on the
+//! 2026-07-28 subscription streams that asked for it; and the Agent 365 mock
+//! server's path.
 
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_tape::cassette::model::{Channel, Direction};
+use mcp_tape::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
 use mcp_tape::cassette::store::Cassette;
 use serde_json::{Value, json};
 
@@ -193,5 +195,73 @@ async fn the_agent365_mock_servers_path_is_the_same_server() {
             call(&url, &headers, "tools/call", json!({"name": "GetMessage", "arguments": {"id": "1"}})).await;
         assert_eq!(answer.json()["result"]["content"][0]["text"], "Hello", "{path}: {answer:?}");
     }
+    replay.stop().await.unwrap();
+}
+
+/// A stateless recording: `server/discover` declaring that the tool list
+/// changes, and a call after which the server announced such a change on
+/// its open `subscriptions/listen` stream (subscription 5 then).
+fn changing_server(cassettes: &Cassettes) {
+    let discover = exchange(
+        "mcp_Changing",
+        Era::Stateless,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover"}),
+        "application/json",
+        vec![json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "changing", "version": "1"}}})],
+    );
+    let mut change = exchange(
+        "mcp_Changing",
+        Era::Stateless,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add_tool", "arguments": {}}}),
+        "application/json",
+        vec![json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "added"}]}})],
+    );
+    change.asides.push(Aside {
+        after: None,
+        channel: Channel::Subscription,
+        message: RecordedMessage {
+            offset_ms: 1,
+            direction: Direction::Server,
+            body: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 5}}}),
+        },
+    });
+    cassettes.write("changing", vec![discover, change]);
+}
+
+/// The next SSE event's data on `stream`, parsed.
+async fn next_event(stream: &mut reqwest::Response) -> Value {
+    events(stream, 1).await.remove(0)
+}
+
+#[tokio::test]
+async fn a_subscription_stream_gets_the_recorded_change_after_the_call_that_made_it() {
+    let cassettes = Cassettes::new();
+    changing_server(&cassettes);
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Changing");
+    let listen = |id: u64, kinds: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": enveloped(json!({"notifications": kinds}))})
+    };
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "subscriptions/listen")];
+    let asked = json!({"toolsListChanged": true, "promptsListChanged": true});
+    let mut tools = open_stream(&url, &headers, &listen(41, asked)).await;
+    let ack = next_event(&mut tools).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}), "what the server declared");
+    let mut prompts = open_stream(&url, &headers, &listen(42, json!({"promptsListChanged": true}))).await;
+    assert_eq!(next_event(&mut prompts).await["params"]["notifications"], json!({}));
+
+    let added = stateless(&url, "tools/call", json!({"name": "add_tool", "arguments": {}})).await;
+    assert_eq!(added.json()["result"]["content"][0]["text"], "added", "{added:?}");
+    let changed = next_event(&mut tools).await;
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    assert_eq!(changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41, "this stream's id");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), prompts.chunk()).await;
+    assert!(quiet.is_err(), "a stream that asked for prompts only hears nothing: {quiet:?}");
+    drop((tools, prompts));
     replay.stop().await.unwrap();
 }

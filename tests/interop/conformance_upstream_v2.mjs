@@ -2,7 +2,8 @@
 // (@modelcontextprotocol/server 2.4.0), written for the conformance suite's
 // server scenarios: the fixture tools, prompts and resources the scenarios
 // name, served to 2026-07-28 clients (per-request envelope) and to
-// handshake clients (sessions) on one endpoint, /mcp.
+// handshake clients (sessions) on one endpoint, /mcp. Its change hooks tell
+// the open subscriptions/listen streams when the tool or prompt list changed.
 //
 // usage: node conformance_upstream_v2.mjs   (logs "listening on http://127.0.0.1:PORT" on stderr)
 import { createServer } from "node:http";
@@ -286,6 +287,19 @@ function statelessDiagnostics(server) {
   );
 }
 
+// The change hooks of the 2026-07-28 subscription checks: each tells the
+// open subscriptions/listen streams that the tool or prompt list changed.
+function changeHooks(server) {
+  server.registerTool("test_trigger_tool_change", { description: "Announces a change of the tool list" }, async () => {
+    modern.notify.toolsChanged();
+    return text("Tool list changed");
+  });
+  server.registerTool("test_trigger_prompt_change", { description: "Announces a change of the prompt list" }, async () => {
+    modern.notify.promptsChanged();
+    return text("Prompt list changed");
+  });
+}
+
 function tools(server) {
   server.registerTool("test_simple_text", { description: "Answers with one fixed line of text" }, async () =>
     text("This is a simple text response for testing."),
@@ -555,8 +569,8 @@ function fixture() {
     { name: "mcp-tape-conformance-fixture", version: "2.0.0" },
     {
       capabilities: {
-        tools: {},
-        prompts: {},
+        tools: { listChanged: true },
+        prompts: { listChanged: true },
         resources: { subscribe: true },
         logging: {},
         completions: {},
@@ -568,6 +582,7 @@ function fixture() {
   resources(server);
   inputRequiredTools(server);
   statelessDiagnostics(server);
+  changeHooks(server);
   guardToolCalls(server);
   return server;
 }

@@ -819,7 +819,7 @@ def agent365_sdks(args, node_env, checks):
     checks.run("agent 365 sdks: the same transcripts against replay, through record, against its replay", same_everywhere)
 
 
-SCENARIO_LINE = re.compile(r"^[✓✗] [a-z0-9-]+: \d+ passed, \d+ failed$", re.M)
+SCENARIO_LINE = re.compile(r"^[✓✗] [a-z0-9-]+: \d+ passed, \d+ failed(?:, \d+ warnings)?$", re.M)
 
 
 def scenario_outcomes(command, node_env, log_path):

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
+use crate::engine::said::Feed;
 use crate::engine::{Answer, Failure, ServiceReply};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
@@ -33,7 +34,10 @@ pub(super) fn answer(
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
     let mut response = if stream {
         let body = match live().filter(|live| answer.needs_time(live.pace)) {
-            Some(live) => Channel(reenact::reenact(answer.messages, live, answer.hold_open)).boxed(),
+            Some(live) => {
+                let live = Live { feed: answer.feed.as_ref().and_then(Feed::take), ..live };
+                Channel(reenact::reenact(answer.messages, live, answer.hold_open)).boxed()
+            }
             None => {
                 let mut body = String::new();
                 for message in &answer.messages {
