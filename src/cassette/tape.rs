@@ -91,6 +91,24 @@ impl ServedMessage {
     pub fn parsed(&self) -> Value {
         serde_json::from_str(&self.json).unwrap_or(Value::Null)
     }
+
+    /// The ids the client's replies among `messages` answer.
+    pub fn replied<'a>(messages: impl IntoIterator<Item = &'a ServedMessage>) -> Vec<&'a Value> {
+        messages
+            .into_iter()
+            .filter(|m| m.direction == Direction::Client)
+            .filter_map(|m| m.id.as_ref())
+            .collect()
+    }
+
+    /// This message's id if it is a server→client request one of `replied`
+    /// answers: replay waits for the client's reply to it.
+    pub fn awaits_reply(&self, replied: &[&Value]) -> Option<Value> {
+        match (&self.method, &self.id) {
+            (Some(_), Some(id)) if replied.contains(&id) => Some(id.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// What the server said on its own after a recorded exchange, as replay

@@ -137,6 +137,18 @@ impl Capture {
         self.raw.messages.push(RecordedMessage { offset_ms, direction, body });
     }
 
+    /// What the server says on its own next follows this exchange, which
+    /// `shared` holds.
+    fn spot(&self, shared: &SharedCapture) -> Spot {
+        Spot {
+            capture: Arc::downgrade(shared),
+            tag: self.tag,
+            after: None,
+            since: self.started,
+            secrets: Arc::clone(&self.secrets),
+        }
+    }
+
     /// The captured request's method.
     fn method(&self) -> &str {
         self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
@@ -172,23 +184,26 @@ impl Recorder {
     /// Starts recording `call`; the front door's link shows the flight the
     /// upstream's answer.
     pub fn flight(&self, call: &Call) -> Flight {
+        let shared = Arc::new(Mutex::new(None));
         let capture = self.capture(call);
-        let (tag, secrets) = (capture.tag, Arc::clone(&capture.secrets));
-        let capture = Arc::new(Mutex::new(Some(capture)));
-        self.saw(
-            call.session,
-            Spot { capture: Arc::downgrade(&capture), tag, after: None, since: Instant::now(), secrets },
-        );
-        Flight { capture, recorder: self.clone(), captured_bytes: 0, request_id: call.id.clone() }
+        let spot = capture.spot(&shared);
+        *lock(&shared) = Some(capture);
+        self.saw(call.session, spot);
+        Flight { capture: shared, recorder: self.clone(), captured_bytes: 0, request_id: call.id.clone() }
     }
 
     /// `spot` is what the server in `session` has seen last.
     fn saw(&self, session: Option<&str>, spot: Spot) {
+        let session = session.unwrap_or_default();
         let mut said = lock(&self.said);
+        if let Some(last) = said.get_mut(session) {
+            *last = spot;
+            return;
+        }
         if said.len() >= MAX_TRACKED_SESSIONS {
             said.clear();
         }
-        said.insert(session.unwrap_or_default().to_owned(), spot);
+        said.insert(session.to_owned(), spot);
     }
 
     /// The client sent the notification `method` in `session`: what the
@@ -224,11 +239,10 @@ impl Recorder {
     /// recorded, else after it, redacted and scrubbed.
     fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, mut body: Value) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
-        let bytes = canonical_json(&body).len();
         if let Some(capture) = spot.capture.upgrade()
             && let Some(capture) = lock(&capture).as_mut()
         {
-            capture.aside_bytes += bytes;
+            capture.aside_bytes += canonical_json(&body).len();
             if capture.aside_bytes > MAX_RECORDED_STREAM_BYTES {
                 tracing::warn!(
                     "what the server said on its own during {} passed {MAX_RECORDED_STREAM_BYTES} bytes; \
@@ -489,14 +503,7 @@ impl Flight {
             capture.raw.status = status;
             content_type.clone_into(&mut capture.raw.content_type);
             if let Some(opened) = session {
-                let spot = Spot {
-                    capture: Arc::downgrade(&self.capture),
-                    tag: capture.tag,
-                    after: None,
-                    since: capture.started,
-                    secrets: Arc::clone(&capture.secrets),
-                };
-                self.recorder.saw(Some(&opened), spot);
+                self.recorder.saw(Some(&opened), capture.spot(&self.capture));
                 capture.session = Some(opened);
             }
         }

@@ -797,12 +797,7 @@ fn recorded_answer(
 ) -> Answer {
     let id = call.id.json_text();
     let token = mcp::progress_token(call.params()).map(Value::to_string);
-    let replied: Vec<&Value> = exchange
-        .messages
-        .iter()
-        .filter(|m| m.direction == Direction::Client)
-        .filter_map(|m| m.id.as_ref())
-        .collect();
+    let replied = ServedMessage::replied(&exchange.messages);
     // Era conversions need the structure; the usual case is plain text work.
     let convert = call.era == Era::Stateless || exchange.era == Era::Stateless;
     let mut messages = Vec::with_capacity(exchange.messages.len());
@@ -822,10 +817,7 @@ fn recorded_answer(
             }
             json = body.to_string();
         }
-        let awaits_reply = match (&message.method, &message.id) {
-            (Some(_), Some(id)) if replied.contains(&id) => Some(id.clone()),
-            _ => None,
-        };
+        let awaits_reply = message.awaits_reply(&replied);
         messages.push(Outgoing {
             json,
             is_answer: message.method.is_none(),

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
 use crate::cassette::model::{Channel, Direction};
-use crate::cassette::tape::ServedAside;
+use crate::cassette::tape::{ServedAside, ServedMessage};
 use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
 use crate::mcp::META_SUBSCRIPTION_ID;
 use crate::util::lock;
@@ -46,22 +46,14 @@ impl Asides {
         if asides.is_empty() {
             return out;
         }
-        let replied: Vec<_> = asides
-            .iter()
-            .filter(|a| a.message.direction == Direction::Client)
-            .filter_map(|a| a.message.id.as_ref())
-            .collect();
+        let replied = ServedMessage::replied(asides.iter().map(|a| &a.message));
         for aside in asides.iter().filter(|a| a.message.direction == Direction::Server) {
             let message = &aside.message;
-            let awaits_reply = match (&message.method, &message.id) {
-                (Some(_), Some(id)) if replied.contains(&id) => Some(id.clone()),
-                _ => None,
-            };
             let outgoing = Outgoing {
                 json: message.json.to_string(),
                 is_answer: false,
                 offset_ms: message.offset_ms,
-                awaits_reply,
+                awaits_reply: message.awaits_reply(&replied),
             };
             match (aside.channel, &aside.after) {
                 (Channel::Subscription, _) => out.subscribed.push(outgoing),
