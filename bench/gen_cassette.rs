@@ -5,7 +5,7 @@
 //!
 //! Usage: gen-cassette N PATH
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::normalize::Rules;
 use serde_json::{Value, json};
@@ -25,6 +25,7 @@ fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Valu
             .map(|(i, body)| RecordedMessage { offset_ms: i as u64, direction: Direction::Server, body })
             .collect(),
         asides: Vec::new(),
+        stream: StreamShape::default(),
     }
 }
 

@@ -73,8 +73,8 @@
 //! - [`suggest`]: `rules suggest`: match rules from a report's misses,
 //!   checked against the cassette.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
-//!   framing, statuses, the record proxy, the accept loop, the upstream
-//!   client) and
+//!   framing, statuses, replayed streams a client can resume, the record
+//!   proxy, the accept loop, the upstream client) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`drift`]: answers and tool catalogues compared (same, changed, gone;

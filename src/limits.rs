@@ -74,6 +74,22 @@ pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Enforced in [`crate::engine::said`].
 pub const MAX_HELD_ASIDES: usize = 256;
 
+/// Recorded answers whose SSE stream the server closed before the answer,
+/// waiting for the client to resume them (`GET` with `Last-Event-ID`); past
+/// it the oldest is dropped unstored (logged).
+///
+/// Enforced in [`crate::transport::http`] (the record proxy).
+pub const MAX_PARKED_STREAMS: usize = 256;
+
+/// Replayed SSE answers a client can resume from any event id it was sent
+/// (`GET` with `Last-Event-ID`), and the bytes of their messages kept for
+/// it; past either the oldest are forgotten (a resume from them then opens
+/// a plain standalone stream).
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_RESUMABLE_STREAMS: usize = 1024;
+pub const MAX_RESUMABLE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Recorded exchanges whose row the cassette writer remembers, for what the
 /// server says on its own after one was committed; an aside of an older one
 /// is not stored (logged).

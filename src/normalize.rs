@@ -168,6 +168,7 @@ impl Rules {
             content_type: raw.content_type,
             messages,
             asides,
+            stream: raw.stream,
             provenance: Provenance::default(),
             source: None,
         }
@@ -335,7 +336,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cassette::model::{Aside, Channel, Era, RecordedMessage, Status};
+    use crate::cassette::model::{Aside, Channel, Era, RecordedMessage, Status, StreamShape};
     use serde_json::json;
 
     /// A recorded `tools/call` of `tool` on `server` answered with one text block.
@@ -353,6 +354,7 @@ pub(crate) mod tests {
                 body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
             }],
             asides: Vec::new(),
+            stream: StreamShape::default(),
         })
     }
 
@@ -436,6 +438,7 @@ pub(crate) mod tests {
                         "params": {"level": "info", "data": {"secret": "s4"}}}),
                 },
             }],
+            stream: StreamShape::default(),
         }
     }
 

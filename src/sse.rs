@@ -10,8 +10,19 @@ use crate::limits::MAX_SSE_EVENT_BYTES;
 /// One `event: message` event carrying `data`. Multi-line data becomes one
 /// `data:` line per line, as the format requires.
 pub fn message_event(data: &str) -> String {
-    let mut event = String::with_capacity(data.len() + 32);
+    message_event_with_id(None, data)
+}
+
+/// One `event: message` event carrying `data`, with an `id:` when given
+/// (ids are ours: no line break in them).
+pub fn message_event_with_id(id: Option<&str>, data: &str) -> String {
+    let mut event = String::with_capacity(data.len() + 48);
     event.push_str("event: message\n");
+    if let Some(id) = id {
+        event.push_str("id: ");
+        event.push_str(id);
+        event.push('\n');
+    }
     for line in data.split('\n') {
         event.push_str("data: ");
         event.push_str(line.strip_suffix('\r').unwrap_or(line));
@@ -19,6 +30,16 @@ pub fn message_event(data: &str) -> String {
     }
     event.push('\n');
     event
+}
+
+/// A priming event (SEP-1699): an id and empty data, so the client has an
+/// event id to resume from; with `retry`, how long (ms) a client waits
+/// before it reconnects.
+pub fn priming_event(id: &str, retry_ms: Option<u64>) -> String {
+    match retry_ms {
+        Some(retry) => format!("id: {id}\nretry: {retry}\ndata: \n\n"),
+        None => format!("id: {id}\ndata: \n\n"),
+    }
 }
 
 /// One parsed event.
@@ -30,6 +51,8 @@ pub struct Event {
     pub data: String,
     /// The `id:` field, if any.
     pub id: Option<String>,
+    /// The `retry:` field (milliseconds), if any and a number.
+    pub retry: Option<u64>,
 }
 
 /// An event grew past [`MAX_SSE_EVENT_BYTES`] without ending.
@@ -114,6 +137,7 @@ fn parse_event(raw: &[u8]) -> Event {
             }
             "event" => event.name = Some(value.to_owned()),
             "id" => event.id = Some(value.to_owned()),
+            "retry" => event.retry = value.parse().ok().or(event.retry),
             _ => {}
         }
     }
@@ -156,13 +180,36 @@ mod tests {
         assert_eq!(found.len(), 3);
         assert_eq!(
             found[0].1,
-            Event { name: Some("message".into()), data: "{\"a\":\n1}".into(), id: Some("7".into()) }
+            Event {
+                name: Some("message".into()),
+                data: "{\"a\":\n1}".into(),
+                id: Some("7".into()),
+                retry: None
+            }
         );
         assert_eq!(&found[0].0[..], b"id: 7\nevent: message\ndata: {\"a\":\ndata: 1}\n\n");
         assert_eq!(found[1].1.data, "");
         assert_eq!(found[2].1.data, "x");
         let raw: Vec<u8> = found.iter().flat_map(|(raw, _)| raw.to_vec()).collect();
         assert_eq!(raw, stream, "the raw bytes add up to the stream");
+    }
+
+    #[test]
+    fn priming_events_and_ids_round_trip() {
+        let stream =
+            format!("{}{}", priming_event("3-0", Some(500)), message_event_with_id(Some("3-1"), "{}"));
+        let found = events(&[stream.as_bytes()]);
+        assert_eq!(found.len(), 2);
+        assert_eq!(
+            (found[0].1.id.as_deref(), found[0].1.retry, found[0].1.data.as_str()),
+            (Some("3-0"), Some(500), "")
+        );
+        assert_eq!((found[1].1.id.as_deref(), found[1].1.data.as_str()), (Some("3-1"), "{}"));
+        assert_eq!(
+            events(&[b"retry: soon\ndata: x\n\n"])[0].1.retry,
+            None,
+            "a retry that is no number is ignored"
+        );
     }
 
     #[test]

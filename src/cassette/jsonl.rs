@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cassette::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
-    ServiceAnswer, ServiceRoute, Status, TemplateFailure, canonical_json,
+    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -65,6 +65,9 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
                 .collect();
             line["asides"] = asides.into();
         }
+        if exchange.stream != StreamShape::default() {
+            line["stream"] = stream_shape(&exchange.stream);
+        }
         let known = &exchange.provenance;
         if let Some(at) = known.recorded_at {
             line["recordedAt"] = at.into();
@@ -109,6 +112,42 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "{}", canonical_json(&line))?;
     }
     Ok(())
+}
+
+/// An exchange's [`StreamShape`] as a line's `"stream"`: `primed`, and
+/// `retryMs` and `closedAfter` when known.
+fn stream_shape(shape: &StreamShape) -> Value {
+    let mut stream = json!({"primed": shape.primed});
+    if let Some(retry) = shape.retry_ms {
+        stream["retryMs"] = retry.into();
+    }
+    if let Some(closed) = shape.closed_after {
+        stream["closedAfter"] = closed.into();
+    }
+    stream
+}
+
+/// A line's optional `"stream"` (see [`stream_shape`]).
+fn read_stream_shape(value: &Value) -> Result<StreamShape, String> {
+    let Some(stream) = value.get("stream") else { return Ok(StreamShape::default()) };
+    let primed = match stream.get("primed") {
+        None => false,
+        Some(primed) => primed.as_bool().ok_or("\"stream\".\"primed\" must be true or false")?,
+    };
+    let retry_ms = match stream.get("retryMs") {
+        None => None,
+        Some(retry) => Some(retry.as_u64().ok_or("\"stream\".\"retryMs\" must be whole milliseconds")?),
+    };
+    let closed_after = match stream.get("closedAfter") {
+        None => None,
+        Some(closed) => Some(
+            closed
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or("\"stream\".\"closedAfter\" must be a count of messages")?,
+        ),
+    };
+    Ok(StreamShape { primed, retry_ms, closed_after })
 }
 
 /// One line of the JSON Lines form.
@@ -305,6 +344,7 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
         content_type: text("contentType")?.to_owned(),
         messages,
         asides,
+        stream: read_stream_shape(value)?,
     })
 }
 
@@ -344,7 +384,7 @@ mod tests {
 
     const LINE: &str = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":5,"jsonrpc":"2.0","result":{"tools":[]}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-06-18","request":{"id":5,"jsonrpc":"2.0","method":"tools/list"},"recordedAt":1790000000,"recordedBy":"0.1.0","recordedFrom":"mcp.example:443","server":"mcp_MeServer","status":200}"#;
 
-    const ASIDE_LINE: &str = r#"{"asides":[{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","method":"roots/list"},"channel":"standalone","direction":"server","offsetMs":3},{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","result":{"roots":[]}},"channel":"standalone","direction":"client","offsetMs":4}],"contentType":"application/json","era":"handshake","messages":[{"body":{"id":1,"jsonrpc":"2.0","result":{"protocolVersion":"2025-11-25"}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-11-25","request":{"id":1,"jsonrpc":"2.0","method":"initialize"},"server":"mcp_MeServer","status":200}"#;
+    const ASIDE_LINE: &str = r#"{"asides":[{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","method":"roots/list"},"channel":"standalone","direction":"server","offsetMs":3},{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","result":{"roots":[]}},"channel":"standalone","direction":"client","offsetMs":4}],"contentType":"application/json","era":"handshake","messages":[{"body":{"id":1,"jsonrpc":"2.0","result":{"protocolVersion":"2025-11-25"}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-11-25","request":{"id":1,"jsonrpc":"2.0","method":"initialize"},"server":"mcp_MeServer","status":200,"stream":{"closedAfter":0,"primed":true,"retryMs":500}}"#;
     const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
     const TEMPLATE_LINE: &str = r#"{"delayMs":250,"description":"Reads a message","inputSchema":{"properties":{"id":{"type":"string"}},"type":"object"},"server":"mcp_MailTools","text":"Message {{id}}","toolTemplate":"GetMessage"}"#;
     const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
@@ -355,6 +395,8 @@ mod tests {
         let input = format!("{LINE}\n{ASIDE_LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{TEMPLATE_LINE}\n");
         assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 5);
         assert_eq!(cassette.exchanges().unwrap()[1].asides.len(), 2, "asides are stored");
+        let shape = StreamShape { primed: true, retry_ms: Some(500), closed_after: Some(0) };
+        assert_eq!(cassette.exchanges().unwrap()[1].stream, shape, "so is the stream's shape");
         assert_eq!(cassette.templates().unwrap()[0].delay_ms, 250);
         assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
         let loaded = |c: &Cassette| Loaded {
@@ -388,5 +430,8 @@ mod tests {
         let err = import(input.as_bytes(), &mut cassette).unwrap_err().to_string();
         assert!(err.starts_with("line 2:"), "{err}");
         assert!(cassette.exchanges().unwrap().is_empty());
+        let shaped = LINE.replace("\"status\":200}", "\"status\":200,\"stream\":{\"closedAfter\":-1}}");
+        let err = import(format!("{shaped}\n").as_bytes(), &mut cassette).unwrap_err().to_string();
+        assert!(err.contains("\"closedAfter\" must be a count of messages"), "{err}");
     }
 }

@@ -249,10 +249,27 @@ pub struct Exchange<J = Value> {
     pub messages: Vec<RecordedMessage<J>>,
     /// What the server said on its own after it, in order.
     pub asides: Vec<Aside<J>>,
+    /// How its SSE stream was framed for a client to resume it.
+    pub stream: StreamShape,
     /// When, from where and by which version it was recorded.
     pub provenance: Provenance,
     /// Where it was read from; `None` for one not stored yet.
     pub source: Option<Source>,
+}
+
+/// What an SSE answer's framing showed of resumption (SEP-1699, protocol
+/// 2025-11-25): all default for a JSON answer, a stdio recording and one
+/// made before cassette schema 7.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamShape {
+    /// The stream opened with a priming event (an id and empty data).
+    pub primed: bool,
+    /// The `retry` (milliseconds) the server set for a reconnecting client.
+    pub retry_ms: Option<u64>,
+    /// The server closed the stream after this many of its messages,
+    /// before the answer; the client resumed it (`GET` with
+    /// `Last-Event-ID`) to get the rest.
+    pub closed_after: Option<u32>,
 }
 
 /// When, from which upstream and by which mcp-tape an exchange was
@@ -322,6 +339,7 @@ impl Exchange<Text> {
             content_type: self.content_type,
             messages,
             asides,
+            stream: self.stream,
             provenance: self.provenance,
             source: self.source,
         })
@@ -362,6 +380,7 @@ impl Exchange {
                     },
                 })
                 .collect(),
+            stream: self.stream,
             provenance: self.provenance.clone(),
             source: self.source.clone(),
         }
@@ -381,6 +400,7 @@ pub struct RawExchange {
     pub messages: Vec<RecordedMessage>,
     /// What the server said on its own after the answer, while it was held.
     pub asides: Vec<Aside>,
+    pub stream: StreamShape,
 }
 
 /// An answer to `tools/call` of one tool, whatever its arguments: the

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cassette::model::{
-    AnswerTemplate, Channel, Direction, Era, Exchange, MatchKey, Source, Status, Text,
+    AnswerTemplate, Channel, Direction, Era, Exchange, MatchKey, Source, Status, StreamShape, Text,
 };
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
@@ -138,6 +138,8 @@ pub struct Recorded {
     pub messages: Vec<ServedMessage>,
     /// What the server said on its own after it.
     pub asides: Vec<ServedAside>,
+    /// How its SSE stream was framed for resumption.
+    pub stream: StreamShape,
     /// Its cassette file and row, when it was read from one.
     pub source: Option<Source>,
     /// When it was recorded (seconds since 1970), if the cassette says.
@@ -303,6 +305,7 @@ impl Tape {
                         message: ServedMessage::new(a.message.offset_ms, a.message.direction, a.message.body),
                     })
                     .collect(),
+                stream: exchange.stream,
                 source: exchange.source,
                 recorded_at: exchange.provenance.recorded_at,
                 used: UseMark::default(),

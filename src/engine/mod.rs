@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{Era, ServiceRoute, Status};
+use crate::cassette::model::{Era, ServiceRoute, Status, StreamShape};
 use crate::config::Pace;
 use crate::error::{Fault, RequestError};
 use crate::faults::{Action, Effect, FaultRules};
@@ -106,6 +106,10 @@ pub enum Outcome {
     /// Record: an SSE answer is being relayed and captured; replay: a
     /// session's standalone stream is open.
     Streaming,
+    /// A stream closed before its answer, resumed (`GET` with
+    /// `Last-Event-ID`): recording, the upstream's rest joins its exchange;
+    /// replaying, the rest of the replayed answer follows.
+    Resumed,
     /// Record: forwarded and relayed, nothing captured.
     Forwarded,
     /// Record: the upstream answered but the exchange could not be stored.
@@ -139,6 +143,7 @@ impl Outcome {
             Outcome::Cassette => "cassette",
             Outcome::Recorded => "recorded",
             Outcome::Streaming => "streaming",
+            Outcome::Resumed => "resumed",
             Outcome::Forwarded => "forwarded",
             Outcome::NotStored => "not-stored",
             Outcome::UpstreamError => "upstream-error",
@@ -226,6 +231,8 @@ pub struct Answer {
     pub asides: said::Asides,
     /// A stream held open: what else it gets (`subscriptions/listen`).
     pub feed: Option<said::Feed>,
+    /// How the recorded stream was framed for a client to resume it.
+    pub stream: StreamShape,
 }
 
 impl Answer {
@@ -242,6 +249,7 @@ impl Answer {
             rule: None,
             asides: said::Asides::default(),
             feed: None,
+            stream: StreamShape::default(),
         }
     }
 

@@ -41,7 +41,7 @@ use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::cassette::model::{
     Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, canonical_json,
+    ServiceRoute, Status, StreamShape, canonical_json,
 };
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::error::{Fault, RequestError};
@@ -288,6 +288,7 @@ impl Recorder {
                 content_type: String::new(),
                 messages: Vec::new(),
                 asides: Vec::new(),
+                stream: StreamShape::default(),
             },
             tag: self.tags.fetch_add(1, Ordering::Relaxed),
             started: Instant::now(),
@@ -507,6 +508,41 @@ impl Flight {
                 capture.session = Some(opened);
             }
         }
+    }
+
+    /// The answer's stream opened with a priming event (an event id and
+    /// empty data).
+    pub fn primed(&mut self) {
+        if let Some(capture) = lock(&self.capture).as_mut() {
+            capture.raw.stream.primed = true;
+        }
+    }
+
+    /// The server set the stream's `retry` (milliseconds).
+    pub fn retry(&mut self, ms: u64) {
+        if let Some(capture) = lock(&self.capture).as_mut() {
+            capture.raw.stream.retry_ms = Some(ms);
+        }
+    }
+
+    /// The server closed the answer's stream before the answer, after the
+    /// messages so far (the first close is the one stored). Returns the
+    /// session the client resumes it in; `None` when there is none (or
+    /// nothing left to record), and then the flight is over.
+    pub fn closed_early(&mut self) -> Option<String> {
+        let mut guard = lock(&self.capture);
+        let capture = guard.as_mut()?;
+        let session = capture.session.clone();
+        if session.is_none() {
+            drop(guard);
+            self.abandon(
+                "the server closed the stream before the answer, and there is no session to resume it in",
+            );
+            return None;
+        }
+        let sent = capture.raw.messages.iter().filter(|m| m.direction == Direction::Server).count();
+        capture.raw.stream.closed_after.get_or_insert(u32::try_from(sent).unwrap_or(u32::MAX));
+        session
     }
 
     /// The caller's id.

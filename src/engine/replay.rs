@@ -21,7 +21,7 @@ use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Standalone, Subscriptions};
 use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::agent365;
-use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status};
+use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status, StreamShape};
 use crate::cassette::tape::{Cursors, Named, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
@@ -841,6 +841,7 @@ fn recorded_answer(
         rule: None,
         asides: Asides::of(&exchange.asides),
         feed: None,
+        stream: if exchange.era == call.era { exchange.stream } else { StreamShape::default() },
     }
 }
 
@@ -863,6 +864,7 @@ fn listen_answer(call: &Call, kinds: Kinds, feed: Option<Feed>) -> Answer {
         rule: None,
         asides: Asides::default(),
         feed,
+        stream: StreamShape::default(),
     }
 }
 

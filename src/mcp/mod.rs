@@ -66,6 +66,13 @@ pub fn era_of(version: Option<&str>) -> Era {
     }
 }
 
+/// Whether a client of handshake version `version` takes SSE priming
+/// events (an id and empty data, SEP-1699): 2025-11-25 and later, which
+/// resume a stream the server closes before its answer.
+pub fn takes_priming_events(version: &str) -> bool {
+    HANDSHAKE_VERSIONS.contains(&version) && version >= "2025-11-25"
+}
+
 /// Handshake-era version negotiation: the client's version if we serve it,
 /// else the newest we serve that is older than it, else our newest.
 pub fn negotiate(requested: Option<&str>) -> &'static str {

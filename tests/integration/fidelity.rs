@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::config::Pace;
 use serde_json::{Value, json};
 
@@ -25,6 +25,7 @@ fn streamed(tool: &str, messages: Vec<(u64, Direction, Value)>) -> RawExchange {
             .map(|(offset_ms, direction, body)| RecordedMessage { offset_ms, direction, body })
             .collect(),
         asides: Vec::new(),
+        stream: StreamShape::default(),
     }
 }
 

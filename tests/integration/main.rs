@@ -15,6 +15,7 @@ mod http_rules;
 mod limits;
 mod record;
 mod recorded;
+mod resume;
 mod rmcp_clients;
 mod rules;
 mod stdio;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
@@ -142,6 +142,7 @@ fn desk(cassettes: &Cassettes, secret: &str) -> PathBuf {
             },
         ],
         asides: Vec::new(),
+        stream: StreamShape::default(),
     };
     cassettes
         .write("desk", vec![tool_call("mcp_Desk", "whoami", json!({}), &format!("you are {secret}")), asking])

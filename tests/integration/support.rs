@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status};
+use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::config::{Front, FrontDoor, Normalization, OnMiss, ReplayConfig};
 use mcp_tape::normalize::Rules;
@@ -68,6 +68,7 @@ pub fn exchange(
             .map(|(i, body)| RecordedMessage { offset_ms: 10 * i as u64, direction: Direction::Server, body })
             .collect(),
         asides: Vec::new(),
+        stream: StreamShape::default(),
     }
 }
 

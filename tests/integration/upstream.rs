@@ -1,7 +1,8 @@
 //! Upstreams for record tests, on 127.0.0.1 port 0: a small MCP-shaped
 //! server whose behaviour is chosen by tool name (echoing the bearer token,
-//! SSE with progress, a stream held at a gate, a stream that breaks, silence,
-//! a server→client request), and raw TCP peers that are not HTTP at all.
+//! SSE with progress, a stream held at a gate, a stream that breaks, a
+//! stream closed before its answer and resumed, silence, a server→client
+//! request), and raw TCP peers that are not HTTP at all.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -45,6 +46,8 @@ pub struct State {
     replies: Mutex<Option<mpsc::UnboundedSender<Value>>>,
     /// Bodies kept open (`announced_huge`, `sized` with `hold`): their senders, held.
     open_bodies: Mutex<Vec<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
+    /// The `polled` tool's answer, for the GET that resumes its stream.
+    polled: Mutex<Option<Value>>,
 }
 
 impl State {
@@ -210,6 +213,12 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
     if let Some(answer) = agent365_service(&parts, &body, &auth) {
         return Ok(answer);
     }
+    let resumes = parts.headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    if parts.method == hyper::Method::GET && resumes == Some("polled-1") {
+        let answer = state.polled.lock().unwrap().take();
+        let events = answer.map(|answer| format!("id: polled-2\nevent: message\ndata: {answer}\n\n"));
+        return Ok(full(200, Some("text/event-stream"), events.unwrap_or_default()));
+    }
     if parts.method != hyper::Method::POST {
         return Ok(full(405, None, ""));
     }
@@ -372,6 +381,15 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
                 }
             });
             stream(rx)
+        }
+        ("tools/call", "polled") => {
+            // SEP-1699 polling: a priming event with a retry and a notification, then the
+            // stream closes; the answer comes on the GET that resumes it from `polled-1`.
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "working"}});
+            *state.polled.lock().unwrap() = Some(result(text("polled answer".into())));
+            let events = format!("id: polled-0\nretry: 300\ndata: \n\nid: polled-1\nevent: message\ndata: {note}\n\n");
+            full(200, Some("text/event-stream"), events)
         }
         ("tools/call", "not_json") => full(200, Some("application/json"), "this is not JSON"),
         _ => json_answer(result(json!({"echo": body["params"]}))),

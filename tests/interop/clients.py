@@ -264,6 +264,13 @@ async def unprompted_flow(connect, server, root_uri, pause_s):
     return [[server, "heard", heard], [server, "tools", tools]]
 
 
+async def reconnection_flow(url, mode):
+    """Calls the fixture's `test_reconnection`, whose stream the server closes
+    before the answer: the client resumes it (GET + Last-Event-ID) to get it."""
+    async with Client(url, mode=mode) as client:
+        return tool_outcome(await client.call_tool("test_reconnection", {}))
+
+
 async def mocks_flow(url, mode, calls):
     """Tools listed and calls made against answer templates: {tools, calls},
     the same shape mocks_client.mjs prints."""

@@ -3,7 +3,8 @@
 // server scenarios: the fixture tools, prompts and resources the scenarios
 // name, served to 2026-07-28 clients (per-request envelope) and to
 // handshake clients (sessions) on one endpoint, /mcp. Its change hooks tell
-// the open subscriptions/listen streams when the tool or prompt list changed.
+// the open subscriptions/listen streams when the tool or prompt list changed;
+// handshake sessions keep their SSE events, so streams can be resumed.
 //
 // usage: node conformance_upstream_v2.mjs   (logs "listening on http://127.0.0.1:PORT" on stderr)
 import { createServer } from "node:http";
@@ -301,6 +302,18 @@ function changeHooks(server) {
 }
 
 function tools(server) {
+  // SEP-1699 polling: on the handshake path (the only one with SSE event
+  // ids) the stream closes before the answer, and the client resumes it
+  // with GET + Last-Event-ID to get the answer.
+  server.registerTool(
+    "test_reconnection",
+    { description: "Closes its SSE stream before it answers, so the client resumes it" },
+    async (ctx) => {
+      ctx.http?.closeSSE?.();
+      await sleep(200);
+      return text("Reconnection test completed successfully");
+    },
+  );
   server.registerTool("test_simple_text", { description: "Answers with one fixed line of text" }, async () =>
     text("This is a simple text response for testing."),
   );
@@ -587,6 +600,36 @@ function fixture() {
   return server;
 }
 
+// Each handshake session's SSE events, so a client can resume a stream
+// (GET + Last-Event-ID); ids are `{stream}_{n}`. Priming events are stored
+// as `{}` and never sent again.
+class SessionEvents {
+  constructor() {
+    this.events = new Map();
+    this.count = 0;
+  }
+  async storeEvent(streamId, message) {
+    const id = `${streamId}_${++this.count}`;
+    this.events.set(id, { streamId, message });
+    return id;
+  }
+  async getStreamIdForEventId(eventId) {
+    return this.events.get(eventId)?.streamId;
+  }
+  async replayEventsAfter(lastEventId, { send }) {
+    const last = this.events.get(lastEventId);
+    if (!last) throw new Error(`no event ${lastEventId}`);
+    let after = false;
+    for (const [id, { streamId, message }] of this.events) {
+      if (after && streamId === last.streamId && Object.keys(message).length > 0) await send(id, message);
+      after ||= id === lastEventId;
+    }
+    return last.streamId;
+  }
+}
+// How long a client waits before it resumes a closed stream.
+const RETRY_MS = 500;
+
 const modern = createMcpHandler(() => fixture(), { legacy: "reject" });
 const sessions = new Map();
 
@@ -604,6 +647,8 @@ async function legacy(request) {
   }
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: () => randomUUID(),
+    eventStore: new SessionEvents(),
+    retryInterval: RETRY_MS,
     onsessioninitialized: (id) => sessions.set(id, transport),
     onsessionclosed: (id) => sessions.delete(id),
   });

@@ -588,6 +588,58 @@ def cross_era(args, node_env, checks, direct):
         checks.run(title, agrees)
 
 
+def resumed_streams(args, node_env, checks):
+    """SEP-1699 polling with real clients: the dual-era fixture closes the
+    stream of `test_reconnection` before its answer and each client resumes
+    it with GET + Last-Event-ID. Directly, through `mcp-tape record`, then
+    against replay of that recording: the same result, and the logs show
+    record and replay each resumed every client's stream."""
+    clients_of = {
+        **{f"python-sdk {mode}": lambda url, mode=mode: python_flow(clients.reconnection_flow(url, mode))
+           for mode in ["legacy"]},
+        "typescript-sdk": lambda url: json.loads(
+            run_process([args.node, "ts_client.mjs", url, "reconnection"], CLIENT_TIMEOUT_S, node_env)
+        ),
+    }
+    results = {name: {} for name in clients_of}
+
+    def run(name, stage, url):
+        results[name][stage] = clients_of[name](url)
+
+    with tempfile.TemporaryDirectory() as cassettes:
+
+        def drive(upstream, recorder):
+            for name in clients_of:
+                checks.run(f"resumed streams: {name} directly against the fixture",
+                           lambda name=name: run(name, "direct", upstream.url("/mcp")))
+                checks.run(f"resumed streams: {name} through mcp-tape record",
+                           lambda name=name: run(name, "record", recorder.url("/mcp")))
+
+        record_through(args, [args.node, CONFORMANCE_UPSTREAM_V2], cassettes, drive, "resumed")
+        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+        try:
+            for name in clients_of:
+                checks.run(f"resumed streams: {name} against mcp-tape replay",
+                           lambda name=name: run(name, "replay", replayer.url("/mcp")))
+        finally:
+            code, replay_log = replayer.stop(os.path.join(args.logs, "replay-resumed.log"))
+    with open(os.path.join(args.logs, "record-resumed.log")) as f:
+        record_log = f.read()
+
+    def same_and_resumed():
+        assert code == 0, f"replay --fail-on-miss exited {code}:\n{replay_log[-3000:]}"
+        for name, stages in results.items():
+            assert list(stages) == ["direct", "record", "replay"], f"{name}: {list(stages)}"
+            assert len({json.dumps(result, sort_keys=True) for result in stages.values()}) == 1, stages
+            assert "Reconnection test completed successfully" in json.dumps(stages["direct"]), stages
+        for log, what in [(record_log, "record"), (replay_log, "replay")]:
+            resumed = [line for line in log.splitlines() if " resumed " in line]
+            assert len(resumed) == len(clients_of), f"{what} resumed {len(resumed)} streams: {resumed}"
+
+    checks.run("resumed streams: each client's result the same everywhere; record and replay resumed each stream",
+               same_and_resumed)
+
+
 def conformance_three_ways(args, node_env, conformance, checks):
     """The whole suite against our conformance fixture, through record, and
     against replay of that recording with the fixture stopped."""
@@ -1217,6 +1269,7 @@ def main():
     cross_era(args, node_env, checks, direct)
     stdio_round_trip(args, node_env, checks)
     unprompted(args, node_env, checks)
+    resumed_streams(args, node_env, checks)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)
     conformance_next_three_ways(args, node_env, conformance_next, checks)

@@ -2,6 +2,7 @@
 // Usage: node ts_client.mjs URL empty
 //        node ts_client.mjs URL recorded FIXTURE.jsonl
 //        node ts_client.mjs BASE round-trip TOKEN   (prints the transcript as JSON)
+//        node ts_client.mjs URL reconnection        (prints test_reconnection's result as JSON)
 // Expectations for `recorded` come from the fixture (the input), not from
 // anything mcp-tape produced. Exits 1 with the reason on the first mismatch.
 // The round trip drives every server of agent365_upstream.py; its transcript
@@ -64,6 +65,13 @@ try {
       callTool: (client, params, onprogress) => client.callTool(params, undefined, { onprogress }),
     };
     process.stdout.write(JSON.stringify(await roundTrip(url, sdk)));
+  } else if (scenario === "reconnection") {
+    // The server closes this call's stream before the answer: the client
+    // resumes it (GET + Last-Event-ID) to get it.
+    const client = await connect();
+    const result = await client.callTool({ name: "test_reconnection", arguments: {} });
+    await client.close();
+    process.stdout.write(JSON.stringify({ isError: Boolean(result.isError), content: result.content }));
   } else {
     await (scenario === "empty" ? emptyFlow() : recordedFlow());
   }

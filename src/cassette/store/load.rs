@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::Cassette;
 use crate::cassette::model::{
-    AnswerTemplate, Aside, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status,
+    AnswerTemplate, Aside, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, StreamShape,
     TemplateFailure, Text,
 };
 use crate::error::{CassetteError, Error};
@@ -165,9 +165,11 @@ pub(super) fn read_all(
     let mut exchanges: Vec<(i64, Exchange<Text>)> = Vec::new();
     // Provenance arrived with schema 3; an older file has none.
     let provenance = if version >= 3 { "recorded_at, upstream, recorder" } else { "NULL, NULL, NULL" };
+    // And the stream's shape with schema 7.
+    let shape = if version >= 7 { "sse_primed, sse_retry_ms, sse_closed_after" } else { "0, NULL, NULL" };
     let mut select = conn.prepare(&format!(
         "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type, \
-         {provenance} FROM exchange ORDER BY id"
+         {provenance}, {shape} FROM exchange ORDER BY id"
     ))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
@@ -187,6 +189,11 @@ pub(super) fn read_all(
                 content_type: row.get(8)?,
                 messages: Vec::new(),
                 asides: Vec::new(),
+                stream: StreamShape {
+                    primed: row.get(12)?,
+                    retry_ms: row.get::<_, Option<i64>>(13)?.map(|ms| ms.max(0) as u64),
+                    closed_after: row.get(14)?,
+                },
                 provenance: Provenance {
                     recorded_at: row.get(9)?,
                     upstream: row.get(10)?,

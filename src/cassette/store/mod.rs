@@ -42,13 +42,14 @@ use crate::limits::MAX_TAGGED_ROWS;
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
     include_str!("../../../migrations/0004_answer_templates.sql"),
     include_str!("../../../migrations/0005_template_failures.sql"),
     include_str!("../../../migrations/0006_asides.sql"),
+    include_str!("../../../migrations/0007_stream_shape.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -616,8 +617,8 @@ fn next_occurrence(conn: &Connection, key: &MatchKey) -> rusqlite::Result<i64> {
 fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64) -> rusqlite::Result<i64> {
     conn.prepare_cached(
         "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
-         request, status, content_type, recorded_at, upstream, recorder) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         request, status, content_type, recorded_at, upstream, recorder, sse_primed, sse_retry_ms, \
+         sse_closed_after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
         exchange.server,
@@ -632,6 +633,9 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
         exchange.provenance.recorded_at,
         exchange.provenance.upstream,
         exchange.provenance.recorder,
+        exchange.stream.primed,
+        exchange.stream.retry_ms.map(|ms| ms.min(i64::MAX as u64) as i64),
+        exchange.stream.closed_after,
     ])?;
     let id = conn.last_insert_rowid();
     let mut insert = conn.prepare_cached(
@@ -755,7 +759,7 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 mod tests {
     use super::*;
     use crate::cassette::model::{
-        Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, Status,
+        Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, Status, StreamShape,
     };
     use serde_json::json;
 
@@ -833,6 +837,7 @@ mod tests {
                     "result": {"content": [{"type": "text", "text": text}]}}),
             }],
             asides: Vec::new(),
+            stream: StreamShape::default(),
             provenance: Provenance::default(),
             source: None,
         }

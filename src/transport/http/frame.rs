@@ -15,38 +15,57 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::resume::{self, Rest, Resumable};
 use super::{Accepts, Body, status};
+use crate::config::Pace;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
-use crate::engine::{Answer, Failure, ServiceReply};
+use crate::engine::{Answer, Failure, Outgoing, ServiceReply};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
 use crate::sse;
 
+/// A replayed answer stream a client can resume ([`resume`]): the
+/// session it is in, and whether the client takes priming events (protocol
+/// 2025-11-25 or later; empty event data breaks older clients).
+pub(super) struct Resume<'a> {
+    pub streams: &'a Resumable,
+    pub session: &'a str,
+    pub primable: bool,
+}
+
 /// Turns an answer into JSON (its final message) or SSE (every message).
 /// With a `live` link, an SSE answer that must pace, wait for client replies
 /// or stay open is streamed as it is re-enacted; otherwise it is sent whole.
+/// A resumable stream numbers its events, opens with a priming event and
+/// closes before its answer where the recording shows the server did (for
+/// a client that takes priming events).
 pub(super) fn answer(
     answer: Answer,
     accepts: Accepts,
+    resume: Option<Resume<'_>>,
     live: impl FnOnce() -> Option<Live>,
 ) -> Response<Body> {
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
     let mut response = if stream {
-        let body = match live().filter(|live| answer.needs_time(live.pace)) {
-            Some(live) => {
-                let live = Live { feed: answer.feed.as_ref().and_then(Feed::take), ..live };
-                Channel(reenact::reenact(answer.messages, live, answer.hold_open)).boxed()
+        let live = live().filter(|live| answer.needs_time(live.pace));
+        let live = live.map(|live| Live { feed: answer.feed.as_ref().and_then(Feed::take), ..live });
+        let (mut messages, mut prefix, mut numbering) = (answer.messages, String::new(), None);
+        if let Some(resume) = resume {
+            let stream = resume.streams.open(resume.session, &messages);
+            let shape = answer.stream;
+            let primed = shape.primed && resume.primable;
+            if primed {
+                prefix = sse::priming_event(&resume::event_id(stream, 0), shape.retry_ms);
             }
-            None => {
-                let mut body = String::new();
-                for message in &answer.messages {
-                    body.push_str(&sse::message_event(&message.json));
-                }
-                full(Bytes::from(body))
+            let close = shape.closed_after.map(|k| k as usize);
+            if let Some(close) = close.filter(|&k| resume.primable && k < messages.len() && (k > 0 || primed))
+            {
+                messages.truncate(close);
             }
-        };
-        let mut response = Response::new(body);
+            numbering = Some(Numbering { stream, next: 1 });
+        }
+        let mut response = Response::new(events(messages, prefix, numbering, live, answer.hold_open));
         *response.status_mut() = status::of_answer(answer.era, answer.standing);
         set_stream_headers(&mut response);
         response
@@ -62,10 +81,65 @@ pub(super) fn answer(
     response
 }
 
+/// The rest of a resumed stream ([`Rest`]): its messages from where the
+/// client resumes, numbered on; re-enacted when they take time.
+pub(super) fn resumed(rest: Rest, live: Option<Live>) -> Response<Body> {
+    let live = live
+        .filter(|live| live.pace == Pace::Recorded || rest.messages.iter().any(|m| m.awaits_reply.is_some()));
+    let numbering = Numbering { stream: rest.stream, next: rest.first + 1 };
+    let mut response = Response::new(events(rest.messages, String::new(), Some(numbering), live, false));
+    set_stream_headers(&mut response);
+    response
+}
+
+/// The SSE body of `messages` after `prefix`: re-enacted with `live`, else
+/// whole.
+fn events(
+    messages: Vec<Outgoing>,
+    prefix: String,
+    mut numbering: Option<Numbering>,
+    live: Option<Live>,
+    hold_open: bool,
+) -> Body {
+    match live {
+        Some(live) => {
+            let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
+            Channel { emitted: reenact::reenact(messages, live, hold_open), prefix, numbering }.boxed()
+        }
+        None => {
+            let mut body = prefix;
+            for message in &messages {
+                body.push_str(&Numbering::event(&mut numbering, &message.json));
+            }
+            full(Bytes::from(body))
+        }
+    }
+}
+
+/// The next event number of a resumable stream.
+struct Numbering {
+    stream: u64,
+    next: usize,
+}
+
+impl Numbering {
+    /// `json` as a message event, with the next id when numbered.
+    fn event(numbering: &mut Option<Numbering>, json: &str) -> String {
+        match numbering {
+            Some(numbering) => {
+                let id = resume::event_id(numbering.stream, numbering.next);
+                numbering.next += 1;
+                sse::message_event_with_id(Some(&id), json)
+            }
+            None => sse::message_event(json),
+        }
+    }
+}
+
 /// A session's standalone stream (GET): SSE fed by `stream` until the
 /// client goes.
 pub(super) fn stream(stream: mpsc::Receiver<Emit>) -> Response<Body> {
-    let mut response = Response::new(Channel(stream).boxed());
+    let mut response = Response::new(Channel { emitted: stream, prefix: None, numbering: None }.boxed());
     set_stream_headers(&mut response);
     response
 }
@@ -192,9 +266,14 @@ pub(super) fn empty(status: StatusCode) -> Response<Body> {
     response
 }
 
-/// A body fed by a re-enactment: each message an SSE event, each keep-alive
-/// an SSE comment; ends when the re-enactment does.
-struct Channel(mpsc::Receiver<Emit>);
+/// A body fed by a re-enactment: first `prefix` (a priming event), then
+/// each message an SSE event (numbered on a resumable stream), each
+/// keep-alive an SSE comment; ends when the re-enactment does.
+struct Channel {
+    emitted: mpsc::Receiver<Emit>,
+    prefix: Option<Bytes>,
+    numbering: Option<Numbering>,
+}
 
 impl hyper::body::Body for Channel {
     type Data = Bytes;
@@ -204,10 +283,14 @@ impl hyper::body::Body for Channel {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|emitted| {
+        let this = &mut *self;
+        if let Some(prefix) = this.prefix.take() {
+            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+        }
+        this.emitted.poll_recv(cx).map(|emitted| {
             emitted.map(|emit| {
                 let bytes = match emit {
-                    Emit::Message(json) => Bytes::from(sse::message_event(&json)),
+                    Emit::Message(json) => Bytes::from(Numbering::event(&mut this.numbering, &json)),
                     Emit::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
                 };
                 Ok(Frame::data(bytes))

@@ -10,6 +10,7 @@
 
 mod frame;
 mod proxy;
+mod resume;
 pub mod server;
 mod status;
 pub mod upstream;
@@ -25,6 +26,7 @@ use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Method, Request, Response, StatusCode};
 
 pub use proxy::Proxy;
+use resume::Resumable;
 
 use super::RequestLine;
 use crate::agent365;
@@ -38,7 +40,7 @@ use crate::jsonrpc::{Message, ParamsCache};
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
-use crate::util::pieces;
+use crate::util::{pieces, printable};
 
 /// The MCP headers, named once: a lookup by `&str` parses the name on
 /// every request.
@@ -46,6 +48,7 @@ static SESSION_ID: HeaderName = HeaderName::from_static(mcp::HEADER_SESSION_ID);
 static PROTOCOL_VERSION: HeaderName = HeaderName::from_static(mcp::HEADER_PROTOCOL_VERSION);
 static METHOD: HeaderName = HeaderName::from_static(mcp::HEADER_METHOD);
 static NAME: HeaderName = HeaderName::from_static(mcp::HEADER_NAME);
+static LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// The response body type of every answer: whole or streamed.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -57,11 +60,13 @@ pub struct App {
     engine: Engine<Proxy>,
     front_door: FrontDoor,
     params: ParamsCache,
+    /// Replayed answer streams a client can resume.
+    resumable: Resumable,
 }
 
 impl App {
     pub fn new(engine: Engine<Proxy>, front_door: FrontDoor) -> App {
-        App { engine, front_door, params: ParamsCache::default() }
+        App { engine, front_door, params: ParamsCache::default(), resumable: Resumable::default() }
     }
 
     pub fn engine(&self) -> &Engine<Proxy> {
@@ -213,6 +218,7 @@ async fn post(
         (Err(error), None) => return Err(error),
     };
     let Context { era, session, facts } = context;
+    let mut version = facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
     let step = match message {
         Message::Request { id, method, params } => {
             let call = Call {
@@ -224,6 +230,11 @@ async fn post(
                 params: params.as_ref(),
                 facts: &facts,
             };
+            if method == "initialize" {
+                // No header yet: the version the client asks for is in the request.
+                let asked = call.params().and_then(|p| p.get("protocolVersion")).and_then(|v| v.as_str());
+                version = version.or(asked.map(str::to_owned));
+            }
             let step = app.engine.request(&call);
             logged.mcp_method = method;
             step?
@@ -238,7 +249,8 @@ async fn post(
             app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))?
         }
     };
-    let post = Post { parts, body, accepts, session };
+    let primable = version.as_deref().is_some_and(mcp::takes_priming_events);
+    let post = Post { parts, body, accepts, session, era, primable };
     respond(step, app, &post, logged).await
 }
 
@@ -248,6 +260,9 @@ struct Post {
     body: Bytes,
     accepts: Accepts,
     session: Option<String>,
+    era: Era,
+    /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
+    primable: bool,
 }
 
 /// Enacts what the engine made of a POST.
@@ -263,9 +278,18 @@ async fn respond(
             let session = &post.session;
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
-            let response =
-                frame::answer(answer, post.accepts, || app.engine.live(session.clone(), Duration::ZERO));
-            app.engine.say(opened.as_deref().or(session.as_deref()), said);
+            let in_session = opened.as_deref().or(session.as_deref());
+            // Replayed handshake-era streams in a session can be resumed.
+            let resume = in_session.filter(|_| app.engine.upstream().is_none() && post.era == Era::Handshake);
+            let resume = resume.map(|session| frame::Resume {
+                streams: &app.resumable,
+                session,
+                primable: post.primable,
+            });
+            let response = frame::answer(answer, post.accepts, resume, || {
+                app.engine.live(session.clone(), Duration::ZERO)
+            });
+            app.engine.say(in_session, said);
             Ok(response)
         }
         Step::Accepted => {
@@ -394,8 +418,18 @@ async fn other(
     let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
     if let Some(proxy) = engine.upstream() {
         if request.method() == Method::GET {
-            // The standalone stream: what the server says there is recorded.
             let session = request.headers().get(&SESSION_ID).and_then(|v| v.to_str().ok());
+            // A recorded answer's stream the upstream closed early, resumed.
+            let resumed = request.headers().get(&LAST_EVENT_ID).and_then(|v| v.to_str().ok());
+            if let (Some(session), Some(last)) = (session, resumed)
+                && let Some(parked) = proxy.parked(session, last)
+            {
+                let (parts, body) = request.into_parts();
+                let body = read_body(body, idle).await?;
+                logged.outcome = Outcome::Resumed;
+                return proxy.resume(&parts, body, parked).await;
+            }
+            // The standalone stream: what the server says there is recorded.
             if let SessionStep::Forward(_, Some(listener)) =
                 engine.session(SessionAsk::OpenStream, session, &logged.server)?
             {
@@ -416,6 +450,22 @@ async fn other(
     }
     let era = mcp::era_of(header_str(request.headers(), &PROTOCOL_VERSION)?);
     let session = header_str(request.headers(), &SESSION_ID)?;
+    if request.method() == Method::GET
+        && era == Era::Handshake
+        && let Some(session) = session
+        && let Some(resumed) = header_str(request.headers(), &LAST_EVENT_ID)?
+    {
+        match app.resumable.after(session, resumed) {
+            Some(rest) => {
+                logged.outcome = Outcome::Resumed;
+                return Ok(frame::resumed(rest, engine.live(Some(session.to_owned()), Duration::ZERO)));
+            }
+            None => tracing::debug!(
+                "Last-Event-ID {} names no stream replay can resume; the standalone stream opens instead",
+                printable(resumed)
+            ),
+        }
+    }
     let ask = match *request.method() {
         Method::GET if era == Era::Handshake => SessionAsk::OpenStream,
         Method::DELETE if era == Era::Handshake => SessionAsk::End,

@@ -11,15 +11,21 @@
 //!   error the held commit resolves to instead (507, or as the stream's
 //!   last event).
 //!
+//! An SSE answer the upstream ends cleanly before its final answer, after
+//! an event id (SEP-1699 polling), is parked by (session, last event id):
+//! the client's `GET` with that `Last-Event-ID` goes upstream and its
+//! events continue the same flight, so the exchange is stored whole with
+//! where the stream closed ([`Flight::closed_early`]).
+//!
 //! An upstream that fails before anything reached the client gets the
 //! client [`Fault::Upstream`] (502) with its id; a stream that breaks
 //! mid-way ends cleanly for the client and stores nothing.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -39,10 +45,12 @@ use crate::agent365;
 use crate::cassette::model::ServiceRoute;
 use crate::engine::{Flight, Heard, Held, Listener, Outcome, ServiceFlight};
 use crate::error::{Fault, RequestError, UpstreamFailure};
-use crate::limits::{MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_SSE_EVENT_BYTES};
+use crate::limits::{
+    MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
+};
 use crate::mcp;
 use crate::sse;
-use crate::util::printable;
+use crate::util::{lock, printable};
 
 /// The budget counts in kibibytes (a semaphore's permits).
 const BUDGET_UNIT: usize = 1024;
@@ -51,12 +59,46 @@ const BUDGET_UNIT: usize = 1024;
 pub struct Proxy {
     upstream: UpstreamClient,
     budget: Arc<Semaphore>,
+    parked: Arc<Parking>,
 }
 
 impl Proxy {
     pub fn new(upstream: UpstreamClient) -> Proxy {
         let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
-        Proxy { upstream, budget }
+        Proxy { upstream, budget, parked: Arc::default() }
+    }
+
+    /// The recorded stream the upstream closed early in `session` after
+    /// event `last_event_id`, if one waits to be resumed.
+    pub(super) fn parked(&self, session: &str, last_event_id: &str) -> Option<Parked> {
+        lock(&self.parked.0).take(session, last_event_id).map(Parked)
+    }
+
+    /// Forwards the client's `GET` that resumes a parked stream and relays
+    /// the upstream's answer, its events continuing the parked flight.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::Upstream`] when the upstream fails before answering.
+    pub(super) async fn resume(
+        &self,
+        parts: &Parts,
+        body: Bytes,
+        parked: Parked,
+    ) -> Result<Response<Body>, RequestError> {
+        let Parked(tap) = parked;
+        let response = match self.forward(parts, body).await {
+            Ok(response) => response,
+            Err(error) => {
+                tap.flight.abandon("resuming its stream failed upstream");
+                return Err(error);
+            }
+        };
+        let (head, body) = response.into_parts();
+        let mut relay = Relay::new(body, Some(self.upstream.timeouts().idle), None);
+        relay.tap = Some(tap);
+        relay.parking = Some(Arc::clone(&self.parked));
+        Ok(Response::from_parts(relay_head(head), relay.boxed()))
     }
 
     /// Forwards a POSTed message; with a flight, shows it the answer.
@@ -86,7 +128,8 @@ impl Proxy {
         if content_type.starts_with("text/event-stream") {
             *outcome = Outcome::Streaming;
             let (head, body) = response.into_parts();
-            let relay = Relay::new(body, Some(idle), Some(flight));
+            let mut relay = Relay::new(body, Some(idle), Some(flight));
+            relay.parking = Some(Arc::clone(&self.parked));
             return Ok(Response::from_parts(relay_head(head), relay.boxed()));
         }
         let (head, body) = response.into_parts();
@@ -230,6 +273,70 @@ impl Proxy {
 struct Tap {
     parser: sse::Parser,
     flight: Flight,
+    /// Events seen so far, on this stream and the ones that resumed it.
+    events: u64,
+    /// The last event id seen: what the client resumes from.
+    last_id: Option<String>,
+}
+
+impl Tap {
+    /// Notes what an event says of the stream's framing: a priming event
+    /// first, a `retry`, its id.
+    fn frame(&mut self, event: &sse::Event) {
+        if let Some(retry) = event.retry {
+            self.flight.retry(retry);
+        }
+        if self.events == 0 && event.id.is_some() && event.data.is_empty() {
+            self.flight.primed();
+        }
+        self.events += 1;
+        if let Some(id) = &event.id {
+            self.last_id = Some(id.clone());
+        }
+    }
+}
+
+/// A recorded stream the upstream closed early, taken from the parking to
+/// be resumed.
+pub(super) struct Parked(Tap);
+
+/// Recorded streams the upstream closed before their answer, by session
+/// and last event id, oldest first; at most [`MAX_PARKED_STREAMS`].
+#[derive(Default)]
+struct Parking(Mutex<Parkings>);
+
+#[derive(Default)]
+struct Parkings {
+    taps: HashMap<(String, String), Tap>,
+    order: VecDeque<(String, String)>,
+}
+
+impl Parkings {
+    fn park(&mut self, session: String, tap: Tap) {
+        let Some(last_id) = tap.last_id.clone() else { return };
+        let key = (session, last_id);
+        if let Some(old) = self.taps.remove(&key) {
+            old.flight.abandon("another stream closed at the same event id");
+        }
+        while self.taps.len() >= MAX_PARKED_STREAMS {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if let Some(old) = self.taps.remove(&oldest) {
+                old.flight.abandon(&format!(
+                    "its stream was not resumed before {MAX_PARKED_STREAMS} later ones closed early"
+                ));
+            }
+        }
+        self.order.retain(|k| *k != key);
+        self.order.push_back(key.clone());
+        self.taps.insert(key, tap);
+    }
+
+    fn take(&mut self, session: &str, last_id: &str) -> Option<Tap> {
+        let key = (session.to_owned(), last_id.to_owned());
+        let tap = self.taps.remove(&key)?;
+        self.order.retain(|k| *k != key);
+        Some(tap)
+    }
 }
 
 /// A response body relayed from the upstream as it arrives: ends cleanly
@@ -246,6 +353,8 @@ struct Relay {
     held: Option<(Held, BytesMut)>,
     /// A standalone stream's parser and listener (no tap then).
     listen: Option<(sse::Parser, Listener)>,
+    /// Where a tap goes when the upstream closes its stream early.
+    parking: Option<Arc<Parking>>,
     ended: bool,
 }
 
@@ -254,10 +363,16 @@ impl Relay {
         Relay {
             upstream,
             idle: idle.map(|limit| (limit, Box::pin(tokio::time::sleep(limit)))),
-            tap: flight.map(|flight| Tap { parser: sse::Parser::default(), flight }),
+            tap: flight.map(|flight| Tap {
+                parser: sse::Parser::default(),
+                flight,
+                events: 0,
+                last_id: None,
+            }),
             ready: VecDeque::new(),
             held: None,
             listen: None,
+            parking: None,
             ended: false,
         }
     }
@@ -304,6 +419,7 @@ impl Relay {
                     return;
                 }
             };
+            tap.frame(&event);
             match tap.flight.observe(&event.data) {
                 Heard::Message => self.ready.push_back(raw),
                 Heard::Dropped => {
@@ -327,8 +443,18 @@ impl Relay {
     /// unfinished capture.
     fn on_end(&mut self, broke: Option<String>) {
         if let Some(mut tap) = self.tap.take() {
-            tap.flight.abandon(broke.as_deref().unwrap_or("the stream ended before its final answer"));
             self.ready.push_back(tap.parser.take_rest());
+            match (&broke, &self.parking, tap.last_id.is_some()) {
+                // Closed on purpose after an event id: the client resumes it (SEP-1699).
+                (None, Some(parking), true) => {
+                    if let Some(session) = tap.flight.closed_early() {
+                        lock(&parking.0).park(session, tap);
+                    }
+                }
+                _ => {
+                    tap.flight.abandon(broke.as_deref().unwrap_or("the stream ended before its final answer"))
+                }
+            }
         } else if let Some(why) = broke {
             tracing::warn!("relayed stream ended early: {why}");
         }

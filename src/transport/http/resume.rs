@@ -1,0 +1,133 @@
+//! Replayed SSE answers a client can resume (SEP-1699). Every event of a
+//! handshake session's replayed answer stream carries an id
+//! `{stream}-{n}`: `n` is 0 for a priming event and `i + 1` for the
+//! answer's `i`-th message, and stream numbers are never reused in a run,
+//! so ids are unique across a session's streams and say which stream they
+//! belong to. The messages of each such answer are kept (bounded by
+//! [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], oldest forgotten
+//! first), so a `GET` with a `Last-Event-ID` of one gets what followed
+//! that event, whether replay closed the stream there as the recording
+//! shows or the client lost its connection.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::engine::Outgoing;
+use crate::limits::{MAX_RESUMABLE_BYTES, MAX_RESUMABLE_STREAMS};
+use crate::util::lock;
+
+/// The id of event `n` of stream `stream`.
+pub(super) fn event_id(stream: u64, n: usize) -> String {
+    format!("{stream}-{n}")
+}
+
+/// What follows an event a client resumes from.
+pub(super) struct Rest {
+    pub stream: u64,
+    /// The number of the first message in `messages` (its event is `first + 1`).
+    pub first: usize,
+    pub messages: Vec<Outgoing>,
+}
+
+/// The resumable streams of a run.
+#[derive(Default)]
+pub(super) struct Resumable(Mutex<Streams>);
+
+#[derive(Default)]
+struct Streams {
+    next: u64,
+    kept: HashMap<u64, Kept>,
+    /// Stream numbers kept, oldest first.
+    order: VecDeque<u64>,
+    bytes: usize,
+}
+
+struct Kept {
+    session: String,
+    messages: Vec<Outgoing>,
+    bytes: usize,
+}
+
+impl Resumable {
+    /// Numbers a new stream of `session` that sends `messages`, and keeps
+    /// them unless they alone are over the bound.
+    pub(super) fn open(&self, session: &str, messages: &[Outgoing]) -> u64 {
+        let bytes: usize = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
+        let mut streams = lock(&self.0);
+        let stream = streams.next;
+        streams.next += 1;
+        if bytes > MAX_RESUMABLE_BYTES {
+            return stream;
+        }
+        while streams.kept.len() >= MAX_RESUMABLE_STREAMS || streams.bytes + bytes > MAX_RESUMABLE_BYTES {
+            let Some(oldest) = streams.order.pop_front() else { break };
+            if let Some(gone) = streams.kept.remove(&oldest) {
+                streams.bytes -= gone.bytes;
+            }
+        }
+        streams.bytes += bytes;
+        streams.order.push_back(stream);
+        streams.kept.insert(stream, Kept { session: session.to_owned(), messages: messages.to_vec(), bytes });
+        stream
+    }
+
+    /// What follows event `last_event_id` on a stream of `session`; `None`
+    /// for an id replay did not send in that session (or has forgotten).
+    pub(super) fn after(&self, session: &str, last_event_id: &str) -> Option<Rest> {
+        let (stream, n) = last_event_id.trim().split_once('-')?;
+        let (stream, n) = (stream.parse::<u64>().ok()?, n.parse::<usize>().ok()?);
+        let streams = lock(&self.0);
+        let kept = streams.kept.get(&stream).filter(|kept| kept.session == session)?;
+        let messages = kept.messages.get(n..)?.to_vec();
+        Some(Rest { stream, first: n, messages })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(texts: &[&str]) -> Vec<Outgoing> {
+        texts
+            .iter()
+            .map(|t| Outgoing { json: (*t).into(), is_answer: false, offset_ms: 0, awaits_reply: None })
+            .collect()
+    }
+
+    fn jsons(rest: Option<Rest>) -> Option<(u64, usize, Vec<String>)> {
+        rest.map(|r| (r.stream, r.first, r.messages.into_iter().map(|m| m.json).collect()))
+    }
+
+    #[test]
+    fn resumes_after_any_event_of_its_own_session_only() {
+        let resumable = Resumable::default();
+        let one = resumable.open("s", &messages(&["a", "b", "c"]));
+        let two = resumable.open("s", &messages(&["d"]));
+        assert_ne!(one, two);
+        assert_eq!(
+            jsons(resumable.after("s", &event_id(one, 0))),
+            Some((one, 0, vec!["a".into(), "b".into(), "c".into()]))
+        );
+        assert_eq!(jsons(resumable.after("s", &event_id(one, 2))), Some((one, 2, vec!["c".into()])));
+        assert_eq!(jsons(resumable.after("s", &event_id(one, 3))), Some((one, 3, vec![])));
+        assert_eq!(jsons(resumable.after("s", &event_id(two, 0))), Some((two, 0, vec!["d".into()])));
+        assert!(resumable.after("s", &event_id(one, 4)).is_none(), "past the stream's end");
+        assert!(resumable.after("other", &event_id(one, 0)).is_none(), "another session's stream");
+        assert!(resumable.after("s", "7-0").is_none() && resumable.after("s", "x").is_none());
+    }
+
+    #[test]
+    fn the_oldest_are_forgotten_at_the_bound() {
+        let resumable = Resumable::default();
+        let first = resumable.open("s", &messages(&["a"]));
+        for _ in 0..MAX_RESUMABLE_STREAMS {
+            resumable.open("s", &messages(&["b"]));
+        }
+        assert!(resumable.after("s", &event_id(first, 0)).is_none());
+        assert!(resumable.after("s", &event_id(first + 1, 0)).is_some());
+        let huge = "x".repeat(MAX_RESUMABLE_BYTES);
+        let big = resumable.open("s", &messages(&[&huge]));
+        assert!(resumable.after("s", &event_id(big, 0)).is_none(), "one over the byte bound is not kept");
+        assert!(resumable.after("s", &event_id(first + 1, 0)).is_some(), "and evicts nothing");
+    }
+}
