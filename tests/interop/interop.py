@@ -430,7 +430,8 @@ def unprompted(args, node_env, checks):
     everything the server sends that is no answer, and pauses after
     `initialized`: server-everything (tools/list_changed twice, roots/list, a
     log line about the roots) and server-filesystem (roots/list) over stdio,
-    with the Python SDK (legacy, auto) and the TypeScript SDK (v1): directly,
+    with the Python SDK (legacy, auto) and the TypeScript SDK (v1; v2 legacy
+    and auto): directly,
     through `mcp-tape record --stdio`, against `replay --stdio` of that
     cassette, and against `replay` of it over HTTP (what stdio said between
     exchanges comes on the GET stream). Every transcript must equal the direct
@@ -438,7 +439,8 @@ def unprompted(args, node_env, checks):
     `record` and against `replay`."""
     env = dict(os.environ, MCP_TAPE_LOG="warn")
     node_stdio_env = dict(node_env, MCP_TAPE_LOG="warn")
-    users = ["python-sdk legacy", "python-sdk auto", "typescript-sdk v1"]
+    users = ["python-sdk legacy", "python-sdk auto", "typescript-sdk v1", "typescript-sdk v2 legacy",
+             "typescript-sdk v2 auto"]
     with tempfile.TemporaryDirectory() as cassettes, tempfile.TemporaryDirectory() as root:
         root_uri = "file://" + root
         servers = {
@@ -456,8 +458,9 @@ def unprompted(args, node_env, checks):
                              else clients.http_connector(target, mode, "unused-token"))
                 return python_flow(clients.unprompted_flow(connector, server, root_uri, UNPROMPTED_PAUSE_S))
             command = target if kind == "stdio" else [target + "/agents/servers/{server}"]
+            generation, mode = (user.split()[1:] + ["legacy"])[:2]
             return json.loads(run_process(
-                [args.node, "ts_stdio_client.mjs", "v1", "legacy", "unprompted", json.dumps(command), server,
+                [args.node, "ts_stdio_client.mjs", generation, mode, "unprompted", json.dumps(command), server,
                  root_uri, str(int(UNPROMPTED_PAUSE_S * 1000))], CLIENT_TIMEOUT_S, node_stdio_env))
 
         def run(stage, user, server, where, key=None):

@@ -2,18 +2,18 @@
 // StdioClientTransport) or v2 (@modelcontextprotocol/client, in a version
 // negotiation mode), spawning COMMAND with "{server}" replaced by each
 // server's name, in the round trip (FLOW round-trip) or against
-// @modelcontextprotocol/server-everything (FLOW everything); or (FLOW unprompted, v1) a client that
+// @modelcontextprotocol/server-everything (FLOW everything); or (FLOW unprompted) a client that
 // declares roots, hears every notification and request the server sends on its own, pauses
 // PAUSE_MS after `initialized`, then lists the tools of SERVER, which COMMAND_JSON runs (or, when
 // its only word is an http:// URL, serves over Streamable HTTP).
 // Usage: node ts_stdio_client.mjs v1|v2 legacy|auto round-trip|everything COMMAND_JSON
-//        node ts_stdio_client.mjs v1 legacy unprompted COMMAND_JSON SERVER ROOT_URI PAUSE_MS
+//        node ts_stdio_client.mjs v1|v2 legacy|auto unprompted COMMAND_JSON SERVER ROOT_URI PAUSE_MS
 // Prints the transcript as JSON.
 import { Client as ClientV1 } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport as StdioV1 } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport as HttpV1 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ListRootsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { Client as ClientV2 } from "@modelcontextprotocol/client";
+import { Client as ClientV2, StreamableHTTPClientTransport as HttpV2 } from "@modelcontextprotocol/client";
 import { StdioClientTransport as StdioV2 } from "@modelcontextprotocol/client/stdio";
 import { roundTrip } from "./round_trip_flow.mjs";
 
@@ -69,17 +69,25 @@ async function everything() {
 
 async function unprompted([server, rootUri, pauseMs]) {
   const heard = [];
-  const client = new ClientV1({ name: "mcp-tape-interop-unprompted", version: "1.0.0" }, { capabilities: { roots: {} } });
-  client.setRequestHandler(ListRootsRequestSchema, async () => {
+  const listRoots = async () => {
     heard.push(["roots/list", null]);
     return { roots: [{ uri: rootUri, name: "interop" }] };
-  });
+  };
+  const info = { name: "mcp-tape-interop-unprompted", version: "1.0.0" };
+  const capabilities = { capabilities: { roots: {} } };
+  const v1 = generation === "v1";
+  const client = v1
+    ? new ClientV1(info, capabilities)
+    : new ClientV2(info, { ...capabilities, versionNegotiation: { mode } });
+  if (v1) client.setRequestHandler(ListRootsRequestSchema, listRoots);
+  else client.setRequestHandler("roots/list", listRoots);
   client.fallbackNotificationHandler = async (notification) => {
     heard.push([notification.method, notification.params?.data ?? null]);
   };
   const [first] = command;
   const url = first.startsWith("http://") ? new URL(first.replaceAll("{server}", server)) : null;
-  await client.connect(url ? new HttpV1(url) : transport(StdioV1, server));
+  const Http = v1 ? HttpV1 : HttpV2;
+  await client.connect(url ? new Http(url) : transport(v1 ? StdioV1 : StdioV2, server));
   await new Promise((resolve) => setTimeout(resolve, Number(pauseMs)));
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
   await client.close();
