@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
-    FrontDoor, HttpUpstream, ImportConfig, ImportSource, MaxAge, Normalization, OnMiss, Pace, PruneConfig,
-    RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig, TestMode,
-    Timeouts, Upstream, VerifyConfig,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, Normalization, OnMiss, Pace,
+    PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig,
+    TestMode, Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
 
@@ -125,6 +125,16 @@ enum CliCommand {
     Import(ImportArgs),
     /// Write every exchange of a cassette as canonical JSON Lines, for review.
     Export(ExportArgs),
+    /// Search cassettes for secrets before they are committed.
+    ///
+    /// Every stored request, answer and aside (and service answer and answer
+    /// template) is searched for AWS access key ids, GitHub and Slack tokens,
+    /// Slack webhooks, JWTs, PEM private keys, Azure storage keys,
+    /// connection strings and SAS signatures, and random-looking values
+    /// under key names that say secret, token, password, credential or key.
+    /// Each finding: cassette, exchange row, JSON pointer, kind and a masked
+    /// preview. Exit 1 when anything is found, 0 when nothing is.
+    Lint(LintArgs),
 }
 
 #[derive(Debug, Args)]
@@ -152,6 +162,12 @@ struct NormalizationArgs {
     /// token, secret, password, api key, authorization, cookie).
     #[arg(long = "redact-key", value_name = "KEY")]
     redact_keys: Vec<String>,
+    /// Scrub text of this shape from every stored string, and before
+    /// matching: `builtin` for the secret shapes `mcp-tape lint` finds (AWS,
+    /// GitHub, Slack, JWT, PEM private keys, Azure storage), or a regular
+    /// expression (repeatable; give the same ones to record and replay).
+    #[arg(long = "redact-pattern", value_name = "builtin|REGEX")]
+    redact_patterns: Vec<String>,
     /// Leave this JSON pointer into params out of the match key, e.g.
     /// /arguments/requestId (repeatable; give the same ones to record and
     /// replay).
@@ -210,6 +226,11 @@ struct UpstreamArgs {
     /// answer is given up.
     #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
     idle_timeout: f64,
+    /// Treat this request header's value as a credential: scrubbed from
+    /// everything stored, wherever the upstream echoes it (repeatable; on
+    /// top of Authorization, Cookie and API key headers).
+    #[arg(long = "redact-header", value_name = "NAME")]
+    redact_headers: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -592,6 +613,22 @@ struct ImportArgs {
 }
 
 #[derive(Debug, Args)]
+struct LintArgs {
+    /// Cassette files, or directories of them.
+    #[arg(value_name = "CASSETTE", required = true)]
+    paths: Vec<PathBuf>,
+    /// How to print the findings.
+    #[arg(long, value_enum, default_value = "text")]
+    format: LintFormatArg,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LintFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
 struct ExportArgs {
     /// Cassette to read.
     #[arg(value_name = "CASSETTE")]
@@ -689,6 +726,13 @@ impl Cli {
             CliCommand::Export(args) => {
                 Command::Export(ExportConfig { cassette: args.cassette, output: args.output })
             }
+            CliCommand::Lint(args) => Command::Lint(LintConfig {
+                paths: args.paths,
+                format: match args.format {
+                    LintFormatArg::Text => Format::Text,
+                    LintFormatArg::Json => Format::Json,
+                },
+            }),
         })
     }
 }
@@ -762,6 +806,7 @@ impl UpstreamArgs {
                 response: seconds("--upstream-timeout", self.upstream_timeout)?,
                 idle: seconds("--idle-timeout", self.idle_timeout)?,
             },
+            redact_headers: self.redact_headers.iter().map(|name| name.to_ascii_lowercase()).collect(),
         })
     }
 }
@@ -836,7 +881,11 @@ impl NormalizationArgs {
                 "--ignore-param {bad:?}: expected a JSON pointer into params, such as /arguments/requestId"
             )));
         }
-        Ok(Normalization { redact_keys: self.redact_keys, ignore_params: self.ignore_params })
+        Ok(Normalization {
+            redact_keys: self.redact_keys,
+            ignore_params: self.ignore_params,
+            redact_patterns: self.redact_patterns,
+        })
     }
 }
 

@@ -41,6 +41,9 @@ pub struct Normalization {
     pub redact_keys: Vec<String>,
     /// JSON pointers into params left out of the match key (`--ignore-param`).
     pub ignore_params: Vec<String>,
+    /// Text shapes scrubbed from every stored string and before matching
+    /// (`--redact-pattern`: `builtin`, or a regular expression).
+    pub redact_patterns: Vec<String>,
 }
 
 /// The HTTP front door's rules, the same in every mode.
@@ -175,6 +178,9 @@ pub struct HttpUpstream {
     /// Extra trusted CA certificates (PEM) for the upstream's TLS.
     pub ca: Option<PathBuf>,
     pub timeouts: Timeouts,
+    /// Request headers whose values are scrubbed as credentials
+    /// (`--redact-header`, lowercase), besides the built-in ones.
+    pub redact_headers: Vec<String>,
 }
 
 /// `mcp-tape test`: the tape for the length of one command.
@@ -289,6 +295,14 @@ pub struct ExportConfig {
     pub output: Option<PathBuf>,
 }
 
+/// `mcp-tape lint`: cassettes searched for secrets.
+#[derive(Clone, Debug)]
+pub struct LintConfig {
+    pub paths: Vec<PathBuf>,
+    /// Text or JSON.
+    pub format: Format,
+}
+
 /// One validated command.
 #[derive(Clone, Debug)]
 pub enum Command {
@@ -301,6 +315,7 @@ pub enum Command {
     Diff(DiffConfig),
     Import(ImportConfig),
     Export(ExportConfig),
+    Lint(LintConfig),
 }
 
 impl Command {
@@ -315,7 +330,8 @@ impl Command {
             | Command::Verify(_)
             | Command::Diff(_)
             | Command::Import(_)
-            | Command::Export(_) => false,
+            | Command::Export(_)
+            | Command::Lint(_) => false,
         }
     }
 }

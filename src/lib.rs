@@ -50,6 +50,8 @@
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
 //! - [`redact`]: sensitive body keys and header credentials.
+//! - [`secrets`]: secret shapes (provider key and token formats) and how
+//!   random a value looks: what `lint` finds and `--redact-pattern` scrubs.
 //! - [`normalize`]: match keys, placeholders, field diffs.
 //! - [`sse`]: the `text/event-stream` encoder and incremental parser.
 //! - [`agent365`]: the Agent 365 service endpoints that are not MCP
@@ -80,6 +82,7 @@
 //! - [`drift`]: answers and tool catalogues compared (same, changed, gone;
 //!   breaking, additive, cosmetic), and two cassettes (`diff`).
 //! - [`verify`]: recordings re-sent to the live server and compared.
+//! - [`lint`]: stored cassettes searched for secrets.
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
 //!   process group, the signals passed on).
 //! - [`cmd`]: one module per command, each wiring its parts together
@@ -98,12 +101,14 @@ pub mod error;
 pub mod faults;
 pub mod jsonrpc;
 pub mod limits;
+pub mod lint;
 pub mod logging;
 pub mod matching;
 pub mod mcp;
 pub mod normalize;
 pub mod redact;
 pub mod report;
+pub mod secrets;
 pub mod sse;
 pub mod suggest;
 pub mod transport;

@@ -18,8 +18,11 @@ use sha2::{Digest, Sha256};
 use crate::cassette::model::{
     Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
 };
+use crate::config::Normalization;
+use crate::error::Error;
 use crate::mcp;
 use crate::redact::Redactor;
+use crate::secrets::Shapes;
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
 pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
@@ -73,8 +76,17 @@ pub struct Rules {
 }
 
 impl Rules {
-    pub fn new(redact_keys: &[String], ignore_params: &[String]) -> Rules {
-        Rules { redactor: Redactor::new(redact_keys), ignore_params: ignore_params.to_vec() }
+    /// The rules `normalization` asks for.
+    ///
+    /// # Errors
+    ///
+    /// A `--redact-pattern` that is no regular expression.
+    pub fn new(normalization: &Normalization) -> Result<Rules, Error> {
+        let shapes = Shapes::from_patterns(&normalization.redact_patterns)?;
+        Ok(Rules {
+            redactor: Redactor::new(&normalization.redact_keys, shapes),
+            ignore_params: normalization.ignore_params.clone(),
+        })
     }
 
     /// Whether [`Rules::redact`] would change `value`.
@@ -387,7 +399,8 @@ pub(crate) mod tests {
 
     #[test]
     fn ignored_pointers_leave_the_key() {
-        let rules = Rules::new(&[], &["/arguments/requestId".into(), "/arguments/list/0".into()]);
+        let ignore_params = vec!["/arguments/requestId".into(), "/arguments/list/0".into()];
+        let rules = Rules::new(&Normalization { ignore_params, ..Normalization::default() }).unwrap();
         let a = json!({"name": "t", "arguments": {"requestId": "1", "list": [9, 1]}});
         let b = json!({"name": "t", "arguments": {"requestId": "2", "list": [8, 1]}});
         assert_eq!(

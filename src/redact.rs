@@ -9,6 +9,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
+use crate::secrets::Shapes;
 
 /// What a redacted value is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
@@ -22,17 +23,20 @@ const SENSITIVE_ENDINGS: [&str; 7] =
 /// Keys that end like a credential but are protocol fields replay needs.
 const PROTOCOL_KEYS: [&str; 1] = ["progresstoken"];
 
-/// Decides which JSON object keys are sensitive and blanks their values.
+/// Decides which JSON object keys are sensitive and blanks their values,
+/// and scrubs text of the secret shapes it was given from every string.
 #[derive(Clone, Debug, Default)]
 pub struct Redactor {
     /// User-given keys (`--redact-key`), folded like the built-in endings;
     /// these match whole keys, not endings.
     extra: Vec<String>,
+    /// `--redact-pattern` shapes.
+    shapes: Shapes,
 }
 
 impl Redactor {
-    pub fn new(extra_keys: &[String]) -> Redactor {
-        Redactor { extra: extra_keys.iter().map(|k| fold(k)).collect() }
+    pub fn new(extra_keys: &[String], shapes: Shapes) -> Redactor {
+        Redactor { extra: extra_keys.iter().map(|k| fold(k)).collect(), shapes }
     }
 
     pub fn is_sensitive(&self, key: &str) -> bool {
@@ -43,13 +47,18 @@ impl Redactor {
         })
     }
 
-    /// Whether any key of `value`, at any depth, is sensitive.
+    /// Whether any key of `value`, at any depth, is sensitive, or any of
+    /// its strings holds one of the shapes.
     pub fn finds_sensitive(&self, value: &Value) -> bool {
+        self.finds_sensitive_key(value) || (!self.shapes.is_empty() && self.shapes.finds_in(value))
+    }
+
+    fn finds_sensitive_key(&self, value: &Value) -> bool {
         match value {
             Value::Object(map) => {
-                map.iter().any(|(key, inner)| self.is_sensitive(key) || self.finds_sensitive(inner))
+                map.iter().any(|(key, inner)| self.is_sensitive(key) || self.finds_sensitive_key(inner))
             }
-            Value::Array(items) => items.iter().any(|item| self.finds_sensitive(item)),
+            Value::Array(items) => items.iter().any(|item| self.finds_sensitive_key(item)),
             _ => false,
         }
     }
@@ -80,19 +89,27 @@ impl Redactor {
         }
     }
 
-    /// Replaces, at any depth, every value under a sensitive key.
+    /// Replaces, at any depth, every value under a sensitive key, and text
+    /// of the shapes anywhere.
     pub fn redact(&self, value: &mut Value) {
+        self.blank_sensitive_keys(value);
+        if !self.shapes.is_empty() {
+            self.shapes.scrub(value, REDACTED);
+        }
+    }
+
+    fn blank_sensitive_keys(&self, value: &mut Value) {
         match value {
             Value::Object(map) => {
                 for (key, inner) in map.iter_mut() {
                     if self.is_sensitive(key) {
                         *inner = Value::String(REDACTED.into());
                     } else {
-                        self.redact(inner);
+                        self.blank_sensitive_keys(inner);
                     }
                 }
             }
-            Value::Array(items) => items.iter_mut().for_each(|item| self.redact(item)),
+            Value::Array(items) => items.iter_mut().for_each(|item| self.blank_sensitive_keys(item)),
             _ => {}
         }
     }
@@ -111,13 +128,19 @@ fn is_credential_header(name: &str) -> bool {
 
 /// The credential values in request headers, as (name, value) pairs: the
 /// `Authorization` credentials (also without their scheme), API key headers,
-/// and each cookie's value. Values too short to scrub safely are left out.
-pub fn header_secrets<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+/// those named in `extra` (`--redact-header`, any case), and each cookie's
+/// value. Values too short to scrub safely are left out.
+pub fn header_secrets<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    extra: &[String],
+) -> Vec<String> {
     let mut secrets = Vec::new();
     for (name, value) in headers {
         let name = name.to_ascii_lowercase();
         let value = value.trim();
-        if name == "authorization" || name == "proxy-authorization" {
+        if extra.iter().any(|named| named.eq_ignore_ascii_case(&name)) {
+            secrets.push(value.to_owned());
+        } else if name == "authorization" || name == "proxy-authorization" {
             secrets.push(value.to_owned());
             if let Some((_, credentials)) = value.split_once(' ') {
                 secrets.push(credentials.trim().to_owned());
@@ -389,7 +412,7 @@ mod tests {
     /// String past that: both give the same verdicts.
     #[test]
     fn long_and_non_ascii_keys_are_judged_like_short_ones() {
-        let redactor = Redactor::new(&["ssn".into()]);
+        let redactor = Redactor::new(&["ssn".into()], Shapes::default());
         let long = "a".repeat(100);
         assert!(redactor.is_sensitive(&format!("{long}_Token")));
         assert!(!redactor.is_sensitive(&format!("{long}_name")));
@@ -402,7 +425,7 @@ mod tests {
 
     #[test]
     fn redacts_credentials_at_any_depth_and_keeps_protocol_fields() {
-        let redactor = Redactor::new(&["ssn".into()]);
+        let redactor = Redactor::new(&["ssn".into()], Shapes::default());
         let mut value = json!({
             "arguments": {"api_key": "k", "nested": [{"Password": "p", "SSN": "1"}], "maxTokens": 5},
             "_meta": {"progressToken": 3},
@@ -437,15 +460,25 @@ mod tests {
     }
 
     #[test]
+    fn named_headers_are_credentials_too() {
+        let forwarded = ("X-Forwarded-Auth", "forwarded-credential-1");
+        assert!(header_secrets([forwarded], &[]).is_empty(), "not a credential by its name");
+        assert_eq!(header_secrets([forwarded], &["x-forwarded-auth".into()]), ["forwarded-credential-1"]);
+    }
+
+    #[test]
     fn header_secrets_and_scrubbing() {
         let token = "eyJhbGciOiJSUzI1NiJ9.payload.signature";
         let bearer = format!("Bearer {token}");
-        let secrets = header_secrets([
-            ("Authorization", bearer.as_str()),
-            ("Cookie", "session=0123456789abcdef; theme=dark"),
-            ("X-Api-Key", "short"),
-            ("Accept", "application/json"),
-        ]);
+        let secrets = header_secrets(
+            [
+                ("Authorization", bearer.as_str()),
+                ("Cookie", "session=0123456789abcdef; theme=dark"),
+                ("X-Api-Key", "short"),
+                ("Accept", "application/json"),
+            ],
+            &[],
+        );
         assert_eq!(secrets, [bearer.clone(), token.to_owned(), "0123456789abcdef".to_owned()]);
         let mut value = json!({
             "content": [{"type": "text", "text": format!("you sent {bearer} and {token}")}],
@@ -465,10 +498,10 @@ mod tests {
         use base64::Engine;
         let token = "eyJhbGciOiJSUzI1NiJ9.pay/load+sig=";
         let bearer = format!("Bearer {token}");
-        let secrets = header_secrets([
-            ("Authorization", bearer.as_str()),
-            ("Ocp-Apim-Subscription-Key", "0a1b2c3d4e5f6a7b"),
-        ]);
+        let secrets = header_secrets(
+            [("Authorization", bearer.as_str()), ("Ocp-Apim-Subscription-Key", "0a1b2c3d4e5f6a7b")],
+            &[],
+        );
         assert!(secrets.contains(&"0a1b2c3d4e5f6a7b".to_owned()), "{secrets:?}");
         let echoes = [
             token.to_uppercase(),
@@ -495,7 +528,7 @@ mod tests {
 
     #[test]
     fn user_keys_match_whole_keys_only() {
-        let redactor = Redactor::new(&["name".into()]);
+        let redactor = Redactor::new(&["name".into()], Shapes::default());
         assert!(redactor.is_sensitive("Name"));
         assert!(!redactor.is_sensitive("displayName"));
     }

@@ -6,6 +6,7 @@
 mod diff;
 mod export;
 mod import;
+mod lint;
 mod prune;
 pub mod record;
 pub mod replay;
@@ -45,6 +46,7 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         Command::Diff(config) => diff::run(&config),
         Command::Import(config) => import::run(&config),
         Command::Export(config) => export::run(&config),
+        Command::Lint(config) => lint::run(&config),
     }
 }
 

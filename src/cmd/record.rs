@@ -67,14 +67,15 @@ pub(super) fn http_recording(
     front_door: FrontDoor,
 ) -> Result<(Arc<App>, Writer), Error> {
     let Rules { matches, faults } = rules;
-    let rules = Normalizing::new(&normalization.redact_keys, &normalization.ignore_params);
+    let rules = Normalizing::new(normalization)?;
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
         http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
     let engine = recording_engine(recorder, Proxy::new(client), existing, rules, matches).with_faults(faults);
-    Ok((Arc::new(App::new(engine, front_door)), writer))
+    let app = App::new(engine, front_door).redacting_headers(upstream.redact_headers.clone());
+    Ok((Arc::new(app), writer))
 }
 
 /// The engine of a recording through `link`: record, or with `existing`
@@ -177,7 +178,7 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
         return Err(Error::Config("record over stdio needs a stdio server's command".into()));
     };
     let Rules { matches, faults } = load_rules(&config.rules)?;
-    let rules = Normalizing::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let rules = Normalizing::new(&config.normalization)?;
     let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
     let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));

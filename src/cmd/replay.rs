@@ -56,7 +56,7 @@ pub(super) fn load_cassettes(
     max_age: Option<MaxAge>,
 ) -> Result<(Replay, Vec<FaultRule>), Error> {
     let files = store::cassette_files(paths)?;
-    let rules = Rules::new(&normalization.redact_keys, &normalization.ignore_params);
+    let rules = Rules::new(normalization)?;
     let loaded = store::load_as_text(&files)?;
     let templates = loaded.templates.len();
     let carried: Vec<FaultRule> = loaded

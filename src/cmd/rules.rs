@@ -15,7 +15,7 @@ pub(super) fn suggest(config: &SuggestConfig) -> Result<u8, Error> {
     let report = read_report(&config.report)?;
     let misses =
         suggest::misses(&report).map_err(|e| Error::Config(format!("{}: {e}", config.report.display())))?;
-    let rules = Rules::new(&config.normalization.redact_keys, &config.normalization.ignore_params);
+    let rules = Rules::new(&config.normalization)?;
     print!("{}", suggest::suggest(&misses, &config.cassettes, &rules)?);
     Ok(0)
 }

@@ -31,12 +31,12 @@ fn chatty_server() -> String {
     )
 }
 
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
         "capabilities": {"roots": {}}, "clientInfo": {"name": "asides-test", "version": "1"}}})
 }
 
-fn initialized() -> Value {
+pub(crate) fn initialized() -> Value {
     json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
 }
 
@@ -60,7 +60,7 @@ async fn converse(peer: &mut Peer) -> Vec<Value> {
 
 /// Records the chatty server over stdio into `into/chatty.sqlite`; returns
 /// what the client received.
-async fn record_chatty(into: &Path) -> Vec<Value> {
+pub(crate) async fn record_chatty(into: &Path) -> Vec<Value> {
     let args = [
         "record",
         "--stdio",

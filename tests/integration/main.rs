@@ -18,6 +18,7 @@ mod recorded;
 mod resume;
 mod rmcp_clients;
 mod rules;
+mod secrets;
 mod stdio;
 mod support;
 mod templates;

@@ -2,7 +2,7 @@
 //! server closed before the answer, across the client's `GET` with
 //! `Last-Event-ID`, and stores where it closed; replay numbers its events,
 //! opens with the recorded priming event, closes at the same point, and
-//! continues from any event id it sent.
+//! continues from any event id it sent, the standalone GET stream's too.
 
 use mcp_tape::cassette::model::StreamShape;
 use mcp_tape::config::Pace;
@@ -128,4 +128,75 @@ async fn a_stream_closed_before_its_answer_is_recorded_whole_and_replayed_resuma
         assert_eq!(text_of(&whole[1].message()), "polled answer");
         replayer.stop().await.unwrap();
     }
+}
+
+/// Reads a GET stream until `count` events with data have come; returns
+/// their ids and data.
+async fn read_events(stream: &mut reqwest::Response, count: usize) -> Vec<(String, Value)> {
+    let mut text = String::new();
+    let mut found = Vec::new();
+    while found.len() < count {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), stream.chunk()).await;
+        let chunk = chunk.expect("an event in time").unwrap().expect("the stream goes on");
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            let field = |name: &str| block.lines().find_map(|l| l.strip_prefix(name)).map(str::to_owned);
+            if let (Some(id), Some(data)) = (field("id: "), field("data: ")) {
+                found.push((id, serde_json::from_str(&data).unwrap()));
+            }
+        }
+    }
+    found
+}
+
+async fn get_stream(url: &str, session: &str, last_event_id: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session);
+    if let Some(last) = last_event_id {
+        request = request.header("last-event-id", last);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+#[tokio::test]
+async fn the_standalone_stream_resumes_after_any_event_it_sent() {
+    let into = tempfile::tempdir().unwrap();
+    crate::asides::record_chatty(into.path()).await;
+    let replay = Replayer::start(&[into.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Chatty");
+    let session = initialize_session(&url).await;
+    let mut first = get_stream(&url, &session, None).await;
+    let said = read_events(&mut first, 2).await;
+    assert_eq!(said[0].1["method"], "notifications/tools/list_changed", "{said:?}");
+    assert_eq!(said[1].1["method"], "roots/list", "{said:?}");
+    let stream = said[0].0.strip_suffix("-1").expect("ids name their stream").to_owned();
+    assert_eq!(said[1].0, format!("{stream}-2"));
+    drop(first); // the connection drops
+
+    let mut resumed = get_stream(&url, &session, Some(&said[0].0)).await;
+    let again = read_events(&mut resumed, 1).await;
+    assert_eq!(again, said[1..], "what followed the event resumed from, with its id");
+    drop(resumed);
+    let other = initialize_session(&url).await;
+    let mut elsewhere = get_stream(&url, &other, Some(&said[0].0)).await;
+    let theirs = read_events(&mut elsewhere, 2).await;
+    assert!(
+        theirs.iter().all(|(id, _)| !id.starts_with(&format!("{stream}-"))),
+        "another session's id opens a new stream: {theirs:?}"
+    );
+    replay.stop().await.unwrap();
+}
+
+/// Opens a second session of the chatty recording: `initialize`, `initialized`.
+async fn initialize_session(url: &str) -> String {
+    let init = post(url, &[], &crate::asides::initialize().to_string()).await;
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let headers = [("mcp-session-id", session.as_str())];
+    assert_eq!(post(url, &headers, &crate::asides::initialized().to_string()).await.status, 202);
+    session
 }

@@ -300,6 +300,9 @@ pub struct RecordOptions {
     pub upstream_ca: Option<PathBuf>,
     /// `--fault` specs.
     pub faults: Vec<String>,
+    /// `--redact-header` names (lowercase).
+    pub redact_headers: Vec<String>,
+    pub normalization: Normalization,
 }
 
 impl Default for RecordOptions {
@@ -310,6 +313,8 @@ impl Default for RecordOptions {
             timeouts: mcp_tape::config::Timeouts { connect: patient, response: patient, idle: patient },
             upstream_ca: None,
             faults: Vec::new(),
+            redact_headers: Vec::new(),
+            normalization: Normalization::default(),
         }
     }
 }
@@ -330,12 +335,13 @@ impl Recorder {
                     url: upstream.to_owned(),
                     ca: options.upstream_ca,
                     timeouts: options.timeouts,
+                    redact_headers: options.redact_headers,
                 },
             },
             cassette: cassette.clone(),
             mode: options.mode,
             rules: mcp_tape::config::RuleSources { file: None, faults: options.faults },
-            normalization: Normalization::default(),
+            normalization: options.normalization,
             reports: mcp_tape::config::Reports::default(),
         };
         let (stop, stopped) = oneshot::channel::<()>();

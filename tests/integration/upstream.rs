@@ -391,6 +391,10 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             let events = format!("id: polled-0\nretry: 300\ndata: \n\nid: polled-1\nevent: message\ndata: {note}\n\n");
             full(200, Some("text/event-stream"), events)
         }
+        ("tools/call", "echo_forwarded") => {
+            let forwarded = parts.headers.get("x-forwarded-auth").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            json_answer(result(text(format!("forwarded {forwarded}; note {}", body["params"]["arguments"]["note"]))))
+        }
         ("tools/call", "not_json") => full(200, Some("application/json"), "this is not JSON"),
         _ => json_answer(result(json!({"echo": body["params"]}))),
     })

@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -63,7 +64,7 @@ pub(super) fn answer(
             {
                 messages.truncate(close);
             }
-            numbering = Some(Numbering { stream, next: 1 });
+            numbering = Some(Numbering { stream, next: 1, kept_in: None });
         }
         let mut response = Response::new(events(messages, prefix, numbering, live, answer.hold_open));
         *response.status_mut() = status::of_answer(answer.era, answer.standing);
@@ -86,7 +87,7 @@ pub(super) fn answer(
 pub(super) fn resumed(rest: Rest, live: Option<Live>) -> Response<Body> {
     let live = live
         .filter(|live| live.pace == Pace::Recorded || rest.messages.iter().any(|m| m.awaits_reply.is_some()));
-    let numbering = Numbering { stream: rest.stream, next: rest.first + 1 };
+    let numbering = Numbering { stream: rest.stream, next: rest.first + 1, kept_in: None };
     let mut response = Response::new(events(rest.messages, String::new(), Some(numbering), live, false));
     set_stream_headers(&mut response);
     response
@@ -116,10 +117,12 @@ fn events(
     }
 }
 
-/// The next event number of a resumable stream.
-struct Numbering {
+/// The next event number of a resumable stream, and where a standalone
+/// stream keeps what it sends.
+pub(super) struct Numbering {
     stream: u64,
     next: usize,
+    kept_in: Option<Arc<Resumable>>,
 }
 
 impl Numbering {
@@ -129,6 +132,9 @@ impl Numbering {
             Some(numbering) => {
                 let id = resume::event_id(numbering.stream, numbering.next);
                 numbering.next += 1;
+                if let Some(streams) = &numbering.kept_in {
+                    streams.sent(numbering.stream, json);
+                }
                 sse::message_event_with_id(Some(&id), json)
             }
             None => sse::message_event(json),
@@ -137,9 +143,25 @@ impl Numbering {
 }
 
 /// A session's standalone stream (GET): SSE fed by `stream` until the
-/// client goes.
-pub(super) fn stream(stream: mpsc::Receiver<Emit>) -> Response<Body> {
-    let mut response = Response::new(Channel { emitted: stream, prefix: None, numbering: None }.boxed());
+/// client goes, each message numbered and kept in `streams` so the client
+/// can resume it; a resumed one (`Some(rest)`) first sends what followed
+/// the event it resumes from.
+pub(super) fn stream(
+    stream: mpsc::Receiver<Emit>,
+    streams: &Arc<Resumable>,
+    session: &str,
+    rest: Option<Rest>,
+) -> Response<Body> {
+    let (number, first, resent) = match rest {
+        Some(rest) => (rest.stream, rest.first, rest.messages),
+        None => (streams.open_standalone(session), 0, Vec::new()),
+    };
+    // What the client missed was kept when it was first sent: sent again, not kept again.
+    let mut numbering = Some(Numbering { stream: number, next: first + 1, kept_in: None });
+    let prefix: String = resent.iter().map(|m| Numbering::event(&mut numbering, &m.json)).collect();
+    let numbering = numbering.map(|n| Numbering { kept_in: Some(Arc::clone(streams)), ..n });
+    let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
+    let mut response = Response::new(Channel { emitted: stream, prefix, numbering }.boxed());
     set_stream_headers(&mut response);
     response
 }

@@ -16,6 +16,7 @@ mod status;
 pub mod upstream;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -60,13 +61,28 @@ pub struct App {
     engine: Engine<Proxy>,
     front_door: FrontDoor,
     params: ParamsCache,
-    /// Replayed answer streams a client can resume.
-    resumable: Resumable,
+    /// Replayed streams a client can resume.
+    resumable: Arc<Resumable>,
+    /// Request headers whose values are credentials besides the built-in
+    /// ones (`--redact-header`, lowercase).
+    redact_headers: Vec<String>,
 }
 
 impl App {
     pub fn new(engine: Engine<Proxy>, front_door: FrontDoor) -> App {
-        App { engine, front_door, params: ParamsCache::default(), resumable: Resumable::default() }
+        App {
+            engine,
+            front_door,
+            params: ParamsCache::default(),
+            resumable: Arc::default(),
+            redact_headers: Vec::new(),
+        }
+    }
+
+    /// The same, scrubbing the values of `headers` (lowercase names) from
+    /// what is recorded, as credentials.
+    pub fn redacting_headers(self, headers: Vec<String>) -> App {
+        App { redact_headers: headers, ..self }
     }
 
     pub fn engine(&self) -> &Engine<Proxy> {
@@ -207,7 +223,7 @@ async fn post(
     let body = read_body(body, app.front_door.idle_timeout).await?;
     let read = check_post_headers(&parts.headers).and_then(|accepts| {
         let message = super::parse_message(&body, &app.params)?;
-        Ok((message, accepts, Context::read(&parts.headers, recording)?))
+        Ok((message, accepts, Context::read(&parts.headers, recording.then_some(&app.redact_headers[..]))?))
     });
     let (message, accepts, context) = match (read, proxy) {
         (Ok(read), _) => read,
@@ -330,9 +346,12 @@ struct Context {
 
 impl Context {
     /// Reads the headers. Replaying, a header that is not visible ASCII is
-    /// refused; recording, it is left for the upstream to judge (read as
+    /// refused; recording (with the headers named credentials besides the
+    /// built-in ones), it is left for the upstream to judge (read as
     /// absent), and the request's credentials are collected to be scrubbed.
-    fn read(headers: &HeaderMap, recording: bool) -> Result<Context, RequestError> {
+    fn read(headers: &HeaderMap, recording: Option<&[String]>) -> Result<Context, RequestError> {
+        let named = recording;
+        let recording = named.is_some();
         // Many requests carry no MCP header at all: one look at the names
         // spares the lookups below.
         let any_mcp = headers.keys().any(|name| name.as_str().starts_with("mcp-"));
@@ -364,7 +383,7 @@ impl Context {
         } else {
             Vec::new()
         };
-        let credentials = if recording { credentials(headers) } else { Vec::new() };
+        let credentials = named.map(|named| credentials(headers, named)).unwrap_or_default();
         Ok(Context {
             era,
             session: text(&SESSION_ID)?.map(str::to_owned),
@@ -375,9 +394,10 @@ impl Context {
 
 /// The credentials a request carries in its headers ([`redact::header_secrets`]),
 /// to be scrubbed from whatever is recorded of it.
-fn credentials(headers: &HeaderMap) -> Vec<String> {
+fn credentials(headers: &HeaderMap, named: &[String]) -> Vec<String> {
     redact::header_secrets(
         headers.iter().filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+        named,
     )
 }
 
@@ -393,7 +413,7 @@ async fn service(
     let (parts, body) = request.into_parts();
     let origin = origin(&parts.headers, &parts.uri);
     let body = read_body(body, app.front_door.idle_timeout).await?;
-    match app.engine.service(route, &origin, credentials(&parts.headers)) {
+    match app.engine.service(route, &origin, credentials(&parts.headers, &app.redact_headers)) {
         ServiceStep::Answer(reply) => {
             if route == ServiceRoute::ChatMessage {
                 tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
@@ -450,19 +470,21 @@ async fn other(
     }
     let era = mcp::era_of(header_str(request.headers(), &PROTOCOL_VERSION)?);
     let session = header_str(request.headers(), &SESSION_ID)?;
+    let mut resumed = None;
     if request.method() == Method::GET
         && era == Era::Handshake
         && let Some(session) = session
-        && let Some(resumed) = header_str(request.headers(), &LAST_EVENT_ID)?
+        && let Some(last) = header_str(request.headers(), &LAST_EVENT_ID)?
     {
-        match app.resumable.after(session, resumed) {
-            Some(rest) => {
+        match app.resumable.after(session, last) {
+            Some(rest) if !rest.standalone => {
                 logged.outcome = Outcome::Resumed;
                 return Ok(frame::resumed(rest, engine.live(Some(session.to_owned()), Duration::ZERO)));
             }
+            Some(rest) => resumed = Some(rest),
             None => tracing::debug!(
-                "Last-Event-ID {} names no stream replay can resume; the standalone stream opens instead",
-                printable(resumed)
+                "Last-Event-ID {} names no stream replay can resume; a new standalone stream opens",
+                printable(last)
             ),
         }
     }
@@ -491,8 +513,8 @@ async fn other(
         }
         .into()),
         SessionStep::Stream(stream) => {
-            logged.outcome = Outcome::Streaming;
-            Ok(frame::stream(stream))
+            logged.outcome = if resumed.is_some() { Outcome::Resumed } else { Outcome::Streaming };
+            Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed))
         }
         SessionStep::Ended => {
             logged.outcome = Outcome::Ended;

@@ -1,13 +1,14 @@
-//! Replayed SSE answers a client can resume (SEP-1699). Every event of a
-//! handshake session's replayed answer stream carries an id
-//! `{stream}-{n}`: `n` is 0 for a priming event and `i + 1` for the
-//! answer's `i`-th message, and stream numbers are never reused in a run,
-//! so ids are unique across a session's streams and say which stream they
-//! belong to. The messages of each such answer are kept (bounded by
-//! [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], oldest forgotten
-//! first), so a `GET` with a `Last-Event-ID` of one gets what followed
-//! that event, whether replay closed the stream there as the recording
-//! shows or the client lost its connection.
+//! Replayed SSE streams a client can resume (SEP-1699). Every event of a
+//! handshake session's replayed answer stream, and of its standalone GET
+//! stream, carries an id `{stream}-{n}`: `n` is 0 for a priming event and
+//! `i + 1` for the stream's `i`-th message, and stream numbers are never
+//! reused in a run, so ids are unique across a session's streams and say
+//! which stream they belong to. The messages of each such stream are kept
+//! (an answer's when it starts, a standalone stream's as they are sent;
+//! bounded by [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], oldest
+//! forgotten first), so a `GET` with a `Last-Event-ID` of one gets what
+//! followed that event, whether replay closed the stream there as the
+//! recording shows or the client lost its connection.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -27,6 +28,8 @@ pub(super) struct Rest {
     /// The number of the first message in `messages` (its event is `first + 1`).
     pub first: usize,
     pub messages: Vec<Outgoing>,
+    /// It is a standalone stream's: the stream goes on after them.
+    pub standalone: bool,
 }
 
 /// The resumable streams of a run.
@@ -46,29 +49,70 @@ struct Kept {
     session: String,
     messages: Vec<Outgoing>,
     bytes: usize,
+    standalone: bool,
+}
+
+impl Streams {
+    /// A new stream number, and room for `bytes` more (the oldest streams
+    /// forgotten); false when `bytes` alone are over the bound.
+    fn make_room(&mut self, bytes: usize) -> bool {
+        if bytes > MAX_RESUMABLE_BYTES {
+            return false;
+        }
+        while self.kept.len() >= MAX_RESUMABLE_STREAMS || self.bytes + bytes > MAX_RESUMABLE_BYTES {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if let Some(gone) = self.kept.remove(&oldest) {
+                self.bytes -= gone.bytes;
+            }
+        }
+        true
+    }
+
+    fn keep(&mut self, session: &str, messages: Vec<Outgoing>, standalone: bool) -> u64 {
+        let stream = self.next;
+        self.next += 1;
+        let bytes: usize = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
+        if self.make_room(bytes) {
+            self.bytes += bytes;
+            self.order.push_back(stream);
+            self.kept.insert(stream, Kept { session: session.to_owned(), messages, bytes, standalone });
+        }
+        stream
+    }
 }
 
 impl Resumable {
-    /// Numbers a new stream of `session` that sends `messages`, and keeps
-    /// them unless they alone are over the bound.
+    /// Numbers a new answer stream of `session` that sends `messages`, and
+    /// keeps them unless they alone are over the bound.
     pub(super) fn open(&self, session: &str, messages: &[Outgoing]) -> u64 {
-        let bytes: usize = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
+        lock(&self.0).keep(session, messages.to_vec(), false)
+    }
+
+    /// Numbers a new standalone stream of `session`, whose messages are
+    /// kept as they are sent ([`Resumable::sent`]).
+    pub(super) fn open_standalone(&self, session: &str) -> u64 {
+        lock(&self.0).keep(session, Vec::new(), true)
+    }
+
+    /// Standalone stream `stream` sent `json`: kept, unless that would pass
+    /// the bound with this stream alone (it is then forgotten).
+    pub(super) fn sent(&self, stream: u64, json: &str) {
         let mut streams = lock(&self.0);
-        let stream = streams.next;
-        streams.next += 1;
-        if bytes > MAX_RESUMABLE_BYTES {
-            return stream;
+        let Some(mut kept) = streams.kept.remove(&stream) else { return };
+        streams.order.retain(|s| *s != stream);
+        streams.bytes -= kept.bytes;
+        kept.bytes += json.len();
+        if streams.make_room(kept.bytes) {
+            kept.messages.push(Outgoing {
+                json: json.to_owned(),
+                is_answer: false,
+                offset_ms: 0,
+                awaits_reply: None,
+            });
+            streams.bytes += kept.bytes;
+            streams.order.push_back(stream);
+            streams.kept.insert(stream, kept);
         }
-        while streams.kept.len() >= MAX_RESUMABLE_STREAMS || streams.bytes + bytes > MAX_RESUMABLE_BYTES {
-            let Some(oldest) = streams.order.pop_front() else { break };
-            if let Some(gone) = streams.kept.remove(&oldest) {
-                streams.bytes -= gone.bytes;
-            }
-        }
-        streams.bytes += bytes;
-        streams.order.push_back(stream);
-        streams.kept.insert(stream, Kept { session: session.to_owned(), messages: messages.to_vec(), bytes });
-        stream
     }
 
     /// What follows event `last_event_id` on a stream of `session`; `None`
@@ -79,7 +123,7 @@ impl Resumable {
         let streams = lock(&self.0);
         let kept = streams.kept.get(&stream).filter(|kept| kept.session == session)?;
         let messages = kept.messages.get(n..)?.to_vec();
-        Some(Rest { stream, first: n, messages })
+        Some(Rest { stream, first: n, messages, standalone: kept.standalone })
     }
 }
 
@@ -114,6 +158,12 @@ mod tests {
         assert!(resumable.after("s", &event_id(one, 4)).is_none(), "past the stream's end");
         assert!(resumable.after("other", &event_id(one, 0)).is_none(), "another session's stream");
         assert!(resumable.after("s", "7-0").is_none() && resumable.after("s", "x").is_none());
+        let standalone = resumable.open_standalone("s");
+        resumable.sent(standalone, "e");
+        resumable.sent(standalone, "f");
+        let rest = resumable.after("s", &event_id(standalone, 1)).unwrap();
+        assert!(rest.standalone);
+        assert_eq!(jsons(Some(rest)), Some((standalone, 1, vec!["f".into()])));
     }
 
     #[test]
@@ -129,5 +179,13 @@ mod tests {
         let big = resumable.open("s", &messages(&[&huge]));
         assert!(resumable.after("s", &event_id(big, 0)).is_none(), "one over the byte bound is not kept");
         assert!(resumable.after("s", &event_id(first + 1, 0)).is_some(), "and evicts nothing");
+        let standalone = resumable.open_standalone("s");
+        resumable.sent(standalone, "small");
+        assert!(resumable.after("s", &event_id(standalone, 1)).is_some());
+        resumable.sent(standalone, &huge);
+        assert!(
+            resumable.after("s", &event_id(standalone, 1)).is_none(),
+            "a standalone stream past the bound is forgotten"
+        );
     }
 }

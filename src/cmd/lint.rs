@@ -1,0 +1,70 @@
+//! `mcp-tape lint`: cassettes searched for secrets, before a commit.
+
+use serde_json::{Value, json};
+
+use crate::config::{Format, LintConfig};
+use crate::error::Error;
+use crate::lint::{self, Finding, Place};
+
+/// Prints each finding (standard output) and a summary (standard error);
+/// 1 when anything was found.
+///
+/// # Errors
+///
+/// A path that is no cassette, or a cassette that cannot be read.
+pub(super) fn run(config: &LintConfig) -> Result<u8, Error> {
+    let linted = lint::lint(&config.paths)?;
+    match config.format {
+        Format::Json => {
+            let findings: Vec<Value> = linted.findings.iter().map(as_json).collect();
+            let report = json!({
+                "cassettes": linted.cassettes,
+                "exchanges": linted.exchanges,
+                "findings": findings,
+            });
+            println!("{report:#}");
+        }
+        _ => {
+            for finding in &linted.findings {
+                println!("{}", as_text(finding));
+            }
+        }
+    }
+    let (cassettes, exchanges) = (linted.cassettes, linted.exchanges);
+    match linted.findings.len() {
+        0 => eprintln!("mcp-tape: lint: nothing found in {cassettes} cassette(s), {exchanges} exchange(s)"),
+        n => eprintln!(
+            "mcp-tape: lint: {n} finding(s) in {cassettes} cassette(s): remove them (re-record with \
+             --redact-pattern builtin, or edit an export and import it) before committing"
+        ),
+    }
+    Ok(u8::from(!linted.findings.is_empty()))
+}
+
+fn place(finding: &Finding) -> String {
+    let cassette = finding.cassette.display();
+    match &finding.place {
+        Place::Exchange(row) => format!("{cassette}#{row}"),
+        Place::Service(route) => format!("{cassette} service {route}"),
+        Place::Template(tool) => format!("{cassette} template {tool}"),
+    }
+}
+
+fn as_text(finding: &Finding) -> String {
+    format!("{} {} {} {}", place(finding), finding.pointer, finding.kind, finding.preview)
+}
+
+fn as_json(finding: &Finding) -> Value {
+    let mut found = json!({
+        "cassette": finding.cassette.display().to_string(),
+        "pointer": finding.pointer,
+        "kind": finding.kind,
+        "preview": finding.preview,
+    });
+    match &finding.place {
+        Place::Exchange(row) => found["exchange"] = (*row).into(),
+        Place::Service(route) => found["service"] = route.as_str().into(),
+        Place::Template(tool) => found["template"] = tool.as_str().into(),
+    }
+    found
+}
