@@ -93,7 +93,7 @@ pub async fn verify(config: &VerifyConfig) -> Result<Verified, Error> {
                 live_lists.entry(server.clone()).or_insert_with(|| (before.clone(), after.clone()));
             }
             if verdict != Verdict::Same
-                && let Some(Source { cassette, row }) = &exchange.source
+                && let Some(Source { cassette, row, .. }) = &exchange.source
             {
                 let seq = exchange.messages.iter().rposition(|m| &m.body == recorded).unwrap_or(0);
                 updates.entry(cassette.to_path_buf()).or_default().push((

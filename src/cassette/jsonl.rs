@@ -152,7 +152,7 @@ fn read_stream_shape(value: &Value) -> Result<StreamShape, String> {
 
 /// One line of the JSON Lines form.
 enum Line {
-    Exchange(Exchange),
+    Exchange(Box<Exchange>),
     Service(ServiceAnswer),
     Template(AnswerTemplate),
 }
@@ -193,7 +193,7 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
             (None, None) => {
                 let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
                 exchange.provenance = provenance(&value).map_err(bad)?;
-                Line::Exchange(exchange)
+                Line::Exchange(Box::new(exchange))
             }
         });
     }

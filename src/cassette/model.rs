@@ -89,7 +89,7 @@ impl Direction {
 
 /// sha256 over (server, method, canonical params): what a live request and
 /// a recording must share to match (`normalize` computes it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MatchKey([u8; 32]);
 
 impl MatchKey {
@@ -285,11 +285,15 @@ pub struct Provenance {
     pub recorder: Option<String>,
 }
 
-/// One stored exchange's place: its cassette file and its row there.
+/// One stored exchange's place: its cassette file and its row there, and
+/// what the row held (its stored match key and occurrence), so that a
+/// command acting on the row later can tell whether it still holds that.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Source {
     pub cassette: std::sync::Arc<std::path::Path>,
     pub row: i64,
+    pub key: MatchKey,
+    pub occurrence: i64,
 }
 
 impl std::fmt::Display for Source {

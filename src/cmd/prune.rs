@@ -16,13 +16,27 @@ use crate::util;
 /// that cannot be changed.
 pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
     let report = read_report(&config.report)?;
-    let rows = report::unused_rows(&report, &config.cassette)?;
+    let rows: Vec<_> = report::unused_rows(&report, &config.cassette)?
+        .into_iter()
+        .map(|unused| (unused.row, unused.key, unused.occurrence))
+        .collect();
     let mut cassette = Cassette::open(&config.cassette)?;
-    let removed = cassette.remove(&rows)?;
+    let done = cassette.remove(&rows)?;
     cassette.settle();
-    for (row, what) in &removed {
+    for (row, what) in &done.removed {
         println!("removed #{row}: {}", util::printable(what));
     }
-    eprintln!("mcp-tape: removed {} recordings from {}", removed.len(), config.cassette.display());
+    for (row, what) in &done.kept {
+        match what.as_str() {
+            "" => eprintln!("mcp-tape: kept #{row}: the cassette has no such row any more"),
+            what => eprintln!(
+                "mcp-tape: kept #{row}: it now holds another recording ({}) than the report's; \
+                 the cassette changed since that run",
+                util::printable(what)
+            ),
+        }
+    }
+    let (removed, kept) = (done.removed.len(), done.kept.len());
+    eprintln!("mcp-tape: removed {removed} recordings from {}; kept {kept}", config.cassette.display());
     Ok(0)
 }

@@ -473,7 +473,9 @@ mod tests {
     #[test]
     fn a_stale_recording_is_reported_once() {
         let key = CaseKey::of("s", "ping", None);
-        let source = Source { cassette: std::path::Path::new("c.sqlite").into(), row: 3 };
+        let stored = crate::cassette::model::MatchKey::from_digest([3; 32]);
+        let cassette = std::path::Path::new("c.sqlite").into();
+        let source = Source { cassette, row: 3, key: stored, occurrence: 0 };
         let ledger = Ledger::default();
         assert!(ledger.stale(&key, Some(&source)));
         assert!(!ledger.stale(&key, Some(&source)));

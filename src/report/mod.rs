@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::Source;
+use crate::cassette::model::{MatchKey, Source};
 use crate::cassette::tape::Tape;
 use crate::engine::ledger::{Case, CaseKey, Usage};
 use crate::error::Error;
@@ -258,6 +258,9 @@ impl Report {
             .iter()
             .map(|(source, key)| {
                 let mut entry = place(source);
+                // What the row held, for prune to check it still does.
+                entry["matchKey"] = source.key.to_hex().into();
+                entry["occurrence"] = source.occurrence.into();
                 entry["server"] = key.server.clone().into();
                 entry["method"] = key.method.clone().into();
                 entry["subject"] = key.subject.clone().into();
@@ -285,14 +288,24 @@ pub fn write(path: &Path, text: &str) -> Result<(), Error> {
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
-/// The rows of `cassette` a usage report (from [`Report::json`]) lists as
-/// never used.
+/// One recording a report lists as never used: its row, and what the row
+/// held then (match key and occurrence).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unused {
+    pub row: i64,
+    pub key: MatchKey,
+    pub occurrence: i64,
+}
+
+/// The recordings of `cassette` a usage report (from [`Report::json`])
+/// lists as never used.
 ///
 /// # Errors
 ///
 /// A report that is not one, or one of a run that did not pass (what it
-/// did not use may be what it failed to reach).
-pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<i64>, Error> {
+/// did not use may be what it failed to reach), or one written before
+/// reports said what each row held.
+pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<Unused>, Error> {
     let bad = |why: &str| Error::Config(format!("the usage report {why}"));
     if report.get("mcpTape").is_none() {
         return Err(bad("is not an mcp-tape usage report (written by --report)"));
@@ -307,11 +320,21 @@ pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<i64>, Error> {
     {
         let file = entry.get("cassette").and_then(Value::as_str).map(PathBuf::from);
         let row = entry.get("row").and_then(Value::as_i64);
-        match (file, row) {
-            (Some(file), Some(row)) if same_file(&file) == wanted => rows.push(row),
-            (Some(_), Some(_)) => {}
-            _ => return Err(bad("has an \"unused\" entry without \"cassette\" and \"row\"")),
+        let (Some(file), Some(row)) = (file, row) else {
+            return Err(bad("has an \"unused\" entry without \"cassette\" and \"row\""));
+        };
+        if same_file(&file) != wanted {
+            continue;
         }
+        let key = entry.get("matchKey").and_then(Value::as_str).and_then(MatchKey::from_hex);
+        let occurrence = entry.get("occurrence").and_then(Value::as_i64);
+        let (Some(key), Some(occurrence)) = (key, occurrence) else {
+            return Err(bad(
+                "does not say what each unused row held (\"matchKey\", \"occurrence\"): it is from an older \
+                 mcp-tape; run the tests again for a new one",
+            ));
+        };
+        rows.push(Unused { row, key, occurrence });
     }
     Ok(rows)
 }

@@ -420,6 +420,55 @@ async fn prune_removes_what_a_passing_run_never_used() {
     assert_eq!(exchanges(&path).len(), 1);
 }
 
+/// Once, prune deleted by row number alone: after the cassette was
+/// re-recorded, the report's row held the recording the run had used, and
+/// prune removed it.
+#[tokio::test]
+async fn prune_keeps_a_row_that_no_longer_holds_what_the_report_says() {
+    let cassettes = Cassettes::new();
+    let unused = tool_call("mcp_MailTools", "GetMessage", json!({"id": "m9"}), "never used");
+    let used = tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "used");
+    let path = cassettes.write("mail", vec![used.clone(), unused.clone()]);
+    let report = cassettes.path().join("usage.json");
+    let file = path.to_str().unwrap();
+    let run = tape_test(
+        &[file, "--report", report.to_str().unwrap()],
+        &[],
+        json!([[MAIL, "GetMessage", {"id": "m1"}]]),
+        "0",
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+
+    // Re-recorded in the other order: row 2 now holds the recording the run used.
+    std::fs::remove_file(&path).unwrap();
+    let path = cassettes.write("mail", vec![unused, used]);
+    let pruned = std::process::Command::new(BIN)
+        .args(["prune", file, "--unused-from", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&pruned.stderr);
+    assert!(pruned.status.success(), "{said}");
+    assert!(said.contains("kept #2: it now holds another recording") && said.contains("m1"), "{said}");
+    assert!(said.contains("removed 0 recordings"), "{said}");
+    assert_eq!(exchanges(&path).len(), 2, "nothing removed");
+
+    // A report from before reports said what each row held is refused.
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for entry in old["unused"].as_array_mut().unwrap() {
+        entry.as_object_mut().unwrap().retain(|k, _| k != "matchKey" && k != "occurrence");
+    }
+    std::fs::write(&report, old.to_string()).unwrap();
+    let refused = std::process::Command::new(BIN)
+        .args(["prune", file, "--unused-from", report.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("older mcp-tape"));
+    assert_eq!(exchanges(&path).len(), 2);
+}
+
 #[tokio::test]
 async fn faults_under_test_fail_the_calls_they_name_and_pass_the_run() {
     let (cassettes, path) = mail_cassette();

@@ -169,13 +169,15 @@ pub(super) fn read_all(
     let shape = if version >= 7 { "sse_primed, sse_retry_ms, sse_closed_after" } else { "0, NULL, NULL" };
     let mut select = conn.prepare(&format!(
         "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type, \
-         {provenance}, {shape} FROM exchange ORDER BY id"
+         {provenance}, {shape}, occurrence FROM exchange ORDER BY id"
     ))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let id: i64 = row.get(0)?;
         let damaged = |why: String| CassetteError::Damaged { id, why };
         let request: String = row.get(6)?;
+        let key = row.get(5).map_err(|e| damaged(conversion(e)))?;
+        let source = Source { cassette: Arc::clone(&cassette), row: id, key, occurrence: row.get(15)? };
         exchanges.push((
             id,
             Exchange {
@@ -183,7 +185,7 @@ pub(super) fn read_all(
                 era: row.get(2).map_err(|e| damaged(conversion(e)))?,
                 protocol_version: row.get(3)?,
                 method: row.get(4)?,
-                key: row.get(5).map_err(|e| damaged(conversion(e)))?,
+                key,
                 request: checked_json(request).map_err(damaged)?,
                 status: status(row.get(7)?).map_err(damaged)?,
                 content_type: row.get(8)?,
@@ -199,7 +201,7 @@ pub(super) fn read_all(
                     upstream: row.get(10)?,
                     recorder: row.get(11)?,
                 },
-                source: Some(Source { cassette: Arc::clone(&cassette), row: id }),
+                source: Some(source),
             },
         ));
     }

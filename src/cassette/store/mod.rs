@@ -40,6 +40,16 @@ use crate::cassette::model::{
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
 
+/// What [`Cassette::remove`] did: each row removed, and each row kept
+/// because it no longer holds what it was asked to remove (with what it
+/// holds now; empty when it holds nothing), each with its server, method
+/// and request params.
+#[derive(Debug, Default)]
+pub struct Removed {
+    pub removed: Vec<(i64, String)>,
+    pub kept: Vec<(i64, String)>,
+}
+
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
 const MIGRATIONS: [&str; 7] = [
@@ -339,36 +349,39 @@ impl Cassette {
         read().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
-    /// Removes the exchanges with these `rows` (their messages with them)
-    /// in one transaction; returns each removed row with its server,
-    /// method and request params, to say what went.
+    /// Removes the exchanges of these rows (their messages with them) in
+    /// one transaction, each only if it still holds the exchange named by
+    /// its match key and occurrence: a row that holds another (the cassette
+    /// was re-recorded since) or none is left as it is, and said.
     ///
     /// # Errors
     ///
     /// An SQLite failure; nothing is then removed.
-    pub fn remove(&mut self, rows: &[i64]) -> Result<Vec<(i64, String)>, Error> {
+    pub fn remove(&mut self, rows: &[(i64, MatchKey, i64)]) -> Result<Removed, Error> {
         self.occurrences.forget();
-        let remove = |conn: &mut Connection| -> rusqlite::Result<Vec<(i64, String)>> {
+        let remove = |conn: &mut Connection| -> rusqlite::Result<Removed> {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let mut removed = Vec::new();
-            for &row in rows {
+            let mut done = Removed::default();
+            for (row, key, occurrence) in rows {
                 let found = tx.query_row(
-                    "SELECT server || ' ' || method || ' ' || coalesce(json_extract(request, '$.params'), '') \
+                    "SELECT match_key = ?2 AND occurrence = ?3, \
+                     server || ' ' || method || ' ' || coalesce(json_extract(request, '$.params'), '') \
                      FROM exchange WHERE id = ?1",
-                    params![row],
-                    |r| r.get::<_, String>(0),
+                    params![row, key, occurrence],
+                    |r| Ok((r.get::<_, bool>(0)?, r.get::<_, String>(1)?)),
                 );
                 match found {
-                    Ok(what) => {
+                    Ok((true, what)) => {
                         tx.execute("DELETE FROM exchange WHERE id = ?1", params![row])?;
-                        removed.push((row, what.trim_end().to_owned()));
+                        done.removed.push((*row, what.trim_end().to_owned()));
                     }
-                    Err(rusqlite::Error::QueryReturnedNoRows) => {}
+                    Ok((false, what)) => done.kept.push((*row, what.trim_end().to_owned())),
+                    Err(rusqlite::Error::QueryReturnedNoRows) => done.kept.push((*row, String::new())),
                     Err(e) => return Err(e),
                 }
             }
             tx.commit()?;
-            Ok(removed)
+            Ok(done)
         };
         remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
