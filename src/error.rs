@@ -169,6 +169,11 @@ pub enum Fault {
     /// The recording holds events but no final answer, and the client
     /// accepts only a single JSON answer.
     NoFinalAnswer,
+    /// The daemon is stopping, and this request was still waiting for its
+    /// answer when the shutdown grace ran out.
+    Stopping {
+        grace: Duration,
+    },
 }
 
 impl Fault {
@@ -176,7 +181,7 @@ impl Fault {
         match self {
             Fault::Upstream(_) => Side::Upstream,
             Fault::NotStored => Side::Store,
-            Fault::NoFinalAnswer | Fault::Busy { .. } => Side::Internal,
+            Fault::NoFinalAnswer | Fault::Busy { .. } | Fault::Stopping { .. } => Side::Internal,
             _ => Side::Client,
         }
     }
@@ -225,6 +230,12 @@ impl Fault {
                 format!(
                     "mcp-tape record: the answers held in memory at once would pass {limit} bytes; \
                      try again when fewer are in flight"
+                ),
+            ),
+            Fault::Stopping { grace } => ErrorObject::new(
+                UPSTREAM_ERROR,
+                format!(
+                    "mcp-tape is stopping: this request had no answer within the {grace:?} shutdown grace"
                 ),
             ),
         }
@@ -282,6 +293,7 @@ pub(crate) fn one_of_each_fault() -> Vec<Fault> {
         Fault::NotStored,
         Fault::Busy { limit: 1 },
         Fault::NoFinalAnswer,
+        Fault::Stopping { grace: Duration::from_secs(1) },
     ]
 }
 

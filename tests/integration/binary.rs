@@ -379,6 +379,48 @@ async fn a_request_whose_client_hangs_up_still_gets_its_log_line() {
     assert!(line.is_some_and(|l| l.contains("(the client went away before the answer)")), "{log}");
 }
 
+/// On SIGTERM, a request still waiting on a silent upstream when the
+/// shutdown grace ran out was cut with no status at all; it gets 503 and
+/// a JSON-RPC error with its id.
+#[tokio::test]
+async fn a_request_still_waiting_when_the_grace_ends_gets_503_with_its_id() {
+    let upstream = crate::upstream::start().await;
+    let cassettes = Cassettes::new();
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "record",
+            "--port",
+            "0",
+            "--upstream",
+            &upstream.url(),
+            "--upstream-timeout",
+            "120",
+            "--cassettes",
+        ])
+        .arg(cassettes.path());
+    let daemon = Daemon::spawn(command).await;
+    let url = format!("{}/agents/servers/mcp_Waiting", daemon.url);
+    let auth = format!("Bearer {}", crate::upstream::TOKEN);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call", "params": {"name": "silent"}}).to_string();
+    let waiting = tokio::spawn(async move { post(&url, &[("authorization", &auth)], &body).await });
+    tokio::time::timeout(PATIENCE, async {
+        while upstream.state.calls("tools/call") == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the request reached the upstream");
+    let (status, log) = daemon.stop("TERM").await;
+    let answer = waiting.await.unwrap();
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(answer.json()["id"], 42, "{answer:?}");
+    assert!(answer.json()["error"]["message"].as_str().unwrap().contains("shutdown grace"), "{answer:?}");
+    assert!(status.success(), "{log}");
+    assert!(!log.contains("stopping anyway"), "the 503 went out within the grace's last second: {log}");
+}
+
 /// A client hanging up in the middle of a recorded stream once lost its
 /// exchange without a word in the log.
 #[tokio::test]

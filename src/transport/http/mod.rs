@@ -37,7 +37,7 @@ use crate::engine::{
     Call, Engine, Facts, Failure, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Message, ParamsCache};
+use crate::jsonrpc::{Message, ParamsCache, RequestId};
 use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
@@ -66,6 +66,9 @@ pub struct App {
     /// Request headers whose values are credentials besides the built-in
     /// ones (`--redact-header`, lowercase).
     redact_headers: Vec<String>,
+    /// Set when the shutdown grace has run out: requests still waiting for
+    /// their answer get 503 then.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl App {
@@ -76,7 +79,21 @@ impl App {
             params: ParamsCache::default(),
             resumable: Arc::default(),
             redact_headers: Vec::new(),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// The shutdown grace has run out: every request still waiting for its
+    /// answer is answered 503 with its id.
+    pub fn grace_over(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves once [`App::grace_over`] was called.
+    async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        // The sender lives as long as the app, so this ends only when it says so.
+        let _ = stopping.wait_for(|over| *over).await;
     }
 
     /// The same, scrubbing the values of `headers` (lowercase names) from
@@ -99,6 +116,8 @@ struct Logged {
     server: String,
     mcp_method: String,
     outcome: Outcome,
+    /// The JSON-RPC request's id, once read.
+    id: Option<RequestId>,
 }
 
 /// A request body the front door reads: hyper's, from a connection, or any
@@ -121,12 +140,23 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
             server: server_name(request.uri().path()),
             mcp_method: String::new(),
             outcome: Outcome::Rejected,
+            id: None,
         },
         written: false,
     };
-    let response = match dispatch(request, app, &mut line.logged).await {
+    let answered = {
+        let dispatching = dispatch(request, app, &mut line.logged);
+        tokio::select! {
+            answered = dispatching => answered,
+            () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
+        }
+    };
+    let response = match answered {
         Ok(response) => response,
-        Err(error) => {
+        Err(mut error) => {
+            if matches!(error.fault, Fault::Stopping { .. }) {
+                error.id = line.logged.id.take();
+            }
             line.logged.outcome = Outcome::of(&error.fault);
             frame::error(&error)
         }
@@ -253,6 +283,7 @@ async fn post(
             }
             let step = app.engine.request(&call);
             logged.mcp_method = method;
+            logged.id = Some(id.clone());
             step?
         }
         Message::Notification { method, .. } => {

@@ -38,6 +38,10 @@ use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
 
 /// In-flight requests get this long to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// After the grace, how long the 503s to requests still waiting get to be
+/// written (streams under way are cut then).
+const STOPPING_ANSWERED: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (e.g. out of file descriptors) before retrying.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -114,11 +118,16 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     drop(listener);
     // Standalone streams would otherwise stay open for the whole grace.
     app.engine().end_streams();
+    let drained = graceful.shutdown();
+    tokio::pin!(drained);
     tokio::select! {
-        () = graceful.shutdown() => {}
-        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
-            tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
-        }
+        () = &mut drained => return,
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {}
+    }
+    // Requests still waiting for an answer get 503 with their id, not a cut connection.
+    app.grace_over();
+    if tokio::time::timeout(STOPPING_ANSWERED, &mut drained).await.is_err() {
+        tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
     }
 }
 

@@ -66,7 +66,7 @@ pub(super) fn of_fault(fault: &Fault) -> StatusCode {
         Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
         Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
         Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
-        Fault::Busy { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Fault::Busy { .. } | Fault::Stopping { .. } => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
