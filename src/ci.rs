@@ -1,9 +1,12 @@
 //! The command `mcp-tape test` wraps: spawned with the tape's URL in its
 //! environment, in a process group of its own (so that it and everything
 //! it starts get the signals mcp-tape passes on, and nothing else does),
-//! never outliving mcp-tape.
+//! never outliving mcp-tape: when it exits, what it left running is ended
+//! ([`child::end_descendants`]); a signal is passed on, and a command still
+//! running [`INTERRUPT_GRACE`] later, or at a second signal, gets SIGKILL.
 
 use std::process::ExitStatus;
+use std::time::Duration;
 
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -16,13 +19,27 @@ pub const URL_VARIABLE: &str = "MCP_TAPE_URL";
 /// too, so they use it with no code change.
 pub const PLATFORM_VARIABLE: &str = "MCP_PLATFORM_ENDPOINT";
 
+/// After a signal is passed on, how long the command gets to exit before
+/// its process group gets SIGKILL.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
+/// How the command ended: its status, and the signal that interrupted the
+/// run, if one did (the run then ends with 128 + it, whatever the status).
+#[derive(Debug)]
+pub struct Ran {
+    pub status: ExitStatus,
+    pub interrupted: Option<libc::c_int>,
+}
+
 /// Runs `command` with `url` in its environment until it exits, passing
-/// SIGINT and SIGTERM on to its process group.
+/// SIGINT and SIGTERM on to its process group (SIGKILL after
+/// [`INTERRUPT_GRACE`] or at a second signal), then ends what it left
+/// running.
 ///
 /// # Errors
 ///
 /// [`Error::Spawn`]: the command could not be started or waited for.
-pub async fn run(command: &[String], url: &str) -> Result<ExitStatus, Error> {
+pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
     let shown = command.join(" ");
     let failed = |source| Error::Spawn { command: shown.clone(), source };
     let Some((program, arguments)) = command.split_first() else {
@@ -38,13 +55,31 @@ pub async fn run(command: &[String], url: &str) -> Result<ExitStatus, Error> {
     child::die_with_parent(&mut spawning);
     let mut interrupt = signal(SignalKind::interrupt()).map_err(failed)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(failed)?;
+    child::become_subreaper();
     let mut process = spawning.spawn().map_err(failed)?;
     let group = process.id().and_then(|pid| i32::try_from(pid).ok());
-    loop {
-        let passed_on = tokio::select! {
-            status = process.wait() => return status.map_err(failed),
+    let _guard = group.and_then(child::Guard::watch);
+    let mut interrupted = None;
+    let escalation = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(escalation);
+    let status = loop {
+        let received = tokio::select! {
+            status = process.wait() => break status.map_err(failed)?,
             _ = interrupt.recv() => libc::SIGINT,
             _ = terminate.recv() => libc::SIGTERM,
+            () = &mut escalation, if interrupted.is_some() => libc::SIGKILL,
+        };
+        let passed_on = match interrupted {
+            None => {
+                interrupted = Some(received);
+                escalation.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
+                received
+            }
+            Some(_) => {
+                tracing::warn!("{} is still running: SIGKILL", crate::util::printable(&shown));
+                escalation.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(3600));
+                libc::SIGKILL
+            }
         };
         if let Some(group) = group {
             tracing::info!("passing signal {passed_on} on to {}", crate::util::printable(&shown));
@@ -53,5 +88,9 @@ pub async fn run(command: &[String], url: &str) -> Result<ExitStatus, Error> {
                 libc::kill(-group, passed_on);
             }
         }
+    };
+    if child::end_descendants(group, child::TERM_GRACE).await > 0 {
+        tracing::info!("{} left processes running; ended them", crate::util::printable(&shown));
     }
+    Ok(Ran { status, interrupted })
 }

@@ -81,8 +81,8 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let _ = serving.await;
     let report = report_of(app.engine(), config.max_age);
     drop(app);
-    let status = match ran {
-        Ok(status) => status,
+    let ran = match ran {
+        Ok(ran) => ran,
         Err(error) => {
             if let Some(file) = &target {
                 discard(file);
@@ -90,7 +90,11 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             return Err(error);
         }
     };
-    let mut code = stdio::child::exit_code(status);
+    let mut code = stdio::child::exit_code(ran.status);
+    if let Some(signal) = ran.interrupted {
+        // An interrupted run did not pass, whatever the command made of the signal.
+        code = (128 + signal).clamp(1, 255) as u8;
+    }
     if let Some(writer) = writer {
         let failed = summarize_recording(writer);
         if failed > 0 && code == 0 {
@@ -118,7 +122,10 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         0
     };
     eprintln!("mcp-tape: {}", report.summary());
-    eprintln!("mcp-tape: {status}; exit {verdict}");
+    match ran.interrupted {
+        Some(signal) => eprintln!("mcp-tape: {}; interrupted by signal {signal}; exit {verdict}", ran.status),
+        None => eprintln!("mcp-tape: {}; exit {verdict}", ran.status),
+    }
     write_reports(&report, &config.reports, verdict == 0)?;
     Ok(verdict)
 }

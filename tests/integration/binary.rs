@@ -575,3 +575,119 @@ async fn import_export_round_trip_and_replay() {
     assert_eq!(reply.json()["result"]["content"][0]["text"], "Room 1");
     daemon.stop("TERM").await;
 }
+
+/// Whether process `pid` still runs (a zombie waiting to be reaped does not).
+fn running(pid: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())) else { return false };
+    let state = stat.rfind(')').and_then(|end| stat[end + 1..].split_whitespace().next());
+    state != Some("Z")
+}
+
+/// Waits until the file at `path` holds a line (a process id a command wrote).
+async fn written(path: &std::path::Path) -> String {
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path)
+                && text.ends_with('\n')
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the command wrote its pid")
+}
+
+/// A stdio server behind a wrapper left its real server running: the
+/// wrapper's child in its process group, and one that left the group
+/// (`setsid`), outlived mcp-tape after stdin EOF.
+#[test]
+fn record_stdio_ends_what_its_server_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let (grouped, left) = (dir.path().join("grouped"), dir.path().join("left"));
+    let script = format!(
+        "sleep 302 & echo $! > {}; setsid sleep 303 & echo $! > {}; exec cat",
+        grouped.display(),
+        left.display()
+    );
+    let cassettes = dir.path().to_str().unwrap();
+    let output = std::process::Command::new(BIN)
+        .args(["record", "--stdio", "--cassettes", cassettes, "--name", "forks", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    for (what, file) in [("in the group", &grouped), ("out of the group", &left)] {
+        let pid = std::fs::read_to_string(file).unwrap();
+        assert!(
+            !running(&pid),
+            "the server's child {what} ({}) still runs:\n{}",
+            pid.trim(),
+            stderr(&output)
+        );
+    }
+}
+
+/// `test` exited 0 with the command's background process still running.
+#[test]
+fn test_ends_what_its_command_left_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!("sleep 301 & echo $! > {}; exit 0", pid_file.display());
+    let output = std::process::Command::new(BIN)
+        .args(["test", dir.path().to_str().unwrap(), "--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(!running(&pid), "the command's sleep ({}) still runs", pid.trim());
+}
+
+/// A command that ignores SIGTERM was waited for for ever, and the
+/// interrupted run then exited 0.
+#[tokio::test]
+async fn an_interrupted_test_ends_a_stubborn_command_and_says_it_was_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ready = dir.path().join("ready");
+    let script = format!("trap '' INT TERM; echo $$ > {}; sleep 300; exit 0", ready.display());
+    let mut test = Command::new(BIN)
+        .args(["test", dir.path().to_str().unwrap(), "--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let command = written(&ready).await;
+    let pid = test.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(PATIENCE, test.wait()).await.expect("test ended").unwrap();
+    assert_eq!(status.code(), Some(128 + 15), "interrupted by SIGTERM");
+    assert!(!running(&command), "the command ({}) still runs", command.trim());
+}
+
+/// After `kill -9` of a recorder, its stdio server (parent-death signal)
+/// went, but what the server had started ran on.
+#[tokio::test]
+async fn a_killed_recorder_leaves_no_grandchild_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("grandchild");
+    let script = format!("sleep 304 & echo $! > {}; exec cat", pid_file.display());
+    let cassettes = dir.path().to_str().unwrap();
+    let mut record = Command::new(BIN)
+        .args(["record", "--stdio", "--cassettes", cassettes, "--name", "killed", "--", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let grandchild = written(&pid_file).await;
+    record.start_kill().unwrap();
+    record.wait().await.unwrap();
+    tokio::time::timeout(PATIENCE, async {
+        while running(&grandchild) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the grandchild ({}) outlived the killed recorder", grandchild.trim()));
+}
