@@ -38,6 +38,14 @@ pub const MAX_STDIO_LINE_BYTES: usize = 4 * 1024 * 1024;
 /// Enforced in [`crate::transport::stdio::child`].
 pub const MAX_CHILD_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+/// Lines from the client waiting for a recorded stdio server to read them,
+/// at most (each at most [`MAX_STDIO_LINE_BYTES`]); past it mcp-tape stops
+/// reading its own stdin until the server reads (back-pressure). What is
+/// still queued when mcp-tape stops is dropped, and logged.
+///
+/// Enforced in [`crate::transport::stdio`].
+pub const MAX_QUEUED_CHILD_LINES: usize = 16;
+
 /// Largest JSON answer read whole; a larger one gets the client a 502.
 ///
 /// Enforced in the record proxy (`transport/http/proxy.rs`).

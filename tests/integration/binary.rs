@@ -691,3 +691,67 @@ async fn a_killed_recorder_leaves_no_grandchild_running() {
     .await
     .unwrap_or_else(|_| panic!("the grandchild ({}) outlived the killed recorder", grandchild.trim()));
 }
+
+/// A stdio server that never reads, and a client that sends 40 MB: the
+/// recorder sat blocked on the full queue and ignored SIGTERM.
+#[tokio::test]
+async fn sigterm_ends_a_recorder_whose_server_never_reads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cassettes = dir.path().to_str().unwrap();
+    let mut record = Command::new(BIN)
+        .args([
+            "record",
+            "--stdio",
+            "--cassettes",
+            cassettes,
+            "--name",
+            "deaf",
+            "--",
+            "sh",
+            "-c",
+            "exec sleep 300",
+        ])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = record.stdin.take().unwrap();
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&sent);
+    tokio::spawn(async move {
+        let padding = "x".repeat(100 * 1024);
+        for id in 0..400 {
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "t", "arguments": {"pad": padding}}});
+            if stdin.write_all(format!("{line}\n").as_bytes()).await.is_err() {
+                return; // the recorder is gone
+            }
+            counted.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    tokio::time::timeout(PATIENCE, async {
+        while sent.load(Ordering::Relaxed) < 10 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the client's lines went out");
+    let pid = record.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut log = String::new();
+    let mut stderr = record.stderr.take().unwrap();
+    let ended = tokio::time::timeout(PATIENCE, async {
+        tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut log).await.unwrap();
+        record.wait().await.unwrap()
+    })
+    .await;
+    let status = ended.expect("the recorder ended after SIGTERM");
+    assert!(log.contains("stopping the stdio server"), "{log}");
+    assert!(log.contains("never read") && log.contains("dropped"), "{log}");
+    assert!(log.contains("stopped; recorded 0 exchanges"), "{log}");
+    assert_eq!(status.code(), Some(128 + 15), "the server's status: SIGTERM ended it\n{log}");
+}

@@ -29,15 +29,13 @@ use tokio::task::JoinHandle;
 use super::Output;
 use super::lines::{Lines, Piece};
 use crate::engine::{Flight, Flights, Heard};
-use crate::limits::MAX_CHILD_LINE_BYTES;
+use crate::limits::{MAX_CHILD_LINE_BYTES, MAX_QUEUED_CHILD_LINES};
 use crate::util::{lock, printable};
 
 /// After its stdin closes, the child has this long to exit on its own...
 pub const STDIN_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// ...then this long after SIGTERM, before SIGKILL.
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
-/// Lines waiting for the child's stdin at most.
-const INPUT_QUEUE: usize = 256;
 
 /// The running child process.
 pub struct Child {
@@ -46,6 +44,8 @@ pub struct Child {
     group: Option<libc::pid_t>,
     /// Ends the group if mcp-tape dies before [`Child::stop`].
     _guard: Option<Guard>,
+    /// Tells the writer of the child's stdin to drop what is still queued.
+    drop_input: Option<oneshot::Sender<()>>,
     /// Resolves when the child's stdout closes (it exited, as a rule).
     gone: Option<oneshot::Receiver<()>>,
     relay: JoinHandle<()>,
@@ -83,13 +83,16 @@ pub fn spawn(command: &[String], output: Output) -> std::io::Result<(Child, Link
     let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
         return Err(std::io::Error::other("the child's stdin and stdout were not piped"));
     };
-    let (input, queued) = mpsc::channel(INPUT_QUEUE);
-    tokio::spawn(write_input(stdin, queued));
+    let (input, queued) = mpsc::channel(MAX_QUEUED_CHILD_LINES);
+    let (drop_input, dropping) = oneshot::channel();
+    tokio::spawn(write_input(stdin, queued, dropping));
     let flights = Arc::new(Mutex::new(Flights::default()));
     let (closed, gone) = oneshot::channel();
     let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flights), output, closed));
     let guard = group.and_then(Guard::watch);
-    Ok((Child { process, group, _guard: guard, gone: Some(gone), relay }, Link { input, flights }))
+    let child =
+        Child { process, group, _guard: guard, drop_input: Some(drop_input), gone: Some(gone), relay };
+    Ok((child, Link { input, flights }))
 }
 
 /// A watcher of a process group for the case mcp-tape cannot act on: its
@@ -262,26 +265,62 @@ pub fn die_with_parent(command: &mut tokio::process::Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut tokio::process::Command) {}
 
-async fn write_input(mut stdin: ChildStdin, mut queued: mpsc::Receiver<Piece>) {
-    while let Some(piece) = queued.recv().await {
-        let written = match piece {
+/// Writes each queued piece to the child's stdin, until every sender is
+/// gone (then the child's stdin closes) or `dropping` says to drop what
+/// is still queued (logged with its size).
+async fn write_input(
+    mut stdin: ChildStdin,
+    mut queued: mpsc::Receiver<Piece>,
+    dropping: oneshot::Receiver<()>,
+) {
+    tokio::pin!(dropping);
+    loop {
+        let piece = tokio::select! {
+            piece = queued.recv() => piece,
+            _ = &mut dropping => break,
+        };
+        let Some(piece) = piece else { return }; // every sender is gone: stdin closes
+        let bytes = match piece {
             Piece::Line(mut line) => {
                 line.push(b'\n');
-                stdin.write_all(&line).await
+                line
             }
             Piece::Overlong { mut bytes, end } => {
                 if end {
                     bytes.push(b'\n');
                 }
-                stdin.write_all(&bytes).await
+                bytes
             }
         };
-        if let Err(e) = written.and(stdin.flush().await) {
+        let written = tokio::select! {
+            written = async { stdin.write_all(&bytes).await.and(stdin.flush().await) } => written,
+            _ = &mut dropping => {
+                log_dropped(bytes.len(), &mut queued);
+                return;
+            }
+        };
+        if let Err(e) = written {
             tracing::warn!("the stdio server's stdin is closed: {e}");
             return;
         }
     }
-    // Every sender is gone: dropping `stdin` closes the child's stdin.
+    log_dropped(0, &mut queued);
+}
+
+/// Logs the lines still queued for a child being stopped (and `partly`
+/// bytes of one it had begun to take), which it will never get.
+fn log_dropped(partly: usize, queued: &mut mpsc::Receiver<Piece>) {
+    let (mut lines, mut bytes) = (usize::from(partly > 0), partly);
+    while let Ok(piece) = queued.try_recv() {
+        lines += 1;
+        bytes += match piece {
+            Piece::Line(line) => line.len(),
+            Piece::Overlong { bytes, .. } => bytes.len(),
+        };
+    }
+    if lines > 0 {
+        tracing::warn!("the stdio server never read {lines} line(s) ({bytes} bytes) sent to it: dropped");
+    }
 }
 
 impl Link {
@@ -376,6 +415,10 @@ impl Child {
         let status = match tokio::time::timeout(STDIN_CLOSE_GRACE, self.process.wait()).await {
             Ok(status) => status?,
             Err(_) => {
+                // What it has not read by now it never will: its stdin closes.
+                if let Some(drop_input) = self.drop_input.take() {
+                    let _ = drop_input.send(());
+                }
                 tracing::info!(
                     "the stdio server is still running {STDIN_CLOSE_GRACE:?} after its stdin closed: SIGTERM"
                 );

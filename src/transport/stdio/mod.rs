@@ -254,10 +254,19 @@ pub async fn serve(
             () = &mut stop => break Ended::Stopped,
             () = &mut child_gone => break Ended::Child,
         };
-        match piece {
-            None => break Ended::Input,
-            Some(Piece::Line(line)) => door.line(line, &mut stream, writer, output).await,
-            Some(Piece::Overlong { bytes, end }) => door.overlong(bytes, end, &mut stream, writer).await,
+        let Some(piece) = piece else { break Ended::Input };
+        // A line may wait for room towards a recorded server that does not
+        // read: a stop must still end it.
+        let handled = async {
+            match piece {
+                Piece::Line(line) => door.line(line, &mut stream, writer, output).await,
+                Piece::Overlong { bytes, end } => door.overlong(bytes, end, &mut stream, writer).await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = handled => {}
+            () = &mut stop => break Ended::Stopped,
         }
         if !stream.batch.is_empty() && !writer.write_batch(&mut stream.batch).await {
             break Ended::Input;
