@@ -11,8 +11,8 @@ use std::io::{BufRead, Read, Write};
 use serde_json::{Value, json};
 
 use crate::cassette::model::{
-    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
-    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
+    AnswerTemplate, Aside, Channel, Direction, Era, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
+    ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -150,15 +150,9 @@ fn read_stream_shape(value: &Value) -> Result<StreamShape, String> {
     Ok(StreamShape { primed, retry_ms, closed_after })
 }
 
-/// One line of the JSON Lines form.
-enum Line {
-    Exchange(Box<Exchange>),
-    Service(ServiceAnswer),
-    Template(AnswerTemplate),
-}
-
-/// Reads JSON Lines and writes each exchange into `cassette`. Every line is
-/// checked before the first is written, so bad input writes nothing.
+/// Reads JSON Lines and writes each exchange into `cassette`, line by line
+/// inside one transaction that commits only after the last line: bad input
+/// writes nothing, and the file is never held whole.
 ///
 /// # Errors
 ///
@@ -166,47 +160,41 @@ enum Line {
 /// among them), or a store failure.
 pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize, Error> {
     let rules = Rules::default();
-    let mut lines = Vec::new();
-    let mut buffer = Vec::new();
-    for number in 1.. {
-        let bad = |why: String| Error::Config(format!("line {number}: {why}"));
-        buffer.clear();
-        // One byte past the bound tells a line over it from one that ends there.
-        let mut bounded = (&mut input).take(MAX_IMPORT_LINE_BYTES as u64 + 2);
-        let read = bounded.read_until(b'\n', &mut buffer).map_err(|e| bad(e.to_string()))?;
-        if read == 0 {
-            break;
-        }
-        let content = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
-        let content = content.strip_suffix(b"\r").unwrap_or(content);
-        if content.len() > MAX_IMPORT_LINE_BYTES {
-            return Err(bad(format!("longer than {MAX_IMPORT_LINE_BYTES} bytes; not read further")));
-        }
-        let line = std::str::from_utf8(content).map_err(|e| bad(format!("not UTF-8: {e}")))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
-        lines.push(match (value.get("service"), value.get("toolTemplate")) {
-            (Some(_), _) => Line::Service(parse_service_line(&value).map_err(bad)?),
-            (None, Some(_)) => Line::Template(parse_template_line(&value).map_err(bad)?),
-            (None, None) => {
-                let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
-                exchange.provenance = provenance(&value).map_err(bad)?;
-                Line::Exchange(Box::new(exchange))
+    cassette.import(|importing| {
+        let mut imported = 0;
+        let mut buffer = Vec::new();
+        for number in 1.. {
+            let bad = |why: String| Error::Config(format!("line {number}: {why}"));
+            buffer.clear();
+            // One byte past the bound tells a line over it from one that ends there.
+            let mut bounded = (&mut input).take(MAX_IMPORT_LINE_BYTES as u64 + 2);
+            let read = bounded.read_until(b'\n', &mut buffer).map_err(|e| bad(e.to_string()))?;
+            if read == 0 {
+                break;
             }
-        });
-    }
-    let mut templates = Vec::new();
-    for line in &lines {
-        match line {
-            Line::Exchange(exchange) => drop(cassette.insert(exchange)?),
-            Line::Service(answer) => cassette.insert_service(answer)?,
-            Line::Template(template) => templates.push(template.clone()),
+            let content = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
+            let content = content.strip_suffix(b"\r").unwrap_or(content);
+            if content.len() > MAX_IMPORT_LINE_BYTES {
+                return Err(bad(format!("longer than {MAX_IMPORT_LINE_BYTES} bytes; not read further")));
+            }
+            let line = std::str::from_utf8(content).map_err(|e| bad(format!("not UTF-8: {e}")))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+            match (value.get("service"), value.get("toolTemplate")) {
+                (Some(_), _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
+                (None, Some(_)) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
+                (None, None) => {
+                    let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
+                    exchange.provenance = provenance(&value).map_err(bad)?;
+                    importing.exchange(&exchange)?;
+                }
+            }
+            imported += 1;
         }
-    }
-    cassette.insert_templates(&templates)?;
-    Ok(lines.len())
+        Ok(imported)
+    })
 }
 
 fn parse_service_line(value: &Value) -> Result<ServiceAnswer, String> {

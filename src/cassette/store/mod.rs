@@ -454,33 +454,33 @@ impl Cassette {
     pub fn insert_templates(&mut self, templates: &[AnswerTemplate]) -> Result<(), Error> {
         let insert = |conn: &mut Connection| -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            {
-                let mut insert = tx.prepare(
-                    "INSERT INTO answer_template (server, tool, description, input_schema, text, delay_ms, \
-                     error_rate, error_seed, error_status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                     ON CONFLICT (server, tool) DO UPDATE SET description = excluded.description, \
-                     input_schema = excluded.input_schema, text = excluded.text, delay_ms = excluded.delay_ms, \
-                     error_rate = excluded.error_rate, error_seed = excluded.error_seed, \
-                     error_status = excluded.error_status",
-                )?;
-                for template in templates {
-                    insert.execute(params![
-                        template.server,
-                        template.tool,
-                        template.description,
-                        canonical_json(&template.input_schema),
-                        template.text,
-                        i64::try_from(template.delay_ms).unwrap_or(i64::MAX),
-                        template.failure.as_ref().map(|f| f.rate),
-                        // SQLite integers are signed: the seed's bits are kept as they are.
-                        template.failure.as_ref().map(|f| f.seed as i64),
-                        template.failure.as_ref().and_then(|f| f.status),
-                    ])?;
-                }
+            for template in templates {
+                upsert_template_row(&tx, template)?;
             }
             tx.commit()
         };
         insert(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// Runs `fill` inside one transaction, committed only if it returns
+    /// `Ok`: an import that stops at a bad entry writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// `fill`'s error, or an SQLite failure; nothing is then written.
+    pub fn import<T>(
+        &mut self,
+        fill: impl FnOnce(&mut Importing<'_>) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.occurrences.forget();
+        let path = &self.path;
+        let failed = |e: rusqlite::Error| Error::Cassette { path: path.clone(), kind: e.into() };
+        let tx =
+            self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(failed)?;
+        let mut importing = Importing { tx, path };
+        let done = fill(&mut importing)?;
+        importing.tx.commit().map_err(failed)?;
+        Ok(done)
     }
 
     /// Writes new bodies over recorded messages, each given by its
@@ -591,6 +591,73 @@ impl Cassette {
         tx.commit()?;
         Ok(occurrence)
     }
+}
+
+/// A cassette being written in one transaction ([`Cassette::import`]).
+pub struct Importing<'c> {
+    tx: rusqlite::Transaction<'c>,
+    path: &'c Path,
+}
+
+impl Importing<'_> {
+    /// Adds an exchange as the next occurrence of its key.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn exchange(&mut self, exchange: &Exchange) -> Result<(), Error> {
+        let tx = &self.tx;
+        let inserted = next_occurrence(tx, &exchange.key)
+            .and_then(|occurrence| insert_exchange_rows(tx, exchange, occurrence));
+        inserted.map(drop).map_err(|e| self.failed(e))
+    }
+
+    /// Adds a service answer.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn service(&mut self, answer: &ServiceAnswer) -> Result<(), Error> {
+        insert_service_row(&self.tx, answer).map_err(|e| self.failed(e))
+    }
+
+    /// Adds an answer template, replacing one for the same server and tool.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn template(&mut self, template: &AnswerTemplate) -> Result<(), Error> {
+        upsert_template_row(&self.tx, template).map_err(|e| self.failed(e))
+    }
+
+    fn failed(&self, error: rusqlite::Error) -> Error {
+        Error::Cassette { path: self.path.to_owned(), kind: error.into() }
+    }
+}
+
+/// Writes `template`, replacing one for the same (server, tool).
+fn upsert_template_row(conn: &Connection, template: &AnswerTemplate) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO answer_template (server, tool, description, input_schema, text, delay_ms, \
+         error_rate, error_seed, error_status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+         ON CONFLICT (server, tool) DO UPDATE SET description = excluded.description, \
+         input_schema = excluded.input_schema, text = excluded.text, delay_ms = excluded.delay_ms, \
+         error_rate = excluded.error_rate, error_seed = excluded.error_seed, \
+         error_status = excluded.error_status",
+    )?
+    .execute(params![
+        template.server,
+        template.tool,
+        template.description,
+        canonical_json(&template.input_schema),
+        template.text,
+        i64::try_from(template.delay_ms).unwrap_or(i64::MAX),
+        template.failure.as_ref().map(|f| f.rate),
+        // SQLite integers are signed: the seed's bits are kept as they are.
+        template.failure.as_ref().map(|f| f.seed as i64),
+        template.failure.as_ref().and_then(|f| f.status),
+    ])
+    .map(drop)
 }
 
 /// One thing for a cassette to store.
