@@ -151,6 +151,14 @@ pub const MAX_SHOWN_BYTES: usize = 256;
 /// Enforced in [`crate::redact`].
 pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
 
+/// Credential values one recorded exchange may carry (header credentials
+/// and values under credential keys, each distinct): above it the
+/// exchange is not stored (logged; the client gets the not-stored error),
+/// so scrubbing stays bounded.
+///
+/// Enforced in [`crate::engine::record`].
+pub const MAX_SECRETS_PER_EXCHANGE: usize = 1024;
+
 /// Bytes waiting to be written past which logging threads wait.
 ///
 /// Enforced in [`crate::logging`].

@@ -46,7 +46,7 @@ use crate::cassette::model::{
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
-use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_TRACKED_SESSIONS};
+use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_TRACKED_SESSIONS};
 use crate::mcp;
 use crate::normalize::Rules;
 use crate::redact;
@@ -128,6 +128,9 @@ struct Capture {
     aside_bytes: usize,
     /// The upstream session this exchange belongs to (or opens).
     session: Option<String>,
+    /// The request carried more credential values than are scrubbed
+    /// ([`MAX_SECRETS_PER_EXCHANGE`]): how many; the exchange is not stored.
+    too_many_secrets: Option<usize>,
 }
 
 impl Capture {
@@ -278,6 +281,12 @@ impl Recorder {
         // stored request; a tool echoing it back must not leak it either.
         let mut secrets = call.facts.credentials.clone();
         secrets.extend(self.rules.sensitive_values(&request));
+        secrets.sort_unstable();
+        secrets.dedup();
+        let too_many_secrets = (secrets.len() > MAX_SECRETS_PER_EXCHANGE).then_some(secrets.len());
+        if too_many_secrets.is_some() {
+            secrets.clear(); // never scrubbed with: the exchange is not stored
+        }
         Capture {
             raw: RawExchange {
                 server: call.server.to_owned(),
@@ -295,23 +304,27 @@ impl Recorder {
             secrets: secrets.into(),
             aside_bytes: 0,
             session: call.session.map(str::to_owned),
+            too_many_secrets,
         }
     }
 
-    /// Normalizes and scrubs a finished capture and queues it for the
-    /// writer; the commit says whether it was stored.
+    /// Queues a finished capture for the writer, which normalizes and
+    /// scrubs it on its own thread (that work grows with the exchange and
+    /// its secrets; the runtime's workers go on serving meanwhile); the
+    /// commit says whether it was stored.
     fn commit(&self, capture: Capture) -> Commit {
-        let Capture { mut raw, tag, secrets, session, .. } = capture;
-        let scrubber = redact::Scrubber::new(&secrets);
-        scrubber.scrub(&mut raw.request);
-        for message in &mut raw.messages {
-            scrubber.scrub(&mut message.body);
+        let Capture { mut raw, tag, secrets, session, too_many_secrets, .. } = capture;
+        if let Some(count) = too_many_secrets {
+            tracing::warn!(
+                "{} on {}: the request carried {count} credential values, more than the \
+                 {MAX_SECRETS_PER_EXCHANGE} scrubbed; not stored",
+                printable(raw.request.get("method").and_then(serde_json::Value::as_str).unwrap_or_default()),
+                printable(&raw.server)
+            );
+            let (told, committed) = oneshot::channel();
+            let _ = told.send(false);
+            return committed;
         }
-        for aside in &mut raw.asides {
-            scrubber.scrub(&mut aside.message.body);
-        }
-        // Paths outside the Agent 365 forms are the server's name: no credential in it either.
-        raw.server = scrubber.scrub_str(&raw.server);
         if raw.content_type.is_empty() {
             // No transport said (stdio): a stream if the answer had more than one message,
             // so that HTTP replay frames it as the server would have.
@@ -332,13 +345,28 @@ impl Recorder {
                 }
             }
         }
-        let mut exchange: Exchange = self.rules.exchange(raw);
-        exchange.provenance = Provenance {
-            recorded_at: SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs() as i64),
-            upstream: Some(self.upstream.to_string()),
-            recorder: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        let (rules, upstream) = (Arc::clone(&self.rules), Arc::clone(&self.upstream));
+        let recorded_at = SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs() as i64);
+        let prepare = move || {
+            let scrubber = redact::Scrubber::new(&secrets);
+            scrubber.scrub(&mut raw.request);
+            for message in &mut raw.messages {
+                scrubber.scrub(&mut message.body);
+            }
+            for aside in &mut raw.asides {
+                scrubber.scrub(&mut aside.message.body);
+            }
+            // Paths outside the Agent 365 forms are the server's name: no credential in it either.
+            raw.server = scrubber.scrub_str(&raw.server);
+            let mut exchange: Exchange = rules.exchange(raw);
+            exchange.provenance = Provenance {
+                recorded_at,
+                upstream: Some(upstream.to_string()),
+                recorder: Some(env!("CARGO_PKG_VERSION").to_owned()),
+            };
+            exchange
         };
-        self.writer.write(exchange, Some(tag))
+        self.writer.write_prepared(Box::new(prepare), Some(tag))
     }
 
     /// Adds the client's reply to the exchange whose stream carried the request.

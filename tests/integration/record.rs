@@ -609,3 +609,31 @@ async fn kill_9_during_a_busy_recording_keeps_every_completed_exchange() {
     }
     replay.stop().await.unwrap();
 }
+
+/// One request with 16,000 credential arguments once took the recorder 32 s
+/// to scrub, on the runtime's workers; now the secrets an exchange may
+/// carry are capped (and scrubbing runs on the writer's thread).
+#[tokio::test]
+async fn credentials_past_the_cap_are_not_stored_and_under_it_are_all_scrubbed() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    let arguments = |count: usize| {
+        let map: serde_json::Map<String, Value> =
+            (0..count).map(|n| (format!("key_{n}_token"), json!(format!("secret-value-{n:06}")))).collect();
+        Value::Object(map)
+    };
+    // The bearer header counts twice: with its scheme and without.
+    let room = mcp_tape::limits::MAX_SECRETS_PER_EXCHANGE - 2;
+    let over = call_tool(&url, 1, "echo_many", arguments(room + 1), json!({})).await;
+    assert_eq!(over.status, 507, "{}", &over.text[..over.text.len().min(300)]);
+    assert_eq!(over.json()["id"], 1);
+    let under = call_tool(&url, 2, "echo_many", arguments(room), json!({})).await;
+    assert_eq!(under.status, 200);
+    assert!(under.text.contains("secret-value-000000"), "the client gets the echo as sent");
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 1, "only the exchange under the cap is stored");
+    let stored = serde_json::to_string(&(&exchanges[0].request, &exchanges[0].messages[0].body)).unwrap();
+    assert!(!stored.contains("secret-value-"), "every value scrubbed from request and echo");
+}

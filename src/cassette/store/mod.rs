@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, params};
 
 pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
-pub use writer::{Writer, WriterHandle, WriterReport};
+pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
 use crate::cassette::model::{
     AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,

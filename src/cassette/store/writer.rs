@@ -19,8 +19,15 @@ use crate::error::Error;
 
 enum Job {
     Write(Entry, oneshot::Sender<bool>),
+    /// An exchange to be made (normalized, scrubbed) on the writer thread.
+    Prepare(Prepare, Option<Tag>, oneshot::Sender<bool>),
     Stop,
 }
+
+/// Makes the exchange to store: the work that takes time in proportion to
+/// the exchange, done on the writer thread, in order, off the runtime's
+/// workers.
+pub type Prepare = Box<dyn FnOnce() -> Exchange + Send>;
 
 /// The writer thread's name (as `ps -L` and profiles show it).
 const THREAD_NAME: &str = "cassette-writer";
@@ -75,6 +82,9 @@ impl Writer {
                 while let Some(job) = next.take() {
                     match job {
                         Job::Write(entry, done) => batch.push((entry, done)),
+                        Job::Prepare(prepare, tag, done) => {
+                            batch.push((Entry::Exchange(Box::new(prepare()), tag), done));
+                        }
                         Job::Stop => stopping = true,
                     }
                     if !stopping && batch.len() < MAX_BATCH {
@@ -169,6 +179,20 @@ impl WriterHandle {
             self.jobs.send(Job::Write(Entry::Exchange(Box::new(exchange), tag), done))
         {
             tracing::error!("not stored: {} on {}: the writer has stopped", exchange.method, exchange.server);
+            let _ = done.send(false);
+        }
+        committed
+    }
+
+    /// Queues the exchange `prepare` makes on the writer thread, tagged for
+    /// the asides that may follow it; the receiver says whether it was
+    /// committed (`false` also when the writer has stopped).
+    pub fn write_prepared(&self, prepare: Prepare, tag: Option<Tag>) -> oneshot::Receiver<bool> {
+        let (done, committed) = oneshot::channel();
+        if let Err(mpsc::SendError(Job::Prepare(_, _, done))) =
+            self.jobs.send(Job::Prepare(prepare, tag, done))
+        {
+            tracing::error!("not stored: an exchange: the writer has stopped");
             let _ = done.send(false);
         }
         committed
