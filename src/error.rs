@@ -141,6 +141,11 @@ pub enum Fault {
     BodyStalled {
         idle: Duration,
     },
+    /// A body that came slower, over all, than this many bytes a second
+    /// (after a first allowance of time).
+    BodyTooSlow {
+        rate: usize,
+    },
     BodyUnreadable(String),
     /// A header value that is not visible ASCII.
     HeaderNotAscii(&'static str),
@@ -202,6 +207,9 @@ impl Fault {
             Fault::NotAcceptable => invalid("Accept must allow application/json or text/event-stream".into()),
             Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
             Fault::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
+            Fault::BodyTooSlow { rate } => {
+                invalid(format!("The request body came slower than {rate} bytes a second"))
+            }
             Fault::UriTooLong { limit } => invalid(format!("Request-target longer than {limit} bytes")),
             Fault::NotAPath => invalid("The request-target must be a path beginning with /".into()),
             Fault::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
@@ -280,6 +288,7 @@ pub(crate) fn one_of_each_fault() -> Vec<Fault> {
         Fault::NotAcceptable,
         Fault::BodyTooLarge { limit: 1 },
         Fault::BodyStalled { idle: Duration::from_secs(1) },
+        Fault::BodyTooSlow { rate: 1 },
         Fault::UriTooLong { limit: 1 },
         Fault::NotAPath,
         Fault::BodyUnreadable("reset".into()),

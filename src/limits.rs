@@ -27,6 +27,14 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// Enforced in [`crate::transport::http::server`].
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A request body must arrive within [`HEADER_READ_TIMEOUT`] plus one
+/// second for each this many bytes of it (on top of the idle timeout each
+/// wait for a piece of it gets): a client that trickles a body in cannot
+/// hold a connection for long. Past it: 408.
+///
+/// Enforced in [`crate::transport::http`].
+pub const MIN_BODY_RATE: usize = 16 * 1024;
+
 /// Longest line accepted from the client; a longer one is refused.
 ///
 /// Enforced in [`crate::transport::stdio`].

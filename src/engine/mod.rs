@@ -160,7 +160,7 @@ impl Outcome {
     /// The outcome a request that failed with `fault` is logged with.
     pub fn of(fault: &Fault) -> Outcome {
         match fault {
-            Fault::BodyStalled { .. } => Outcome::Stalled,
+            Fault::BodyStalled { .. } | Fault::BodyTooSlow { .. } => Outcome::Stalled,
             Fault::BodyUnreadable(_) => Outcome::Unreadable,
             Fault::Upstream(_) => Outcome::UpstreamError,
             Fault::NotStored => Outcome::NotStored,

@@ -559,3 +559,147 @@ async fn a_fractional_id_is_an_invalid_request() {
     );
     replay.stop().await.unwrap();
 }
+
+/// A new connection that sends nothing, or only the HTTP/2 preface, held
+/// its slot until the idle timeout: now its first request must come within
+/// the header limit (10 s; the idle timeout here is a minute).
+#[tokio::test]
+async fn a_connection_with_no_first_request_is_closed_at_the_header_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_secs(60);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let opened: Vec<_> = ["", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"]
+        .into_iter()
+        .map(|sent| {
+            let address = address.clone();
+            tokio::spawn(async move {
+                let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+                peer.write_all(sent.as_bytes()).await.unwrap();
+                let mut answer = Vec::new();
+                // Well before the idle timeout: only the header limit can close it.
+                tokio::time::timeout(std::time::Duration::from_secs(30), peer.read_to_end(&mut answer))
+                    .await
+                    .unwrap_or_else(|_| panic!("still open 30 s after sending {sent:?}"))
+                    .ok();
+            })
+        })
+        .collect();
+    for peer in opened {
+        peer.await.unwrap();
+    }
+    replay.stop().await.unwrap();
+}
+
+/// An HTTP/2 connection that sends only pings was never closed: pings and
+/// settings move bytes but are no request.
+#[tokio::test]
+async fn an_http2_connection_that_only_pings_is_closed_when_idle() {
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_millis(300);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .keep_alive_interval(std::time::Duration::from_millis(50))
+            .keep_alive_while_idle(true)
+            .handshake::<_, http_body_util::Full<bytes::Bytes>>(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = hyper::Request::post(format!("http://{address}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+        )))
+        .unwrap();
+    let answered = sender.send_request(request).await.unwrap();
+    assert_eq!(answered.status(), 200);
+    drop(answered);
+    // From now on the client only pings, every 50 ms.
+    tokio::time::timeout(std::time::Duration::from_secs(30), connection)
+        .await
+        .expect("a connection that only pings is closed once idle")
+        .unwrap()
+        .ok();
+    replay.stop().await.unwrap();
+}
+
+/// At the connection cap, a new client waited behind idle keep-alive
+/// connections for their idle timeout; now an idle one makes room.
+#[tokio::test]
+async fn at_the_connection_cap_an_idle_connection_makes_room() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_secs(120);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // Every slot taken by a keep-alive connection that made one request and went quiet.
+    let mut quiet = Vec::new();
+    for _ in 0..mcp_tape::limits::MAX_CONNECTIONS {
+        let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+        peer.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 12];
+        peer.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 200");
+        quiet.push(peer);
+    }
+    // Well before the idle timeout (two minutes): only a reclaimed slot can serve it.
+    let served = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        call(&replay.url("/mcp"), &[], "ping", json!({})),
+    )
+    .await
+    .expect("a new client is served at the cap");
+    assert_eq!(served.status, 200);
+    drop(quiet);
+    replay.stop().await.unwrap();
+}
+
+/// A chunked body that sends a byte every half second never stalled (each
+/// wait is under the idle timeout), so it held its connection for as long
+/// as it liked; a body now has a deadline that grows with what arrived.
+#[tokio::test]
+async fn a_body_that_trickles_in_gets_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cassettes = Cassettes::new();
+    let idle = std::time::Duration::from_secs(60);
+    let replay =
+        Replayer::start_with(&[cassettes.path()], Options { idle_timeout: idle, ..Options::default() }).await;
+    let address = replay.url("").trim_start_matches("http://").to_owned();
+    let peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let (mut from_server, mut to_server) = peer.into_split();
+    let trickle = tokio::spawn(async move {
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        to_server.write_all(head.as_bytes()).await?;
+        for _ in 0..120 {
+            to_server.write_all(b"1\r\n \r\n").await?;
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let mut answer = vec![0u8; 12];
+    tokio::time::timeout(std::time::Duration::from_secs(30), from_server.read_exact(&mut answer))
+        .await
+        .expect("the trickling body was answered before it ended")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 408");
+    trickle.abort();
+    replay.stop().await.unwrap();
+}

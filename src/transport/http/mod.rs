@@ -38,7 +38,7 @@ use crate::engine::{
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache, RequestId};
-use crate::limits::{MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES};
+use crate::limits::{HEADER_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
 use crate::util::{pieces, printable};
@@ -572,13 +572,16 @@ fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
     Ok(accepts)
 }
 
-/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`] and
-/// one that stalls: `idle` at most between two pieces of it.
+/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`], one
+/// that stalls (`idle` at most between two pieces of it) and one that
+/// trickles in ([`MIN_BODY_RATE`] over all, after [`HEADER_READ_TIMEOUT`]).
 ///
 /// # Errors
 ///
-/// 413 over the limit, 408 for a stalled body, 400 when it cannot be read.
+/// 413 over the limit, 408 for a stalled or too slow body, 400 when it
+/// cannot be read.
 async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, RequestError> {
+    let started = tokio::time::Instant::now();
     let too_large = || RequestError::from(Fault::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
     // A body announced (Content-Length) over the limit is refused before any of it is read.
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
@@ -593,9 +596,17 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
         // A piece that is already there is taken without arming a timer.
         let mut next = std::pin::pin!(body.frame());
         let ready = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).map(Ok))).await;
+        let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
+        let deadline = started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
         let piece = match ready {
             Poll::Ready(piece) => piece,
-            Poll::Pending => tokio::time::timeout(idle, next).await,
+            Poll::Pending => {
+                let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+                match tokio::time::timeout(wait, next).await {
+                    Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
+                    piece => piece,
+                }
+            }
         };
         match piece {
             Err(_) => return Err(Fault::BodyStalled { idle }.into()),

@@ -1,8 +1,11 @@
 //! The accept loop: a bounded number of connections, HTTP/1.1 and HTTP/2 on
-//! one port, a time limit on a request head, idle connections closed (a
+//! one port, a time limit on a request head (and on a new connection's
+//! first request, whatever it sends meanwhile), idle connections closed (a
 //! connection with no request in flight, silent for the front door's idle
-//! timeout), and one graceful shutdown path (stop accepting, let in-flight
-//! requests finish within a grace period).
+//! timeout; on HTTP/2 only requests count, not pings or settings), at the
+//! connection cap an idle one reclaimed for a new client, and one graceful
+//! shutdown path (stop accepting, let in-flight requests finish within a
+//! grace period).
 //!
 //! Both limits are watched by one timer per connection that looks at counts
 //! of the connection's reads and requests; nothing is timed per request.
@@ -16,8 +19,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -29,7 +32,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use super::frame::Holding;
 use super::{App, Body, handle};
@@ -55,11 +58,12 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         head: HEADER_READ_TIMEOUT.min(app.front_door.idle_timeout),
     };
     tokio::pin!(shutdown);
+    let mut open: Vec<Weak<Activity>> = Vec::new();
     loop {
         let permit = tokio::select! {
-            permit = Arc::clone(&connections).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break, // the semaphore is never closed
+            permit = room(&connections, &mut open) => match permit {
+                Some(permit) => permit,
+                None => break, // the semaphore is never closed
             },
             () = &mut shutdown => break,
         };
@@ -82,6 +86,10 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         };
         let app = Arc::clone(&app);
         let activity = Arc::new(Activity::default());
+        if open.len() >= 2 * MAX_CONNECTIONS {
+            open.retain(|activity| activity.strong_count() > 0);
+        }
+        open.push(Arc::downgrade(&activity));
         let served = Arc::clone(&activity);
         let service = service_fn(move |request| {
             let app = Arc::clone(&app);
@@ -109,6 +117,9 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                     ),
                     Closed::SlowHead => tracing::info!(
                         "{peer} rejected: request head not complete within {:?}", limits.head
+                    ),
+                    Closed::Reclaimed => tracing::debug!(
+                        "{peer}: idle, closed to make room for a new connection ({MAX_CONNECTIONS} open)"
                     ),
                 },
             }
@@ -161,12 +172,33 @@ pub fn shutdown_signal() -> impl Future<Output = ()> {
     }
 }
 
+/// A permit for one more connection. At the cap, one connection with no
+/// request in flight (the one seen first in `open`, which lists them oldest
+/// first) is told to close, so that a new client does not wait behind idle
+/// ones; `None` if the semaphore was closed.
+async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> Option<OwnedSemaphorePermit> {
+    if let Ok(permit) = Arc::clone(connections).try_acquire_owned() {
+        return Some(permit);
+    }
+    open.retain(|activity| activity.strong_count() > 0);
+    let idle = open.iter().filter_map(Weak::upgrade).find(|a| a.in_flight.load(Ordering::Relaxed) == 0);
+    if let Some(activity) = idle {
+        activity.reclaim.notify_one();
+    }
+    Arc::clone(connections).acquire_owned().await.ok()
+}
+
 /// What a connection is doing: requests in flight (answers still streaming
 /// included), and counts of its reads, writes and requests (counts, not
 /// times: no clock is read per read, write or request).
 #[derive(Default)]
 struct Activity {
     moves: AtomicU64,
+    /// Requests started and ended: what counts as activity on HTTP/2,
+    /// where pings and settings frames move bytes with no request.
+    requests: AtomicU64,
+    /// Told to close: the cap is reached and this connection is idle.
+    reclaim: Notify,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
     /// nothing in flight are a request head on its way.
@@ -193,6 +225,7 @@ struct Limits {
 enum Closed {
     Idle,
     SlowHead,
+    Reclaimed,
 }
 
 impl Activity {
@@ -204,22 +237,41 @@ impl Activity {
         self.settled.store(self.reads.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
-    /// Resolves once a limit is passed: no request in flight and nothing
-    /// moved for `limits.idle`, or an HTTP/1 request head begun and not
-    /// finished for `limits.head`. Each is seen so at [`CHECKS`] looks in a
+    /// Resolves once a limit is passed, or the connection is reclaimed: no
+    /// request in flight and nothing moved (on HTTP/2: no request started or
+    /// ended) for `limits.idle`; an HTTP/1 request head begun and not
+    /// finished for `limits.head`; no first request within `limits.head` of
+    /// the connection's start. Each is seen so at [`CHECKS`] looks in a
     /// row, a quarter of the shorter limit apart, so it is noticed within a
     /// quarter of that limit after it passed.
     async fn watch(&self, limits: Limits) -> Closed {
+        tokio::select! {
+            closed = self.limit(limits) => closed,
+            () = self.reclaim.notified() => Closed::Reclaimed,
+        }
+    }
+
+    async fn limit(&self, limits: Limits) -> Closed {
         let every = limits.idle.min(limits.head) / CHECKS;
         let looks = |limit: Duration| limit.as_nanos().div_ceil(every.as_nanos().max(1));
         let (idle_looks, head_looks) = (looks(limits.idle), looks(limits.head));
-        let mut seen = self.moves.load(Ordering::Relaxed);
+        let moved = || {
+            let http2 = self.http2.load(Ordering::Relaxed);
+            if http2 { self.requests.load(Ordering::Relaxed) } else { self.moves.load(Ordering::Relaxed) }
+        };
+        let mut seen = moved();
         let mut settled = self.settled.load(Ordering::Relaxed);
-        let (mut quiet, mut heading) = (0u128, 0u128);
+        let (mut quiet, mut heading, mut waiting) = (0u128, 0u128, 0u128);
         loop {
             tokio::time::sleep(every).await;
-            let moves = self.moves.load(Ordering::Relaxed);
+            let moves = moved();
             let idle = self.in_flight.load(Ordering::Relaxed) == 0;
+            // No request yet: the first one must begin and end its head in time.
+            let first = self.requests.load(Ordering::Relaxed) == 0;
+            waiting = if first && idle { waiting + 1 } else { 0 };
+            if waiting > head_looks {
+                return Closed::SlowHead;
+            }
             quiet = if moves == seen && idle { quiet + 1 } else { 0 };
             seen = moves;
             // The same head as at the last look: no request started or ended since.
@@ -313,6 +365,7 @@ struct InFlight(Arc<Activity>);
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
         activity.settle();
+        activity.requests.fetch_add(1, Ordering::Relaxed);
         activity.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(Arc::clone(activity))
     }
@@ -325,6 +378,7 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        self.0.requests.fetch_add(1, Ordering::Relaxed);
         self.0.touch();
         self.0.settle();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);

@@ -52,7 +52,7 @@ pub(super) fn of_fault(fault: &Fault) -> StatusCode {
         Fault::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
         Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        Fault::BodyStalled { .. } => StatusCode::REQUEST_TIMEOUT,
+        Fault::BodyStalled { .. } | Fault::BodyTooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
         Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
         Fault::UnknownSession => StatusCode::NOT_FOUND,
         Fault::MissingSessionHeader
