@@ -5,12 +5,18 @@
 
 use libfuzzer_sys::fuzz_target;
 use mcp_tape::cassette::model::canonical_json;
+use mcp_tape::config::Normalization;
 use mcp_tape::normalize::{Rules, differences};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(params) = serde_json::from_slice::<Value>(data) else { return };
-    let rules = Rules::new(&["apiKey".to_owned()], &["/arguments/requestId".to_owned()]);
+    let normalization = Normalization {
+        redact_keys: vec!["apiKey".to_owned()],
+        ignore_params: vec!["/arguments/requestId".to_owned()],
+        redact_patterns: vec!["builtin".to_owned()],
+    };
+    let rules = Rules::new(&normalization).expect("the built-in shapes compile");
     let key = rules.match_key("mcp_Fuzz", "tools/call", Some(&params));
     // The same params read back from their canonical text give the same key.
     let again: Value = serde_json::from_str(&canonical_json(&params)).unwrap();
