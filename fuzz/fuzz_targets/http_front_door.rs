@@ -9,12 +9,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::config::{FrontDoor, OnMiss, Pace};
-use mcp_tape::engine::{Engine, Mode};
-use mcp_tape::engine::replay::{Replay, ServiceAnswers};
-use mcp_tape::normalize::Rules;
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::cassette::tape::Tape;
+use mcp_tape::config::{FrontDoor, OnMiss, Pace};
+use mcp_tape::engine::replay::{Replay, ServiceAnswers};
+use mcp_tape::engine::{Engine, Mode};
+use mcp_tape::normalize::Rules;
 use mcp_tape::transport::http::{App, handle};
 
 const CASSETTE: &str = concat!(

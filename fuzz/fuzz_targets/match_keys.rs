@@ -9,14 +9,22 @@ use mcp_tape::config::Normalization;
 use mcp_tape::normalize::{Rules, differences};
 use serde_json::Value;
 
+/// The rules, made once (their secret shapes are compiled expressions).
+fn rules() -> &'static Rules {
+    static RULES: std::sync::OnceLock<Rules> = std::sync::OnceLock::new();
+    RULES.get_or_init(|| {
+        let normalization = Normalization {
+            redact_keys: vec!["apiKey".to_owned()],
+            ignore_params: vec!["/arguments/requestId".to_owned()],
+            redact_patterns: vec!["builtin".to_owned()],
+        };
+        Rules::new(&normalization).expect("the built-in shapes compile")
+    })
+}
+
 fuzz_target!(|data: &[u8]| {
     let Ok(params) = serde_json::from_slice::<Value>(data) else { return };
-    let normalization = Normalization {
-        redact_keys: vec!["apiKey".to_owned()],
-        ignore_params: vec!["/arguments/requestId".to_owned()],
-        redact_patterns: vec!["builtin".to_owned()],
-    };
-    let rules = Rules::new(&normalization).expect("the built-in shapes compile");
+    let rules = rules();
     let key = rules.match_key("mcp_Fuzz", "tools/call", Some(&params));
     // The same params read back from their canonical text give the same key.
     let again: Value = serde_json::from_str(&canonical_json(&params)).unwrap();
