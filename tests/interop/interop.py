@@ -72,6 +72,7 @@ import traceback
 
 import agent_loop
 import clients
+import soak
 from mcp.shared.exceptions import MCPError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1281,6 +1282,10 @@ def main():
     faults_on_demand(args, node_env, checks)
     a365_server_unavailable(args, node_env, checks)
     ci_examples(args, node_env, checks)
+    with tempfile.TemporaryDirectory() as cassettes:
+        run_process([args.binary, "import", FIXTURE, "--cassette", os.path.join(cassettes, "mail.sqlite")],
+                    CLIENT_TIMEOUT_S)
+        soak.run(args, checks, Daemon, cassettes)
 
     print(f"interop: {checks.passed} passed, {checks.failed} failed", flush=True)
     return 1 if checks.failed else 0

@@ -1,0 +1,249 @@
+"""The soak: `mcp-tape replay` and `mcp-tape record` under hostile input for a
+bounded time, then replay with every connection slot held by clients that send
+nothing, trickle a body or only ping.
+
+For SOAK_S seconds, workers send replay distinct long tool names, methods and
+paths and oversized misses, and send record distinct long tool names and calls
+whose upstream answers are large; each daemon's resident memory is sampled all
+along. Both must stay under a fixed bound (the figures are printed) and never
+abort. Then 1030 silent connections, 100 trickling bodies and 100 HTTP/2
+connections that only ping are opened against replay: a new client must still
+be served within the header limit (10 s) and a margin.
+"""
+
+import http.client
+import http.server
+import json
+import os
+import socket
+import struct
+import threading
+import time
+
+SOAK_S = 30
+WORKERS = 6
+# Resident memory each daemon must stay under, in MiB (a debug build).
+# Record holds up to 256 MiB of answers in flight, and a buffer being grown
+# to the 64 MiB cap briefly holds its old and new halves.
+RSS_BOUND_MIB = {"replay": 512, "record": 1024}
+HEADER_LIMIT_S = 10
+SERVED_MARGIN_S = 5
+SILENT, TRICKLING, PINGING = 1030, 100, 100
+MIB = 1024 * 1024
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class LargeAnswers(http.server.ThreadingHTTPServer):
+    """An upstream on loopback answering a `tools/call` with `arguments.mib`
+    MiB of text (none if not given), chunked, with no length announced:
+    past 64 MiB the recorder reads up to its cap, refuses it and stores
+    nothing, so the soak tests the recorder's memory, not the disk."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), LargeAnswers.Handler)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            try:
+                request = json.loads(body)
+            except ValueError:
+                request = {}
+            params = request.get("params") or {}
+            size = int((params.get("arguments") or {}).get("mib", 0)) if request.get("method") == "tools/call" else 0
+            head = json.dumps({"jsonrpc": "2.0", "id": request.get("id")})[:-1]
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            pieces = [head.encode() + b', "result": {"content": [{"type": "text", "text": "']
+            pieces += [b"x" * MIB] * size
+            pieces.append(b'"}]}}')
+            try:
+                for piece in pieces:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass  # the recorder gave up on an answer past its cap
+
+
+def post(base, path, body, timeout=30):
+    """POSTs `body` (bytes); returns the status, or the exception's name."""
+    host, port = base.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        connection.request("POST", path, body=body, headers={
+            "content-type": "application/json", "accept": "application/json, text/event-stream"})
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    except (OSError, http.client.HTTPException) as error:
+        return type(error).__name__
+    finally:
+        connection.close()
+
+
+def call(name, arguments=None, method="tools/call", request_id=1):
+    params = {"name": name, "arguments": arguments or {}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
+
+
+def hostile(base, worker, n, recording):
+    """The n-th hostile request of a worker. Names sent to record are
+    shorter (what it forwards, it stores)."""
+    unique = f"{worker}-{n}-"
+    long = 4096 if recording else 65536
+    kind = n % 4
+    if kind == 0:
+        return post(base, "/agents/servers/mcp_MailTools", call(unique + "t" * long))
+    if kind == 1:
+        return post(base, "/agents/servers/mcp_MailTools", call("x", method=unique + "m" * long))
+    if kind == 2:
+        return post(base, "/agents/servers/" + unique + "p" * 7000, call("x"))
+    if recording:
+        return post(base, "/agents/servers/mcp_Large", call("large", {"mib": 65}))
+    return post(base, "/agents/servers/mcp_MailTools", call("GetMessage", {"id": "m1", "extra": "e" * MIB}))
+
+
+def soak(args, checks, replay, recorder):
+    """The timed part against the running `replay` and `recorder` Daemons."""
+    peaks = {"replay": 0.0, "record": 0.0}
+    counts = {"replay": {}, "record": {}}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            for name, daemon in [("replay", replay), ("record", recorder)]:
+                if daemon.proc.poll() is None:
+                    peaks[name] = max(peaks[name], rss_mib(daemon.proc.pid))
+            time.sleep(0.25)
+
+    def work(name, daemon, worker):
+        n = 0
+        while not stop.is_set():
+            outcome = hostile(daemon.base, worker, n, name == "record")
+            counts[name][outcome] = counts[name].get(outcome, 0) + 1
+            n += 1
+
+    threads = [threading.Thread(target=sample)]
+    for name, daemon in [("replay", replay), ("record", recorder)]:
+        threads += [threading.Thread(target=work, args=(name, daemon, w)) for w in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    time.sleep(SOAK_S)  # the soak's length, not a readiness wait
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    def bounded():
+        for name, daemon in [("replay", replay), ("record", recorder)]:
+            print(f"soak: {name}: peak RSS {peaks[name]:.0f} MiB (bound {RSS_BOUND_MIB[name]}) over {SOAK_S} s; "
+                  f"answers {dict(sorted((str(k), v) for k, v in counts[name].items()))}", flush=True)
+            assert daemon.proc.poll() is None, f"{name} exited {daemon.proc.returncode}"
+            assert peaks[name] < RSS_BOUND_MIB[name], f"{name} peaked at {peaks[name]:.0f} MiB"
+            assert sum(counts[name].values()) > 100, counts[name]
+
+    checks.run(f"soak: replay and record under {SOAK_S} s of hostile requests stay under their RSS bounds",
+               bounded)
+
+
+def http2_ping_only(address):
+    """An HTTP/2 connection that sends the preface and settings, then pings."""
+    peer = socket.create_connection(address)
+    peer.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + struct.pack(">I", 0)[1:] + b"\x04\x00" + b"\x00" * 4)
+    return peer
+
+
+def ping_frame(n):
+    return struct.pack(">I", 8)[1:] + b"\x06\x00" + b"\x00" * 4 + struct.pack(">Q", n)
+
+
+def held_slots(checks, replay):
+    """Every slot held by clients that send nothing, trickle a body or ping."""
+    host, port = replay.base.removeprefix("http://").split(":")
+    address = (host, int(port))
+    peers, trickling, pinging = [], [], []
+    stop = threading.Event()
+    try:
+        for _ in range(SILENT):
+            peers.append(socket.create_connection(address))
+        for _ in range(TRICKLING):
+            peer = socket.create_connection(address)
+            peer.sendall(f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\ncontent-type: application/json\r\n"
+                         f"content-length: 100000\r\n\r\n".encode())
+            trickling.append(peer)
+        for _ in range(PINGING):
+            pinging.append(http2_ping_only(address))
+
+        def keep_busy():
+            n = 0
+            while not stop.is_set():
+                for peer in trickling:
+                    try:
+                        peer.sendall(b" ")
+                    except OSError:
+                        pass
+                for peer in pinging:
+                    try:
+                        peer.sendall(ping_frame(n))
+                    except OSError:
+                        pass
+                n += 1
+                stop.wait(1)
+
+        busy = threading.Thread(target=keep_busy)
+        busy.start()
+
+        def served():
+            began = time.monotonic()
+            status = post(replay.base, "/mcp", call("x", method="ping"), timeout=HEADER_LIMIT_S + SERVED_MARGIN_S)
+            waited = time.monotonic() - began
+            print(f"soak: with {SILENT} silent, {TRICKLING} trickling and {PINGING} pinging connections open, "
+                  f"a new client was answered {status} after {waited:.1f} s", flush=True)
+            assert status == 200, status
+
+        checks.run(f"soak: {SILENT} silent, {TRICKLING} trickling and {PINGING} ping-only connections do not keep "
+                   f"a new client waiting past the header limit", served)
+    finally:
+        stop.set()
+        for peer in peers + trickling + pinging:
+            peer.close()
+
+
+def run(args, checks, daemon_class, fixture_cassettes):
+    """Starts replay of `fixture_cassettes`, record in front of LargeAnswers,
+    soaks both, then holds replay's slots; both must stop cleanly."""
+    upstream = LargeAnswers()
+    serving = threading.Thread(target=upstream.serve_forever, daemon=True)
+    serving.start()
+    replay = daemon_class(args.binary, [fixture_cassettes])
+    recorded = os.path.join(args.logs, "soak-cassettes")
+    recorder = daemon_class(None, None, [args.binary, "record", "--upstream",
+                                         f"http://127.0.0.1:{upstream.server_address[1]}",
+                                         "--cassettes", recorded, "--name", "soak", "--port", "0"])
+    try:
+        soak(args, checks, replay, recorder)
+        held_slots(checks, replay)
+    finally:
+        codes = {"replay": replay.stop(os.path.join(args.logs, "soak-replay.log"))[0],
+                 "record": recorder.stop(os.path.join(args.logs, "soak-record.log"))[0]}
+        upstream.shutdown()
+
+    def stopped_cleanly():
+        assert codes == {"replay": 0, "record": 0}, codes
+
+    checks.run("soak: replay and record stop cleanly afterwards (exit 0, no abort)", stopped_cleanly)
