@@ -610,23 +610,10 @@ def resumed_streams(args, node_env, checks):
     def run(name, stage, url):
         results[name][stage] = clients_of[name](url)
 
-    with tempfile.TemporaryDirectory() as cassettes:
-
-        def drive(upstream, recorder):
-            for name in clients_of:
-                checks.run(f"resumed streams: {name} directly against the fixture",
-                           lambda name=name: run(name, "direct", upstream.url("/mcp")))
-                checks.run(f"resumed streams: {name} through mcp-tape record",
-                           lambda name=name: run(name, "record", recorder.url("/mcp")))
-
-        record_through(args, [args.node, CONFORMANCE_UPSTREAM_V2], cassettes, drive, "resumed")
-        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
-        try:
-            for name in clients_of:
-                checks.run(f"resumed streams: {name} against mcp-tape replay",
-                           lambda name=name: run(name, "replay", replayer.url("/mcp")))
-        finally:
-            code, replay_log = replayer.stop(os.path.join(args.logs, "replay-resumed.log"))
+    stages = {"direct": "directly against the fixture", "record": "through mcp-tape record",
+              "replay": "against mcp-tape replay"}
+    code, replay_log = three_ways_on_the_dual_era_fixture(
+        args, checks, clients_of, lambda name, stage: f"resumed streams: {name} {stages[stage]}", run, "resumed")
     with open(os.path.join(args.logs, "record-resumed.log")) as f:
         record_log = f.read()
 
@@ -889,6 +876,30 @@ def scenario_outcomes(command, node_env, log_path):
     return SCENARIO_LINE.findall(result.stdout)
 
 
+def three_ways_on_the_dual_era_fixture(args, checks, names, title, run, label):
+    """run(name, stage, url) for each of `names`, directly against
+    conformance_upstream_v2.mjs and through `mcp-tape record` (log
+    record-LABEL.log) into one cassette, then against `replay --fail-on-miss`
+    of it with the fixture stopped; each a check titled title(name, stage).
+    Returns replay's exit code and log."""
+    with tempfile.TemporaryDirectory() as cassettes:
+
+        def drive(upstream, recorder):
+            for name in names:
+                for stage, where in [("direct", upstream), ("record", recorder)]:
+                    checks.run(title(name, stage), lambda name=name, stage=stage, where=where:
+                               run(name, stage, where.url("/mcp")))
+
+        record_through(args, [args.node, CONFORMANCE_UPSTREAM_V2], cassettes, drive, label)
+        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
+        try:
+            for name in names:
+                checks.run(title(name, "replay"), lambda name=name: run(name, "replay", replayer.url("/mcp")))
+        finally:
+            stopped = replayer.stop(os.path.join(args.logs, f"replay-{label}.log"))
+    return stopped
+
+
 def conformance_next_three_ways(args, node_env, conformance_next, checks):
     """Conformance 0.2.0-alpha.12, both legs, against our dual-era fixture on
     the TypeScript SDK v2: directly, through `mcp-tape record` with both legs
@@ -901,23 +912,11 @@ def conformance_next_three_ways(args, node_env, conformance_next, checks):
         command = [*conformance_next, "server", "--url", url, "--suite", "all", *NEXT_LEGS[name]]
         outcomes[(name, stage)] = scenario_outcomes(command, node_env, log)
 
-    with tempfile.TemporaryDirectory() as cassettes:
-
-        def drive(upstream, recorder):
-            for name in NEXT_LEGS:
-                checks.run(f"conformance 0.2.0-alpha.12 {name} leg directly against our dual-era fixture",
-                           lambda name=name: leg(name, "direct", upstream.url("/mcp")))
-                checks.run(f"conformance 0.2.0-alpha.12 {name} leg through mcp-tape record",
-                           lambda name=name: leg(name, "record", recorder.url("/mcp")))
-
-        record_through(args, [args.node, CONFORMANCE_UPSTREAM_V2], cassettes, drive, "conformance-next")
-        replayer = Daemon(None, None, [args.binary, "replay", cassettes, "--port", "0", "--fail-on-miss"])
-        try:
-            for name in NEXT_LEGS:
-                checks.run(f"conformance 0.2.0-alpha.12 {name} leg against mcp-tape replay of the one cassette",
-                           lambda name=name: leg(name, "replay", replayer.url("/mcp")))
-        finally:
-            code, log = replayer.stop(os.path.join(args.logs, "replay-conformance-next.log"))
+    stages = {"direct": "directly against our dual-era fixture", "record": "through mcp-tape record",
+              "replay": "against mcp-tape replay of the one cassette"}
+    code, log = three_ways_on_the_dual_era_fixture(
+        args, checks, NEXT_LEGS, lambda name, stage: f"conformance 0.2.0-alpha.12 {name} leg {stages[stage]}", leg,
+        "conformance-next")
 
     def fixture_complete():
         for name in NEXT_LEGS:
