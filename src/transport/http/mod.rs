@@ -264,7 +264,9 @@ async fn post(
         (Err(error), None) => return Err(error),
     };
     let Context { era, session, facts } = context;
-    let mut version = facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
+    // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
+    let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version.as_deref());
+    let mut primable = header_version.is_some_and(mcp::takes_priming_events);
     let step = match message {
         Message::Request { id, method, params } => {
             let call = Call {
@@ -276,10 +278,10 @@ async fn post(
                 params: params.as_ref(),
                 facts: &facts,
             };
-            if method == "initialize" {
+            if method == "initialize" && header_version.is_none() {
                 // No header yet: the version the client asks for is in the request.
                 let asked = call.params().and_then(|p| p.get("protocolVersion")).and_then(|v| v.as_str());
-                version = version.or(asked.map(str::to_owned));
+                primable = asked.is_some_and(mcp::takes_priming_events);
             }
             let step = app.engine.request(&call);
             logged.mcp_method = method;
@@ -296,7 +298,6 @@ async fn post(
             app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))?
         }
     };
-    let primable = version.as_deref().is_some_and(mcp::takes_priming_events);
     let post = Post { parts, body, accepts, session, era, primable };
     respond(step, app, &post, logged).await
 }
