@@ -379,6 +379,45 @@ async fn upstream_faults_get_clear_errors_and_store_nothing() {
     }
 }
 
+/// A kept-alive connection the upstream closes before it answers (it
+/// read the request, or never did: the proxy cannot tell, but it knows the
+/// connection had carried an exchange and no byte of this answer came) is
+/// met by sending the request once more on a new connection. A fresh
+/// connection closed that way is not retried, nor is one where the answer
+/// had begun.
+#[tokio::test]
+async fn a_request_that_meets_a_kept_connection_closed_is_sent_again() {
+    let (address, read) = upstream::closes_kept_connections(1, b"").await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&format!("http://{address}"), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url(MAIL);
+    for id in 1..=3 {
+        let reply = call_tool(&url, id, "plain", json!({"n": id}), json!({})).await;
+        assert_eq!((reply.status, reply.json()["id"].clone()), (200, json!(id)), "{reply:?}");
+        assert_eq!(reply.json()["result"]["served"], 0, "answered on a new connection");
+    }
+    assert_eq!(read.load(Ordering::SeqCst), 5, "the first request once, each later one twice");
+    assert_eq!(recorder.stop().await.len(), 3, "every exchange the client got is stored");
+
+    for (answered, then, what) in [
+        (0, &b""[..], "a fresh connection closed unanswered"),
+        (1, &b"HTTP/1.1 200 OK\r\n"[..], "an answer begun, then cut"),
+    ] {
+        let (address, read) = upstream::closes_kept_connections(answered, then).await;
+        let dir = Cassettes::new();
+        let recorder =
+            Recorder::start(&format!("http://{address}"), dir.path(), RecordOptions::default()).await;
+        let url = recorder.url(MAIL);
+        for id in 0..answered {
+            assert_eq!(call_tool(&url, id as u64, "plain", json!({}), json!({})).await.status, 200, "{what}");
+        }
+        let reply = call_tool(&url, 9, "plain", json!({}), json!({})).await;
+        assert_eq!((reply.status, reply.json()["id"].clone()), (502, json!(9)), "{what}: {reply:?}");
+        assert_eq!(read.load(Ordering::SeqCst), answered + 1, "{what}: not sent again");
+        assert_eq!(recorder.stop().await.len(), answered, "{what}");
+    }
+}
+
 #[tokio::test]
 async fn statuses_headers_and_paths_pass_through() {
     let upstream = upstream::start().await;

@@ -414,6 +414,76 @@ pub async fn garbage() -> SocketAddr {
     addr
 }
 
+/// A plain HTTP/1.1 peer that keeps connections alive without saying so
+/// and then lets them go: on every connection it answers the first
+/// `answered` requests (a JSON-RPC result echoing the request's id) and
+/// closes the connection on the next one after writing `then` (nothing, or
+/// the start of an answer). Counts the requests it read.
+pub async fn closes_kept_connections(
+    answered: usize,
+    then: &'static [u8],
+) -> (SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let read = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&read);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let counted = Arc::clone(&counted);
+            tokio::spawn(async move {
+                let mut stream = tokio::io::BufReader::new(stream);
+                for served in 0.. {
+                    let Some(body) = read_request(&mut stream).await else { return };
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if served == answered {
+                        let _ = stream.get_mut().write_all(then).await;
+                        return;
+                    }
+                    let request: Value = serde_json::from_slice(&body).unwrap();
+                    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"served": served}});
+                    let answer = answer.to_string();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        answer.len()
+                    );
+                    let stream = stream.get_mut();
+                    if stream.write_all(head.as_bytes()).await.is_err()
+                        || stream.write_all(answer.as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, read)
+}
+
+/// One HTTP/1.1 request's body (by its `content-length`), or `None` at the
+/// end of the connection.
+async fn read_request(stream: &mut tokio::io::BufReader<tokio::net::TcpStream>) -> Option<Vec<u8>> {
+    use tokio::io::AsyncBufReadExt;
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        if stream.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(body)
+}
+
 /// An address where nothing listens.
 pub async fn refused() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

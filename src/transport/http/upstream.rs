@@ -1,10 +1,15 @@
 //! The one pooled HTTP client to the upstream MCP server: hyper-util's
 //! client over hyper-rustls (public web roots plus an optional CA file;
 //! HTTP/1.1, and HTTP/2 where TLS negotiates it), with connect and response
-//! timeouts. Also which headers a proxy must not forward.
+//! timeouts, and one retry of a request that met a reused connection the
+//! server had already closed. Also which headers a proxy must not forward.
 
+use std::io::ErrorKind;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -14,7 +19,7 @@ use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -63,7 +68,7 @@ pub fn forwardable(headers: &HeaderMap) -> HeaderMap {
 
 /// The upstream server and the client that reaches it.
 pub struct UpstreamClient {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<Watched<HttpsConnector<HttpConnector>>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
     /// `base` read once: every request's URI is built from these parts.
@@ -122,7 +127,7 @@ impl UpstreamClient {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).build(https);
+        let client = Client::builder(TokioExecutor::new()).build(Watched(https));
         Ok(UpstreamClient { client, base, scheme, authority, prefix, timeouts })
     }
 
@@ -151,7 +156,10 @@ impl UpstreamClient {
             .map_err(|e| bad(format!("{e}")))
     }
 
-    /// Sends `request` and waits for the answer's head.
+    /// Sends `request` and waits for the answer's head. A request that met
+    /// a kept-alive connection the server had closed before it answered
+    /// anything on it (the race every keep-alive client meets, [`Traffic`])
+    /// is sent once more, on another connection.
     ///
     /// # Errors
     ///
@@ -159,13 +167,175 @@ impl UpstreamClient {
     /// HTTP ([`UpstreamFailure::Failed`]), or no answer within the response
     /// timeout ([`UpstreamFailure::Silent`]).
     pub async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, UpstreamFailure> {
-        match tokio::time::timeout(self.timeouts.response, self.client.request(request)).await {
+        let (parts, body) = request.into_parts();
+        let again = || {
+            let mut request = Request::new(body.clone());
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            request
+        };
+        let sent = tokio::time::timeout(self.timeouts.response, async {
+            match self.client.request(again()).await {
+                Err(e) if met_a_closed_connection(&e) => {
+                    tracing::debug!(
+                        "the upstream had closed a kept-alive connection ({}); sent again",
+                        error_chain(&e)
+                    );
+                    self.client.request(again()).await
+                }
+                sent => sent,
+            }
+        });
+        match sent.await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) => Err(UpstreamFailure::Failed { upstream: self.base.clone(), why: error_chain(&e) }),
             Err(_) => {
                 Err(UpstreamFailure::Silent { upstream: self.base.clone(), after: self.timeouts.response })
             }
         }
+    }
+}
+
+/// Whether `error` is a connection that an earlier exchange had used and
+/// that the server closed (or reset) without sending a byte of its answer
+/// to this request: the server let the connection go before it read the
+/// request, so nothing was done and sending it again is safe. A fresh
+/// connection, an HTTP/2 one, or any answer begun is never retried.
+fn met_a_closed_connection(error: &hyper_util::client::legacy::Error) -> bool {
+    let Some(connected) = error.connect_info() else { return false };
+    if connected.is_negotiated_h2() {
+        return false;
+    }
+    let mut extensions = http::Extensions::new();
+    connected.get_extras(&mut extensions);
+    let Some(traffic) = extensions.get::<Arc<Traffic>>() else { return false };
+    if traffic.requests.load(Ordering::Relaxed) < 2 || traffic.answered.load(Ordering::Relaxed) {
+        return false;
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(inner) = cause {
+        if inner.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message)
+            || inner.downcast_ref::<std::io::Error>().is_some_and(|e| {
+                matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::BrokenPipe | ErrorKind::ConnectionAborted
+                )
+            })
+        {
+            return true;
+        }
+        cause = inner.source();
+    }
+    false
+}
+
+/// What one upstream connection has carried, as HTTP/1.1 sees it: a
+/// request is a run of writes after a read (or the first), and whether the
+/// server has sent anything since the current one began.
+#[derive(Default)]
+struct Traffic {
+    requests: AtomicU32,
+    answered: AtomicBool,
+    writing: AtomicBool,
+}
+
+/// The connector, whose connections note their [`Traffic`].
+#[derive(Clone)]
+struct Watched<C>(C);
+
+impl<C> tower_service::Service<Uri> for Watched<C>
+where
+    C: tower_service::Service<Uri>,
+    C::Future: Send + 'static,
+{
+    type Response = WatchedIo<C::Response>;
+    type Error = C::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, C::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), C::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let connecting = self.0.call(uri);
+        Box::pin(async move { Ok(WatchedIo { io: connecting.await?, traffic: Arc::default() }) })
+    }
+}
+
+/// A connection and its [`Traffic`], which it hands to hyper-util as an
+/// extra of its [`Connected`] (so an error carries it).
+struct WatchedIo<T> {
+    io: T,
+    traffic: Arc<Traffic>,
+}
+
+impl<T: Connection> Connection for WatchedIo<T> {
+    fn connected(&self) -> Connected {
+        self.io.connected().extra(Arc::clone(&self.traffic))
+    }
+}
+
+impl<T> WatchedIo<T> {
+    /// A write: the first after the server last spoke begins a request.
+    fn writes(&self) {
+        if !self.traffic.writing.swap(true, Ordering::Relaxed) {
+            self.traffic.requests.fetch_add(1, Ordering::Relaxed);
+            self.traffic.answered.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WatchedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        // SAFETY: the inner read gets the unfilled part of `buf` to fill
+        // and says how much of it it filled; exactly that much is then
+        // marked filled in `buf`.
+        let mut inner = hyper::rt::ReadBuf::uninit(unsafe { buf.as_mut() });
+        let polled = Pin::new(&mut self.io).poll_read(cx, inner.unfilled());
+        let got = inner.filled().len();
+        if got > 0 {
+            self.traffic.answered.store(true, Ordering::Relaxed);
+            self.traffic.writing.store(false, Ordering::Relaxed);
+            unsafe { buf.advance(got) };
+        }
+        polled
+    }
+}
+
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WatchedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.writes();
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.writes();
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
