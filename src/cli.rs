@@ -591,9 +591,21 @@ enum ModeArg {
 
 #[derive(Debug, Args)]
 struct ImportArgs {
-    /// JSON Lines file to read; `-` reads standard input.
+    /// File to read: JSON Lines as `export` writes them (`-` reads standard
+    /// input), or with --from one or more recordings of another tool.
     #[arg(value_name = "FILE", required_unless_present = "a365_mocks", conflicts_with = "a365_mocks")]
-    input: Option<PathBuf>,
+    inputs: Vec<PathBuf>,
+    /// The FILEs are another tool's recordings: `har` (HAR 1.2, as
+    /// browsers, mitmproxy and Charles save it), `inspector` (the MCP
+    /// Inspector's protocol history export), `mcp-cassette`,
+    /// `mcp-recorder` or `mcp-vcr` (their cassettes). Secrets are scrubbed
+    /// as record scrubs them; all files go in together or none does.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    from: Option<FromArg>,
+    /// With --from: the server name for every exchange (else the Agent 365
+    /// name or path in the file's URLs, else the file's name).
+    #[arg(long, value_name = "NAME", requires = "from")]
+    server: Option<String>,
     /// Read the Agent 365 mock tooling server's mocks instead: every
     /// DIR/<server>.json becomes answer templates for that server's tools
     /// (a call with any arguments is answered from the tool's
@@ -610,6 +622,21 @@ struct ImportArgs {
     /// Cassette to write (created if missing; exchanges are appended).
     #[arg(long, value_name = "FILE")]
     cassette: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FromArg {
+    Har,
+    Inspector,
+    McpCassette,
+    McpRecorder,
+    McpVcr,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ToArg {
+    Jsonl,
+    Har,
 }
 
 #[derive(Debug, Args)]
@@ -636,6 +663,10 @@ struct ExportArgs {
     /// Where to write; standard output if not given.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// `jsonl`: canonical JSON Lines, for review and `import`; `har`: HAR
+    /// 1.2, for HAR viewers (and `import --from har`).
+    #[arg(long, value_enum, default_value = "jsonl", value_name = "FORMAT")]
+    to: ToArg,
 }
 
 impl Cli {
@@ -717,14 +748,36 @@ impl Cli {
                 Command::Prune(PruneConfig { cassette: args.cassette, report: args.unused_from })
             }
             CliCommand::Import(args) => Command::Import(ImportConfig {
-                source: match (args.a365_mocks, args.input) {
-                    (Some(dir), _) => ImportSource::A365Mocks { dir, seed: args.seed },
-                    (None, input) => ImportSource::JsonLines(input.filter(|path| path.as_os_str() != "-")),
+                source: match (args.a365_mocks, args.from, args.inputs) {
+                    (Some(dir), ..) => ImportSource::A365Mocks { dir, seed: args.seed },
+                    (None, Some(from), files) => ImportSource::Foreign {
+                        format: match from {
+                            FromArg::Har => crate::cassette::foreign::Format::Har,
+                            FromArg::Inspector => crate::cassette::foreign::Format::Inspector,
+                            FromArg::McpCassette => crate::cassette::foreign::Format::McpCassette,
+                            FromArg::McpRecorder => crate::cassette::foreign::Format::McpRecorder,
+                            FromArg::McpVcr => crate::cassette::foreign::Format::McpVcr,
+                        },
+                        files,
+                        server: args.server,
+                    },
+                    (None, None, mut inputs) if inputs.len() == 1 => {
+                        ImportSource::JsonLines(inputs.pop().filter(|path| path.as_os_str() != "-"))
+                    }
+                    (None, None, _) => {
+                        return Err(Error::Usage(
+                            "import reads one JSON Lines file (several files need --from FORMAT)".into(),
+                        ));
+                    }
                 },
                 cassette: args.cassette,
             }),
             CliCommand::Export(args) => {
-                Command::Export(ExportConfig { cassette: args.cassette, output: args.output })
+                Command::Export(ExportConfig {
+                    cassette: args.cassette,
+                    output: args.output,
+                    har: matches!(args.to, ToArg::Har),
+                })
             }
             CliCommand::Lint(args) => Command::Lint(LintConfig {
                 paths: args.paths,

@@ -280,6 +280,9 @@ pub enum ImportSource {
     /// A directory of Agent 365 mock files (`mocks/<server>.json`), and
     /// the seed of the draw of the calls their `errorRate`s fail.
     A365Mocks { dir: PathBuf, seed: u64 },
+    /// Recordings of another tool, all in one transaction; `server` names
+    /// the server of every exchange.
+    Foreign { format: crate::cassette::foreign::Format, files: Vec<PathBuf>, server: Option<String> },
 }
 
 #[derive(Clone, Debug)]
@@ -291,8 +294,10 @@ pub struct ImportConfig {
 #[derive(Clone, Debug)]
 pub struct ExportConfig {
     pub cassette: PathBuf,
-    /// JSON Lines output; `None` writes standard output.
+    /// The output file; `None` writes standard output.
     pub output: Option<PathBuf>,
+    /// HAR 1.2 instead of JSON Lines.
+    pub har: bool,
 }
 
 /// `mcp-tape lint`: cassettes searched for secrets.

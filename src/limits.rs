@@ -133,6 +133,12 @@ pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Enforced in [`crate::cassette::a365_mocks`].
 pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Largest file `import --from` reads (HAR files of long sessions run to
+/// tens of MiB; it is held whole while it is read).
+///
+/// Enforced in [`crate::cassette::foreign`].
+pub const MAX_FOREIGN_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Cases a ledger counts one by one besides those the cassettes hold;
 /// the requests of any further case count in one case, [`CaseKey::others`](crate::engine::ledger::CaseKey::others),
 /// so a client sending ever new names cannot grow the ledger without bound.

@@ -8,6 +8,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
+use crate::cassette::model::RawExchange;
 use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
 use crate::secrets::Shapes;
 
@@ -189,6 +190,21 @@ pub fn scrub(value: &mut Value, secrets: &[String]) {
 /// [`scrub`] for one string.
 pub fn scrub_str(text: &str, secrets: &[String]) -> String {
     Scrubber::new(secrets).scrub_str(text)
+}
+
+/// Scrubs `secrets` from everything of `raw` that is stored: the request,
+/// the answer's messages, the asides, and the server's name (a path
+/// outside the Agent 365 forms could carry one).
+pub fn scrub_exchange(raw: &mut RawExchange, secrets: &[String]) {
+    let scrubber = Scrubber::new(secrets);
+    scrubber.scrub(&mut raw.request);
+    for message in &mut raw.messages {
+        scrubber.scrub(&mut message.body);
+    }
+    for aside in &mut raw.asides {
+        scrubber.scrub(&mut aside.message.body);
+    }
+    raw.server = scrubber.scrub_str(&raw.server);
 }
 
 /// Secrets, in every form a server may echo them in, found in one pass over

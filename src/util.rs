@@ -136,6 +136,36 @@ pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
     pieces(path.trim_end_matches('/'), b'/').skip(1)
 }
 
+/// The text of `file`, `what` it is meant to be: a regular file (through
+/// links) of at most `limit` bytes; a FIFO, a device or a directory is
+/// refused before it is opened, and a file that grows past the limit while
+/// it is read is refused too.
+///
+/// # Errors
+///
+/// [`Error::Read`] when it cannot be read, [`Error::Config`] when it is no
+/// regular file, too large or not UTF-8.
+pub fn read_regular_file(file: &Path, limit: u64, what: &str) -> Result<String, crate::error::Error> {
+    use std::io::Read;
+    let refused = |why: String| crate::error::Error::Config(format!("{}: {why}", file.display()));
+    let io = |source| crate::error::Error::Read { path: file.to_owned(), source };
+    let metadata = std::fs::metadata(file).map_err(io)?;
+    if !metadata.is_file() {
+        return Err(refused(format!("not a regular file; {what} must be one")));
+    }
+    let too_large = || refused(format!("larger than {limit} bytes; not {what}"));
+    if metadata.len() > limit {
+        return Err(too_large());
+    }
+    let mut text = String::new();
+    let opened = File::open(file).map_err(io)?;
+    opened.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(text)
+}
+
 /// Writes `path` whole or not at all: into a file beside it, synced, then
 /// renamed over it, so a crash mid-write leaves the previous file as it was.
 /// A path that is there but no regular file (`/dev/stdout`, a FIFO) is
@@ -159,6 +189,74 @@ pub fn write_whole(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result
             Err(error)
         }
     }
+}
+
+/// The (year, month, day) of a count of days since 1970-01-01 (proleptic
+/// Gregorian calendar).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    // Shifted so years begin on 1 March: leap days fall at a year's end.
+    let days = days + 719_468;
+    let era = days.div_euclid(146_097);
+    let day_of_era = days.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
+    let month = if shifted_month < 10 { shifted_month + 3 } else { shifted_month - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// The days since 1970-01-01 of a (proleptic Gregorian) date.
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let shifted_month = i64::from(if month > 2 { month - 3 } else { month + 9 });
+    let day_of_year = (153 * shifted_month + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Milliseconds since 1970 of an RFC 3339 time (`2026-02-17T20:25:23.123Z`,
+/// `+01:00` offsets, any number of fraction digits), or `None`.
+pub fn parse_rfc3339_ms(text: &str) -> Option<i64> {
+    let number = |range: std::ops::Range<usize>| text.get(range)?.parse::<i64>().ok();
+    let bytes = text.as_bytes();
+    if bytes.len() < 19 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let first3 = format!("{:0<3}", &fraction[..digits.min(3)]);
+        millis = first3.parse::<i64>().ok()?;
+        rest = &fraction[digits..];
+    }
+    let offset_minutes = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let (hours, minutes) = rest[1..].split_once(':')?;
+            sign * (hours.parse::<i64>().ok()? * 60 + minutes.parse::<i64>().ok()?)
+        }
+    };
+    let days = days_from_civil(year, month as u32, day as u32);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+    Some(seconds * 1000 + millis)
 }
 
 #[cfg(test)]
@@ -190,5 +288,21 @@ mod tests {
         assert_eq!(printable("a\nINFO fake\u{1b}[2J"), "a\\nINFO fake\\u{1b}[2J");
         assert_eq!(printable("csi\u{9b}1m"), "csi\\u{9b}1m");
         assert!(matches!(printable("café ½"), Cow::Borrowed("café ½")));
+    }
+
+    #[test]
+    fn dates_round_trip_and_rfc3339_times_are_read() {
+        for days in [-719_468, -1, 0, 59, 10_957, 20_717, 2_932_896] {
+            let (year, month, day) = civil_from_days(days);
+            assert_eq!(days_from_civil(year, month, day), days, "{year}-{month}-{day}");
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:01Z"), Some(1000));
+        assert_eq!(parse_rfc3339_ms("2026-02-17T20:25:23.5Z"), Some(1_771_359_923_500));
+        assert_eq!(parse_rfc3339_ms("2026-02-17T21:25:23.500123+01:00"), Some(1_771_359_923_500));
+        for bad in ["2026-02-17", "2026-13-01T00:00:00Z", "2026-02-17T20:25:23", "2026-02-17T20:25:23.Z"] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
     }
 }

@@ -62,36 +62,12 @@ pub fn read_dir(dir: &Path, seed: u64) -> Result<Mocks, Error> {
     }
     let mut mocks = Mocks::default();
     for file in files {
-        let text = read_bounded(&file)?;
+        let text = crate::util::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a mocks file")?;
         let server = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         read_file(&server, &text, seed, &mut mocks)
             .map_err(|why| Error::Config(format!("{}: {why}", file.display())))?;
     }
     Ok(mocks)
-}
-
-/// The text of the mocks file `file`: a regular file (through links) of at
-/// most [`MAX_MOCKS_FILE_BYTES`]; a FIFO, a device or a directory named
-/// `*.json` is refused before it is opened.
-fn read_bounded(file: &Path) -> Result<String, Error> {
-    use std::io::Read;
-    let refused = |why: String| Error::Config(format!("{}: {why}", file.display()));
-    let io = |source| Error::Read { path: file.to_owned(), source };
-    let metadata = std::fs::metadata(file).map_err(io)?;
-    if !metadata.is_file() {
-        return Err(refused("not a regular file; a mocks file must be one".into()));
-    }
-    let too_large = || refused(format!("larger than {MAX_MOCKS_FILE_BYTES} bytes; not a mocks file"));
-    if metadata.len() > MAX_MOCKS_FILE_BYTES {
-        return Err(too_large());
-    }
-    let mut text = String::new();
-    let opened = std::fs::File::open(file).map_err(io)?;
-    opened.take(MAX_MOCKS_FILE_BYTES + 1).read_to_string(&mut text).map_err(io)?;
-    if text.len() as u64 > MAX_MOCKS_FILE_BYTES {
-        return Err(too_large());
-    }
-    Ok(text)
 }
 
 /// The tools of one mocks file, for `server`.

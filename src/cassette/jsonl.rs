@@ -24,7 +24,7 @@ use crate::normalize::Rules;
 /// # Errors
 ///
 /// Write failures of `out`.
-pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
+pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     for exchange in &loaded.exchanges {
         let messages: Vec<Value> = exchange
             .messages
@@ -47,23 +47,7 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
             "messages": messages,
         });
         if !exchange.asides.is_empty() {
-            let asides: Vec<Value> = exchange
-                .asides
-                .iter()
-                .map(|a| {
-                    let mut aside = json!({
-                        "channel": a.channel.as_str(),
-                        "offsetMs": a.message.offset_ms,
-                        "direction": a.message.direction.as_str(),
-                        "body": a.message.body,
-                    });
-                    if let Some(after) = &a.after {
-                        aside["after"] = after.as_str().into();
-                    }
-                    aside
-                })
-                .collect();
-            line["asides"] = asides.into();
+            line["asides"] = asides_line(&exchange.asides);
         }
         if exchange.stream != StreamShape::default() {
             line["stream"] = stream_shape(&exchange.stream);
@@ -114,9 +98,29 @@ pub fn export(loaded: &Loaded, out: &mut impl Write) -> std::io::Result<()> {
     Ok(())
 }
 
+/// An exchange's asides as a line's `"asides"`.
+pub(crate) fn asides_line(asides: &[Aside]) -> Value {
+    let asides: Vec<Value> = asides
+        .iter()
+        .map(|a| {
+            let mut aside = json!({
+                "channel": a.channel.as_str(),
+                "offsetMs": a.message.offset_ms,
+                "direction": a.message.direction.as_str(),
+                "body": a.message.body,
+            });
+            if let Some(after) = &a.after {
+                aside["after"] = after.as_str().into();
+            }
+            aside
+        })
+        .collect();
+    asides.into()
+}
+
 /// An exchange's [`StreamShape`] as a line's `"stream"`: `primed`, and
 /// `retryMs` and `closedAfter` when known.
-fn stream_shape(shape: &StreamShape) -> Value {
+pub(crate) fn stream_shape(shape: &StreamShape) -> Value {
     let mut stream = json!({"primed": shape.primed});
     if let Some(retry) = shape.retry_ms {
         stream["retryMs"] = retry.into();
@@ -128,7 +132,7 @@ fn stream_shape(shape: &StreamShape) -> Value {
 }
 
 /// A line's optional `"stream"` (see [`stream_shape`]).
-fn read_stream_shape(value: &Value) -> Result<StreamShape, String> {
+pub(crate) fn read_stream_shape(value: &Value) -> Result<StreamShape, String> {
     let Some(stream) = value.get("stream") else { return Ok(StreamShape::default()) };
     let primed = match stream.get("primed") {
         None => false,
@@ -303,11 +307,27 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
     for message in listed {
         messages.push(recorded_message(message)?);
     }
-    let mut asides = Vec::new();
-    let listed = match value.get("asides") {
-        None => &Vec::new(),
-        Some(asides) => asides.as_array().ok_or("\"asides\" must be an array")?,
+    let asides = match value.get("asides") {
+        None => Vec::new(),
+        Some(asides) => parse_asides(asides)?,
     };
+    Ok(RawExchange {
+        server: text("server")?.to_owned(),
+        era,
+        protocol_version: text("protocolVersion")?.to_owned(),
+        request: request.cloned().ok_or("\"request\" must be a JSON-RPC request with a \"method\"")?,
+        status: status(value)?,
+        content_type: text("contentType")?.to_owned(),
+        messages,
+        asides,
+        stream: read_stream_shape(value)?,
+    })
+}
+
+/// A line's `"asides"`: each a message with its `channel` and the method it came `after`.
+pub(crate) fn parse_asides(value: &Value) -> Result<Vec<Aside>, String> {
+    let mut asides = Vec::new();
+    let listed = value.as_array().ok_or("\"asides\" must be an array")?;
     for aside in listed {
         let after = match aside.get("after") {
             None => None,
@@ -323,17 +343,7 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
             message: recorded_message(aside)?,
         });
     }
-    Ok(RawExchange {
-        server: text("server")?.to_owned(),
-        era,
-        protocol_version: text("protocolVersion")?.to_owned(),
-        request: request.cloned().ok_or("\"request\" must be a JSON-RPC request with a \"method\"")?,
-        status: status(value)?,
-        content_type: text("contentType")?.to_owned(),
-        messages,
-        asides,
-        stream: read_stream_shape(value)?,
-    })
+    Ok(asides)
 }
 
 /// A message of a line: `offsetMs`, `direction`, `body`.

@@ -14,10 +14,14 @@
 //!   read as answer templates (not replay's own mock answers, which are
 //!   `mcp::fallback`).
 //! - [`jsonl`]: cassettes as canonical JSON Lines (export, import).
+//! - [`foreign`]: other tools' recordings (HAR, the MCP Inspector,
+//!   mcp-cassette, mcp-recorder, mcp-vcr) read as exchanges; cassettes
+//!   written as HAR.
 //! - [`tape`]: the replay index (recordings and answer templates) and the
 //!   per-session cursors.
 
 pub mod a365_mocks;
+pub mod foreign;
 pub mod jsonl;
 pub mod model;
 pub mod store;

@@ -1,13 +1,13 @@
-//! `mcp-tape export`: a cassette as canonical JSON Lines.
+//! `mcp-tape export`: a cassette as canonical JSON Lines, or as HAR 1.2.
 
 use std::path::Path;
 
-use crate::cassette::{jsonl, store};
+use crate::cassette::{foreign, jsonl, store};
 use crate::config::ExportConfig;
 use crate::error::Error;
 use crate::util;
 
-/// Writes the JSON Lines to `-o FILE` (whole or not at all) or stdout.
+/// Writes the JSON Lines (or the HAR) to `-o FILE` (whole or not at all) or stdout.
 ///
 /// # Errors
 ///
@@ -23,9 +23,17 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
         )));
     }
     let loaded = store::load(std::slice::from_ref(&config.cassette))?;
+    let write = |out: &mut dyn std::io::Write| {
+        if config.har {
+            serde_json::to_writer_pretty(&mut *out, &foreign::har::write(&loaded.exchanges))?;
+            writeln!(out)
+        } else {
+            jsonl::export(&loaded, out)
+        }
+    };
     let written = match &config.output {
-        Some(path) => util::write_whole(path, |file| jsonl::export(&loaded, file)),
-        None => jsonl::export(&loaded, &mut std::io::stdout().lock()),
+        Some(path) => util::write_whole(path, |file| write(file)),
+        None => write(&mut std::io::stdout().lock()),
     };
     written.map(|()| 0).map_err(|source| Error::Write {
         path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),

@@ -1,9 +1,10 @@
-//! `mcp-tape import`: JSON Lines or Agent 365 mock files into a cassette.
+//! `mcp-tape import`: JSON Lines, Agent 365 mock files or another tool's
+//! recordings into a cassette.
 
 use std::io::BufReader;
 
 use crate::cassette::store::Cassette;
-use crate::cassette::{a365_mocks, jsonl};
+use crate::cassette::{a365_mocks, foreign, jsonl};
 use crate::config::{ImportConfig, ImportSource};
 use crate::error::Error;
 use crate::util;
@@ -35,6 +36,20 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
                 mocks.templates.len(),
                 servers.len(),
                 mocks.disabled.len(),
+                config.cassette.display()
+            );
+        }
+        ImportSource::Foreign { format, files, server } => {
+            let mut cassette = Cassette::open(&config.cassette)?;
+            let imported = foreign::import(*format, files, server.as_deref(), &mut cassette)?;
+            for (what, count) in &imported.skipped {
+                tracing::warn!("left out: {count} × {what}");
+            }
+            eprintln!(
+                "imported {} exchanges from {} {} file(s) into {}",
+                imported.exchanges,
+                files.len(),
+                format.as_str(),
                 config.cassette.display()
             );
         }

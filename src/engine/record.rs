@@ -348,16 +348,7 @@ impl Recorder {
         let (rules, upstream) = (Arc::clone(&self.rules), Arc::clone(&self.upstream));
         let recorded_at = SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs() as i64);
         let prepare = move || {
-            let scrubber = redact::Scrubber::new(&secrets);
-            scrubber.scrub(&mut raw.request);
-            for message in &mut raw.messages {
-                scrubber.scrub(&mut message.body);
-            }
-            for aside in &mut raw.asides {
-                scrubber.scrub(&mut aside.message.body);
-            }
-            // Paths outside the Agent 365 forms are the server's name: no credential in it either.
-            raw.server = scrubber.scrub_str(&raw.server);
+            redact::scrub_exchange(&mut raw, &secrets);
             let mut exchange: Exchange = rules.exchange(raw);
             exchange.provenance = Provenance {
                 recorded_at,

@@ -137,7 +137,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         http_method: request.method().clone(),
         started: Instant::now(),
         logged: Logged {
-            server: server_name(request.uri().path()),
+            server: crate::agent365::server_name(request.uri().path()),
             mcp_method: String::new(),
             outcome: Outcome::Rejected,
             id: None,
@@ -638,29 +638,6 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
     }
 }
 
-/// The server identity of a path: `{name}` for the Agent 365 forms
-/// (`/agents/servers/{name}`, `/agents/tenants/{tid}/servers/{name}`,
-/// `/mcp/environments/{env}/servers/{name}`, and the mock server's
-/// `/mcp-mock/agents/servers/{name}` that older Agent 365 SDKs and samples
-/// use), else the path itself. A trailing slash does not matter.
-pub fn server_name(path: &str) -> String {
-    let trimmed = path.trim_end_matches('/');
-    let mut segments = crate::util::path_segments(trimmed);
-    let mut next = || segments.next();
-    let named = match (next(), next(), next(), next(), next(), next()) {
-        (Some("agents"), Some("servers"), Some(name), None, ..) => Some(name),
-        (Some("agents"), Some("tenants"), Some(_), Some("servers"), Some(name), None)
-        | (Some("mcp-mock"), Some("agents"), Some("servers"), Some(name), None, _)
-        | (Some("mcp"), Some("environments"), Some(_), Some("servers"), Some(name), None) => Some(name),
-        _ => None,
-    };
-    match named {
-        Some(name) => name.to_owned(),
-        None if trimmed.is_empty() => "/".to_owned(),
-        None => trimmed.to_owned(),
-    }
-}
-
 /// DNS-rebinding defence: `Host` and `Origin`, when present, must name a
 /// loopback host or one the user allowed.
 fn check_host_and_origin(
@@ -772,21 +749,6 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
 
-    #[test]
-    fn server_names_from_paths() {
-        assert_eq!(server_name("/agents/servers/mcp_MailTools"), "mcp_MailTools");
-        assert_eq!(server_name("/agents/servers/mcp_MailTools/"), "mcp_MailTools");
-        assert_eq!(server_name("/mcp-mock/agents/servers/mcp_MailTools"), "mcp_MailTools");
-        assert_eq!(
-            server_name("/mcp-mock/agents/servers/mcp_MailTools/extra"),
-            "/mcp-mock/agents/servers/mcp_MailTools/extra"
-        );
-        assert_eq!(server_name("/agents/tenants/t-1/servers/mcp_MeServer"), "mcp_MeServer");
-        assert_eq!(server_name("/mcp/environments/e/servers/mcp_X"), "mcp_X");
-        assert_eq!(server_name("/mcp"), "/mcp");
-        assert_eq!(server_name("/mcp/"), "/mcp");
-        assert_eq!(server_name("/"), "/");
-    }
 
     #[test]
     fn loopback_hosts_only_unless_allowed() {

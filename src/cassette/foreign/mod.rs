@@ -1,0 +1,250 @@
+//! Recordings made by other tools, read into exchanges: HAR 1.2 files
+//! ([`har`], which also writes a cassette as HAR), the MCP Inspector's
+//! protocol history and the cassettes of mcp-cassette, mcp-recorder and
+//! mcp-vcr ([`transcript`]).
+//!
+//! Each reader turns its file into [`Heard`] requests, each with what the
+//! file says of its answer; [`import`] then decides what the file may leave
+//! open the way record does (the era and protocol version from the headers,
+//! the request's `_meta` and the session's `initialize`), scrubs the
+//! request's credentials (its headers and credential-like keys) from all of
+//! it, normalizes it, and writes every exchange of every file in one
+//! transaction: a bad entry anywhere writes nothing.
+
+pub mod har;
+mod transcript;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::cassette::model::{Aside, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape};
+use crate::cassette::store::Cassette;
+use crate::error::Error;
+use crate::limits::{MAX_FOREIGN_FILE_BYTES, MAX_SECRETS_PER_EXCHANGE};
+use crate::mcp;
+use crate::normalize::Rules;
+use crate::redact;
+
+/// The formats `import --from` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// HAR 1.2, as browsers, mitmproxy and Charles save it.
+    Har,
+    /// The MCP Inspector's protocol history export (`inspector-protocol-*.json`).
+    Inspector,
+    /// An mcp-cassette cassette (JSON Lines, format v1 or v2).
+    McpCassette,
+    /// An mcp-recorder cassette (JSON).
+    McpRecorder,
+    /// An mcp-vcr transcript (YAML or NDJSON).
+    McpVcr,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Har => "har",
+            Format::Inspector => "inspector",
+            Format::McpCassette => "mcp-cassette",
+            Format::McpRecorder => "mcp-recorder",
+            Format::McpVcr => "mcp-vcr",
+        }
+    }
+}
+
+/// One request with its answer, as another tool's file has it: what
+/// [`import`] still has to decide is left open (`None`, empty).
+#[derive(Debug, Default)]
+pub struct Heard {
+    /// Where in its file, for errors: `entry 3`, `line 7`.
+    pub at: String,
+    /// The server's name; `None` takes the one `import` was given, else the file's.
+    pub server: Option<String>,
+    /// The request's HTTP headers (names lowercase), where the file has them.
+    pub headers: Vec<(String, String)>,
+    /// The session the request belonged to (`Mcp-Session-Id`), where known.
+    pub session: Option<String>,
+    pub request: Value,
+    pub status: Option<u16>,
+    /// `None`: a stream when there is more than one message, as record decides for stdio.
+    pub content_type: Option<String>,
+    pub messages: Vec<RecordedMessage>,
+    pub asides: Vec<Aside>,
+    pub stream: StreamShape,
+    /// What the file says of the exchange where it said it (a HAR of ours).
+    pub era: Option<Era>,
+    pub protocol_version: Option<String>,
+    pub provenance: Provenance,
+}
+
+/// What a reader made of one file: the requests, and what it left out and why.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub heard: Vec<Heard>,
+    /// Server name the file itself gives (a URL's path, a file name), for entries without one.
+    pub server: Option<String>,
+    /// What was left out: (what, how many).
+    pub skipped: BTreeMap<String, usize>,
+}
+
+impl Read {
+    pub fn skip(&mut self, what: impl Into<String>) {
+        *self.skipped.entry(what.into()).or_default() += 1;
+    }
+}
+
+/// What an import wrote.
+#[derive(Debug, Default)]
+pub struct Imported {
+    pub exchanges: usize,
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// Reads every file of `format`, and writes their exchanges into
+/// `cassette` in one transaction. `server` names the server of every
+/// exchange (else each file's own: its URLs, else its name).
+///
+/// # Errors
+///
+/// A file that cannot be read or is not of the format, an entry that cannot
+/// be an exchange (named by file, entry and reason): then nothing is
+/// written. A store failure.
+pub fn import(format: Format, files: &[PathBuf], server: Option<&str>, cassette: &mut Cassette) -> Result<Imported, Error> {
+    let rules = Rules::default();
+    let mut prepared = Vec::new();
+    let mut skipped = BTreeMap::new();
+    for file in files {
+        let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), format.as_str()));
+        let text = read_bounded(file)?;
+        let read = match format {
+            Format::Har => har::read(&text),
+            Format::Inspector => transcript::inspector(&text),
+            Format::McpCassette => transcript::mcp_cassette(&text),
+            Format::McpRecorder => transcript::mcp_recorder(&text),
+            Format::McpVcr => transcript::mcp_vcr(&text),
+        }
+        .map_err(bad)?;
+        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let fallback = server.map(str::to_owned).or(read.server).unwrap_or(stem);
+        let mut versions = Versions::default();
+        for heard in read.heard {
+            let at = heard.at.clone();
+            let exchange = versions.exchange(heard, server, &fallback, &rules).map_err(|why| bad(format!("{at}: {why}")))?;
+            prepared.push(exchange);
+        }
+        for (what, count) in read.skipped {
+            *skipped.entry(what).or_default() += count;
+        }
+    }
+    let exchanges = prepared.len();
+    cassette.import(|importing| {
+        for exchange in &prepared {
+            importing.exchange(exchange)?;
+        }
+        Ok(())
+    })?;
+    cassette.settle();
+    Ok(Imported { exchanges, skipped })
+}
+
+/// The text of `file`: a regular file (through links) of at most
+/// [`MAX_FOREIGN_FILE_BYTES`].
+fn read_bounded(file: &Path) -> Result<String, Error> {
+    crate::util::read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")
+}
+
+/// The protocol versions `initialize` answers negotiated, by session and
+/// by server: what a later request without a version header spoke.
+#[derive(Default)]
+struct Versions {
+    by_session: HashMap<String, String>,
+    by_server: HashMap<String, String>,
+}
+
+/// The version a handshake request with no other word on it is taken to
+/// speak (the first that had HTTP headers to say otherwise), as record does.
+const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
+
+impl Versions {
+    /// The stored form of `heard`: era and version decided, credentials
+    /// scrubbed, normalized.
+    fn exchange(
+        &mut self,
+        heard: Heard,
+        server_given: Option<&str>,
+        fallback: &str,
+        rules: &Rules,
+    ) -> Result<crate::cassette::model::Exchange, String> {
+        let method = heard.request.get("method").and_then(Value::as_str).ok_or("the request has no method")?;
+        if heard.messages.is_empty() {
+            return Err("the request has no answer".into());
+        }
+        let server = match server_given {
+            Some(server) => server.to_owned(),
+            None => heard.server.clone().unwrap_or_else(|| fallback.to_owned()),
+        };
+        let header = |name: &str| heard.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+        let meta_version = heard
+            .request
+            .pointer("/params/_meta")
+            .and_then(|meta| meta.get(mcp::META_PROTOCOL_VERSION))
+            .and_then(Value::as_str);
+        let said = heard.protocol_version.as_deref().or(header(mcp::HEADER_PROTOCOL_VERSION)).or(meta_version);
+        let mut protocol_version = match said {
+            Some(version) => version.to_owned(),
+            None if method == "server/discover" => mcp::STATELESS_VERSIONS[0].to_owned(),
+            None => heard
+                .session
+                .as_ref()
+                .and_then(|s| self.by_session.get(s))
+                .or_else(|| self.by_server.get(&server))
+                .cloned()
+                .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned()),
+        };
+        if method == "initialize" {
+            let negotiated = heard.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));
+            if let Some(version) = negotiated.and_then(Value::as_str) {
+                protocol_version = version.to_owned();
+                if let Some(session) = &heard.session {
+                    self.by_session.insert(session.clone(), version.to_owned());
+                }
+                self.by_server.insert(server.clone(), version.to_owned());
+            }
+        }
+        let era = heard.era.unwrap_or_else(|| mcp::era_of(Some(&protocol_version)));
+        let content_type = heard.content_type.unwrap_or_else(|| {
+            let streamed = heard.messages.len() > 1;
+            if streamed { "text/event-stream" } else { "application/json" }.to_owned()
+        });
+        let status = heard.status.unwrap_or(200);
+        let status = Status::new(status).ok_or(format!("{status} is not an HTTP status"))?;
+        let mut raw = RawExchange {
+            server,
+            era,
+            protocol_version,
+            request: heard.request,
+            status,
+            content_type,
+            messages: heard.messages,
+            asides: heard.asides,
+            stream: heard.stream,
+        };
+        let mut secrets =
+            redact::header_secrets(heard.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())), &[]);
+        secrets.extend(rules.sensitive_values(&raw.request));
+        secrets.sort_unstable();
+        secrets.dedup();
+        if secrets.len() > MAX_SECRETS_PER_EXCHANGE {
+            return Err(format!(
+                "the request carries {} credential values, more than the {MAX_SECRETS_PER_EXCHANGE} scrubbed",
+                secrets.len()
+            ));
+        }
+        redact::scrub_exchange(&mut raw, &secrets);
+        let mut exchange = rules.exchange(raw);
+        exchange.provenance = heard.provenance;
+        Ok(exchange)
+    }
+}

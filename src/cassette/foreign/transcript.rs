@@ -1,0 +1,308 @@
+//! Recordings that keep JSON-RPC messages rather than HTTP: the MCP
+//! Inspector's protocol history, mcp-cassette's JSON Lines, mcp-recorder's
+//! JSON and mcp-vcr's transcripts. Each is read into the messages in the
+//! order they were sent ([`Said`]), and [`pair`] makes exchanges of them as
+//! record does on stdio: a request's answer ends its exchange; progress for
+//! its token, other server messages and the server's requests (with the
+//! client's replies) go with the request sent last while one is open, and
+//! what the server says while none is open is an aside of the last one.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::{Heard, Read};
+use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
+
+/// One message of a transcript: when (milliseconds, on the file's own
+/// clock), who sent it, and the message.
+struct Said {
+    at_ms: i64,
+    from_client: bool,
+    body: Value,
+    /// Where in the file, for errors and for the exchange it opens.
+    at: String,
+}
+
+/// Pairs a transcript's messages into exchanges (see the module's text).
+fn pair(mut said: Vec<Said>, read: &mut Read) {
+    // Files written as things happened are in order already; a stable sort by time keeps ties in file order.
+    said.sort_by_key(|s| s.at_ms);
+    let mut open: Vec<(Value, usize, i64)> = Vec::new(); // (request id, index in read.heard, sent at)
+    let mut last: Option<usize> = None;
+    for Said { at_ms, from_client, body, at } in said {
+        let method = body.get("method").and_then(Value::as_str).map(str::to_owned);
+        let id = body.get("id").cloned();
+        let offset = |sent: i64| u64::try_from(at_ms - sent).unwrap_or(0);
+        match (from_client, method, id) {
+            (true, Some(_), Some(id)) => {
+                read.heard.push(Heard { at, request: body, ..Heard::default() });
+                open.push((id, read.heard.len() - 1, at_ms));
+            }
+            (true, Some(_), None) => read.skip("client notification (record does not store them either)"),
+            (true, None, Some(id)) => {
+                let asked = read.heard.iter_mut().enumerate().rev().find(|(_, heard)| {
+                    heard.messages.iter().any(|m| m.body.get("method").is_some() && m.body.get("id") == Some(&id))
+                });
+                match asked {
+                    Some((index, heard)) => {
+                        let sent = open.iter().find(|o| o.1 == index).map_or(at_ms, |o| o.2);
+                        heard.messages.push(RecordedMessage {
+                            offset_ms: offset(sent),
+                            direction: Direction::Client,
+                            body,
+                        });
+                    }
+                    None => read.skip("client reply to a request the file does not hold"),
+                }
+            }
+            (false, None, Some(id)) => match open.iter().position(|o| o.0 == id) {
+                Some(at_open) => {
+                    let (_, index, sent) = open.remove(at_open);
+                    read.heard[index].messages.push(RecordedMessage {
+                        offset_ms: offset(sent),
+                        direction: Direction::Server,
+                        body,
+                    });
+                    last = Some(index);
+                }
+                None => read.skip("answer to a request the file does not hold"),
+            },
+            (false, Some(_), _) => {
+                let token = body.pointer("/params/progressToken");
+                let owner = token
+                    .and_then(|token| {
+                        open.iter().rev().find(|o| {
+                            read.heard[o.1].request.pointer("/params/_meta/progressToken") == Some(token)
+                        })
+                    })
+                    .or(open.last());
+                match (owner, last) {
+                    (Some(&(_, index, sent)), _) => read.heard[index].messages.push(RecordedMessage {
+                        offset_ms: offset(sent),
+                        direction: Direction::Server,
+                        body,
+                    }),
+                    (None, Some(index)) => {
+                        let message = RecordedMessage { offset_ms: 0, direction: Direction::Server, body };
+                        read.heard[index].asides.push(Aside { after: None, channel: Channel::Standalone, message });
+                    }
+                    (None, None) => read.skip("server message before any request"),
+                }
+            }
+            _ => read.skip("not a JSON-RPC message"),
+        }
+    }
+    let before = read.heard.len();
+    read.heard.retain(|heard| heard.messages.iter().any(|m| m.direction == Direction::Server && m.body.get("method").is_none()));
+    for _ in read.heard.len()..before {
+        read.skip("request with no answer in the file");
+    }
+}
+
+/// The MCP Inspector's protocol history (`inspector-protocol-*.json`, its
+/// web client's "Export"): an array of entries `{id, timestamp, direction:
+/// "request" | "response" | "notification", origin: "client" | "server",
+/// message, response?, duration?}`, a request's answer kept with it.
+pub fn inspector(text: &str) -> Result<Read, String> {
+    let entries: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let entries = entries.as_array().ok_or("not an array of protocol history entries")?;
+    let mut said = Vec::new();
+    for (n, entry) in entries.iter().enumerate() {
+        let at = format!("entry {}", n + 1);
+        let bad = |why: &str| format!("{at}: {why}");
+        let time = entry.get("timestamp").and_then(Value::as_str).ok_or_else(|| bad("no \"timestamp\""))?;
+        let at_ms = crate::util::parse_rfc3339_ms(time).ok_or_else(|| bad("\"timestamp\" is not an ISO 8601 time"))?;
+        let from_client = match entry.get("origin").and_then(Value::as_str) {
+            Some("client") => true,
+            Some("server") => false,
+            _ => return Err(bad("\"origin\" must be \"client\" or \"server\"")),
+        };
+        if !matches!(entry.get("direction").and_then(Value::as_str), Some("request" | "response" | "notification")) {
+            return Err(bad("\"direction\" must be \"request\", \"response\" or \"notification\""));
+        }
+        let message = entry.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("no \"message\" object"))?;
+        said.push(Said { at_ms, from_client, body: message.clone(), at: at.clone() });
+        if let Some(response) = entry.get("response").filter(|r| r.is_object()) {
+            let duration = entry.get("duration").and_then(Value::as_i64).unwrap_or(0);
+            said.push(Said { at_ms: at_ms + duration, from_client: !from_client, body: response.clone(), at });
+        }
+    }
+    let mut read = Read::default();
+    pair(said, &mut read);
+    Ok(read)
+}
+
+/// An mcp-cassette cassette: JSON Lines, a `header` line first (`era`:
+/// `legacy` or `modern`, an HTTP recording's `url`), then `frame` lines
+/// (`t`, `dir`: `c2s` | `s2c`, `frame`), `chunks` lines (an SSE answer:
+/// each chunk a `t` and a `frame`) and `raw` lines (not JSON-RPC; left out).
+pub fn mcp_cassette(text: &str) -> Result<Read, String> {
+    let mut read = Read::default();
+    let mut said = Vec::new();
+    let mut era = None;
+    let mut streamed: BTreeMap<String, bool> = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let at = format!("line {}", n + 1);
+        let bad = |why: &str| format!("{at}: {why}");
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| bad(&format!("not JSON: {e}")))?;
+        let from_client = || match value.get("dir").and_then(Value::as_str) {
+            Some("c2s") => Ok(true),
+            Some("s2c") => Ok(false),
+            _ => Err(bad("\"dir\" must be \"c2s\" or \"s2c\"")),
+        };
+        let time = |v: &Value| v.get("t").and_then(Value::as_i64).ok_or_else(|| bad("no \"t\""));
+        match value.get("type").and_then(Value::as_str) {
+            Some("header") if n == 0 => {
+                if !matches!(value.get("cassetteVersion").and_then(Value::as_u64), Some(1 | 2)) {
+                    return Err(bad("\"cassetteVersion\" must be 1 or 2"));
+                }
+                era = match value.get("era").and_then(Value::as_str) {
+                    None | Some("legacy") => Some(Era::Handshake),
+                    Some("modern") => Some(Era::Stateless),
+                    Some(other) => return Err(bad(&format!("an \"era\" of {other:?}"))),
+                };
+                if let Some(url) = value.get("url").and_then(Value::as_str) {
+                    read.server = Some(crate::agent365::server_name(super::har::path_of(url)));
+                }
+            }
+            Some("header") => return Err(bad("a second header")),
+            _ if era.is_none() => return Err(bad("the first line must be the cassette's header")),
+            Some("frame") => {
+                let frame = value.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("no \"frame\""))?;
+                said.push(Said { at_ms: time(&value)?, from_client: from_client()?, body: frame.clone(), at });
+            }
+            Some("chunks") => {
+                let chunks = value.get("chunks").and_then(Value::as_array).ok_or_else(|| bad("no \"chunks\""))?;
+                if value.get("via").and_then(Value::as_str) == Some("get") {
+                    read.skip("GET of a standalone SSE stream (what the server said on it)");
+                    continue;
+                }
+                if let Some(id) = value.get("id") {
+                    streamed.insert(id.to_string(), true);
+                }
+                for chunk in chunks {
+                    let frame = chunk.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("a chunk has no \"frame\""))?;
+                    said.push(Said { at_ms: time(chunk)?, from_client: false, body: frame.clone(), at: at.clone() });
+                }
+            }
+            Some("raw") => read.skip("raw line (not JSON-RPC)"),
+            _ => read.skip("line of a type this version does not know"),
+        }
+    }
+    if era.is_none() {
+        return Err("empty: no header line".into());
+    }
+    pair(said, &mut read);
+    for heard in &mut read.heard {
+        heard.era = era;
+        let id = heard.request.get("id").map(Value::to_string).unwrap_or_default();
+        if streamed.contains_key(&id) {
+            heard.content_type = Some("text/event-stream".into());
+        }
+    }
+    Ok(read)
+}
+
+/// An mcp-recorder cassette: `{version: "1.x", metadata: {server_url,
+/// protocol_version, ...}, interactions: [{type, request, response,
+/// response_is_sse, response_status, latency_ms}]}`.
+pub fn mcp_recorder(text: &str) -> Result<Read, String> {
+    let cassette: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let version = cassette.get("version").and_then(Value::as_str).ok_or("no \"version\": not an mcp-recorder cassette")?;
+    if version.split('.').next() != Some("1") {
+        return Err(format!("format version {version:?}; mcp-recorder's is 1.x"));
+    }
+    let interactions =
+        cassette.get("interactions").and_then(Value::as_array).ok_or("no \"interactions\" array")?;
+    let mut read = Read::default();
+    let url = cassette.pointer("/metadata/server_url").and_then(Value::as_str).filter(|u| u.contains("://"));
+    read.server = url.map(|url| crate::agent365::server_name(super::har::path_of(url)));
+    for (n, interaction) in interactions.iter().enumerate() {
+        let at = format!("interaction {}", n + 1);
+        let bad = |why: &str| format!("{at}: {why}");
+        match interaction.get("type").and_then(Value::as_str) {
+            Some("jsonrpc_request") => {}
+            Some("notification") => {
+                read.skip("client notification (record does not store them either)");
+                continue;
+            }
+            Some("lifecycle") => {
+                let method = interaction.get("http_method").and_then(Value::as_str).unwrap_or("HTTP");
+                read.skip(format!("{method} of the session's lifecycle"));
+                continue;
+            }
+            _ => return Err(bad("\"type\" must be \"jsonrpc_request\", \"notification\" or \"lifecycle\"")),
+        }
+        let request = interaction.get("request").filter(|r| r.is_object()).ok_or_else(|| bad("no \"request\""))?;
+        let Some(response) = interaction.get("response").filter(|r| r.is_object()) else {
+            read.skip("request with no answer in the file");
+            continue;
+        };
+        let streamed = interaction.get("response_is_sse").and_then(Value::as_bool).unwrap_or(false);
+        let status = interaction.get("response_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
+        let latency = interaction.get("latency_ms").and_then(Value::as_u64).unwrap_or(0);
+        read.heard.push(Heard {
+            at,
+            request: request.clone(),
+            status,
+            content_type: Some(if streamed { "text/event-stream" } else { "application/json" }.into()),
+            messages: vec![RecordedMessage { offset_ms: latency, direction: Direction::Server, body: response.clone() }],
+            ..Heard::default()
+        });
+    }
+    Ok(read)
+}
+
+/// An mcp-vcr transcript: NDJSON (a `{"_type": "meta", ...}` line, then one
+/// `{t, dir: "c2s" | "s2c", payload}` per message) or YAML (`meta:` and
+/// `messages:`, the same fields).
+pub fn mcp_vcr(text: &str) -> Result<Read, String> {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let (meta, messages): (Value, Vec<(String, Value)>) = if first.trim_start().starts_with('{') {
+        let mut meta = Value::Null;
+        let mut messages = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let at = format!("line {}", n + 1);
+            let value: Value = serde_json::from_str(line).map_err(|e| format!("{at}: not JSON: {e}"))?;
+            if value.get("_type").and_then(Value::as_str) == Some("meta") {
+                meta = value;
+            } else {
+                messages.push((at, value));
+            }
+        }
+        (meta, messages)
+    } else {
+        let document: Value = serde_norway::from_str(text).map_err(|e| format!("neither NDJSON nor YAML: {e}"))?;
+        let listed = document.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+        let messages = listed.into_iter().enumerate().map(|(n, m)| (format!("message {}", n + 1), m)).collect();
+        (document.get("meta").cloned().unwrap_or(Value::Null), messages)
+    };
+    if !meta.is_object() {
+        return Err("no meta section: not an mcp-vcr transcript".into());
+    }
+    if !matches!(meta.get("version").and_then(Value::as_u64), Some(0 | 1)) {
+        return Err("meta \"version\" must be 0 or 1".into());
+    }
+    let mut said = Vec::new();
+    for (at, message) in messages {
+        let bad = |why: &str| format!("{at}: {why}");
+        let from_client = match message.get("dir").and_then(Value::as_str) {
+            Some("c2s") => true,
+            Some("s2c") => false,
+            _ => return Err(bad("\"dir\" must be \"c2s\" or \"s2c\"")),
+        };
+        let at_ms = message.get("t").and_then(Value::as_i64).ok_or_else(|| bad("no \"t\""))?;
+        let body = message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
+        said.push(Said { at_ms, from_client, body: body.clone(), at });
+    }
+    let mut read = Read::default();
+    pair(said, &mut read);
+    Ok(read)
+}
