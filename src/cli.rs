@@ -772,13 +772,11 @@ impl Cli {
                 },
                 cassette: args.cassette,
             }),
-            CliCommand::Export(args) => {
-                Command::Export(ExportConfig {
-                    cassette: args.cassette,
-                    output: args.output,
-                    har: matches!(args.to, ToArg::Har),
-                })
-            }
+            CliCommand::Export(args) => Command::Export(ExportConfig {
+                cassette: args.cassette,
+                output: args.output,
+                har: matches!(args.to, ToArg::Har),
+            }),
             CliCommand::Lint(args) => Command::Lint(LintConfig {
                 paths: args.paths,
                 format: match args.format {

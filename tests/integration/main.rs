@@ -12,6 +12,7 @@ mod eras;
 mod faults;
 mod fidelity;
 mod http_rules;
+mod imports;
 mod limits;
 mod record;
 mod recorded;

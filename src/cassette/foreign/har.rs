@@ -31,8 +31,10 @@ const UNKNOWN_HOST: &str = "http://mcp-tape.invalid";
 /// Reads a HAR file.
 pub fn read(text: &str) -> Result<Read, String> {
     let har: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let entries =
-        har.pointer("/log/entries").and_then(Value::as_array).ok_or("no \"log\".\"entries\" array: not a HAR file")?;
+    let entries = har
+        .pointer("/log/entries")
+        .and_then(Value::as_array)
+        .ok_or("no \"log\".\"entries\" array: not a HAR file")?;
     let mut read = Read::default();
     for (n, entry) in entries.iter().enumerate() {
         let at = format!("entry {}", n + 1);
@@ -97,9 +99,12 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
             return Ok(());
         }
     }
-    let status = response.get("status").and_then(Value::as_u64).ok_or_else(|| bad("no response \"status\""))?;
+    let status =
+        response.get("status").and_then(Value::as_u64).ok_or_else(|| bad("no response \"status\""))?;
     let text = match response.get("content") {
-        Some(content) if content.get("text").is_some() => body_text(content, "content").map_err(|why| bad(&why))?,
+        Some(content) if content.get("text").is_some() => {
+            body_text(content, "content").map_err(|why| bad(&why))?
+        }
         _ => String::new(),
     };
     let ours = entry.get("_mcpTape");
@@ -139,7 +144,8 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
             body,
         })
         .collect();
-    let session = header(&headers, "mcp-session-id").or_else(|| header(&headers_of(response), "mcp-session-id"));
+    let session =
+        header(&headers, "mcp-session-id").or_else(|| header(&headers_of(response), "mcp-session-id"));
     let mut heard = Heard {
         at: at.clone(),
         server: Some(crate::agent365::server_name(path_of(url))),
@@ -185,10 +191,14 @@ fn extension(ours: &Value, heard: &mut Heard) -> Result<(), String> {
     heard.protocol_version = text("protocolVersion");
     if let Some(replies) = ours.get("clientMessages").and_then(Value::as_array) {
         for reply in replies {
-            let after = reply.get("after").and_then(Value::as_u64).ok_or("a client message needs \"after\"")?;
+            let after =
+                reply.get("after").and_then(Value::as_u64).ok_or("a client message needs \"after\"")?;
             let body = reply.get("body").cloned().ok_or("a client message needs \"body\"")?;
             let offset_ms = reply.get("offsetMs").and_then(Value::as_u64).unwrap_or(0);
-            let at = usize::try_from(after).ok().filter(|a| *a <= heard.messages.len()).ok_or("\"after\" is past the answer")?;
+            let at = usize::try_from(after)
+                .ok()
+                .filter(|a| *a <= heard.messages.len())
+                .ok_or("\"after\" is past the answer")?;
             heard.messages.insert(at, RecordedMessage { offset_ms, direction: Direction::Client, body });
         }
     }
@@ -230,7 +240,10 @@ fn headers_of(message: &Value) -> Vec<(String, String)> {
         .map(|list| {
             list.iter()
                 .filter_map(|h| {
-                    Some((h.get("name")?.as_str()?.to_ascii_lowercase(), h.get("value")?.as_str()?.to_owned()))
+                    Some((
+                        h.get("name")?.as_str()?.to_ascii_lowercase(),
+                        h.get("value")?.as_str()?.to_owned(),
+                    ))
                 })
                 .collect()
         })

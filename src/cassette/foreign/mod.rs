@@ -111,7 +111,12 @@ pub struct Imported {
 /// A file that cannot be read or is not of the format, an entry that cannot
 /// be an exchange (named by file, entry and reason): then nothing is
 /// written. A store failure.
-pub fn import(format: Format, files: &[PathBuf], server: Option<&str>, cassette: &mut Cassette) -> Result<Imported, Error> {
+pub fn import(
+    format: Format,
+    files: &[PathBuf],
+    server: Option<&str>,
+    cassette: &mut Cassette,
+) -> Result<Imported, Error> {
     let rules = Rules::default();
     let mut prepared = Vec::new();
     let mut skipped = BTreeMap::new();
@@ -126,12 +131,17 @@ pub fn import(format: Format, files: &[PathBuf], server: Option<&str>, cassette:
             Format::McpVcr => transcript::mcp_vcr(&text),
         }
         .map_err(bad)?;
-        let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let mut stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        if format == Format::Inspector {
+            stem = transcript::inspector_server(&stem).unwrap_or(stem);
+        }
         let fallback = server.map(str::to_owned).or(read.server).unwrap_or(stem);
         let mut versions = Versions::default();
         for heard in read.heard {
             let at = heard.at.clone();
-            let exchange = versions.exchange(heard, server, &fallback, &rules).map_err(|why| bad(format!("{at}: {why}")))?;
+            let exchange = versions
+                .exchange(heard, server, &fallback, &rules)
+                .map_err(|why| bad(format!("{at}: {why}")))?;
             prepared.push(exchange);
         }
         for (what, count) in read.skipped {
@@ -177,7 +187,8 @@ impl Versions {
         fallback: &str,
         rules: &Rules,
     ) -> Result<crate::cassette::model::Exchange, String> {
-        let method = heard.request.get("method").and_then(Value::as_str).ok_or("the request has no method")?;
+        let method =
+            heard.request.get("method").and_then(Value::as_str).ok_or("the request has no method")?;
         if heard.messages.is_empty() {
             return Err("the request has no answer".into());
         }
@@ -191,7 +202,8 @@ impl Versions {
             .pointer("/params/_meta")
             .and_then(|meta| meta.get(mcp::META_PROTOCOL_VERSION))
             .and_then(Value::as_str);
-        let said = heard.protocol_version.as_deref().or(header(mcp::HEADER_PROTOCOL_VERSION)).or(meta_version);
+        let said =
+            heard.protocol_version.as_deref().or(header(mcp::HEADER_PROTOCOL_VERSION)).or(meta_version);
         let mut protocol_version = match said {
             Some(version) => version.to_owned(),
             None if method == "server/discover" => mcp::STATELESS_VERSIONS[0].to_owned(),
@@ -204,7 +216,8 @@ impl Versions {
                 .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned()),
         };
         if method == "initialize" {
-            let negotiated = heard.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));
+            let negotiated =
+                heard.messages.iter().rev().find_map(|m| m.body.pointer("/result/protocolVersion"));
             if let Some(version) = negotiated.and_then(Value::as_str) {
                 protocol_version = version.to_owned();
                 if let Some(session) = &heard.session {

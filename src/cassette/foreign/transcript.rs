@@ -42,7 +42,10 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
             (true, Some(_), None) => read.skip("client notification (record does not store them either)"),
             (true, None, Some(id)) => {
                 let asked = read.heard.iter_mut().enumerate().rev().find(|(_, heard)| {
-                    heard.messages.iter().any(|m| m.body.get("method").is_some() && m.body.get("id") == Some(&id))
+                    heard
+                        .messages
+                        .iter()
+                        .any(|m| m.body.get("method").is_some() && m.body.get("id") == Some(&id))
                 });
                 match asked {
                     Some((index, heard)) => {
@@ -85,7 +88,11 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
                     }),
                     (None, Some(index)) => {
                         let message = RecordedMessage { offset_ms: 0, direction: Direction::Server, body };
-                        read.heard[index].asides.push(Aside { after: None, channel: Channel::Standalone, message });
+                        read.heard[index].asides.push(Aside {
+                            after: None,
+                            channel: Channel::Standalone,
+                            message,
+                        });
                     }
                     (None, None) => read.skip("server message before any request"),
                 }
@@ -94,7 +101,9 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
         }
     }
     let before = read.heard.len();
-    read.heard.retain(|heard| heard.messages.iter().any(|m| m.direction == Direction::Server && m.body.get("method").is_none()));
+    read.heard.retain(|heard| {
+        heard.messages.iter().any(|m| m.direction == Direction::Server && m.body.get("method").is_none())
+    });
     for _ in read.heard.len()..before {
         read.skip("request with no answer in the file");
     }
@@ -112,25 +121,47 @@ pub fn inspector(text: &str) -> Result<Read, String> {
         let at = format!("entry {}", n + 1);
         let bad = |why: &str| format!("{at}: {why}");
         let time = entry.get("timestamp").and_then(Value::as_str).ok_or_else(|| bad("no \"timestamp\""))?;
-        let at_ms = crate::util::parse_rfc3339_ms(time).ok_or_else(|| bad("\"timestamp\" is not an ISO 8601 time"))?;
+        let at_ms = crate::util::parse_rfc3339_ms(time)
+            .ok_or_else(|| bad("\"timestamp\" is not an ISO 8601 time"))?;
         let from_client = match entry.get("origin").and_then(Value::as_str) {
             Some("client") => true,
             Some("server") => false,
             _ => return Err(bad("\"origin\" must be \"client\" or \"server\"")),
         };
-        if !matches!(entry.get("direction").and_then(Value::as_str), Some("request" | "response" | "notification")) {
+        if !matches!(
+            entry.get("direction").and_then(Value::as_str),
+            Some("request" | "response" | "notification")
+        ) {
             return Err(bad("\"direction\" must be \"request\", \"response\" or \"notification\""));
         }
-        let message = entry.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("no \"message\" object"))?;
+        let message =
+            entry.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("no \"message\" object"))?;
         said.push(Said { at_ms, from_client, body: message.clone(), at: at.clone() });
         if let Some(response) = entry.get("response").filter(|r| r.is_object()) {
             let duration = entry.get("duration").and_then(Value::as_i64).unwrap_or(0);
-            said.push(Said { at_ms: at_ms + duration, from_client: !from_client, body: response.clone(), at });
+            said.push(Said {
+                at_ms: at_ms + duration,
+                from_client: !from_client,
+                body: response.clone(),
+                at,
+            });
         }
     }
     let mut read = Read::default();
     pair(said, &mut read);
     Ok(read)
+}
+
+/// The server of an Inspector export by its file name,
+/// `inspector-protocol-{server}-{time}` (the server as the Inspector names
+/// it, percent-encoded; the time with `-` for `:`).
+pub fn inspector_server(stem: &str) -> Option<String> {
+    let rest = stem.strip_prefix("inspector-protocol-")?;
+    let time =
+        regex::Regex::new(r"-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?Z$").expect("a valid expression");
+    let found = time.find(rest)?;
+    let server = &rest[..found.start()];
+    (!server.is_empty()).then(|| crate::util::percent_decode(server))
 }
 
 /// An mcp-cassette cassette: JSON Lines, a `header` line first (`era`:
@@ -172,11 +203,18 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
             Some("header") => return Err(bad("a second header")),
             _ if era.is_none() => return Err(bad("the first line must be the cassette's header")),
             Some("frame") => {
-                let frame = value.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("no \"frame\""))?;
-                said.push(Said { at_ms: time(&value)?, from_client: from_client()?, body: frame.clone(), at });
+                let frame =
+                    value.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("no \"frame\""))?;
+                said.push(Said {
+                    at_ms: time(&value)?,
+                    from_client: from_client()?,
+                    body: frame.clone(),
+                    at,
+                });
             }
             Some("chunks") => {
-                let chunks = value.get("chunks").and_then(Value::as_array).ok_or_else(|| bad("no \"chunks\""))?;
+                let chunks =
+                    value.get("chunks").and_then(Value::as_array).ok_or_else(|| bad("no \"chunks\""))?;
                 if value.get("via").and_then(Value::as_str) == Some("get") {
                     read.skip("GET of a standalone SSE stream (what the server said on it)");
                     continue;
@@ -185,8 +223,16 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
                     streamed.insert(id.to_string(), true);
                 }
                 for chunk in chunks {
-                    let frame = chunk.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("a chunk has no \"frame\""))?;
-                    said.push(Said { at_ms: time(chunk)?, from_client: false, body: frame.clone(), at: at.clone() });
+                    let frame = chunk
+                        .get("frame")
+                        .filter(|f| f.is_object())
+                        .ok_or_else(|| bad("a chunk has no \"frame\""))?;
+                    said.push(Said {
+                        at_ms: time(chunk)?,
+                        from_client: false,
+                        body: frame.clone(),
+                        at: at.clone(),
+                    });
                 }
             }
             Some("raw") => read.skip("raw line (not JSON-RPC)"),
@@ -212,7 +258,10 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
 /// response_is_sse, response_status, latency_ms}]}`.
 pub fn mcp_recorder(text: &str) -> Result<Read, String> {
     let cassette: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let version = cassette.get("version").and_then(Value::as_str).ok_or("no \"version\": not an mcp-recorder cassette")?;
+    let version = cassette
+        .get("version")
+        .and_then(Value::as_str)
+        .ok_or("no \"version\": not an mcp-recorder cassette")?;
     if version.split('.').next() != Some("1") {
         return Err(format!("format version {version:?}; mcp-recorder's is 1.x"));
     }
@@ -237,20 +286,26 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
             }
             _ => return Err(bad("\"type\" must be \"jsonrpc_request\", \"notification\" or \"lifecycle\"")),
         }
-        let request = interaction.get("request").filter(|r| r.is_object()).ok_or_else(|| bad("no \"request\""))?;
+        let request =
+            interaction.get("request").filter(|r| r.is_object()).ok_or_else(|| bad("no \"request\""))?;
         let Some(response) = interaction.get("response").filter(|r| r.is_object()) else {
             read.skip("request with no answer in the file");
             continue;
         };
         let streamed = interaction.get("response_is_sse").and_then(Value::as_bool).unwrap_or(false);
-        let status = interaction.get("response_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
+        let status =
+            interaction.get("response_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
         let latency = interaction.get("latency_ms").and_then(Value::as_u64).unwrap_or(0);
         read.heard.push(Heard {
             at,
             request: request.clone(),
             status,
             content_type: Some(if streamed { "text/event-stream" } else { "application/json" }.into()),
-            messages: vec![RecordedMessage { offset_ms: latency, direction: Direction::Server, body: response.clone() }],
+            messages: vec![RecordedMessage {
+                offset_ms: latency,
+                direction: Direction::Server,
+                body: response.clone(),
+            }],
             ..Heard::default()
         });
     }
@@ -279,9 +334,11 @@ pub fn mcp_vcr(text: &str) -> Result<Read, String> {
         }
         (meta, messages)
     } else {
-        let document: Value = serde_norway::from_str(text).map_err(|e| format!("neither NDJSON nor YAML: {e}"))?;
+        let document: Value =
+            serde_norway::from_str(text).map_err(|e| format!("neither NDJSON nor YAML: {e}"))?;
         let listed = document.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
-        let messages = listed.into_iter().enumerate().map(|(n, m)| (format!("message {}", n + 1), m)).collect();
+        let messages =
+            listed.into_iter().enumerate().map(|(n, m)| (format!("message {}", n + 1), m)).collect();
         (document.get("meta").cloned().unwrap_or(Value::Null), messages)
     };
     if !meta.is_object() {
@@ -299,7 +356,8 @@ pub fn mcp_vcr(text: &str) -> Result<Read, String> {
             _ => return Err(bad("\"dir\" must be \"c2s\" or \"s2c\"")),
         };
         let at_ms = message.get("t").and_then(Value::as_i64).ok_or_else(|| bad("no \"t\""))?;
-        let body = message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
+        let body =
+            message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
         said.push(Said { at_ms, from_client, body: body.clone(), at });
     }
     let mut read = Read::default();

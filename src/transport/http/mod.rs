@@ -749,7 +749,6 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
 
-
     #[test]
     fn loopback_hosts_only_unless_allowed() {
         let ok = |h: &str| is_allowed_host(strip_port(h), &["tape.test".into()]);
