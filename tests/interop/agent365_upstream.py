@@ -488,13 +488,17 @@ class Unavailable:
         await self.app(scope, receive, send)
 
 
-def build_app(token, gzip=False, unavailable=()):
+def build_app(token, gzip=False, unavailable=(), any_host=False):
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # The SDK refuses a Host other than 127.0.0.1:PORT (DNS rebinding); mcp-recorder sends it without the port.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False) if any_host else None
     servers = []
     routes = []
     for make, json_response in SERVERS:
         server = make()
         app = server.streamable_http_app(streamable_http_path=f"/agents/servers/{server.name}",
-                                         json_response=json_response)
+                                         json_response=json_response, transport_security=security)
         servers.append(server)
         routes.extend(app.routes)
 
@@ -518,6 +522,7 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--stdio", metavar="NAME", help="serve the server NAME on stdin/stdout instead")
     parser.add_argument("--gzip", action="store_true", help="compress answers for clients that accept gzip")
+    parser.add_argument("--any-host", action="store_true", help="take any Host header (no DNS-rebinding check)")
     parser.add_argument("--unavailable", metavar="NAME", action="append", default=[],
                         help="answer 503 for server NAME (repeatable)")
     args = parser.parse_args()
@@ -536,7 +541,7 @@ def main():
     listener.bind(("127.0.0.1", args.port))
     listener.listen(128)
     print(f"listening on http://127.0.0.1:{listener.getsockname()[1]}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(build_app(args.token, args.gzip, args.unavailable), log_level="warning", lifespan="on")
+    config = uvicorn.Config(build_app(args.token, args.gzip, args.unavailable, args.any_host), log_level="warning", lifespan="on")
     asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
 

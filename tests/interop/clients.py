@@ -130,8 +130,8 @@ def stdio_connector(command, mode, env):
     return connect_stdio
 
 
-async def round_trip_flow(connect):
-    """The flow over all six servers; `connect(server)` makes a client."""
+async def round_trip_flow(connect, only=None):
+    """The flow over all six servers (or those named in `only`); `connect(server)` makes a client."""
     transcript = []
 
     def note(server, step, value):
@@ -148,38 +148,44 @@ async def round_trip_flow(connect):
         if seen:
             note(server, f"progress {name}", seen)
 
-    async with connect("mcp_MailTools") as client:
-        tools = (await client.list_tools()).tools
-        note("mcp_MailTools", "tools", sorted((t.name, json.dumps(t.input_schema, sort_keys=True)) for t in tools))
-        await call(client, "mcp_MailTools", "SearchMessages", {"message": "invoice from Fabrikam"})
-        await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMkAGI2TG93AAA=", "bodyPreviewOnly": True})
-        await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMk-missing"})
-        await call(client, "mcp_MailTools", "SendEmailWithAttachments",
-                   {"to": ["adele.vance@contoso.com"], "subject": "Budget", "body": "See you Thursday."})
-    async with connect("mcp_CalendarTools") as client:
-        note("mcp_CalendarTools", "tools", sorted(t.name for t in (await client.list_tools()).tools))
-        await call(client, "mcp_CalendarTools", "ListEvents", {"meetingTitle": "budget"})
-        await call(client, "mcp_CalendarTools", "GetUserDateAndTimeZoneSettings", {})
-    async with connect("mcp_MeServer") as client:
-        await call(client, "mcp_MeServer", "GetMyDetails", {"select": "displayName,jobTitle"})
-        await call(client, "mcp_MeServer", "GetManagerDetails", {"userId": "me"})
-    async with connect("mcp_KnowledgeTools") as client:
-        await call(client, "mcp_KnowledgeTools", "query_federated_knowledge",
-                   {"consumerId": "agent-1", "query": "How do I use the vpn?"})
-    async with connect("mcp_WritingPrompts") as client:
-        note("mcp_WritingPrompts", "prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
-        prompt = await client.get_prompt("draft_reply", {"tone": "friendly", "points": "thanks; next steps"})
-        note("mcp_WritingPrompts", "get draft_reply", [[m.role, m.content.text] for m in prompt.messages])
-        try:
-            await client.get_prompt("no_such_prompt", {})
-            unknown = "answered"
-        except Exception as error:  # the SDK raises the JSON-RPC error it got
-            unknown = {"code": getattr(getattr(error, "error", None), "code", None), "message": str(error)}
-        note("mcp_WritingPrompts", "get no_such_prompt", unknown)
-    async with connect("mcp_PolicyLibrary") as client:
-        note("mcp_PolicyLibrary", "resources", sorted(str(r.uri) for r in (await client.list_resources()).resources))
-        travel = await client.read_resource("policy://travel")
-        note("mcp_PolicyLibrary", "read policy://travel", [c.text for c in travel.contents])
+    if only is None or "mcp_MailTools" in only:
+        async with connect("mcp_MailTools") as client:
+            tools = (await client.list_tools()).tools
+            note("mcp_MailTools", "tools", sorted((t.name, json.dumps(t.input_schema, sort_keys=True)) for t in tools))
+            await call(client, "mcp_MailTools", "SearchMessages", {"message": "invoice from Fabrikam"})
+            await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMkAGI2TG93AAA=", "bodyPreviewOnly": True})
+            await call(client, "mcp_MailTools", "GetMessage", {"id": "AAMk-missing"})
+            await call(client, "mcp_MailTools", "SendEmailWithAttachments",
+                       {"to": ["adele.vance@contoso.com"], "subject": "Budget", "body": "See you Thursday."})
+    if only is None or "mcp_CalendarTools" in only:
+        async with connect("mcp_CalendarTools") as client:
+            note("mcp_CalendarTools", "tools", sorted(t.name for t in (await client.list_tools()).tools))
+            await call(client, "mcp_CalendarTools", "ListEvents", {"meetingTitle": "budget"})
+            await call(client, "mcp_CalendarTools", "GetUserDateAndTimeZoneSettings", {})
+    if only is None or "mcp_MeServer" in only:
+        async with connect("mcp_MeServer") as client:
+            await call(client, "mcp_MeServer", "GetMyDetails", {"select": "displayName,jobTitle"})
+            await call(client, "mcp_MeServer", "GetManagerDetails", {"userId": "me"})
+    if only is None or "mcp_KnowledgeTools" in only:
+        async with connect("mcp_KnowledgeTools") as client:
+            await call(client, "mcp_KnowledgeTools", "query_federated_knowledge",
+                       {"consumerId": "agent-1", "query": "How do I use the vpn?"})
+    if only is None or "mcp_WritingPrompts" in only:
+        async with connect("mcp_WritingPrompts") as client:
+            note("mcp_WritingPrompts", "prompts", sorted(p.name for p in (await client.list_prompts()).prompts))
+            prompt = await client.get_prompt("draft_reply", {"tone": "friendly", "points": "thanks; next steps"})
+            note("mcp_WritingPrompts", "get draft_reply", [[m.role, m.content.text] for m in prompt.messages])
+            try:
+                await client.get_prompt("no_such_prompt", {})
+                unknown = "answered"
+            except Exception as error:  # the SDK raises the JSON-RPC error it got
+                unknown = {"code": getattr(getattr(error, "error", None), "code", None), "message": str(error)}
+            note("mcp_WritingPrompts", "get no_such_prompt", unknown)
+    if only is None or "mcp_PolicyLibrary" in only:
+        async with connect("mcp_PolicyLibrary") as client:
+            note("mcp_PolicyLibrary", "resources", sorted(str(r.uri) for r in (await client.list_resources()).resources))
+            travel = await client.read_resource("policy://travel")
+            note("mcp_PolicyLibrary", "read policy://travel", [c.text for c in travel.contents])
     return transcript
 
 

@@ -45,6 +45,10 @@ TypeScript SDK and the official conformance suite:
   of a healthy recording of it with faults.toml: the same outcomes; the
   Agent 365 SDKs with a 503 from one server, against agent365_upstream.py
   and against replay with that fault;
+- other tools' recordings (imports.py): mitmdump's HAR, mcp-recorder's and
+  mcp-vcr's cassettes of real sessions (and the Inspector's and
+  mcp-cassette's shapes built from them), imported and replayed to the
+  official clients;
 - CI: `mcp-tape test` around a stand-in agent with a miss, its JUnit file
   read by junitparser (the pytest and vitest examples run from the
   installed packages in tests/packaging).
@@ -69,9 +73,11 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 
 import agent_loop
 import clients
+import imports
 import soak
 from mcp.shared.exceptions import MCPError
 
@@ -1195,6 +1201,7 @@ def main():
     parser.add_argument("--node", required=True, help="Node 22 executable")
     parser.add_argument("--python", default=sys.executable, help="Python with the pinned SDKs")
     parser.add_argument("--logs", required=True, help="directory for conformance and daemon logs")
+    parser.add_argument("--tools", required=True, help="where setup.sh put the venvs of other recorders")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
     node_env = dict(os.environ, PATH=os.path.dirname(args.node) + os.pathsep + os.environ["PATH"])
@@ -1281,6 +1288,11 @@ def main():
     faults_on_demand(args, node_env, checks)
     a365_server_unavailable(args, node_env, checks)
     ci_examples(args, node_env, checks)
+    helpers = types.SimpleNamespace(
+        args_binary=args.binary, args_node=args.node, args_logs=args.logs, node_env=node_env,
+        run_process=run_process, python_flow=python_flow, Daemon=Daemon, UPSTREAM=UPSTREAM,
+        CLIENT_TIMEOUT_S=CLIENT_TIMEOUT_S, START_TIMEOUT_S=START_TIMEOUT_S, without_progress=without_progress)
+    imports.run(helpers, checks, args.tools)
     with tempfile.TemporaryDirectory() as cassettes:
         run_process([args.binary, "import", FIXTURE, "--cassette", os.path.join(cassettes, "mail.sqlite")],
                     CLIENT_TIMEOUT_S)

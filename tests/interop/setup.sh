@@ -34,5 +34,30 @@ when_changed "$here/requirements.txt" "$tools/requirements.stamp" \
     "$tools/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt" >&2
 python="$tools/venv/bin/python"
 
+# Other tools whose recordings `import --from` reads, each in a venv of its own (their pins clash
+# with the SDK's): mitmproxy (HAR), mcp-recorder, and mcp-vcr (which needs Python >= 3.12).
+python312=
+for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 python3.12; do
+    if "$candidate" --version >/dev/null 2>&1; then
+        python312=$candidate
+        break
+    fi
+done
+if [ -z "$python312" ]; then
+    echo "interop: mcp-vcr needs Python 3.12, and none runs here" >&2
+    exit 1
+fi
+for tool in mitmproxy mcp-recorder mcp-vcr; do
+    interpreter=python3
+    [ "$tool" = mcp-vcr ] && interpreter=$python312
+    if [ ! -x "$tools/venv-$tool/bin/python" ]; then
+        "$interpreter" -m venv "$tools/venv-$tool"
+    fi
+    echo "interop: installing the pinned $tool (pip)" >&2
+    when_changed "$here/requirements-$tool.txt" "$tools/requirements-$tool.stamp" \
+        "$tools/venv-$tool/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements-$tool.txt" >&2
+done
+foreign_tools="$tools"
+
 cargo build --locked --quiet --bin mcp-tape
 binary="$root/target/debug/mcp-tape"

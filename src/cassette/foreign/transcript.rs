@@ -18,6 +18,9 @@ use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
 /// clock), who sent it, and the message.
 struct Said {
     at_ms: i64,
+    /// An answer a file keeps with its request, not where it came: at its
+    /// millisecond it goes after the messages the file has in place.
+    late: bool,
     from_client: bool,
     body: Value,
     /// Where in the file, for errors and for the exchange it opens.
@@ -27,10 +30,10 @@ struct Said {
 /// Pairs a transcript's messages into exchanges (see the module's text).
 fn pair(mut said: Vec<Said>, read: &mut Read) {
     // Files written as things happened are in order already; a stable sort by time keeps ties in file order.
-    said.sort_by_key(|s| s.at_ms);
+    said.sort_by_key(|s| (s.at_ms, s.late));
     let mut open: Vec<(Value, usize, i64)> = Vec::new(); // (request id, index in read.heard, sent at)
     let mut last: Option<usize> = None;
-    for Said { at_ms, from_client, body, at } in said {
+    for Said { at_ms, from_client, body, at, .. } in said {
         let method = body.get("method").and_then(Value::as_str).map(str::to_owned);
         let id = body.get("id").cloned();
         let offset = |sent: i64| u64::try_from(at_ms - sent).unwrap_or(0);
@@ -136,10 +139,11 @@ pub fn inspector(text: &str) -> Result<Read, String> {
         }
         let message =
             entry.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("no \"message\" object"))?;
-        said.push(Said { at_ms, from_client, body: message.clone(), at: at.clone() });
+        said.push(Said { late: false, at_ms, from_client, body: message.clone(), at: at.clone() });
         if let Some(response) = entry.get("response").filter(|r| r.is_object()) {
             let duration = entry.get("duration").and_then(Value::as_i64).unwrap_or(0);
             said.push(Said {
+                late: true,
                 at_ms: at_ms + duration,
                 from_client: !from_client,
                 body: response.clone(),
@@ -206,6 +210,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
                 let frame =
                     value.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("no \"frame\""))?;
                 said.push(Said {
+                    late: false,
                     at_ms: time(&value)?,
                     from_client: from_client()?,
                     body: frame.clone(),
@@ -228,6 +233,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
                         .filter(|f| f.is_object())
                         .ok_or_else(|| bad("a chunk has no \"frame\""))?;
                     said.push(Said {
+                        late: false,
                         at_ms: time(chunk)?,
                         from_client: false,
                         body: frame.clone(),
@@ -292,6 +298,10 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
             read.skip("request with no answer in the file");
             continue;
         };
+        if response.get("method").is_some() {
+            read.skip("streamed answer of which the file kept a notification, not the answer");
+            continue;
+        }
         let streamed = interaction.get("response_is_sse").and_then(Value::as_bool).unwrap_or(false);
         let status =
             interaction.get("response_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
@@ -358,7 +368,7 @@ pub fn mcp_vcr(text: &str) -> Result<Read, String> {
         let at_ms = message.get("t").and_then(Value::as_i64).ok_or_else(|| bad("no \"t\""))?;
         let body =
             message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
-        said.push(Said { at_ms, from_client, body: body.clone(), at });
+        said.push(Said { at_ms, late: false, from_client, body: body.clone(), at });
     }
     let mut read = Read::default();
     pair(said, &mut read);
