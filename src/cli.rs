@@ -612,7 +612,9 @@ struct ImportArgs {
     /// responseTemplate, its {{argument}} holes filled in). A tool's
     /// errorRate fails that share of its calls, the same calls every run
     /// (see --seed), with the mock server's error, or its statusCode as
-    /// the HTTP status when that is not a success.
+    /// the HTTP status when that is not a success. Catalogue snapshots
+    /// beside DIR (snapshots/<server>.snapshot.json) give each tool the
+    /// description and inputSchema captured from the live server.
     #[arg(long = "a365-mocks", value_name = "DIR")]
     a365_mocks: Option<PathBuf>,
     /// With --a365-mocks: the seed of the draw of the calls an errorRate

@@ -55,10 +55,12 @@
 //! - [`normalize`]: match keys, placeholders, field diffs.
 //! - [`sse`]: the `text/event-stream` encoder and incremental parser.
 //! - [`agent365`]: the Agent 365 service endpoints that are not MCP
-//!   (gateway discovery, chat history): routes, listings, url rewriting.
+//!   (gateway discovery, chat history): routes, listings, url rewriting;
+//!   the server name of an Agent 365 path.
 //! - [`cassette`]: SQLite cassettes (open, migrate, writer thread,
-//!   loader), answer templates, Agent 365 mock files, JSON Lines, and the
-//!   replay index with its per-session cursors ([`cassette::tape`]).
+//!   loader), answer templates, Agent 365 mock files and snapshots, JSON
+//!   Lines, other tools' recordings and HAR ([`cassette::foreign`]), and
+//!   the replay index with its per-session cursors ([`cassette::tape`]).
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`]), record ([`engine::record`]: flights, held
 //!   commits, which exchange a server message belongs to), re-enacting a

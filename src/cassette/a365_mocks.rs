@@ -34,6 +34,10 @@ pub struct Mocks {
     pub disabled: Vec<String>,
     /// Tools whose `errorRate` is not zero, as "server tool".
     pub error_rates: Vec<String>,
+    /// Tools whose description and `inputSchema` came from a snapshot of the live server.
+    pub from_snapshots: usize,
+    /// Snapshot files that say `"capturedAt": "UNPOPULATED"` (never captured), by server.
+    pub unpopulated: Vec<String>,
 }
 
 /// Reads every `*.json` file of `dir` (sorted by name); `seed` seeds the
@@ -67,7 +71,63 @@ pub fn read_dir(dir: &Path, seed: u64) -> Result<Mocks, Error> {
         read_file(&server, &text, seed, &mut mocks)
             .map_err(|why| Error::Config(format!("{}: {why}", file.display())))?;
     }
+    read_snapshots(dir, &mut mocks)?;
     Ok(mocks)
+}
+
+/// Applies the Agent 365 devTools' catalogue snapshots beside the mocks
+/// (`snapshots/{server}.snapshot.json`, a sibling of the mocks directory,
+/// or inside it): each tool's description and `inputSchema` as captured
+/// from the live server replace the mock file's; the answer templates stay.
+/// A snapshot never captured (`"capturedAt": "UNPOPULATED"`) changes nothing.
+fn read_snapshots(dir: &Path, mocks: &mut Mocks) -> Result<(), Error> {
+    let beside = [dir.join("..").join("snapshots"), dir.join("snapshots")];
+    let Some(snapshots) = beside.iter().find(|d| d.is_dir()) else { return Ok(()) };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(snapshots)
+        .map_err(|source| Error::Read { path: snapshots.clone(), source })?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.to_string_lossy().ends_with(".snapshot.json"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = crate::util::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a snapshot file")?;
+        let bad = |why: String| Error::Config(format!("{}: {why}", file.display()));
+        let snapshot: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let stem = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .trim_end_matches(".snapshot.json")
+            .to_owned();
+        let server = snapshot.get("serverName").and_then(Value::as_str).unwrap_or(&stem).to_owned();
+        if snapshot.get("capturedAt").and_then(Value::as_str) == Some("UNPOPULATED") {
+            mocks.unpopulated.push(server);
+            continue;
+        }
+        let tools = snapshot
+            .get("tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("no \"tools\" array".into()))?;
+        for (index, tool) in tools.iter().enumerate() {
+            let name = tool
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad(format!("tool #{} has no name", index + 1)))?;
+            let template =
+                mocks.templates.iter_mut().find(|t| t.server == server && t.tool.eq_ignore_ascii_case(name));
+            let Some(template) = template else { continue };
+            if let Some(description) = tool.get("description").and_then(Value::as_str) {
+                template.description = description.to_owned();
+            }
+            match tool.get("inputSchema") {
+                Some(schema @ Value::Object(_)) => template.input_schema = schema.clone(),
+                None | Some(Value::Null) => {}
+                Some(_) => return Err(bad(format!("tool {name:?}: \"inputSchema\" must be an object"))),
+            }
+            mocks.from_snapshots += 1;
+        }
+    }
+    Ok(())
 }
 
 /// The tools of one mocks file, for `server`.
@@ -274,5 +334,40 @@ mod tests {
                 .unwrap_err()
                 .contains("\"delayms\" must be a number")
         );
+    }
+
+    #[test]
+    fn snapshots_beside_the_mocks_give_the_live_schemas() {
+        let root = tempfile::tempdir().unwrap();
+        let (mocks_dir, snapshots) = (root.path().join("mocks"), root.path().join("snapshots"));
+        std::fs::create_dir_all(&mocks_dir).unwrap();
+        std::fs::create_dir_all(&snapshots).unwrap();
+        std::fs::write(
+            mocks_dir.join("mcp_MailTools.json"),
+            r#"[{"name": "GetMessage", "description": "old", "inputSchema": {"type": "object"}, "responseTemplate": "Message {{id}}"}]"#,
+        )
+        .unwrap();
+        std::fs::write(mocks_dir.join("mcp_MeServer.json"), r#"[{"name": "GetMyDetails"}]"#).unwrap();
+        let live = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+        std::fs::write(
+            snapshots.join("mcp_MailTools.snapshot.json"),
+            json!({"$schema": "mock-snapshot-schema", "capturedAt": "2026-02-28T00:00:00Z", "serverName": "mcp_MailTools",
+                "tools": [{"name": "GetMessage", "description": "Fetch one message", "inputSchema": live},
+                          {"name": "NotMocked", "description": "x", "inputSchema": {}}]})
+            .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            snapshots.join("mcp_MeServer.snapshot.json"),
+            json!({"capturedAt": "UNPOPULATED", "serverName": "mcp_MeServer", "tools": []}).to_string(),
+        )
+        .unwrap();
+        let mocks = read_dir(&mocks_dir, 0).unwrap();
+        let mail = &mocks.templates[0];
+        assert_eq!((mail.description.as_str(), &mail.input_schema), ("Fetch one message", &live));
+        assert_eq!(mail.text, "Message {{id}}", "the template stays");
+        assert_eq!((mocks.from_snapshots, mocks.unpopulated.clone()), (1, vec!["mcp_MeServer".to_owned()]));
+        std::fs::write(snapshots.join("mcp_MailTools.snapshot.json"), r#"{"capturedAt": "x"}"#).unwrap();
+        assert!(read_dir(&mocks_dir, 0).unwrap_err().to_string().contains("no \"tools\" array"));
     }
 }

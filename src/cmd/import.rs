@@ -31,6 +31,18 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
                     util::printable(&mocks.error_rates.join(", "))
                 );
             }
+            for server in &mocks.unpopulated {
+                tracing::warn!(
+                    "the snapshot of {} says UNPOPULATED (never captured from the live server): its mock file's schemas stand",
+                    util::printable(server)
+                );
+            }
+            if mocks.from_snapshots > 0 {
+                eprintln!(
+                    "{} tools took their description and inputSchema from snapshots",
+                    mocks.from_snapshots
+                );
+            }
             eprintln!(
                 "imported {} tools of {} servers ({} disabled, left out) into {}",
                 mocks.templates.len(),
