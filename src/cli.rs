@@ -9,10 +9,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
-    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, Normalization, OnMiss, Pace,
-    PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig,
-    TestMode, Timeouts, Upstream, VerifyConfig,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, ForeignFormat,
+    Format, Front, FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, Normalization,
+    OnMiss, Pace, PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig,
+    TestConfig, TestMode, Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
 
@@ -754,11 +754,11 @@ impl Cli {
                     (Some(dir), ..) => ImportSource::A365Mocks { dir, seed: args.seed },
                     (None, Some(from), files) => ImportSource::Foreign {
                         format: match from {
-                            FromArg::Har => crate::cassette::foreign::Format::Har,
-                            FromArg::Inspector => crate::cassette::foreign::Format::Inspector,
-                            FromArg::McpCassette => crate::cassette::foreign::Format::McpCassette,
-                            FromArg::McpRecorder => crate::cassette::foreign::Format::McpRecorder,
-                            FromArg::McpVcr => crate::cassette::foreign::Format::McpVcr,
+                            FromArg::Har => ForeignFormat::Har,
+                            FromArg::Inspector => ForeignFormat::Inspector,
+                            FromArg::McpCassette => ForeignFormat::McpCassette,
+                            FromArg::McpRecorder => ForeignFormat::McpRecorder,
+                            FromArg::McpVcr => ForeignFormat::McpVcr,
                         },
                         files,
                         server: args.server,

@@ -282,7 +282,34 @@ pub enum ImportSource {
     A365Mocks { dir: PathBuf, seed: u64 },
     /// Recordings of another tool, all in one transaction; `server` names
     /// the server of every exchange.
-    Foreign { format: crate::cassette::foreign::Format, files: Vec<PathBuf>, server: Option<String> },
+    Foreign { format: ForeignFormat, files: Vec<PathBuf>, server: Option<String> },
+}
+
+/// The formats `import --from` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignFormat {
+    /// HAR 1.2, as browsers, mitmproxy and Charles save it.
+    Har,
+    /// The MCP Inspector's protocol history export (`inspector-protocol-*.json`).
+    Inspector,
+    /// An mcp-cassette cassette (JSON Lines, format v1 or v2).
+    McpCassette,
+    /// An mcp-recorder cassette (JSON).
+    McpRecorder,
+    /// An mcp-vcr transcript (YAML or NDJSON).
+    McpVcr,
+}
+
+impl ForeignFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForeignFormat::Har => "har",
+            ForeignFormat::Inspector => "inspector",
+            ForeignFormat::McpCassette => "mcp-cassette",
+            ForeignFormat::McpRecorder => "mcp-recorder",
+            ForeignFormat::McpVcr => "mcp-vcr",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -136,36 +136,6 @@ pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
     pieces(path.trim_end_matches('/'), b'/').skip(1)
 }
 
-/// The text of `file`, `what` it is meant to be: a regular file (through
-/// links) of at most `limit` bytes; a FIFO, a device or a directory is
-/// refused before it is opened, and a file that grows past the limit while
-/// it is read is refused too.
-///
-/// # Errors
-///
-/// [`Error::Read`] when it cannot be read, [`Error::Config`] when it is no
-/// regular file, too large or not UTF-8.
-pub fn read_regular_file(file: &Path, limit: u64, what: &str) -> Result<String, crate::error::Error> {
-    use std::io::Read;
-    let refused = |why: String| crate::error::Error::Config(format!("{}: {why}", file.display()));
-    let io = |source| crate::error::Error::Read { path: file.to_owned(), source };
-    let metadata = std::fs::metadata(file).map_err(io)?;
-    if !metadata.is_file() {
-        return Err(refused(format!("not a regular file; {what} must be one")));
-    }
-    let too_large = || refused(format!("larger than {limit} bytes; not {what}"));
-    if metadata.len() > limit {
-        return Err(too_large());
-    }
-    let mut text = String::new();
-    let opened = File::open(file).map_err(io)?;
-    opened.take(limit + 1).read_to_string(&mut text).map_err(io)?;
-    if text.len() as u64 > limit {
-        return Err(too_large());
-    }
-    Ok(text)
-}
-
 /// Writes `path` whole or not at all: into a file beside it, synced, then
 /// renamed over it, so a crash mid-write leaves the previous file as it was.
 /// A path that is there but no regular file (`/dev/stdout`, a FIFO) is

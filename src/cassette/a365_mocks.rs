@@ -66,7 +66,7 @@ pub fn read_dir(dir: &Path, seed: u64) -> Result<Mocks, Error> {
     }
     let mut mocks = Mocks::default();
     for file in files {
-        let text = crate::util::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a mocks file")?;
+        let text = super::foreign::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a mocks file")?;
         let server = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         read_file(&server, &text, seed, &mut mocks)
             .map_err(|why| Error::Config(format!("{}: {why}", file.display())))?;
@@ -90,7 +90,7 @@ fn read_snapshots(dir: &Path, mocks: &mut Mocks) -> Result<(), Error> {
         .collect();
     files.sort();
     for file in files {
-        let text = crate::util::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a snapshot file")?;
+        let text = super::foreign::read_regular_file(&file, MAX_MOCKS_FILE_BYTES, "a snapshot file")?;
         let bad = |why: String| Error::Config(format!("{}: {why}", file.display()));
         let snapshot: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
         let stem = file

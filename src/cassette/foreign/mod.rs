@@ -21,38 +21,12 @@ use serde_json::Value;
 
 use crate::cassette::model::{Aside, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape};
 use crate::cassette::store::Cassette;
+pub use crate::config::ForeignFormat as Format;
 use crate::error::Error;
 use crate::limits::{MAX_FOREIGN_FILE_BYTES, MAX_SECRETS_PER_EXCHANGE};
 use crate::mcp;
 use crate::normalize::Rules;
 use crate::redact;
-
-/// The formats `import --from` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// HAR 1.2, as browsers, mitmproxy and Charles save it.
-    Har,
-    /// The MCP Inspector's protocol history export (`inspector-protocol-*.json`).
-    Inspector,
-    /// An mcp-cassette cassette (JSON Lines, format v1 or v2).
-    McpCassette,
-    /// An mcp-recorder cassette (JSON).
-    McpRecorder,
-    /// An mcp-vcr transcript (YAML or NDJSON).
-    McpVcr,
-}
-
-impl Format {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Har => "har",
-            Format::Inspector => "inspector",
-            Format::McpCassette => "mcp-cassette",
-            Format::McpRecorder => "mcp-recorder",
-            Format::McpVcr => "mcp-vcr",
-        }
-    }
-}
 
 /// One request with its answer, as another tool's file has it: what
 /// [`import`] still has to decide is left open (`None`, empty).
@@ -162,7 +136,37 @@ pub fn import(
 /// The text of `file`: a regular file (through links) of at most
 /// [`MAX_FOREIGN_FILE_BYTES`].
 fn read_bounded(file: &Path) -> Result<String, Error> {
-    crate::util::read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")
+    read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")
+}
+
+/// The text of `file`, `what` it is meant to be: a regular file (through
+/// links) of at most `limit` bytes; a FIFO, a device or a directory is
+/// refused before it is opened, and a file that grows past the limit while
+/// it is read is refused too.
+///
+/// # Errors
+///
+/// [`Error::Read`] when it cannot be read, [`Error::Config`] when it is no
+/// regular file, too large or not UTF-8.
+pub fn read_regular_file(file: &Path, limit: u64, what: &str) -> Result<String, Error> {
+    use std::io::Read;
+    let refused = |why: String| Error::Config(format!("{}: {why}", file.display()));
+    let io = |source| Error::Read { path: file.to_owned(), source };
+    let metadata = std::fs::metadata(file).map_err(io)?;
+    if !metadata.is_file() {
+        return Err(refused(format!("not a regular file; {what} must be one")));
+    }
+    let too_large = || refused(format!("larger than {limit} bytes; not {what}"));
+    if metadata.len() > limit {
+        return Err(too_large());
+    }
+    let mut text = String::new();
+    let opened = std::fs::File::open(file).map_err(io)?;
+    opened.take(limit + 1).read_to_string(&mut text).map_err(io)?;
+    if text.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(text)
 }
 
 /// The protocol versions `initialize` answers negotiated, by session and
