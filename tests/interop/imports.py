@@ -125,27 +125,50 @@ def har_flows(h, token):
     }
 
 
+def through_tool(h, checks, upstream_args, tool_command, label, flows, transcripts):
+    """Starts the fixture upstream with `upstream_args`, then the other tool's
+    proxy (`tool_command(upstream base)`, on port 0, its log kept), runs each
+    flow through it, and stops both: the tool writes its recording as it stops."""
+    upstream = h.Daemon(None, None, [sys.executable, h.UPSTREAM, *upstream_args])
+    try:
+        with open(os.path.join(h.args_logs, f"{label}.log"), "w") as log:
+            tool = subprocess.Popen(tool_command(upstream.base), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            try:
+                base = f"http://127.0.0.1:{listening_port(tool.pid, h.START_TIMEOUT_S)}"
+                for name, flow in flows.items():
+                    def one(name=name, flow=flow):
+                        transcripts[name][f"through {label}"] = flow(base)
+                    checks.run(f"imports: {name} through {label}", one)
+            finally:
+                stop(tool)
+    finally:
+        upstream.stop()
+
+
+def against_replay(h, checks, cassettes, label, flows, transcripts):
+    """Each flow against `replay` of the imported cassettes; returns replay's exit code and log."""
+    replayer = h.Daemon(h.args_binary, [cassettes])
+    for name, flow in flows.items():
+        def one(name=name, flow=flow):
+            transcripts[name]["against replay of the import"] = flow(replayer.base)
+        checks.run(f"imports: {name} against replay of the imported {label} recording", one)
+    code, log = replayer.stop(os.path.join(h.args_logs, f"replay-imported-{label}.log"))
+    for name in flows:
+        checks.run(f"imports: {name} heard the same from replay as through {label}",
+                   lambda name=name: agree(transcripts, name, f"through {label}"))
+    return code, log
+
+
 def from_har(h, checks, tools, work):
     token = "eyJhbGciOiJub25lIn0.har-" + os.urandom(12).hex()
     flows = har_flows(h, token)
     transcripts = {name: {} for name in flows}
     har_file = os.path.join(work, "session.har")
-    upstream = h.Daemon(None, None, [sys.executable, h.UPSTREAM, "--token", token, "--gzip"])
-    try:
-        mitm = subprocess.Popen(
-            [os.path.join(tools, "venv-mitmproxy", "bin", "mitmdump"), "--mode", f"reverse:{upstream.base}",
-             "--listen-host", "127.0.0.1", "--listen-port", "0", "--set", f"hardump={har_file}", "-q"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            base = f"http://127.0.0.1:{listening_port(mitm.pid, h.START_TIMEOUT_S)}"
-            for name, flow in flows.items():
-                def one(name=name, flow=flow):
-                    transcripts[name]["through mitmdump"] = flow(base)
-                checks.run(f"imports: {name} through mitmdump (HAR)", one)
-        finally:
-            stop(mitm)
-    finally:
-        upstream.stop()
+    mitmdump = os.path.join(tools, "venv-mitmproxy", "bin", "mitmdump")
+    through_tool(h, checks, ["--token", token, "--gzip"],
+                 lambda base: [mitmdump, "--mode", f"reverse:{base}", "--listen-host", "127.0.0.1",
+                               "--listen-port", "0", "--set", f"hardump={har_file}", "-q"],
+                 "mitmdump", flows, transcripts)
 
     cassettes = os.path.join(work, "har")
     os.makedirs(cassettes)
@@ -157,15 +180,7 @@ def from_har(h, checks, tools, work):
             assert token.encode() not in f.read(), "the bearer token is in the cassette"
 
     checks.run("imports: mitmdump's HAR imports; the bearer token is in no cassette byte", imported)
-    replayer = h.Daemon(h.args_binary, [cassettes])
-    for name, flow in flows.items():
-        def one(name=name, flow=flow):
-            transcripts[name]["against replay of the imported HAR"] = flow(replayer.base)
-        checks.run(f"imports: {name} against replay of the imported HAR", one)
-    code, log = replayer.stop(os.path.join(h.args_logs, "replay-imported-har.log"))
-    for name in flows:
-        checks.run(f"imports: {name} heard the same from replay as through mitmdump",
-                   lambda name=name: agree(transcripts, name, "through mitmdump"))
+    code, log = against_replay(h, checks, cassettes, "mitmdump", flows, transcripts)
 
     def no_misses():
         assert code == 0 and "no misses" in log, log[-3000:]
@@ -200,35 +215,15 @@ def from_mcp_recorder(h, checks, tools, work):
         clients.round_trip_flow(clients.http_connector(base, mode, token), only)) for mode in ["auto", "legacy"]}
     transcripts = {name: {} for name in flows}
     recording = os.path.join(work, "recorder.json")
-    upstream = h.Daemon(None, None, [sys.executable, h.UPSTREAM, "--token", token, "--any-host"])
-    try:
-        recorder = subprocess.Popen(
-            [os.path.join(tools, "venv-mcp-recorder", "bin", "mcp-recorder"), "record", "--target", upstream.base,
-             "--port", "0", "--output", recording],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            base = f"http://127.0.0.1:{listening_port(recorder.pid, h.START_TIMEOUT_S)}"
-            for name, flow in flows.items():
-                def one(name=name, flow=flow):
-                    transcripts[name]["through mcp-recorder"] = flow(base)
-                checks.run(f"imports: {name} through mcp-recorder", one)
-        finally:
-            stop(recorder)
-    finally:
-        upstream.stop()
+    recorder = os.path.join(tools, "venv-mcp-recorder", "bin", "mcp-recorder")
+    through_tool(h, checks, ["--token", token, "--any-host"],
+                 lambda base: [recorder, "record", "--target", base, "--port", "0", "--output", recording],
+                 "mcp-recorder", flows, transcripts)
     cassettes = os.path.join(work, "recorder")
     os.makedirs(cassettes)
     h.run_process([h.args_binary, "import", "--from", "mcp-recorder", recording, "--server", "mcp_MeServer",
                    "--cassette", os.path.join(cassettes, "recorder.sqlite")], h.CLIENT_TIMEOUT_S)
-    replayer = h.Daemon(h.args_binary, [cassettes])
-    for name, flow in flows.items():
-        def one(name=name, flow=flow):
-            transcripts[name]["against replay of the imported cassette"] = flow(replayer.base)
-        checks.run(f"imports: {name} against replay of the imported mcp-recorder cassette", one)
-    replayer.stop(os.path.join(h.args_logs, "replay-imported-mcp-recorder.log"))
-    for name in flows:
-        checks.run(f"imports: {name} heard the same from replay as through mcp-recorder",
-                   lambda name=name: agree(transcripts, name, "through mcp-recorder"))
+    against_replay(h, checks, cassettes, "mcp-recorder", flows, transcripts)
 
 
 def inspector_of(transcript):
