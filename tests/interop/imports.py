@@ -15,14 +15,14 @@ replayed to the official clients (part of interop.py).
   without the port), on one server (its cassettes keep no path);
   imported and replayed, the transcripts equal the ones through it.
 - mcp-vcr: its `record` wrapper around our stdio fixture servers, the
-  Python SDK (auto: NDJSON; legacy: YAML) and the TypeScript SDK (YAML)
+  Python SDK (auto: NDJSON; legacy: YAML) and the TypeScript SDK (NDJSON)
   spawning it; imported, `replay --stdio` gives each client its transcript.
 - The MCP Inspector and mcp-cassette: neither can write a file here (the
   Inspector exports from its web page, in a browser; mcp-cassette is not
   published on npm), so their files are built to the shapes their sources
   document from the mcp-vcr transcripts of those real sessions; each
   imports to the same JSON Lines as the mcp-vcr files, and replays to the
-  Python SDK.
+  Python SDK and the TypeScript SDK.
 """
 
 import base64
@@ -276,7 +276,7 @@ def from_mcp_vcr(h, checks, tools, work):
             clients.round_trip_flow(clients.stdio_connector(command, "auto", env)))),
         "python-sdk legacy": ("yaml", lambda command: h.python_flow(
             clients.round_trip_flow(clients.stdio_connector(command, "legacy", env)))),
-        "typescript-sdk v1": ("yaml", lambda command: h.without_progress(json.loads(h.run_process(
+        "typescript-sdk v1": ("ndjson", lambda command: h.without_progress(json.loads(h.run_process(
             [h.args_node, "ts_stdio_client.mjs", "v1", "legacy", "round-trip", json.dumps(command)],
             h.CLIENT_TIMEOUT_S, dict(h.node_env, MCP_TAPE_LOG="warn"))))),
     }
@@ -317,7 +317,7 @@ def from_mcp_vcr(h, checks, tools, work):
             for path in ndjson:
                 server = os.path.basename(path).rsplit(".", 1)[0]
                 name = f"inspector-protocol-{server}-2026-09-21T14-13-20.000Z" if form == "inspector" else server
-                out = os.path.join(work, form, name + suffix)
+                out = os.path.join(work, form, os.path.basename(os.path.dirname(path)), name + suffix)
                 os.makedirs(os.path.dirname(out), exist_ok=True)
                 with open(out, "w") as f:
                     f.write(build(read_vcr(path)))
@@ -328,11 +328,12 @@ def from_mcp_vcr(h, checks, tools, work):
             h.run_process([h.args_binary, "import", "--from", form, *paths, "--cassette", imported], h.CLIENT_TIMEOUT_S)
             assert jsonl_of(h, imported) == jsonl_of(h, expected), f"{form} imports otherwise than mcp-vcr"
             replay = [h.args_binary, "replay", "--stdio", "--fail-on-miss", imported, "--server", "{server}"]
-            replayed = flows["python-sdk auto"][1](replay)
-            assert replayed == transcripts["python-sdk auto"]["through mcp-vcr"], "replay differs"
+            for name in ["python-sdk auto", "typescript-sdk v1"]:
+                replayed = flows[name][1](replay)
+                assert replayed == transcripts[name]["through mcp-vcr"], f"replay to {name} differs"
 
         checks.run(f"imports: the same sessions as {form} files (built to its documented shape) import the same "
-                   "and replay to the Python SDK", built)
+                   "and replay to the Python SDK and the TypeScript SDK", built)
 
 
 def run(h, checks, tools):
