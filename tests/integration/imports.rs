@@ -391,3 +391,54 @@ fn a_cassette_written_as_har_and_read_back_is_the_same_cassette() {
     let exchanges = Cassette::open(Path::new(&path("extra-again.sqlite"))).unwrap().exchanges().unwrap();
     assert_eq!(exchanges[1].messages[1].direction, Direction::Client, "the client's reply kept its place");
 }
+
+/// What the server said on a HAR's `GET` stream becomes asides of the
+/// exchange before it, after the client notification sent since (as record
+/// stores them), and the client's reply to a server request there joins it.
+#[test]
+fn a_har_standalone_stream_is_kept_as_asides() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:9/agents/servers/mcp_Files";
+    let mut har = har_of(&session()[..3], url, "t0ken-abcdefgh");
+    let roots = json!({"jsonrpc": "2.0", "id": 0, "method": "roots/list"});
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    let stream = format!(
+        "id: s-0\ndata: \n\nevent: message\nid: s-1\ndata: {changed}\n\nevent: message\nid: s-2\ndata: {roots}\n\n"
+    );
+    let reply = json!({"jsonrpc": "2.0", "id": 0, "result": {"roots": []}});
+    let entries = har["log"]["entries"].as_array_mut().unwrap();
+    entries.insert(2, json!({
+        "startedDateTime": "2026-11-26T10:00:00.500Z", "time": 9,
+        "request": {"method": "GET", "url": url, "httpVersion": "HTTP/1.1", "cookies": [],
+            "headers": [{"name": "Accept", "value": "text/event-stream"}, {"name": "Mcp-Session-Id", "value": "s"}],
+            "queryString": [], "headersSize": -1, "bodySize": 0},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1", "cookies": [],
+            "headers": [{"name": "Content-Type", "value": "text/event-stream"}], "redirectURL": "", "headersSize": -1,
+            "bodySize": -1, "content": {"size": stream.len(), "mimeType": "text/event-stream", "text": stream}},
+        "cache": {}, "timings": {"send": 0, "wait": 9, "receive": 0}
+    }));
+    let mut post = entries[1].clone();
+    post["request"]["postData"]["text"] = json!(reply.to_string());
+    entries.insert(3, post);
+    let file = dir.path().join("stream.har");
+    std::fs::write(&file, har.to_string()).unwrap();
+    let cassette = dir.path().join("out.sqlite");
+    let (ok, stderr) = import("har", &file, &cassette);
+    assert!(ok, "{stderr}");
+    let exchanges = Cassette::open(&cassette).unwrap().exchanges().unwrap();
+    assert_eq!(exchanges.len(), 1, "initialize alone: the rest is notifications, a GET and a reply");
+    let asides: Vec<(Option<&str>, Direction, &Value)> = exchanges[0]
+        .asides
+        .iter()
+        .map(|a| (a.after.as_deref(), a.message.direction, &a.message.body))
+        .collect();
+    let after = Some("notifications/initialized");
+    assert_eq!(
+        asides,
+        [
+            (after, Direction::Server, &changed),
+            (after, Direction::Server, &roots),
+            (after, Direction::Client, &reply)
+        ]
+    );
+}

@@ -11,7 +11,7 @@ replayed to the official clients (part of interop.py).
   to the same exchanges; `export --to har` of the cassette imports back to
   the same JSON Lines.
 - mcp-recorder: its `record` proxy between the Python SDK (auto, legacy)
-  and the same upstream (taking any Host: mcp-recorder 0.5.0 sends it
+  or the TypeScript SDK and the same upstream (taking any Host: mcp-recorder 0.5.0 sends it
   without the port), on one server (its cassettes keep no path);
   imported and replayed, the transcripts equal the ones through it.
 - mcp-vcr: its `record` wrapper around our stdio fixture servers, the
@@ -211,8 +211,12 @@ def from_mcp_recorder(h, checks, tools, work):
     # One server (mcp-recorder keeps no path), one whose answers carry no progress: mcp-recorder 0.5.0
     # stores a streamed answer's first event, so a call with progress is not in its cassette.
     only = ["mcp_MeServer"]
-    flows = {f"python-sdk {mode}": lambda base, mode=mode: h.python_flow(
-        clients.round_trip_flow(clients.http_connector(base, mode, token), only)) for mode in ["auto", "legacy"]}
+    flows = {
+        **{f"python-sdk {mode}": lambda base, mode=mode: h.python_flow(
+            clients.round_trip_flow(clients.http_connector(base, mode, token), only)) for mode in ["auto", "legacy"]},
+        "typescript-sdk": lambda base: json.loads(h.run_process(
+            [h.args_node, "ts_client.mjs", base, "round-trip", token, ",".join(only)], h.CLIENT_TIMEOUT_S, h.node_env)),
+    }
     transcripts = {name: {} for name in flows}
     recording = os.path.join(work, "recorder.json")
     recorder = os.path.join(tools, "venv-mcp-recorder", "bin", "mcp-recorder")

@@ -42,6 +42,7 @@ export async function roundTrip(base, sdk) {
     if (progress.length) note(server, `progress ${name}`, progress);
   };
   const session = async (server, steps) => {
+    if (sdk.only && !sdk.only.includes(server)) return;
     const client = await sdk.connect(`${base}/agents/servers/${server}`);
     await steps(client);
     await client.close();

@@ -1,7 +1,8 @@
 // The official TypeScript MCP SDK as a client of mcp-tape replay.
 // Usage: node ts_client.mjs URL empty
 //        node ts_client.mjs URL recorded FIXTURE.jsonl
-//        node ts_client.mjs BASE round-trip TOKEN   (prints the transcript as JSON)
+//        node ts_client.mjs BASE round-trip TOKEN [SERVER,...]   (prints the transcript as JSON;
+//                                                     only the servers named, if any)
 //        node ts_client.mjs URL reconnection        (prints test_reconnection's result as JSON)
 // Expectations for `recorded` come from the fixture (the input), not from
 // anything mcp-tape produced. Exits 1 with the reason on the first mismatch.
@@ -14,7 +15,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { roundTrip } from "./round_trip_flow.mjs";
 
-const [url, scenario, fixturePath] = process.argv.slice(2);
+const [url, scenario, fixturePath, onlyServers] = process.argv.slice(2);
 
 async function connect(target = url, token = undefined) {
   const client = new Client({ name: "mcp-tape-interop", version: "1.0.0" });
@@ -63,6 +64,7 @@ try {
     const sdk = {
       connect: (target) => connect(target, token),
       callTool: (client, params, onprogress) => client.callTool(params, undefined, { onprogress }),
+      only: onlyServers ? onlyServers.split(",") : undefined,
     };
     process.stdout.write(JSON.stringify(await roundTrip(url, sdk)));
   } else if (scenario === "reconnection") {

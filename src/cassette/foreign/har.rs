@@ -5,10 +5,12 @@
 //! exchange, its answer the response's JSON body or the messages of its
 //! `text/event-stream` events; the server's name is the Agent 365 name in
 //! the URL's path, else the path; a client's reply to a request the server
-//! sent on a stream joins that exchange. Bodies may be base64 (`encoding`).
-//! What has no place in a cassette is counted and named: client
-//! notifications (record does not store them either), `GET`s of standalone
-//! streams, `DELETE`s, batches, and everything that is not MCP.
+//! sent on a stream joins that exchange. What the server said on a `GET`
+//! (standalone) stream becomes asides of the exchange before it on that
+//! server, after the client notification sent since, as record stores it.
+//! Bodies may be base64 (`encoding`). What has no place in a cassette is
+//! counted and named: client notifications (record does not store them
+//! either), `DELETE`s, batches, and everything that is not MCP.
 //!
 //! Writing: every exchange an entry, its request and answer as an MCP
 //! client and server would have sent them (the answer as JSON or as SSE
@@ -21,8 +23,12 @@
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
+use std::collections::HashMap;
+
 use super::{Heard, Read};
-use crate::cassette::model::{Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape};
+use crate::cassette::model::{
+    Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape,
+};
 use crate::sse;
 
 /// Host of an entry's URL when the cassette does not say where it was recorded.
@@ -36,15 +42,24 @@ pub fn read(text: &str) -> Result<Read, String> {
         .and_then(Value::as_array)
         .ok_or("no \"log\".\"entries\" array: not a HAR file")?;
     let mut read = Read::default();
+    let mut notified = HashMap::new();
     for (n, entry) in entries.iter().enumerate() {
         let at = format!("entry {}", n + 1);
-        entry_of(entry, at, &mut read)?;
+        entry_of(entry, at, &mut read, &mut notified)?;
     }
     Ok(read)
 }
 
-/// Reads one entry into `read`: an exchange, a reply joined to one, or a count of what it was.
-fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
+/// Reads one entry into `read`: an exchange, a reply joined to one, what
+/// the server said on its standalone stream (asides of the exchange before),
+/// or a count of what it was. `notified` holds, by server, the client
+/// notification sent since its last exchange: what such asides came after.
+fn entry_of(
+    entry: &Value,
+    at: String,
+    read: &mut Read,
+    notified: &mut HashMap<String, Option<String>>,
+) -> Result<(), String> {
     let bad = |why: &str| format!("{at}: {why}");
     let request = entry.get("request").ok_or_else(|| bad("no \"request\""))?;
     let response = entry.get("response").ok_or_else(|| bad("no \"response\""))?;
@@ -55,7 +70,26 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
     match method {
         "POST" => {}
         "GET" if answer_type.starts_with("text/event-stream") => {
-            read.skip("GET of a standalone SSE stream (what the server said on it)");
+            let server = crate::agent365::server_name(path_of(url));
+            let text = response
+                .get("content")
+                .map(|c| body_text(c, "content"))
+                .transpose()
+                .map_err(|why| bad(&why))?;
+            let said = events_of(&text.unwrap_or_default()).map_err(|why| bad(&why))?;
+            let before = read.heard.iter_mut().rev().find(|h| h.server.as_deref() == Some(server.as_str()));
+            match before {
+                Some(heard) => {
+                    let after = notified.get(&server).cloned().flatten();
+                    heard.asides.extend(said.into_iter().map(|body| Aside {
+                        after: after.clone(),
+                        channel: Channel::Standalone,
+                        message: RecordedMessage { offset_ms: 0, direction: Direction::Server, body },
+                    }));
+                }
+                None if said.is_empty() => {}
+                None => read.skip("server messages on a standalone stream before any exchange"),
+            }
             return Ok(());
         }
         "DELETE" if headers.iter().any(|(n, _)| n == "mcp-session-id") => {
@@ -87,6 +121,8 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
     match (has_method, id) {
         (true, Some(_)) => {}
         (true, None) => {
+            let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
+            notified.insert(crate::agent365::server_name(path_of(url)), Some(method));
             read.skip("client notification (record does not store them either)");
             return Ok(());
         }
@@ -115,17 +151,7 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
         .unwrap_or_default();
     let mut messages = Vec::new();
     if answer_type.starts_with("text/event-stream") {
-        let mut parser = sse::Parser::default();
-        parser.push(text.as_bytes());
-        parser.push(b"\n\n");
-        while let Some((_, event)) = parser.next_event().map_err(|_| bad("an SSE event is too large"))? {
-            if event.data.is_empty() {
-                continue;
-            }
-            let body: Value = serde_json::from_str(&event.data)
-                .map_err(|e| bad(&format!("an SSE event's data is not JSON: {e}")))?;
-            messages.push(body);
-        }
+        messages = events_of(&text).map_err(|why| bad(&why))?;
     } else if !text.trim().is_empty() {
         let body: Value =
             serde_json::from_str(&text).map_err(|e| bad(&format!("the response body is not JSON: {e}")))?;
@@ -164,19 +190,42 @@ fn entry_of(entry: &Value, at: String, read: &mut Read) -> Result<(), String> {
     Ok(())
 }
 
-/// Adds a client's reply to the exchange whose answer carried the server's
-/// request with its id (the latest such).
+/// The JSON-RPC messages of an SSE body's events (priming events, with no
+/// data, left out).
+fn events_of(text: &str) -> Result<Vec<Value>, String> {
+    let mut parser = sse::Parser::default();
+    parser.push(text.as_bytes());
+    parser.push(b"\n\n");
+    let mut messages = Vec::new();
+    while let Some((_, event)) = parser.next_event().map_err(|_| "an SSE event is too large")? {
+        if event.data.is_empty() {
+            continue;
+        }
+        let body: Value =
+            serde_json::from_str(&event.data).map_err(|e| format!("an SSE event's data is not JSON: {e}"))?;
+        messages.push(body);
+    }
+    Ok(messages)
+}
+
+/// Adds a client's reply to the exchange whose answer (or aside) carried
+/// the server's request with its id (the latest such).
 fn join_reply(read: &mut Read, id: &Value, reply: Value) {
-    let asked = read.heard.iter_mut().rev().find(|heard| {
-        heard.messages.iter().any(|m| m.body.get("method").is_some() && m.body.get("id") == Some(id))
-    });
-    match asked {
-        Some(heard) => {
+    let asks = |body: &Value| body.get("method").is_some() && body.get("id") == Some(id);
+    for heard in read.heard.iter_mut().rev() {
+        if heard.messages.iter().any(|m| asks(&m.body)) {
             let offset_ms = heard.messages.last().map_or(0, |m| m.offset_ms);
             heard.messages.push(RecordedMessage { offset_ms, direction: Direction::Client, body: reply });
+            return;
         }
-        None => read.skip("client reply to a request the file does not hold"),
+        if let Some(aside) = heard.asides.iter().rev().find(|a| asks(&a.message.body)) {
+            let (after, channel) = (aside.after.clone(), aside.channel);
+            let message = RecordedMessage { offset_ms: 0, direction: Direction::Client, body: reply };
+            heard.asides.push(Aside { after, channel, message });
+            return;
+        }
     }
+    read.skip("client reply to a request the file does not hold");
 }
 
 /// What an entry of ours keeps beside HTTP (see the module's text).
