@@ -60,13 +60,17 @@ def listening_port(pid, timeout_s):
     raise RuntimeError(f"process {pid} did not listen within {timeout_s} s")
 
 
-def stop(proc, how=signal.SIGINT):
-    proc.send_signal(how)
-    try:
-        return proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise
+def stop(proc):
+    """Ctrl-C, as a person stops these tools (they save their recording then); a second one if the
+    first leaves it waiting on a connection (uvicorn's graceful shutdown waits for open streams)."""
+    for wait_s in [10, 20]:
+        proc.send_signal(signal.SIGINT)
+        try:
+            return proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    raise RuntimeError(f"{proc.args[0]} did not stop on two SIGINTs")
 
 
 def jsonl_of(h, cassette):
@@ -130,19 +134,18 @@ def through_tool(h, checks, upstream_args, tool_command, label, flows, transcrip
     proxy (`tool_command(upstream base)`, on port 0, its log kept), runs each
     flow through it, and stops both: the tool writes its recording as it stops."""
     upstream = h.Daemon(None, None, [sys.executable, h.UPSTREAM, *upstream_args])
-    try:
-        with open(os.path.join(h.args_logs, f"{label}.log"), "w") as log:
-            tool = subprocess.Popen(tool_command(upstream.base), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-            try:
-                base = f"http://127.0.0.1:{listening_port(tool.pid, h.START_TIMEOUT_S)}"
-                for name, flow in flows.items():
-                    def one(name=name, flow=flow):
-                        transcripts[name][f"through {label}"] = flow(base)
-                    checks.run(f"imports: {name} through {label}", one)
-            finally:
-                stop(tool)
-    finally:
-        upstream.stop()
+    with open(os.path.join(h.args_logs, f"{label}.log"), "w") as log:
+        tool = subprocess.Popen(tool_command(upstream.base), stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        try:
+            base = f"http://127.0.0.1:{listening_port(tool.pid, h.START_TIMEOUT_S)}"
+            for name, flow in flows.items():
+                def one(name=name, flow=flow):
+                    transcripts[name][f"through {label}"] = flow(base)
+                checks.run(f"imports: {name} through {label}", one)
+        finally:
+            # The upstream first: the streams the tool still relays end with it.
+            upstream.stop()
+            stop(tool)
 
 
 def against_replay(h, checks, cassettes, label, flows, transcripts):
@@ -201,9 +204,21 @@ def from_har(h, checks, tools, work):
         again = os.path.join(work, "again.sqlite")
         h.run_process([h.args_binary, "import", "--from", "har", written, "--cassette", again], h.CLIENT_TIMEOUT_S)
         assert jsonl_of(h, again) == jsonl_of(h, cassette), "export --to har then import changed the exchanges"
+        # A HAR tool reads what export wrote: mitmproxy loads it and saves it as HAR of its own, which
+        # imports to the same exchanges (mitmproxy keeps no `_mcpTape`; this session had nothing there
+        # that HTTP does not carry).
+        resaved = os.path.join(work, "resaved.har")
+        h.run_process([mitmdump, "-n", "-q", "-r", written, "--set", f"hardump={resaved}"], h.CLIENT_TIMEOUT_S)
+        with open(resaved) as f:
+            entries = json.load(f)["log"]["entries"]
+        with open(written) as f:
+            assert len(entries) == len(json.load(f)["log"]["entries"]), "mitmproxy read another number of entries"
+        third = os.path.join(work, "resaved.sqlite")
+        h.run_process([h.args_binary, "import", "--from", "har", resaved, "--cassette", third], h.CLIENT_TIMEOUT_S)
+        assert jsonl_of(h, third) == jsonl_of(h, cassette), "mitmproxy's copy of the exported HAR imports otherwise"
 
-    checks.run("imports: a browser-style HAR of the session imports the same; export --to har round-trips",
-               browser_and_round_trip)
+    checks.run("imports: a browser-style HAR of the session imports the same; export --to har round-trips, "
+               "and mitmproxy reads the exported HAR (its own HAR of it imports the same)", browser_and_round_trip)
 
 
 def from_mcp_recorder(h, checks, tools, work):
