@@ -54,8 +54,6 @@ use crate::util::{lock, printable};
 
 /// Above this many open server→client requests, forgotten ones are swept.
 const PENDING_SWEEP_AT: usize = 1024;
-/// The version a handshake request without the header speaks (spec default).
-const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
 
 /// Resolves to whether an exchange (or service answer) was committed.
 type Commit = oneshot::Receiver<bool>;
@@ -272,7 +270,7 @@ impl Recorder {
         let protocol_version = header_version
             .or_else(|| meta_version.map(str::to_owned))
             .or_else(|| call.session.and_then(|s| lock(&self.versions).get(s).cloned()))
-            .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned());
+            .unwrap_or_else(|| mcp::DEFAULT_HANDSHAKE_VERSION.to_owned());
         let mut request = json!({"jsonrpc": "2.0", "id": call.id.as_value(), "method": call.method});
         if let Some(params) = call.params() {
             request["params"] = params.clone();

@@ -21,6 +21,9 @@ use crate::jsonrpc::{ErrorCode, ErrorObject};
 pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// Stateless-era versions we serve, oldest first.
 pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// The version a handshake request with no other word on it speaks: the
+/// spec's default for a request without the `MCP-Protocol-Version` header.
+pub const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
 
 pub const HEADER_SESSION_ID: &str = "mcp-session-id";
 pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";

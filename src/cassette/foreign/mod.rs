@@ -92,51 +92,47 @@ pub fn import(
     cassette: &mut Cassette,
 ) -> Result<Imported, Error> {
     let rules = Rules::default();
-    let mut prepared = Vec::new();
-    let mut skipped = BTreeMap::new();
-    for file in files {
-        let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), format.as_str()));
-        let text = read_bounded(file)?;
-        let read = match format {
-            Format::Har => har::read(&text),
-            Format::Inspector => transcript::inspector(&text),
-            Format::McpCassette => transcript::mcp_cassette(&text),
-            Format::McpRecorder => transcript::mcp_recorder(&text),
-            Format::McpVcr => transcript::mcp_vcr(&text),
-        }
-        .map_err(bad)?;
-        let mut stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        if format == Format::Inspector {
-            stem = transcript::inspector_server(&stem).unwrap_or(stem);
-        }
-        let fallback = server.map(str::to_owned).or(read.server).unwrap_or(stem);
-        let mut versions = Versions::default();
-        for heard in read.heard {
-            let at = heard.at.clone();
-            let exchange = versions
-                .exchange(heard, server, &fallback, &rules)
-                .map_err(|why| bad(format!("{at}: {why}")))?;
-            prepared.push(exchange);
-        }
-        for (what, count) in read.skipped {
-            *skipped.entry(what).or_default() += count;
-        }
-    }
-    let exchanges = prepared.len();
+    let mut imported = Imported::default();
+    // One file held at a time, its exchanges written as they are made: the
+    // transaction commits after the last file, or not at all.
     cassette.import(|importing| {
-        for exchange in &prepared {
-            importing.exchange(exchange)?;
+        for file in files {
+            let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), format.as_str()));
+            let text = read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")?;
+            let read = match format {
+                Format::Har => har::read(&text),
+                Format::Inspector => transcript::inspector(&text),
+                Format::McpCassette => transcript::mcp_cassette(&text),
+                Format::McpRecorder => transcript::mcp_recorder(&text),
+                Format::McpVcr => transcript::mcp_vcr(&text),
+            }
+            .map_err(bad)?;
+            let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let named_by_file = match format {
+                Format::Inspector => transcript::inspector_server(&stem).unwrap_or(stem),
+                _ => stem,
+            };
+            let file_server = read.server.unwrap_or(named_by_file);
+            let mut versions = Versions::default();
+            for heard in read.heard {
+                let server = match server {
+                    Some(server) => server.to_owned(),
+                    None => heard.server.clone().unwrap_or_else(|| file_server.clone()),
+                };
+                let at = heard.at.clone();
+                let exchange =
+                    versions.exchange(heard, server, &rules).map_err(|why| bad(format!("{at}: {why}")))?;
+                importing.exchange(&exchange)?;
+                imported.exchanges += 1;
+            }
+            for (what, count) in read.skipped {
+                *imported.skipped.entry(what).or_default() += count;
+            }
         }
         Ok(())
     })?;
     cassette.settle();
-    Ok(Imported { exchanges, skipped })
-}
-
-/// The text of `file`: a regular file (through links) of at most
-/// [`MAX_FOREIGN_FILE_BYTES`].
-fn read_bounded(file: &Path) -> Result<String, Error> {
-    read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")
+    Ok(imported)
 }
 
 /// The text of `file`, `what` it is meant to be: a regular file (through
@@ -177,18 +173,13 @@ struct Versions {
     by_server: HashMap<String, String>,
 }
 
-/// The version a handshake request with no other word on it is taken to
-/// speak (the first that had HTTP headers to say otherwise), as record does.
-const DEFAULT_HANDSHAKE_VERSION: &str = "2025-03-26";
-
 impl Versions {
     /// The stored form of `heard`: era and version decided, credentials
     /// scrubbed, normalized.
     fn exchange(
         &mut self,
         heard: Heard,
-        server_given: Option<&str>,
-        fallback: &str,
+        server: String,
         rules: &Rules,
     ) -> Result<crate::cassette::model::Exchange, String> {
         let method =
@@ -196,10 +187,6 @@ impl Versions {
         if heard.messages.is_empty() {
             return Err("the request has no answer".into());
         }
-        let server = match server_given {
-            Some(server) => server.to_owned(),
-            None => heard.server.clone().unwrap_or_else(|| fallback.to_owned()),
-        };
         let header = |name: &str| heard.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
         let meta_version = heard
             .request
@@ -217,7 +204,7 @@ impl Versions {
                 .and_then(|s| self.by_session.get(s))
                 .or_else(|| self.by_server.get(&server))
                 .cloned()
-                .unwrap_or_else(|| DEFAULT_HANDSHAKE_VERSION.to_owned()),
+                .unwrap_or_else(|| mcp::DEFAULT_HANDSHAKE_VERSION.to_owned()),
         };
         if method == "initialize" {
             let negotiated =
