@@ -285,6 +285,7 @@ fn a_broken_file_of_each_format_is_refused_and_nothing_is_written() {
             "format version \"2.0\"",
         ),
         ("mcp-vcr", vcr.join("\n"), "line 4: \"dir\" must be \"c2s\" or \"s2c\""),
+        ("mcp-vcr", mcp_vcr_yaml_of(&session).replace("  t: 10\n", "  t: [10\n"), "neither NDJSON nor YAML"),
     ];
     for (n, (format, text, why)) in broken.into_iter().enumerate() {
         let good = dir.path().join(format!("good-{n}.har"));
