@@ -57,11 +57,14 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
             for (what, count) in &imported.skipped {
                 tracing::warn!("left out: {count} × {what}");
             }
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
             eprintln!(
-                "imported {} exchanges from {} {} file(s) into {}",
+                "imported {} exchange{} from {} {} file{} into {}",
                 imported.exchanges,
+                plural(imported.exchanges),
                 files.len(),
                 format.as_str(),
+                plural(files.len()),
                 config.cassette.display()
             );
         }

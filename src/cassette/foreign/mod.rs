@@ -99,33 +99,19 @@ pub fn import(
         for file in files {
             let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), format.as_str()));
             let text = read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")?;
-            let read = match format {
-                Format::Har => har::read(&text),
-                Format::Inspector => transcript::inspector(&text),
-                Format::McpCassette => transcript::mcp_cassette(&text),
-                Format::McpRecorder => transcript::mcp_recorder(&text),
-                Format::McpVcr => transcript::mcp_vcr(&text),
-            }
-            .map_err(bad)?;
             let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let named_by_file = match format {
+            let file_server = match format {
                 Format::Inspector => transcript::inspector_server(&stem).unwrap_or(stem),
                 _ => stem,
             };
-            let file_server = read.server.unwrap_or(named_by_file);
-            let mut versions = Versions::default();
-            for heard in read.heard {
-                let server = match server {
-                    Some(server) => server.to_owned(),
-                    None => heard.server.clone().unwrap_or_else(|| file_server.clone()),
-                };
-                let at = heard.at.clone();
-                let exchange =
-                    versions.exchange(heard, server, &rules).map_err(|why| bad(format!("{at}: {why}")))?;
-                importing.exchange(&exchange)?;
-                imported.exchanges += 1;
+            let (exchanges, skipped) =
+                exchanges(format, &text, server.unwrap_or(&file_server), server.is_some(), &rules)
+                    .map_err(bad)?;
+            for exchange in &exchanges {
+                importing.exchange(exchange)?;
             }
-            for (what, count) in read.skipped {
+            imported.exchanges += exchanges.len();
+            for (what, count) in skipped {
                 *imported.skipped.entry(what).or_default() += count;
             }
         }
@@ -133,6 +119,42 @@ pub fn import(
     })?;
     cassette.settle();
     Ok(imported)
+}
+
+/// The exchanges of one file's `text` in `format`, normalized and
+/// scrubbed, and what was left out. `server` names them where the file
+/// does not (or always, when `overrides`).
+///
+/// # Errors
+///
+/// Text that is not of the format, or an entry that cannot be an exchange
+/// (by entry or line, and reason).
+pub fn exchanges(
+    format: Format,
+    text: &str,
+    server: &str,
+    overrides: bool,
+    rules: &Rules,
+) -> Result<(Vec<crate::cassette::model::Exchange>, BTreeMap<String, usize>), String> {
+    let read = match format {
+        Format::Har => har::read(text),
+        Format::Inspector => transcript::inspector(text),
+        Format::McpCassette => transcript::mcp_cassette(text),
+        Format::McpRecorder => transcript::mcp_recorder(text),
+        Format::McpVcr => transcript::mcp_vcr(text),
+    }?;
+    let file_server = read.server.filter(|_| !overrides).unwrap_or_else(|| server.to_owned());
+    let mut versions = Versions::default();
+    let mut exchanges = Vec::with_capacity(read.heard.len());
+    for heard in read.heard {
+        let server = match heard.server.clone().filter(|_| !overrides) {
+            Some(server) => server,
+            None => file_server.clone(),
+        };
+        let at = heard.at.clone();
+        exchanges.push(versions.exchange(heard, server, rules).map_err(|why| format!("{at}: {why}"))?);
+    }
+    Ok((exchanges, read.skipped))
 }
 
 /// The text of `file`, `what` it is meant to be: a regular file (through
