@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use std::collections::HashMap;
 
-use super::{Heard, Read};
+use super::{Heard, Read, server_of_url};
 use crate::cassette::model::{
     Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape,
 };
@@ -65,12 +65,12 @@ fn entry_of(
     let response = entry.get("response").ok_or_else(|| bad("no \"response\""))?;
     let method = request.get("method").and_then(Value::as_str).ok_or_else(|| bad("no request \"method\""))?;
     let url = request.get("url").and_then(Value::as_str).ok_or_else(|| bad("no request \"url\""))?;
+    let server = server_of_url(url);
     let headers = headers_of(request);
     let answer_type = response_type(response);
     match method {
         "POST" => {}
         "GET" if answer_type.starts_with("text/event-stream") => {
-            let server = crate::agent365::server_name(path_of(url));
             let text = response
                 .get("content")
                 .map(|c| body_text(c, "content"))
@@ -122,12 +122,13 @@ fn entry_of(
         (true, Some(_)) => {}
         (true, None) => {
             let method = message.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
-            notified.insert(crate::agent365::server_name(path_of(url)), Some(method));
+            notified.insert(server, Some(method));
             read.skip("client notification (record does not store them either)");
             return Ok(());
         }
         (false, Some(id)) => {
-            join_reply(read, id, message.clone());
+            // HAR keeps no time per message: the reply takes the offset of the answer's last one so far.
+            read.join_reply(id, message.clone(), |_, heard| heard.messages.last().map_or(0, |m| m.offset_ms));
             return Ok(());
         }
         (false, None) => {
@@ -174,7 +175,7 @@ fn entry_of(
         header(&headers, "mcp-session-id").or_else(|| header(&headers_of(response), "mcp-session-id"));
     let mut heard = Heard {
         at: at.clone(),
-        server: Some(crate::agent365::server_name(path_of(url))),
+        server: Some(server),
         session,
         request: message,
         status: u16::try_from(status).ok(),
@@ -206,26 +207,6 @@ fn events_of(text: &str) -> Result<Vec<Value>, String> {
         messages.push(body);
     }
     Ok(messages)
-}
-
-/// Adds a client's reply to the exchange whose answer (or aside) carried
-/// the server's request with its id (the latest such).
-fn join_reply(read: &mut Read, id: &Value, reply: Value) {
-    let asks = |body: &Value| body.get("method").is_some() && body.get("id") == Some(id);
-    for heard in read.heard.iter_mut().rev() {
-        if heard.messages.iter().any(|m| asks(&m.body)) {
-            let offset_ms = heard.messages.last().map_or(0, |m| m.offset_ms);
-            heard.messages.push(RecordedMessage { offset_ms, direction: Direction::Client, body: reply });
-            return;
-        }
-        if let Some(aside) = heard.asides.iter().rev().find(|a| asks(&a.message.body)) {
-            let (after, channel) = (aside.after.clone(), aside.channel);
-            let message = RecordedMessage { offset_ms: 0, direction: Direction::Client, body: reply };
-            heard.asides.push(Aside { after, channel, message });
-            return;
-        }
-    }
-    read.skip("client reply to a request the file does not hold");
 }
 
 /// What an entry of ours keeps beside HTTP (see the module's text).
@@ -310,13 +291,6 @@ fn response_type(response: &Value) -> String {
         .or_else(|| header(&headers_of(response), "content-type"))
         .unwrap_or_default()
         .to_ascii_lowercase()
-}
-
-/// The path of a URL (`scheme://authority/path?query`), `/` when it has none.
-pub(super) fn path_of(url: &str) -> &str {
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
-    path.split(['?', '#']).next().unwrap_or("/")
 }
 
 /// A cassette's exchanges as a HAR 1.2 document.
@@ -439,9 +413,6 @@ mod tests {
 
     #[test]
     fn paths_of_urls() {
-        assert_eq!(path_of("https://h.example/agents/servers/mcp_Mail?x=1"), "/agents/servers/mcp_Mail");
-        assert_eq!(path_of("http://127.0.0.1:9/"), "/");
-        assert_eq!(path_of("http://127.0.0.1:9"), "/");
         assert_eq!(iso_8601(1_790_000_000), "2026-09-21T14:13:20.000Z");
     }
 }

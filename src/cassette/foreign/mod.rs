@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cassette::model::{Aside, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape};
+use crate::cassette::model::{
+    Aside, Direction, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape,
+};
 use crate::cassette::store::Cassette;
 pub use crate::config::ForeignFormat as Format;
 use crate::error::Error;
@@ -67,6 +69,35 @@ impl Read {
     pub fn skip(&mut self, what: impl Into<String>) {
         *self.skipped.entry(what.into()).or_default() += 1;
     }
+
+    /// Adds a client's reply to the exchange whose answer carried the
+    /// server's request with its id, at `offset_of(that exchange's index,
+    /// it)`, or, where an aside carried the request, as an aside beside it
+    /// (the latest such, as record ties them).
+    pub fn join_reply(&mut self, id: &Value, reply: Value, offset_of: impl FnOnce(usize, &Heard) -> u64) {
+        let asks = |body: &Value| body.get("method").is_some() && body.get("id") == Some(id);
+        for (index, heard) in self.heard.iter_mut().enumerate().rev() {
+            if heard.messages.iter().any(|m| asks(&m.body)) {
+                let offset_ms = offset_of(index, heard);
+                heard.messages.push(RecordedMessage { offset_ms, direction: Direction::Client, body: reply });
+                return;
+            }
+            if let Some(aside) = heard.asides.iter().rev().find(|a| asks(&a.message.body)) {
+                let (after, channel) = (aside.after.clone(), aside.channel);
+                let message = RecordedMessage { offset_ms: 0, direction: Direction::Client, body: reply };
+                heard.asides.push(Aside { after, channel, message });
+                return;
+            }
+        }
+        self.skip("client reply to a request the file does not hold");
+    }
+}
+
+/// The server a URL names: the Agent 365 name in its path, else the path.
+fn server_of_url(url: &str) -> String {
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
+    crate::agent365::server_name(path.split(['?', '#']).next().unwrap_or("/"))
 }
 
 /// What an import wrote.
@@ -272,5 +303,18 @@ impl Versions {
         let mut exchange = rules.exchange(raw);
         exchange.provenance = heard.provenance;
         Ok(exchange)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_of_urls() {
+        assert_eq!(server_of_url("https://h.example/agents/servers/mcp_Mail?x=1"), "mcp_Mail");
+        assert_eq!(server_of_url("http://127.0.0.1:9/mcp#top"), "/mcp");
+        assert_eq!(server_of_url("http://127.0.0.1:9/"), "/");
+        assert_eq!(server_of_url("http://127.0.0.1:9"), "/");
     }
 }

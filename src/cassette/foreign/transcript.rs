@@ -7,7 +7,7 @@
 //! client's replies) go with the request sent last while one is open, and
 //! what the server says while none is open is an aside of the last one.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
@@ -43,25 +43,9 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
                 open.push((id, read.heard.len() - 1, at_ms));
             }
             (true, Some(_), None) => read.skip("client notification (record does not store them either)"),
-            (true, None, Some(id)) => {
-                let asked = read.heard.iter_mut().enumerate().rev().find(|(_, heard)| {
-                    heard
-                        .messages
-                        .iter()
-                        .any(|m| m.body.get("method").is_some() && m.body.get("id") == Some(&id))
-                });
-                match asked {
-                    Some((index, heard)) => {
-                        let sent = open.iter().find(|o| o.1 == index).map_or(at_ms, |o| o.2);
-                        heard.messages.push(RecordedMessage {
-                            offset_ms: offset(sent),
-                            direction: Direction::Client,
-                            body,
-                        });
-                    }
-                    None => read.skip("client reply to a request the file does not hold"),
-                }
-            }
+            (true, None, Some(id)) => read.join_reply(&id, body, |index, _| {
+                offset(open.iter().find(|o| o.1 == index).map_or(at_ms, |o| o.2))
+            }),
             (false, None, Some(id)) => match open.iter().position(|o| o.0 == id) {
                 Some(at_open) => {
                     let (_, index, sent) = open.remove(at_open);
@@ -176,7 +160,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
     let mut read = Read::default();
     let mut said = Vec::new();
     let mut era = None;
-    let mut streamed: BTreeMap<String, bool> = BTreeMap::new();
+    let mut streamed = BTreeSet::new();
     for (n, line) in text.lines().enumerate() {
         let at = format!("line {}", n + 1);
         let bad = |why: &str| format!("{at}: {why}");
@@ -201,7 +185,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
                     Some(other) => return Err(bad(&format!("an \"era\" of {other:?}"))),
                 };
                 if let Some(url) = value.get("url").and_then(Value::as_str) {
-                    read.server = Some(crate::agent365::server_name(super::har::path_of(url)));
+                    read.server = Some(super::server_of_url(url));
                 }
             }
             Some("header") => return Err(bad("a second header")),
@@ -225,7 +209,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
                     continue;
                 }
                 if let Some(id) = value.get("id") {
-                    streamed.insert(id.to_string(), true);
+                    streamed.insert(id.to_string());
                 }
                 for chunk in chunks {
                     let frame = chunk
@@ -252,7 +236,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
     for heard in &mut read.heard {
         heard.era = era;
         let id = heard.request.get("id").map(Value::to_string).unwrap_or_default();
-        if streamed.contains_key(&id) {
+        if streamed.contains(&id) {
             heard.content_type = Some("text/event-stream".into());
         }
     }
@@ -275,7 +259,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
         cassette.get("interactions").and_then(Value::as_array).ok_or("no \"interactions\" array")?;
     let mut read = Read::default();
     let url = cassette.pointer("/metadata/server_url").and_then(Value::as_str).filter(|u| u.contains("://"));
-    read.server = url.map(|url| crate::agent365::server_name(super::har::path_of(url)));
+    read.server = url.map(super::server_of_url);
     for (n, interaction) in interactions.iter().enumerate() {
         let at = format!("interaction {}", n + 1);
         let bad = |why: &str| format!("{at}: {why}");
