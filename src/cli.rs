@@ -471,9 +471,11 @@ struct ReplayArgs {
 /// How replay answers and reports, for `replay` and `test`.
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// On a miss: `error` answers -32001 naming the nearest recorded
-    /// requests and what differs; `mock` answers as the mock would.
-    #[arg(long, value_enum, default_value_t = MissPolicy::Error)]
+    /// On a miss: `tool-result` answers a listed tool's call with a failed
+    /// tool result (`isError`) naming what differs, and any other miss with
+    /// -32001; `error` answers -32001 naming the nearest recorded requests
+    /// and what differs; `mock` answers as the mock would.
+    #[arg(long, value_enum, default_value_t = MissPolicy::ToolResult)]
     on_miss: MissPolicy,
     /// `instant` sends a recorded stream's events as fast as the client
     /// reads them; `recorded` keeps the gaps the recording saw.
@@ -520,6 +522,7 @@ enum PaceArg {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum MissPolicy {
+    ToolResult,
     Error,
     Mock,
 }
@@ -527,6 +530,7 @@ enum MissPolicy {
 impl From<MissPolicy> for OnMiss {
     fn from(policy: MissPolicy) -> OnMiss {
         match policy {
+            MissPolicy::ToolResult => OnMiss::ToolResult,
             MissPolicy::Error => OnMiss::Error,
             MissPolicy::Mock => OnMiss::Mock,
         }
@@ -956,7 +960,7 @@ mod tests {
         let Front::Http(front_door) = config.front else { panic!("not HTTP") };
         assert_eq!(front_door.listen, "127.0.0.1:5309".parse().unwrap());
         assert_eq!(config.paths, [PathBuf::from("cassettes")]);
-        assert_eq!(config.on_miss, OnMiss::Error);
+        assert_eq!(config.on_miss, OnMiss::ToolResult);
     }
 
     #[test]

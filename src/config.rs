@@ -10,9 +10,13 @@ pub const DEFAULT_PORT: u16 = 5309;
 /// What to do when a server with recordings gets a request none matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OnMiss {
-    /// A `-32001` error naming the nearest recordings.
+    /// A `-32001` error naming the nearest recordings, for every miss.
     Error,
-    /// The mock's answer, as for a server with no recordings.
+    /// A listed tool's miss as a failed tool result (`isError`), which
+    /// every agent framework hands its model; any other miss as `Error`.
+    ToolResult,
+    /// A listed tool's, prompt's or resource's miss as its method's result
+    /// saying what was not recorded; any other miss gets the mock's answer.
     Mock,
 }
 

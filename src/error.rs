@@ -254,7 +254,8 @@ impl Fault {
 /// the request's id when it was read (the answer echoes it; `null` if not).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestError {
-    pub fault: Fault,
+    /// Boxed: the error path is rare, and a `Result` carrying it stays small.
+    pub fault: Box<Fault>,
     pub id: Option<RequestId>,
 }
 
@@ -272,7 +273,7 @@ impl RequestError {
 
 impl From<Fault> for RequestError {
     fn from(fault: Fault) -> RequestError {
-        RequestError { fault, id: None }
+        RequestError { fault: Box::new(fault), id: None }
     }
 }
 

@@ -192,8 +192,9 @@ pub enum Unreadable {
     /// Not JSON at all, with the parser's reason.
     NotJson(String),
     /// JSON, but not a JSON-RPC message: the error to send back, with the
-    /// id when one could be read.
-    NotJsonRpc(Option<RequestId>, ErrorObject),
+    /// id when one could be read (the error boxed: a rare path, and the
+    /// parse's `Result` stays small).
+    NotJsonRpc(Option<RequestId>, Box<ErrorObject>),
 }
 
 impl Message {
@@ -375,7 +376,7 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
 fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
     Unreadable::NotJsonRpc(
         id,
-        ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}")),
+        Box::new(ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Invalid request: {why}"))),
     )
 }
 
@@ -589,7 +590,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(text: &str) -> Result<Message, (Option<RequestId>, ErrorObject)> {
+    fn parse(text: &str) -> Result<Message, (Option<RequestId>, Box<ErrorObject>)> {
         Message::from_slice(text.as_bytes()).map_err(|unreadable| match unreadable {
             Unreadable::NotJsonRpc(id, error) => (id, error),
             Unreadable::NotJson(why) => panic!("{text} is JSON: {why}"),

@@ -29,18 +29,18 @@ pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
 /// Stands for the caller's progress token in a stored exchange.
 pub const PROGRESS_TOKEN_PLACEHOLDER: &str = "mcp-tape:progress-token";
 
-/// The id placeholder as a stored message's canonical text holds it.
+/// The id placeholder as a stored message's text holds it.
 const ID_FIELD: &str = "\"id\":\"mcp-tape:request-id\"";
-/// The progress-token placeholder as a stored message's canonical text holds it.
+/// The progress-token placeholder as a stored message's text holds it.
 const TOKEN_FIELD: &str = "\"progressToken\":\"mcp-tape:progress-token\"";
 
-/// Where a stored message (canonical JSON text) holds the id placeholder:
+/// Where a stored message (compact JSON text) holds the id placeholder:
 /// found once when a recording is loaded, so that stamping needs no search.
 pub fn id_placeholder_at(json: &str) -> Option<usize> {
     json.find(ID_FIELD)
 }
 
-/// A stored message (canonical JSON text) with the caller's JSON-RPC id and
+/// A stored message (compact JSON text) with the caller's JSON-RPC id and
 /// progress token (both as JSON text) in place of the placeholders; `id_at`
 /// is [`id_placeholder_at`] of `json`.
 pub fn stamp(json: &str, id_at: Option<usize>, id: &str, progress_token: Option<&str>) -> String {

@@ -189,7 +189,7 @@ impl<'a> Session<'a> {
     async fn ask(&mut self, recorded: &Value) -> Result<Value, String> {
         let mut request = recorded.clone();
         if let Some(meta) = request.pointer_mut("/params/_meta").and_then(Value::as_object_mut) {
-            meta.remove("progressToken");
+            meta.shift_remove("progressToken");
         }
         Ok(self.post(&request).await?.0)
     }

@@ -1,5 +1,6 @@
 //! Cassettes as canonical JSON Lines, for review in a pull request: one
-//! exchange per line, keys sorted, in recorded order, then one line per
+//! exchange per line, keys sorted (but each message's `body`, which keeps
+//! its sender's member order, as replay sends it), in recorded order, then one line per
 //! Agent 365 service answer (`"service": ROUTE`), then one per answer
 //! template (`"toolTemplate": TOOL`, written by hand or imported from Agent
 //! 365 mocks). Import reads the same form
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cassette::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
+    ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json, canonical_json_keeping,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -62,7 +63,10 @@ pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Resu
         if let Some(recorder) = &known.recorder {
             line["recordedBy"] = recorder.as_str().into();
         }
-        writeln!(out, "{}", canonical_json(&line))?;
+        if known.keys_sorted {
+            line["keysSorted"] = true.into();
+        }
+        writeln!(out, "{}", canonical_json_keeping(&line, "body"))?;
     }
     for answer in &loaded.service_answers {
         let mut line = json!({
@@ -280,8 +284,8 @@ fn status(value: &Value) -> Result<Status, String> {
         .ok_or_else(|| "\"status\" must be an HTTP status code".into())
 }
 
-/// A line's optional `recordedAt` (seconds since 1970), `recordedFrom`
-/// and `recordedBy`.
+/// A line's optional `recordedAt` (seconds since 1970), `recordedFrom`,
+/// `recordedBy` and `keysSorted`.
 fn provenance(value: &Value) -> Result<Provenance, String> {
     let text = |key: &str| match value.get(key) {
         None => Ok(None),
@@ -292,7 +296,16 @@ fn provenance(value: &Value) -> Result<Provenance, String> {
         None => None,
         Some(at) => Some(at.as_i64().ok_or("\"recordedAt\" must be whole seconds since 1970")?),
     };
-    Ok(Provenance { recorded_at, upstream: text("recordedFrom")?, recorder: text("recordedBy")? })
+    let keys_sorted = match value.get("keysSorted") {
+        None => false,
+        Some(sorted) => sorted.as_bool().ok_or("\"keysSorted\" must be true or false")?,
+    };
+    Ok(Provenance {
+        recorded_at,
+        upstream: text("recordedFrom")?,
+        recorder: text("recordedBy")?,
+        keys_sorted,
+    })
 }
 
 fn parse_line(value: &Value) -> Result<RawExchange, String> {

@@ -5,7 +5,7 @@
 //!
 //! - [`model`]: the domain types (`Exchange`, `RecordedMessage`,
 //!   `Direction`, `Era`, `MatchKey`, `ServiceRoute`, `ServiceAnswer`,
-//!   `AnswerTemplate`) and canonical JSON; SQLite conversions of the
+//!   `AnswerTemplate`) and JSON as sent and canonical; SQLite conversions of the
 //!   stored ones.
 //! - [`store`]: SQLite files: open and migrate, the writer thread, the
 //!   loader.

@@ -3,8 +3,11 @@
 //! messages of its answer; a [`ServiceAnswer`] is an Agent 365 service
 //! endpoint's answer; [`Era`], [`Direction`], [`MatchKey`] and
 //! [`ServiceRoute`] are the small types they are made of, each stored by
-//! SQLite as text ([`ToSql`]/[`FromSql`]). [`canonical_json`] is the one JSON
-//! form a cassette holds. No I/O, no protocol rules: `normalize` makes
+//! SQLite as text ([`ToSql`]/[`FromSql`]). A cassette holds JSON in two
+//! forms: what a server or client said ([`as_sent_json`]: its own member
+//! order, because an agent framework hands a model the text of what it
+//! read), and what is compared ([`canonical_json`]: keys sorted, for
+//! requests and match keys). No I/O, no protocol rules: `normalize` makes
 //! exchanges, `store` keeps them, `tape` indexes them.
 
 use rusqlite::ToSql;
@@ -177,8 +180,9 @@ stored_as_text!(MatchKey, MatchKey::to_hex, MatchKey::from_hex, "bad match key")
 stored_as_text!(Channel, |c: &Channel| c.as_str(), Channel::parse, "unknown channel");
 stored_as_text!(ServiceRoute, |r: &ServiceRoute| r.as_str(), ServiceRoute::parse, "unknown service route");
 
-/// JSON as the cassette stores it: canonical text, unparsed. Replay keeps
-/// recordings in this form (smaller, and served without re-serializing).
+/// JSON as the cassette stores it, unparsed: a request canonical, a
+/// message as sent. Replay keeps recordings in this form (smaller, and
+/// served without re-serializing).
 pub type Text = Box<str>;
 
 /// One message of a recorded answer. `J` is how its JSON is held: parsed
@@ -283,6 +287,9 @@ pub struct Provenance {
     pub upstream: Option<String>,
     /// The mcp-tape version that recorded it.
     pub recorder: Option<String>,
+    /// Its messages were stored with their keys sorted (recorded before
+    /// cassette schema 8), so their member order is not the server's.
+    pub keys_sorted: bool,
 }
 
 /// One stored exchange's place: its cassette file and its row there, and
@@ -351,7 +358,8 @@ impl Exchange<Text> {
 }
 
 impl Exchange {
-    /// The same exchange with its JSON as canonical text, as a cassette holds it.
+    /// The same exchange with its JSON as text, as a cassette holds it:
+    /// the request canonical, each message as sent.
     pub fn to_text(&self) -> Exchange<Text> {
         Exchange {
             server: self.server.clone(),
@@ -368,7 +376,7 @@ impl Exchange {
                 .map(|m| RecordedMessage {
                     offset_ms: m.offset_ms,
                     direction: m.direction,
-                    body: canonical_json(&m.body).into(),
+                    body: as_sent_json(&m.body).into(),
                 })
                 .collect(),
             asides: self
@@ -380,7 +388,7 @@ impl Exchange {
                     message: RecordedMessage {
                         offset_ms: a.message.offset_ms,
                         direction: a.message.direction,
-                        body: canonical_json(&a.message.body).into(),
+                        body: as_sent_json(&a.message.body).into(),
                     },
                 })
                 .collect(),
@@ -452,6 +460,14 @@ pub struct ServiceAnswer {
     pub body: String,
 }
 
+/// JSON text in the value's own member order (the order it was read in),
+/// compact: a message as its sender wrote it, so that what replay sends is
+/// what the recorded server said.
+pub fn as_sent_json(value: &Value) -> String {
+    // A Value always serializes (its map keys are strings).
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// JSON text with object keys sorted and no insignificant whitespace: equal
 /// values give equal bytes, whatever order their keys arrived in.
 pub fn canonical_json(value: &Value) -> String {
@@ -464,30 +480,68 @@ pub fn canonical_json_without(value: &Value, key: &str) -> String {
     canonical(value, Some(key))
 }
 
+/// [`canonical_json`], but the value of every member named `kept` is
+/// written as sent ([`as_sent_json`]): a review line whose messages keep
+/// their sender's order, and still the same bytes for the same line.
+pub fn canonical_json_keeping(value: &Value, kept: &str) -> String {
+    let mut out = Vec::with_capacity(256);
+    write_canonical(value, &Form { skipped: None, kept: Some(kept) }, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// What [`write_canonical`] leaves out or writes as sent.
+struct Form<'a> {
+    /// A top-level member left out.
+    skipped: Option<&'a str>,
+    /// Members, at any depth, whose values are written as sent.
+    kept: Option<&'a str>,
+}
+
 fn canonical(value: &Value, skipped: Option<&str>) -> String {
     let mut out = Vec::with_capacity(256);
-    write_canonical(value, skipped, &mut out);
+    write_canonical(value, &Form { skipped, kept: None }, &mut out);
     // serde_json writes UTF-8 only, so this never falls back.
     String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, skipped: Option<&str>, out: &mut Vec<u8>) {
+/// `"key":value` pairs, comma-separated, each value canonical (or as sent,
+/// under a kept name).
+fn write_members<'a>(
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    kept: Option<&str>,
+    out: &mut Vec<u8>,
+) {
+    let inner_form = Form { skipped: None, kept };
+    for (i, (key, inner)) in members.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        if Some(key.as_str()) == kept {
+            let _ = serde_json::to_writer(&mut *out, inner);
+        } else {
+            write_canonical(inner, &inner_form, out);
+        }
+    }
+}
+
+fn write_canonical(value: &Value, form: &Form<'_>, out: &mut Vec<u8>) {
     // Keys and scalars as serde_json writes them; a Vec takes every byte, so
     // these writes cannot fail.
     match value {
         Value::Object(map) => {
-            // serde_json's map keeps its keys sorted (its `preserve_order`
-            // feature is off; `canonical_json_sorts_keys_at_every_depth` fails
-            // if it ever comes on).
+            // serde_json's map keeps the order members were read in (its
+            // `preserve_order` feature), so the keys are sorted here; most
+            // maps a client sends are small, and many already sorted.
             out.push(b'{');
-            let entries = map.iter().filter(|(key, _)| Some(key.as_str()) != skipped);
-            for (i, (key, inner)) in entries.enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let _ = serde_json::to_writer(&mut *out, key);
-                out.push(b':');
-                write_canonical(inner, None, out);
+            let shown = |(key, _): &(&String, &Value)| Some(key.as_str()) != form.skipped;
+            if map.keys().is_sorted() {
+                write_members(map.iter().filter(shown), form.kept, out);
+            } else {
+                let mut entries: Vec<(&String, &Value)> = map.iter().filter(shown).collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_members(entries.into_iter(), form.kept, out);
             }
             out.push(b'}');
         }
@@ -497,7 +551,7 @@ fn write_canonical(value: &Value, skipped: Option<&str>, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_canonical(item, None, out);
+                write_canonical(item, &Form { skipped: None, kept: form.kept }, out);
             }
             out.push(b']');
         }
@@ -530,6 +584,22 @@ mod tests {
         assert!(canonical_json(&copy).contains(r#""_meta":"kept""#), "only the top level loses it");
         let list = serde_json::json!([{"_meta": 1}]);
         assert_eq!(canonical_json_without(&list, "_meta"), canonical_json(&list));
+    }
+
+    #[test]
+    fn as_sent_json_keeps_member_order_and_number_kinds_and_canonical_sorts_them() {
+        let sent = r#"{"z":{"b":1.0,"a":[{"y":2,"x":-0.5}]},"id":"m1","from":"a","n":12345678901234567890}"#;
+        let value: Value = serde_json::from_str(sent).unwrap();
+        assert_eq!(as_sent_json(&value), sent);
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"from":"a","id":"m1","n":12345678901234567890,"z":{"a":[{"x":-0.5,"y":2}],"b":1.0}}"#
+        );
+        let line = serde_json::json!({"b": 1, "body": value, "a": {"d": 1, "c": 2}});
+        assert_eq!(
+            canonical_json_keeping(&line, "body"),
+            format!(r#"{{"a":{{"c":2,"d":1}},"b":1,"body":{sent}}}"#)
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The replay index: every loaded exchange by match key and by (server,
 //! method), built once at start-up and shared read-only by all connections.
-//! Recordings stay as the cassette stores them, canonical JSON text, with
-//! what replay must know about each message read once at load; a hit is
+//! Recordings stay as the cassette stores them, JSON text (each message in
+//! its sender's member order), with what replay must know about each
+//! message read once at load; a hit is
 //! served by stamping the caller's id and token into that text. Per-session
 //! progress through repeated requests lives in [`Cursors`], owned by
 //! whoever owns the session.
@@ -34,7 +35,7 @@ pub enum Named {
 pub struct ServedMessage {
     pub offset_ms: u64,
     pub direction: Direction,
-    /// Canonical JSON text, placeholders and all.
+    /// Its JSON text as stored (its sender's member order), placeholders and all.
     pub json: Text,
     /// Its method, for a request or notification; `None` for an answer.
     pub method: Option<Box<str>>,

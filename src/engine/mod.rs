@@ -454,7 +454,7 @@ impl<L> Engine<L> {
                         let _ = replay.end_session(session, call.server);
                     }
                 }
-                let lost = RequestError { fault: Fault::UnknownSession, id: Some(call.id.clone()) };
+                let lost = RequestError { fault: Box::new(Fault::UnknownSession), id: Some(call.id.clone()) };
                 Step::Fail(Failure::LostSession(lost))
             }
         })

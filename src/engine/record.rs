@@ -41,7 +41,7 @@ use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::cassette::model::{
     Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, StreamShape, canonical_json,
+    ServiceRoute, Status, StreamShape, as_sent_json, canonical_json,
 };
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::error::{Fault, RequestError};
@@ -352,6 +352,7 @@ impl Recorder {
                 recorded_at,
                 upstream: Some(upstream.to_string()),
                 recorder: Some(env!("CARGO_PKG_VERSION").to_owned()),
+                keys_sorted: false,
             };
             exchange
         };
@@ -440,7 +441,7 @@ impl ServiceFlight {
             Ok(mut json) => {
                 rules.redact(&mut json);
                 redact::scrub(&mut json, &self.credentials);
-                canonical_json(&json)
+                as_sent_json(&json)
             }
             Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
         };
@@ -508,7 +509,7 @@ impl Future for Held {
         let stored = ready!(Pin::new(&mut self.committed).poll(cx)).unwrap_or(false);
         Poll::Ready(match stored {
             true => Ok(()),
-            false => Err(RequestError { fault: Fault::NotStored, id: self.id.take() }),
+            false => Err(RequestError { fault: Box::new(Fault::NotStored), id: self.id.take() }),
         })
     }
 }

@@ -258,7 +258,10 @@ impl Replay {
                 None => Ok(()),
             }
         });
-        checked.map_err(|error| RequestError { fault: Fault::Stateless(error), id: Some(call.id.clone()) })
+        checked.map_err(|error| RequestError {
+            fault: Box::new(Fault::Stateless(error)),
+            id: Some(call.id.clone()),
+        })
     }
 
     /// Answers one request, and notes how in the [`Ledger`].
@@ -388,11 +391,15 @@ impl Replay {
         }
         if let Some(error) = self.miss(call, params, refusal.as_ref()) {
             tracing::warn!("{}", printable(&describe_miss(&error)));
-            if self.on_miss == OnMiss::Error {
-                return Ok(Answer::error(call, Outcome::Miss, &error));
+            return Ok(match self.on_miss {
+                OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &error, identity),
+                OnMiss::Error | OnMiss::ToolResult => None,
+                OnMiss::Mock => Some(
+                    miss_as_result(call, &error, identity)
+                        .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)),
+                ),
             }
-            return Ok(miss_as_result(call, &error, identity)
-                .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)));
+            .unwrap_or_else(|| Answer::error(call, Outcome::Miss, &error)));
         }
         Ok(mock_answer(call, Outcome::Mock, identity))
     }
@@ -741,18 +748,33 @@ impl Replay {
             .collect();
         nearest.sort_by_key(|(count, _)| *count);
         let nearest: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
-        ErrorObject::new(
-            mcp::REPLAY_MISS,
-            format!(
-                "mcp-tape: no recorded answer for {what}: {kinds} recorded request(s) of this kind differ"
-            ),
-        )
-        .with_data(json!({
-            "server": clip(call.server, MAX_SHOWN_BYTES),
-            "method": clip(call.method, MAX_SHOWN_BYTES),
-            "params": shown(&requested),
-            "nearest": nearest,
-        }))
+        // What a framework that shows only the message still shows: the
+        // first difference from the nearest recording, with both values.
+        let first: Vec<Difference> = nearest
+            .first()
+            .and_then(|n| n["differences"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(Difference::from_json)
+            .collect();
+        let differs = match first.split_first() {
+            None if kinds == 0 => "nothing of this kind is recorded".to_owned(),
+            None => format!("{kinds} recorded request(s) of this kind differ"),
+            Some((difference, rest)) => {
+                let more = if rest.is_empty() { String::new() } else { format!(" and {} more", rest.len()) };
+                format!(
+                    "the nearest recording differs at {difference}{more}; \
+                     {kinds} recorded request(s) of this kind differ"
+                )
+            }
+        };
+        ErrorObject::new(mcp::REPLAY_MISS, format!("mcp-tape: no recorded answer for {what}: {differs}"))
+            .with_data(json!({
+                "server": clip(call.server, MAX_SHOWN_BYTES),
+                "method": clip(call.method, MAX_SHOWN_BYTES),
+                "params": shown(&requested),
+                "nearest": nearest,
+            }))
     }
 }
 
@@ -876,50 +898,31 @@ fn is_unknown_to_mock(era: Era, method: &str) -> bool {
 /// One log line's worth of a miss: what, and the nearest difference.
 fn describe_miss(error: &ErrorObject) -> String {
     let nearest = error.data.as_ref().and_then(|d| d["nearest"].get(0));
-    match nearest.and_then(|n| n["differences"].as_array()) {
+    match nearest.and_then(|n| n["differences"].as_array()).filter(|d| d.len() > 1) {
         Some(differences) => {
             let pointers: Vec<&str> = differences.iter().filter_map(|d| d["pointer"].as_str()).collect();
-            format!("{}; nearest recording differs at {}", error.message, pointers.join(", "))
+            format!("{}; every difference: {}", error.message, pointers.join(", "))
         }
         None => error.message.clone(),
     }
 }
 
-/// A miss of a listed tool, prompt or resource told as its method's result
-/// (`--on-miss mock`), so that a model reads a failed call, not a protocol
-/// error: a tool result with `isError`, a prompt or a resource whose text
-/// says what was not recorded. `None` for other methods.
+/// A miss of a listed tool, prompt or resource told as its method's result,
+/// so that a model reads a failed call, not a protocol error: a tool result
+/// with `isError`, a prompt or a resource whose text is the miss's message.
+/// `None` for other methods.
 fn miss_as_result(call: &Call, error: &ErrorObject, identity: &Value) -> Option<Answer> {
-    let data = error.data.as_ref()?;
-    let name = mcp::subject_of(call.method, call.params()).unwrap_or_default();
-    let mut text = format!(
-        "mcp-tape: no recording of {} {} on {} for these arguments",
-        call.method,
-        normalize::cut(name),
-        normalize::cut(call.server)
-    );
-    let nearest: Vec<Difference> = data["nearest"]
-        .get(0)
-        .and_then(|n| n["differences"].as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(Difference::from_json)
-        .collect();
-    if let (Some(rule), Some(why)) = (data["rule"]["rule"].as_str(), data["rule"]["why"].as_str()) {
-        text.push_str(&format!("; match rule {rule}: {why}"));
-    }
-    if !nearest.is_empty() {
-        text.push_str(&format!("; the nearest recording differs at {}", normalize::describe(&nearest)));
-    } else if data["nearest"].get(0).is_none() {
-        text.push_str("; nothing of this kind is recorded");
-    }
+    let text = &error.message;
     let result = match call.method {
         "tools/call" => json!({"content": [{"type": "text", "text": text}], "isError": true}),
         "prompts/get" => json!({
             "description": text,
             "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
         }),
-        "resources/read" => json!({"contents": [{"uri": name, "mimeType": "text/plain", "text": text}]}),
+        "resources/read" => {
+            let uri = mcp::subject_of(call.method, call.params()).unwrap_or_default();
+            json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]})
+        }
         _ => return None,
     };
     Some(Answer::result(call, Outcome::Miss, result, identity))
@@ -941,12 +944,12 @@ fn to_stateless(method: &str, body: &mut Value, identity: &Value) {
 fn to_handshake(body: &mut Value) {
     if let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) {
         for field in ["resultType", "ttlMs", "cacheScope"] {
-            result.remove(field);
+            result.shift_remove(field);
         }
         if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-            meta.remove(mcp::META_SERVER_INFO);
+            meta.shift_remove(mcp::META_SERVER_INFO);
             if meta.is_empty() {
-                result.remove("_meta");
+                result.shift_remove("_meta");
             }
         }
     }

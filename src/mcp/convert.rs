@@ -13,11 +13,11 @@ use crate::jsonrpc::ErrorCode;
 /// replay never sends either unprompted.
 fn quiet_capabilities(capabilities: Option<&Value>, drop: &str) -> Value {
     let mut capabilities = capabilities.and_then(Value::as_object).cloned().unwrap_or_default();
-    capabilities.remove(drop);
+    capabilities.shift_remove(drop);
     for value in capabilities.values_mut() {
         if let Some(feature) = value.as_object_mut() {
-            feature.remove("listChanged");
-            feature.remove("subscribe");
+            feature.shift_remove("listChanged");
+            feature.shift_remove("subscribe");
         }
     }
     Value::Object(capabilities)
@@ -27,7 +27,7 @@ fn quiet_capabilities(capabilities: Option<&Value>, drop: &str) -> Value {
 pub fn discover_from_initialize(initialize: &Value) -> Value {
     let mut capabilities = quiet_capabilities(initialize.get("capabilities"), "tasks");
     if let Some(map) = capabilities.as_object_mut() {
-        map.remove("logging");
+        map.shift_remove("logging");
     }
     let mut discover = json!({
         "resultType": "complete",

@@ -35,19 +35,21 @@ use crate::util::clip;
 fn parse_message(bytes: &[u8], params: &ParamsCache) -> Result<Message, RequestError> {
     Message::from_slice_cached(bytes, params).map_err(|unreadable| match unreadable {
         Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
-        Unreadable::NotJsonRpc(id, error) => RequestError { fault: Fault::NotJsonRpc(error), id },
+        Unreadable::NotJsonRpc(id, error) => RequestError { fault: Box::new(Fault::NotJsonRpc(*error)), id },
     })
 }
 
 /// One request's log line, the same for both front doors:
-/// `DOOR server=NAME method=METHOD OUTCOME[ status=N] T.Tms[NOTE]`, where
-/// DOOR is the HTTP method or `stdio`; names are cut to [`MAX_SHOWN_BYTES`]
-/// (the log format escapes control characters).
+/// `DOOR server=NAME method=METHOD[ tool|prompt|resource=NAME] OUTCOME[ status=N] T.Tms[NOTE]`,
+/// where DOOR is the HTTP method or `stdio`; names are cut to
+/// [`MAX_SHOWN_BYTES`] (the log format escapes control characters).
 struct RequestLine<'a> {
     door: &'a str,
     server: &'a str,
     /// The JSON-RPC method; empty when none was read.
     method: &'a str,
+    /// The tool, prompt or resource the request names ([`crate::mcp::subject_of`]).
+    subject: Option<&'a str>,
     outcome: Outcome,
     /// The HTTP status, on a front door that has one.
     status: Option<&'a str>,
@@ -62,12 +64,20 @@ impl fmt::Display for RequestLine<'_> {
         let method = if self.method.is_empty() { "-" } else { self.method };
         write!(
             f,
-            "{} server={} method={} {}",
+            "{} server={} method={}",
             self.door,
             clip(self.server, MAX_SHOWN_BYTES),
             clip(method, MAX_SHOWN_BYTES),
-            self.outcome.as_str()
         )?;
+        if let Some(subject) = self.subject {
+            let kind = match method {
+                "tools/call" => "tool",
+                "prompts/get" => "prompt",
+                _ => "resource",
+            };
+            write!(f, " {kind}={}", clip(subject, MAX_SHOWN_BYTES))?;
+        }
+        write!(f, " {}", self.outcome.as_str())?;
         if let Some(status) = self.status {
             write!(f, " status={status}")?;
         }

@@ -171,12 +171,18 @@ async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
     for id in ["2", "3"] {
         let miss =
             call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": id}})).await;
-        assert_eq!(miss.json()["error"]["code"], -32001);
+        let result = &miss.json()["result"];
+        assert_eq!(result["isError"], true, "a listed tool's miss is a failed call: {}", miss.text);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(&format!(r#"/arguments/id (recorded "1", requested "{id}")"#)), "{text}");
     }
     let (status, log) = daemon.stop("TERM").await;
     assert!(status.success(), "{status:?}\n{log}");
-    assert!(log.contains("POST server=mcp_MailTools method=tools/call hit status=200"), "{log}");
-    assert!(log.contains("method=tools/call miss status=200"), "{log}");
+    assert!(
+        log.contains("POST server=mcp_MailTools method=tools/call tool=GetMessage hit status=200"),
+        "{log}"
+    );
+    assert!(log.contains("method=tools/call tool=GetMessage miss status=200"), "{log}");
     assert!(log.contains("nearest recording differs at /arguments/id"), "{log}");
     assert!(log.contains("2 misses: mcp_MailTools tools/call GetMessage ×2"), "{log}");
 }
@@ -228,7 +234,7 @@ async fn fail_on_miss_makes_the_exit_status_say_so() {
     let daemon = Daemon::start(&[cassettes.path().to_str().unwrap(), "--fail-on-miss"]).await;
     let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
     let miss = call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": "7"}})).await;
-    assert_eq!(miss.json()["error"]["code"], -32001);
+    assert_eq!(miss.json()["result"]["isError"], true, "{}", miss.text);
     let (status, log) = daemon.stop("TERM").await;
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("1 requests missed the recordings (--fail-on-miss)"), "{log}");

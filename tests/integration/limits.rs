@@ -71,7 +71,10 @@ async fn long_names_are_cut_in_log_lines() {
 async fn a_miss_echoes_a_bounded_part_of_the_request() {
     let cassettes = Cassettes::new();
     let report = cassettes.path().join("report.json");
-    let daemon = replay(&cassettes, &report).await;
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "one")]);
+    let args =
+        [cassettes.path().to_str().unwrap(), "--report", report.to_str().unwrap(), "--on-miss", "error"];
+    let daemon = Daemon::start(&args).await;
     let huge = "v".repeat(1 << 20);
     let items: Vec<u32> = (0..10_000).collect();
     let arguments = json!({"id": huge, "items": items});

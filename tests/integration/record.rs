@@ -80,6 +80,51 @@ async fn records_json_and_sse_answers_and_replays_them() {
     replay.stop().await.unwrap();
 }
 
+/// Root cause: stored messages were canonical JSON (keys sorted), so replay
+/// handed a framework `structuredContent` in another order than the server
+/// wrote it, and a model's prompt differed between record and replay.
+/// Messages are now stored as sent.
+#[tokio::test]
+async fn replay_sends_each_message_as_the_server_wrote_it() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let arguments = json!({"z": 1, "a": 2});
+    let url = recorder.url(MAIL);
+    let through = call_tool(&url, 5, "as_written", arguments.clone(), json!({"progressToken": "p"})).await;
+    let written = upstream::as_written(&json!(5), &json!("p"));
+    let data = |reply: &Reply| -> Vec<String> {
+        reply.text.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_owned).collect()
+    };
+    assert_eq!(data(&through), written, "record relays the bytes");
+    let exchanges = recorder.stop().await;
+    assert!(!exchanges.is_empty(), "{through:?}");
+    assert!(!exchanges[0].provenance.keys_sorted);
+
+    let replay = Replayer::start(&[dir.path()]).await;
+    let again = call_tool(&replay.url(MAIL), 77, "as_written", arguments, json!({"progressToken": 3})).await;
+    let expected = upstream::as_written(&json!(77), &json!(3));
+    assert_eq!(data(&again), expected, "replay sends what the server wrote, with the caller's id and token");
+    replay.stop().await.unwrap();
+
+    let exported = dir.path().join("exported.jsonl");
+    let export = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args([
+            "export",
+            dir.path().join("recorded.sqlite").to_str().unwrap(),
+            "-o",
+            exported.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let line = std::fs::read_to_string(&exported).unwrap();
+    assert!(
+        line.contains(r#""body":{"result":{"structuredContent":{"id":"m1","from":"ada@example.com""#),
+        "an exported line keeps each body as sent: {line}"
+    );
+}
+
 /// Root cause: the client's `Accept-Encoding` went upstream as it was, so
 /// an upstream that compresses answered gzip, which record relayed but
 /// could not read: "not a JSON-RPC message; forwarded, not stored", and the

@@ -76,10 +76,13 @@ async fn agent(args: &[&str], calls: Value) -> Run {
     tape_test(args, &[], calls, "0").await
 }
 
-/// The miss error of an answer, or a panic saying what came instead.
+/// The text of a tool call's miss (a failed call, `isError`), or a panic
+/// saying what came instead.
 fn miss(answer: &Value) -> &str {
-    assert_eq!(answer["error"]["code"], -32001, "expected a miss: {answer}");
-    answer["error"]["message"].as_str().unwrap()
+    assert_eq!(answer["result"]["isError"], true, "expected a miss: {answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("mcp-tape: no recorded answer for "), "expected a miss: {answer}");
+    text
 }
 
 #[tokio::test]
@@ -348,7 +351,10 @@ async fn listed_prompts_and_resources_with_unrecorded_arguments_are_misses_not_u
     let contents = &read.json()["result"]["contents"][0];
     assert_eq!(contents["uri"], "file:///a.txt", "{}", read.text);
     assert!(
-        contents["text"].as_str().unwrap().contains("no recording of resources/read file:///a.txt"),
+        contents["text"]
+            .as_str()
+            .unwrap()
+            .contains("no recorded answer for mcp_Docs resources/read file:///a.txt"),
         "{}",
         read.text
     );

@@ -146,6 +146,19 @@ fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> Resp
     response
 }
 
+/// The `as_written` tool's events, as text, for the request `id` and
+/// progress `token` (JSON values).
+pub fn as_written(id: &Value, token: &Value) -> Vec<String> {
+    vec![
+        format!(
+            r#"{{"params":{{"total":2,"progress":1,"progressToken":{token},"message":"reading"}},"method":"notifications/progress","jsonrpc":"2.0"}}"#
+        ),
+        format!(
+            r#"{{"result":{{"structuredContent":{{"id":"m1","from":"ada@example.com","subject":"Lunch","isRead":false,"score":1.0,"rank":2}},"content":[{{"type":"text","text":"{{\"id\":\"m1\",\"from\":\"ada@example.com\"}}"}}],"isError":false}},"jsonrpc":"2.0","id":{id}}}"#
+        ),
+    ]
+}
+
 fn json_answer(message: Value) -> Response<Body> {
     full(200, Some("application/json"), message.to_string())
 }
@@ -236,7 +249,8 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
     if id.is_null() {
         return Ok(full(202, None, ""));
     }
-    let result = move |result: Value| json!({"jsonrpc": "2.0", "id": id.clone(), "result": result});
+    let answered = id.clone();
+    let result = move |result: Value| json!({"jsonrpc": "2.0", "id": answered.clone(), "result": result});
     let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
     let method = body["method"].as_str().unwrap_or_default();
     let tool = body["params"]["name"].as_str().unwrap_or_default();
@@ -319,6 +333,15 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
                 }
             }
             tx.send(Ok(event(&result(text(format!("progress echoed {auth}")))))).unwrap();
+            stream(rx)
+        }
+        ("tools/call", "as_written") => {
+            // Members in no sorted order, numbers as a Python server spells
+            // them: the text a client's framework reads, which replay must keep.
+            let (tx, rx) = mpsc::unbounded_channel();
+            for event in as_written(&id, &token) {
+                tx.send(Ok(Bytes::from(format!("event: message\ndata: {event}\n\n")))).unwrap();
+            }
             stream(rx)
         }
         ("tools/call", "flood") => {

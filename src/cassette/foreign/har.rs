@@ -243,6 +243,7 @@ fn extension(ours: &Value, heard: &mut Heard) -> Result<(), String> {
         recorded_at: ours.get("recordedAt").and_then(Value::as_i64),
         upstream: text("recordedFrom"),
         recorder: text("recordedBy"),
+        keys_sorted: ours.get("keysSorted").and_then(Value::as_bool).unwrap_or(false),
     };
     Ok(())
 }
@@ -367,6 +368,9 @@ fn entry(exchange: &Exchange) -> Value {
     }
     if let Some(recorder) = &known.recorder {
         ours.insert("recordedBy".into(), recorder.as_str().into());
+    }
+    if known.keys_sorted {
+        ours.insert("keysSorted".into(), true.into());
     }
     let time = exchange.messages.last().map_or(0, |m| m.offset_ms);
     json!({

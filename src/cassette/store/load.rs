@@ -167,9 +167,11 @@ pub(super) fn read_all(
     let provenance = if version >= 3 { "recorded_at, upstream, recorder" } else { "NULL, NULL, NULL" };
     // And the stream's shape with schema 7.
     let shape = if version >= 7 { "sse_primed, sse_retry_ms, sse_closed_after" } else { "0, NULL, NULL" };
+    // Before schema 8 every message was stored with its keys sorted.
+    let sorted = if version >= 8 { "keys_sorted" } else { "1" };
     let mut select = conn.prepare(&format!(
         "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type, \
-         {provenance}, {shape}, occurrence FROM exchange ORDER BY id"
+         {provenance}, {shape}, occurrence, {sorted} FROM exchange ORDER BY id"
     ))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
@@ -200,6 +202,7 @@ pub(super) fn read_all(
                     recorded_at: row.get(9)?,
                     upstream: row.get(10)?,
                     recorder: row.get(11)?,
+                    keys_sorted: row.get(16)?,
                 },
                 source: Some(source),
             },

@@ -35,7 +35,7 @@ pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
 use crate::cassette::model::{
-    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,
+    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, as_sent_json, canonical_json,
 };
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
@@ -52,7 +52,7 @@ pub struct Removed {
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 8] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
@@ -60,6 +60,7 @@ const MIGRATIONS: [&str; 7] = [
     include_str!("../../../migrations/0005_template_failures.sql"),
     include_str!("../../../migrations/0006_asides.sql"),
     include_str!("../../../migrations/0007_stream_shape.sql"),
+    include_str!("../../../migrations/0008_messages_as_sent.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -698,7 +699,8 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
     conn.prepare_cached(
         "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, \
          request, status, content_type, recorded_at, upstream, recorder, sse_primed, sse_retry_ms, \
-         sse_closed_after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+         sse_closed_after, keys_sorted) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     )?
     .execute(params![
         exchange.server,
@@ -716,6 +718,7 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
         exchange.stream.primed,
         exchange.stream.retry_ms.map(|ms| ms.min(i64::MAX as u64) as i64),
         exchange.stream.closed_after,
+        exchange.provenance.keys_sorted,
     ])?;
     let id = conn.last_insert_rowid();
     let mut insert = conn.prepare_cached(
@@ -727,7 +730,7 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
             seq as i64,
             message.offset_ms as i64,
             message.direction,
-            canonical_json(&message.body),
+            as_sent_json(&message.body),
         ])?;
     }
     insert_aside_rows(conn, id, &exchange.asides)?;
@@ -754,7 +757,7 @@ fn insert_aside_rows(conn: &Connection, row: i64, asides: &[Aside]) -> rusqlite:
             aside.channel,
             aside.message.offset_ms as i64,
             aside.message.direction,
-            canonical_json(&aside.message.body),
+            as_sent_json(&aside.message.body),
         ])?;
     }
     Ok(())
@@ -1108,6 +1111,45 @@ mod tests {
         std::fs::write(&empty, b"").unwrap();
         let err = Cassette::open_read_only(&empty).err().unwrap().to_string();
         assert!(err.contains("an empty file"), "{err}");
+    }
+
+    #[test]
+    fn a_schema_7_cassette_reads_as_sorted_and_new_rows_keep_the_senders_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v7.sqlite");
+        let conn = Connection::open(&path).unwrap();
+        for step in &MIGRATIONS[..7] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 7).unwrap();
+        conn.execute_batch(
+            "INSERT INTO exchange (server, era, protocol_version, method, match_key, occurrence, request, \
+             status, content_type) VALUES ('s', 'handshake', '2025-06-18', 'tools/list', \
+             '0000000000000000000000000000000000000000000000000000000000000000', 0, '{}', 200, \
+             'application/json'); \
+             INSERT INTO message (exchange_id, seq, offset_ms, direction, body) \
+             VALUES (1, 0, 0, 'server', '{\"id\":1,\"jsonrpc\":\"2.0\",\"result\":{}}');",
+        )
+        .unwrap();
+        drop(conn);
+        let read_only = Cassette::open_read_only(&path).unwrap().exchanges().unwrap();
+        assert!(read_only[0].provenance.keys_sorted, "before schema 8 every message was sorted");
+
+        let mut cassette = Cassette::open(&path).unwrap();
+        let version: i64 = cassette.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, 8);
+        let mut new = sample("s", "t", "x");
+        new.messages[0].body =
+            serde_json::from_str(r#"{"result":{"z":1,"a":{"y":2,"b":3}},"jsonrpc":"2.0","id":"x"}"#).unwrap();
+        cassette.insert(&new).unwrap();
+        let loaded = cassette.exchanges_as_text().unwrap();
+        assert!(loaded[0].provenance.keys_sorted, "the old row stays marked after migrating");
+        assert!(!loaded[1].provenance.keys_sorted);
+        assert_eq!(
+            &*loaded[1].messages[0].body,
+            r#"{"result":{"z":1,"a":{"y":2,"b":3}},"jsonrpc":"2.0","id":"x"}"#
+        );
+        assert_eq!(&*loaded[1].request, &*canonical_json(&new.request), "the request stays canonical");
     }
 
     #[test]

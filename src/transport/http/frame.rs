@@ -166,7 +166,9 @@ pub(super) fn stream(
     response
 }
 
-/// An injected failure: its status and error, a stream cut short (as SSE
+/// An injected failure: its status with the body a gateway gives (the
+/// reason phrase: the client may hand it to a model, so it says nothing of
+/// mcp-tape; the log and reports say where it came from), a stream cut short (as SSE
 /// when the client takes it; a client that takes only JSON gets the empty
 /// body of a connection cut before the answer), or a lost session's 404.
 /// A hang never gets here: it is no response at all.
@@ -174,11 +176,7 @@ pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
     match failure {
         Failure::Http { status, retry_after } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
-            let text = format!(
-                "{} {} (a fault injected by mcp-tape)\n",
-                status.as_u16(),
-                status.canonical_reason().unwrap_or("")
-            );
+            let text = format!("{}\n", status.canonical_reason().unwrap_or("Error"));
             let mut response = Response::new(full(Bytes::from(text)));
             *response.status_mut() = status;
             response

@@ -115,6 +115,8 @@ impl App {
 struct Logged {
     server: String,
     mcp_method: String,
+    /// The tool, prompt or resource the request names, once read.
+    subject: Option<String>,
     outcome: Outcome,
     /// The JSON-RPC request's id, once read.
     id: Option<RequestId>,
@@ -139,6 +141,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         logged: Logged {
             server: crate::agent365::server_name(request.uri().path()),
             mcp_method: String::new(),
+            subject: None,
             outcome: Outcome::Rejected,
             id: None,
         },
@@ -154,7 +157,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
     let response = match answered {
         Ok(response) => response,
         Err(mut error) => {
-            if matches!(error.fault, Fault::Stopping { .. }) {
+            if matches!(*error.fault, Fault::Stopping { .. }) {
                 error.id = line.logged.id.take();
             }
             line.logged.outcome = Outcome::of(&error.fault);
@@ -182,6 +185,7 @@ impl Line {
             door: self.http_method.as_str(),
             server: &logged.server,
             method: &logged.mcp_method,
+            subject: logged.subject.as_deref(),
             outcome: logged.outcome,
             status: Some(status),
             started: self.started,
@@ -284,6 +288,7 @@ async fn post(
                 primable = asked.is_some_and(mcp::takes_priming_events);
             }
             let step = app.engine.request(&call);
+            logged.subject = mcp::subject_of(&method, call.params()).map(str::to_owned);
             logged.mcp_method = method;
             logged.id = Some(id.clone());
             step?

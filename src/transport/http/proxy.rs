@@ -135,7 +135,7 @@ impl Proxy {
         let (head, body) = response.into_parts();
         let (bytes, share) = read_whole(body, idle, &self.budget)
             .await
-            .map_err(|unread| RequestError { fault: self.unread(unread), id: id.clone() })?;
+            .map_err(|unread| RequestError { fault: Box::new(self.unread(unread)), id: id.clone() })?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 flight.complete(message).await?;

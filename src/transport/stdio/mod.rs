@@ -287,17 +287,17 @@ impl Door {
         let message = match (super::parse_message(&line, &self.params), self.engine.upstream()) {
             (Ok(message), _) => message,
             (Err(_), Some(link)) => {
-                self.log("-", Outcome::Forwarded, started);
+                self.log("-", None, Outcome::Forwarded, started);
                 return forward(link, Piece::Line(line), None, writer).await;
             }
             (Err(error), None) => {
-                self.log("-", Outcome::of(&error.fault), started);
+                self.log("-", None, Outcome::of(&error.fault), started);
                 stream.reply(error.body().as_bytes());
                 return;
             }
         };
         let session = stream.session.as_deref();
-        let (method, step) = match message {
+        let (method, subject, step) = match message {
             Message::Request { id, method, params } => {
                 let era = era_of(Some(&method), params.as_deref());
                 let call = Call {
@@ -310,43 +310,45 @@ impl Door {
                     facts: &self.facts,
                 };
                 let step = self.engine.request(&call);
-                (method, step)
+                let subject = mcp::subject_of(&method, call.params()).map(str::to_owned);
+                (method, subject, step)
             }
             Message::Notification { method, params } => {
                 let era = era_of(Some(&method), params.as_deref());
                 let step = self.engine.client_message(era, session, FromClient::Notification(&method));
-                (method, step)
+                (method, None, step)
             }
             Message::Response { id, body } => {
                 let step =
                     self.engine.client_message(Era::Handshake, session, FromClient::Reply(id.as_ref(), body));
-                ("(response)".to_owned(), step)
+                ("(response)".to_owned(), None, step)
             }
         };
+        let log = |outcome| self.log(&method, subject.as_deref(), outcome, started);
         match step {
             Ok(Step::Answer(answer)) => {
-                self.log(&method, answer.outcome, started);
+                log(answer.outcome);
                 self.answer(answer, Duration::ZERO, stream, output).await;
             }
-            Ok(Step::Accepted) => self.log(&method, Outcome::Accepted, started),
+            Ok(Step::Accepted) => log(Outcome::Accepted),
             Ok(Step::Said(said)) => {
-                self.log(&method, Outcome::Accepted, started);
+                log(Outcome::Accepted);
                 self.say(said, stream, output);
             }
             Ok(Step::Forward { link, flight }) => {
-                self.log(&method, Outcome::Forwarded, started);
+                log(Outcome::Forwarded);
                 forward(link, Piece::Line(line), flight, writer).await;
             }
             Ok(Step::Delayed { by, then }) => {
-                self.log(&method, Outcome::Injected, started);
+                log(Outcome::Injected);
                 self.later(by, *then, line, stream, output).await;
             }
             Ok(Step::Fail(failure)) => {
-                self.log(&method, Outcome::Injected, started);
+                log(Outcome::Injected);
                 fail(failure, stream);
             }
             Err(error) => {
-                self.log(&method, Outcome::of(&error.fault), started);
+                log(Outcome::of(&error.fault));
                 stream.reply(error.body().as_bytes());
             }
         }
@@ -354,11 +356,12 @@ impl Door {
 
     /// One log line per client message, at debug level: a stdio server's
     /// stderr usually lands in its client's log (misses still warn).
-    fn log(&self, method: &str, outcome: Outcome, started: Instant) {
+    fn log(&self, method: &str, subject: Option<&str>, outcome: Outcome, started: Instant) {
         let line = RequestLine {
             door: "stdio",
             server: &self.server,
             method,
+            subject,
             outcome,
             status: None,
             started,
