@@ -35,7 +35,8 @@ when_changed "$here/requirements.txt" "$tools/requirements.stamp" \
 python="$tools/venv/bin/python"
 
 # Other tools whose recordings `import --from` reads, each in a venv of its own (their pins clash
-# with the SDK's): mitmproxy (HAR), mcp-recorder, and mcp-vcr (which needs Python >= 3.12).
+# with the SDK's): mitmproxy (HAR), mcp-recorder, and mcp-vcr (which needs Python >= 3.12); and the
+# Python agent frameworks (Pydantic AI, the OpenAI Agents SDK, LangChain's MCP adapters: mcp < 2).
 python312=
 for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 python3.12; do
     if "$candidate" --version >/dev/null 2>&1; then
@@ -47,7 +48,7 @@ if [ -z "$python312" ]; then
     echo "interop: mcp-vcr needs Python 3.12, and none runs here" >&2
     exit 1
 fi
-for tool in mitmproxy mcp-recorder mcp-vcr; do
+for tool in mitmproxy mcp-recorder mcp-vcr frameworks; do
     interpreter=python3
     [ "$tool" = mcp-vcr ] && interpreter=$python312
     if [ ! -x "$tools/venv-$tool/bin/python" ]; then
