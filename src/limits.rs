@@ -146,6 +146,21 @@ pub const MAX_FOREIGN_FILE_BYTES: u64 = 256 * 1024 * 1024;
 /// Enforced in [`crate::engine::ledger`].
 pub const MAX_OTHER_CASES: usize = 1000;
 
+/// Leaves (scalars, empty objects and arrays, each at its pointer) of a
+/// request's params that the `nearest` match rule ranks at most: a request
+/// with more is refused by the rule (an honest miss), so that ranking it
+/// against every recording of its tool stays bounded.
+///
+/// Enforced in [`crate::engine::by_rule`].
+pub const MAX_RANKED_LEAVES: usize = 512;
+
+/// Recordings of a kind a miss compares with the request, at most (the
+/// first recorded): the nearest it names are the nearest of those, and
+/// the miss says how many of how many were compared.
+///
+/// Enforced in [`crate::engine::replay`].
+pub const MAX_MISS_COMPARED: usize = 256;
+
 /// Moments a ledger keeps for the run's timeline at most (the first ones);
 /// the counts go on past it.
 ///

@@ -443,6 +443,7 @@ pub(crate) mod tests {
             ],
             asides: vec![Aside {
                 after: Some("notifications/initialized".into()),
+                in_flight: false,
                 channel: Channel::Standalone,
                 message: RecordedMessage {
                     offset_ms: 5,

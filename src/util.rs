@@ -113,6 +113,22 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Runs `work`, which may take long (ranking a request against thousands
+/// of recordings), without holding an async worker: on a multi-threaded
+/// runtime the worker hands its other tasks to another thread meanwhile
+/// (`block_in_place`), so other clients' answers do not wait for it; on a
+/// current-thread runtime (stdio serves one client) or none, it runs as it
+/// is.
+pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// `text` split at each `separator` (an ASCII byte), as `split(char)`
 /// splits it, by a plain byte scan: header values and paths are split for
 /// every request, and a char searcher costs several times more.

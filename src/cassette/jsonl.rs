@@ -116,6 +116,9 @@ pub(crate) fn asides_line(asides: &[Aside]) -> Value {
             if let Some(after) = &a.after {
                 aside["after"] = after.as_str().into();
             }
+            if a.in_flight {
+                aside["inFlight"] = true.into();
+            }
             aside
         })
         .collect();
@@ -349,8 +352,13 @@ pub(crate) fn parse_asides(value: &Value) -> Result<Vec<Aside>, String> {
             }
         };
         let channel = aside.get("channel").and_then(Value::as_str).unwrap_or("standalone");
+        let in_flight = match aside.get("inFlight") {
+            None => false,
+            Some(flag) => flag.as_bool().ok_or("an aside's \"inFlight\" must be true or false")?,
+        };
         asides.push(Aside {
             after,
+            in_flight,
             channel: Channel::parse(channel)
                 .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
             message: recorded_message(aside)?,

@@ -231,6 +231,9 @@ pub struct Aside<J = Value> {
     /// What it followed: `None`, the exchange's answer; else the method of
     /// the client notification that came after that answer.
     pub after: Option<String>,
+    /// Said while the exchange was in flight, before its answer (with
+    /// `after` `None`): replay says it before the answer.
+    pub in_flight: bool,
     pub channel: Channel,
     /// `offset_ms` counts from the exchange's request (`after` is `None`)
     /// or from the client notification it followed.
@@ -331,6 +334,7 @@ impl Exchange<Text> {
             let message = &aside.message;
             asides.push(Aside {
                 after: aside.after,
+                in_flight: aside.in_flight,
                 channel: aside.channel,
                 message: RecordedMessage {
                     offset_ms: message.offset_ms,
@@ -384,6 +388,7 @@ impl Exchange {
                 .iter()
                 .map(|a| Aside {
                     after: a.after.clone(),
+                    in_flight: a.in_flight,
                     channel: a.channel,
                     message: RecordedMessage {
                         offset_ms: a.message.offset_ms,

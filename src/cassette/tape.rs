@@ -116,8 +116,11 @@ impl ServedMessage {
 /// serves it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServedAside {
-    /// The client notification it waits for; `None`: it follows the answer.
+    /// The client notification it waits for; `None`: it goes with the answer.
     pub after: Option<Box<str>>,
+    /// It goes before the answer (the server said it while the exchange
+    /// was in flight).
+    pub in_flight: bool,
     pub channel: Channel,
     pub message: ServedMessage,
 }
@@ -302,6 +305,7 @@ impl Tape {
                     .into_iter()
                     .map(|a| ServedAside {
                         after: a.after.map(String::into_boxed_str),
+                        in_flight: a.in_flight,
                         channel: a.channel,
                         message: ServedMessage::new(a.message.offset_ms, a.message.direction, a.message.body),
                     })

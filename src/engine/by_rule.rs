@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 use super::Call;
 use crate::cassette::model::{Era, MatchKey, canonical_json};
 use crate::cassette::tape::{ByEra, Cursors, Recorded, Tape};
+use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};
 use crate::mcp;
 use crate::normalize::{self, Difference, Rules};
@@ -162,6 +163,14 @@ impl RuleIndex {
     /// A [`Refusal`]: no recording of this server, method and name; none
     /// equal under the rule (`exact`).
     pub fn decide(&self, rule: usize, asked: Asked, params: &Value) -> Result<Choice, Refusal> {
+        if self.rules.rules()[rule].by == By::Nearest {
+            // Ranking may compare with every recording of the tool: no async worker waits on it.
+            return crate::util::off_the_workers(|| self.decide_now(rule, asked, params));
+        }
+        self.decide_now(rule, asked, params)
+    }
+
+    fn decide_now(&self, rule: usize, asked: Asked, params: &Value) -> Result<Choice, Refusal> {
         let Asked { era, server, method } = asked;
         let refuse = |why: &str| Refusal { rule, why: why.to_owned() };
         let group = self
@@ -186,6 +195,13 @@ impl RuleIndex {
             By::Nearest => {
                 let prepared = definition.prepare(params);
                 let request = nearest::leaves(&prepared);
+                if request.len() > MAX_RANKED_LEAVES {
+                    return Err(refuse(&format!(
+                        "the request's params hold {} leaves; nearest ranks requests of at most \
+                         {MAX_RANKED_LEAVES}",
+                        request.len()
+                    )));
+                }
                 // Both eras' recorded calls; at equal rank, the request's own era first.
                 let found = group
                     .own_first(era)
@@ -405,6 +421,26 @@ mod tests {
         let past = pick(&index, "t", json!({"x": "c"}), &mut cursors).unwrap_err();
         assert!(past.contains("past the last of its 2 recordings"), "{past}");
         assert_eq!(pick(&index, "t", json!({}), &mut Cursors::default()), Ok("first".into()));
+    }
+
+    #[test]
+    fn nearest_refuses_a_request_with_more_leaves_than_it_ranks() {
+        let index = index("[[match]]\ntool = \"t\"\nby = \"nearest\"\n", &[("t", json!({"a": 1}), "one")]);
+        // With the tool's name, one leaf past the bound.
+        let arguments: serde_json::Map<String, Value> =
+            (0..MAX_RANKED_LEAVES).map(|n| (format!("k{n}"), json!(n))).collect();
+        let refused =
+            pick(&index, "t", Value::Object(arguments.clone()), &mut Cursors::default()).unwrap_err();
+        assert!(
+            refused.contains(&format!(
+                "hold {} leaves; nearest ranks requests of at most",
+                MAX_RANKED_LEAVES + 1
+            )),
+            "{refused}"
+        );
+        let mut within = arguments;
+        within.remove("k0");
+        assert_eq!(pick(&index, "t", Value::Object(within), &mut Cursors::default()), Ok("one".into()));
     }
 
     #[test]

@@ -237,7 +237,8 @@ impl Recorder {
     }
 
     /// Stores one aside at `spot`: with its exchange while that is being
-    /// recorded, else after it, redacted and scrubbed.
+    /// recorded (said in flight, before the answer, unless it follows a
+    /// client notification), else after it, redacted and scrubbed.
     fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, mut body: Value) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
         if let Some(capture) = spot.capture.upgrade()
@@ -253,13 +254,15 @@ impl Recorder {
                 return;
             }
             let message = RecordedMessage { offset_ms, direction, body };
-            capture.raw.asides.push(Aside { after: spot.after.clone(), channel, message });
+            let in_flight = spot.after.is_none();
+            capture.raw.asides.push(Aside { after: spot.after.clone(), in_flight, channel, message });
             return;
         }
         self.rules.redact(&mut body);
         redact::Scrubber::new(&spot.secrets).scrub(&mut body);
         let message = RecordedMessage { offset_ms, direction, body };
-        self.writer.write_asides(spot.tag, vec![Aside { after: spot.after.clone(), channel, message }]);
+        let aside = Aside { after: spot.after.clone(), in_flight: false, channel, message };
+        self.writer.write_asides(spot.tag, vec![aside]);
     }
 
     fn capture(&self, call: &Call) -> Capture {

@@ -27,11 +27,11 @@ use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject};
-use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
+use crate::limits::{MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::normalize::{self, Difference, Rules};
-use crate::util::{FastMap, clip, lock, printable};
+use crate::util::{FastMap, clip, lock, off_the_workers, printable};
 
 /// Seconds in a day, for `--max-age`.
 pub const SECONDS_PER_DAY: i64 = 86_400;
@@ -709,7 +709,12 @@ impl Replay {
             None => return None,
         };
         let case = CaseKey::of(call.server, call.method, params);
-        let mut error = self.miss_error(call, &case.to_string(), params, &candidates);
+        let mut error = if candidates.len() > 1 {
+            // Comparing with many recordings takes time: no async worker waits on it.
+            off_the_workers(|| self.miss_error(call, &case.to_string(), params, &candidates))
+        } else {
+            self.miss_error(call, &case.to_string(), params, &candidates)
+        };
         if let (Some(refusal), Some(data)) = (refusal, error.data.as_mut()) {
             let label = self.by_rule.rules().label(refusal.rule);
             error.message.push_str(&format!("; rule {label} decided it: {}", refusal.why));
@@ -729,9 +734,11 @@ impl Replay {
         let requested = self.rules.canonical_params(params);
         // What the error echoes is bounded, however large the request.
         let shown = |value: &Value| normalize::clipped(value, MAX_SHOWN_BYTES);
-        // A recording held in both eras (or twice) is one candidate.
+        // A recording held in both eras (or twice) is one candidate; a
+        // bounded number of them is compared.
+        let compared = candidates.len().min(MAX_MISS_COMPARED);
         let mut distinct: Vec<Value> = Vec::new();
-        for (params, _) in candidates {
+        for (params, _) in &candidates[..compared] {
             let recorded = self.rules.canonical_params(params.as_ref());
             if !distinct.contains(&recorded) {
                 distinct.push(recorded);
@@ -757,15 +764,18 @@ impl Replay {
             .flatten()
             .filter_map(Difference::from_json)
             .collect();
+        let differ = match candidates.len() - compared {
+            0 => format!("{kinds} recorded request(s) of this kind differ"),
+            left => format!(
+                "{kinds} of the first {compared} recorded requests of this kind differ ({left} more not compared)"
+            ),
+        };
         let differs = match first.split_first() {
             None if kinds == 0 => "nothing of this kind is recorded".to_owned(),
-            None => format!("{kinds} recorded request(s) of this kind differ"),
+            None => differ,
             Some((difference, rest)) => {
                 let more = if rest.is_empty() { String::new() } else { format!(" and {} more", rest.len()) };
-                format!(
-                    "the nearest recording differs at {difference}{more}; \
-                     {kinds} recorded request(s) of this kind differ"
-                )
+                format!("the nearest recording differs at {difference}{more}; {differ}")
             }
         };
         ErrorObject::new(mcp::REPLAY_MISS, format!("mcp-tape: no recorded answer for {what}: {differs}"))
@@ -1070,6 +1080,55 @@ mod tests {
             assert_eq!(answer("mcp_B", "tools/call"), (Outcome::Hit, Some(true)));
             assert_ne!(answer("mcp_A", "prompts/get").0, Outcome::Hit);
         }
+    }
+
+    /// A miss once compared the request with every recording of its tool:
+    /// 20k recordings made one miss take seconds. It compares a bounded
+    /// number and says so.
+    #[test]
+    fn a_miss_compares_a_bounded_number_of_recordings_and_says_so() {
+        let rules = Rules::default();
+        let recorded: Vec<_> = (0..MAX_MISS_COMPARED + 5)
+            .map(|n| {
+                let mut exchange = crate::normalize::tests::sample("mcp_A", "t", "x");
+                exchange.request["params"]["arguments"] = json!({"n": n});
+                rules
+                    .exchange(crate::cassette::model::RawExchange {
+                        server: exchange.server.clone(),
+                        era: exchange.era,
+                        protocol_version: exchange.protocol_version.clone(),
+                        request: exchange.request.clone(),
+                        status: exchange.status,
+                        content_type: exchange.content_type.clone(),
+                        messages: exchange.messages.clone(),
+                        asides: Vec::new(),
+                        stream: exchange.stream,
+                    })
+                    .to_text()
+            })
+            .collect();
+        let tape = Tape::new(recorded, &rules);
+        let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
+        let id = RequestId::from_value(&json!(1)).unwrap();
+        let params = Params::new(json!({"name": "t", "arguments": {"n": "new"}}));
+        let facts = Facts::default();
+        let call = Call {
+            server: "mcp_A",
+            era: Era::Handshake,
+            session: None,
+            id: &id,
+            method: "tools/call",
+            params: Some(&params),
+            facts: &facts,
+        };
+        let answer = replay.answer(&call).unwrap();
+        assert_eq!(answer.outcome, Outcome::Miss);
+        let text = &answer.messages[0].json;
+        let told = format!(
+            "{MAX_MISS_COMPARED} of the first {MAX_MISS_COMPARED} recorded requests of this kind differ (5 more not compared)"
+        );
+        assert!(text.contains(&told), "{text}");
+        assert!(text.contains(r#"/arguments/n (recorded 0, requested \"new\")"#), "{text}");
     }
 
     /// Session-less cursors were once made for every server path a request

@@ -5,10 +5,11 @@
 //! notifications the recording shows after a call, each stream those of
 //! the kinds it asked for and the recorded server declared ([`Kinds`]).
 //!
-//! An aside follows either the exchange's answer (it goes with the answer:
-//! a stdio front door writes it after the answer, an HTTP one puts it on the
-//! session's GET stream) or a client notification after that answer (it is
-//! armed in the session and goes when the client sends that notification).
+//! An aside goes with the exchange's answer (before it when the server said
+//! it while the exchange was in flight, else after it: a stdio front door
+//! writes it on its one stream, an HTTP one puts it on the session's GET
+//! stream) or follows a client notification after that answer (it is armed
+//! in the session and goes when the client sends that notification).
 //! On HTTP, what is said before the client opens its GET stream is held for
 //! it, at most [`MAX_HELD_ASIDES`] messages; what a session that ends still holds
 //! is dropped with a debug line.
@@ -30,6 +31,8 @@ use crate::util::lock;
 /// The asides of one replayed exchange.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Asides {
+    /// Sent before the answer: said while the exchange was in flight.
+    pub first: Vec<Outgoing>,
     /// Sent after the answer.
     pub now: Vec<Outgoing>,
     /// Sent when the client sends the notification named first.
@@ -57,6 +60,7 @@ impl Asides {
             };
             match (aside.channel, &aside.after) {
                 (Channel::Subscription, _) => out.subscribed.push(outgoing),
+                (Channel::Standalone, None) if aside.in_flight => out.first.push(outgoing),
                 (Channel::Standalone, None) => out.now.push(outgoing),
                 (Channel::Standalone, Some(method)) => out.armed.push((method.clone(), outgoing)),
             }

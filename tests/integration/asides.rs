@@ -220,6 +220,7 @@ fn changing_server(cassettes: &Cassettes) {
     );
     change.asides.push(Aside {
         after: None,
+        in_flight: false,
         channel: Channel::Subscription,
         message: RecordedMessage {
             offset_ms: 1,
@@ -263,5 +264,88 @@ async fn a_subscription_stream_gets_the_recorded_change_after_the_call_that_made
     let quiet = tokio::time::timeout(Duration::from_millis(300), prompts.chunk()).await;
     assert!(quiet.is_err(), "a stream that asked for prompts only hears nothing: {quiet:?}");
     drop((tools, prompts));
+    replay.stop().await.unwrap();
+}
+
+/// Root cause: a message the server sent on its GET stream while a call
+/// was in flight was stored as following that call's answer, so replay
+/// said it after the answer and the client filed it under the next
+/// operation. Asides said in flight are marked and replayed before the
+/// answer.
+#[tokio::test]
+async fn what_the_server_says_while_a_call_is_in_flight_is_replayed_before_its_answer() {
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let url = recorder.url("/agents/servers/mcp_Fixture");
+    let bearer = format!("Bearer {}", crate::upstream::TOKEN);
+    let auth = [("authorization", bearer.as_str())];
+    let init = post(&url, &auth, &initialize().to_string()).await;
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let headers = [("authorization", bearer.as_str()), ("mcp-session-id", session.as_str())];
+    let mut stream = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("authorization", &bearer)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "tells_first", "arguments": {}}});
+    let (call_url, call_headers) = (url.clone(), headers.map(|(k, v)| (k, v.to_owned())));
+    let answer = tokio::spawn(async move {
+        let headers: Vec<(&str, &str)> = call_headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(&call_url, &headers, &call.to_string()).await
+    });
+    let said = events(&mut stream, 1).await;
+    assert_eq!(said[0]["params"]["data"], "while you wait", "relayed while the call waits: {said:?}");
+    upstream.state.gate.notify_one();
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "told", "{answer:?}");
+    drop(stream);
+    let exchanges = recorder.stop().await;
+    let call = exchanges.iter().find(|e| e.method == "tools/call").expect("the call stored");
+    let kept: Vec<(bool, Option<&str>, &Value)> = call
+        .asides
+        .iter()
+        .map(|a| (a.in_flight, a.after.as_deref(), &a.message.body["params"]["data"]))
+        .collect();
+    assert_eq!(kept, [(true, None, &json!("while you wait"))], "stored as said in flight");
+
+    // Over stdio there is one stream: the log line comes before the answer, as it did.
+    let cassette = dir.path().join("recorded.sqlite");
+    let mut replay =
+        Peer::spawn(&["replay", "--stdio", cassette.to_str().unwrap(), "--server", "mcp_Fixture"], &[]);
+    replay.send(initialize()).await;
+    replay.next().await;
+    replay.send(initialized()).await;
+    replay
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "tells_first", "arguments": {}}}))
+        .await;
+    let first = replay.next().await;
+    let second = replay.next().await;
+    assert_eq!(first["params"]["data"], "while you wait", "the log line first: {first} then {second}");
+    assert_eq!(
+        (second["id"].clone(), second["result"]["content"][0]["text"].clone()),
+        (json!(8), json!("told"))
+    );
+    let (status, log) = replay.close().await;
+    assert!(status.success(), "{log}");
+
+    // Over HTTP it goes on the session's GET stream.
+    let replay = Replayer::start(&[dir.path()]).await;
+    let url = replay.url("/agents/servers/mcp_Fixture");
+    let init = post(&url, &[], &initialize().to_string()).await;
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let mut stream = get_stream(&url, &session).await;
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "tells_first", "arguments": {}}});
+    let answer = post(&url, &[("mcp-session-id", session.as_str())], &call.to_string()).await;
+    assert_eq!(answer.json()["result"]["content"][0]["text"], "told", "{answer:?}");
+    let said = events(&mut stream, 1).await;
+    assert_eq!(said[0]["params"]["data"], "while you wait");
     replay.stop().await.unwrap();
 }

@@ -2,7 +2,8 @@
 //! server whose behaviour is chosen by tool name (echoing the bearer token,
 //! SSE with progress, a stream held at a gate, a stream that breaks, a
 //! stream closed before its answer and resumed, silence, a server→client
-//! request), and raw TCP peers that are not HTTP at all.
+//! request, a log line on the standalone GET stream while a call is in
+//! flight), and raw TCP peers that are not HTTP at all.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -48,6 +49,8 @@ pub struct State {
     open_bodies: Mutex<Vec<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
     /// The `polled` tool's answer, for the GET that resumes its stream.
     polled: Mutex<Option<Value>>,
+    /// The open standalone (GET) stream, which the `tells_first` tool speaks on.
+    standalone: Mutex<Option<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
 }
 
 impl State {
@@ -227,6 +230,12 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
         return Ok(answer);
     }
     let resumes = parts.headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    if parts.method == hyper::Method::GET && resumes.is_none() && parts.headers.contains_key("mcp-session-id")
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *state.standalone.lock().unwrap() = Some(tx);
+        return Ok(stream(rx));
+    }
     if parts.method == hyper::Method::GET && resumes == Some("polled-1") {
         let answer = state.polled.lock().unwrap().take();
         let events = answer.map(|answer| format!("id: polled-2\nevent: message\ndata: {answer}\n\n"));
@@ -355,6 +364,17 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             }
             tx.send(Ok(event(&result(text("flooded".into()))))).unwrap();
             stream(rx)
+        }
+        ("tools/call", "tells_first") => {
+            // Says a log line on the standalone stream while the call is in flight, then answers
+            // once the test releases the gate.
+            let said = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "while you wait"}});
+            if let Some(standalone) = state.standalone.lock().unwrap().as_ref() {
+                let _ = standalone.send(Ok(event(&said)));
+            }
+            state.gate.notified().await;
+            json_answer(result(text("told".into())))
         }
         ("tools/call", "gated") => {
             let (tx, rx) = mpsc::unbounded_channel();

@@ -83,6 +83,7 @@ fn entry_of(
                     let after = notified.get(&server).cloned().flatten();
                     heard.asides.extend(said.into_iter().map(|body| Aside {
                         after: after.clone(),
+                        in_flight: false,
                         channel: Channel::Standalone,
                         message: RecordedMessage { offset_ms: 0, direction: Direction::Server, body },
                     }));

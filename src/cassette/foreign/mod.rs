@@ -85,7 +85,7 @@ impl Read {
             if let Some(aside) = heard.asides.iter().rev().find(|a| asks(&a.message.body)) {
                 let (after, channel) = (aside.after.clone(), aside.channel);
                 let message = RecordedMessage { offset_ms: 0, direction: Direction::Client, body: reply };
-                heard.asides.push(Aside { after, channel, message });
+                heard.asides.push(Aside { after, in_flight: false, channel, message });
                 return;
             }
         }

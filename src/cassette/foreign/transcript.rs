@@ -77,6 +77,7 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
                         let message = RecordedMessage { offset_ms: 0, direction: Direction::Server, body };
                         read.heard[index].asides.push(Aside {
                             after: None,
+                            in_flight: false,
                             channel: Channel::Standalone,
                             message,
                         });

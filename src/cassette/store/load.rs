@@ -230,7 +230,7 @@ pub(super) fn read_all(
         });
     }
     if version >= 6 {
-        read_asides(conn, &mut exchanges)?;
+        read_asides(conn, &mut exchanges, version)?;
     }
     // Replay would have nothing to send: over stdio the client would wait for ever.
     if let Some((id, _)) = exchanges.iter().find(|(_, exchange)| exchange.messages.is_empty()) {
@@ -240,10 +240,17 @@ pub(super) fn read_all(
 }
 
 /// Adds each exchange's asides (schema 6) to `exchanges` (in id order).
-fn read_asides(conn: &Connection, exchanges: &mut [(i64, Exchange<Text>)]) -> Result<(), CassetteError> {
-    let mut select = conn.prepare(
-        "SELECT exchange_id, after, channel, offset_ms, direction, body FROM aside ORDER BY exchange_id, seq",
-    )?;
+fn read_asides(
+    conn: &Connection,
+    exchanges: &mut [(i64, Exchange<Text>)],
+    version: i64,
+) -> Result<(), CassetteError> {
+    // Whether one came while its exchange was in flight is known from schema 9.
+    let in_flight = if version >= 9 { "in_flight" } else { "0" };
+    let mut select = conn.prepare(&format!(
+        "SELECT exchange_id, after, channel, offset_ms, direction, body, {in_flight} FROM aside \
+         ORDER BY exchange_id, seq"
+    ))?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
         let id: i64 = row.get(0)?;
@@ -255,6 +262,7 @@ fn read_asides(conn: &Connection, exchanges: &mut [(i64, Exchange<Text>)]) -> Re
         let body: String = row.get(5)?;
         exchange.asides.push(Aside {
             after: row.get(1)?,
+            in_flight: row.get(6)?,
             channel: row.get(2).map_err(|e| damaged(conversion(e)))?,
             message: RecordedMessage {
                 offset_ms: row.get::<_, i64>(3)?.max(0) as u64,

@@ -52,7 +52,7 @@ pub struct Removed {
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 8] = [
+const MIGRATIONS: [&str; 9] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
@@ -61,6 +61,7 @@ const MIGRATIONS: [&str; 8] = [
     include_str!("../../../migrations/0006_asides.sql"),
     include_str!("../../../migrations/0007_stream_shape.sql"),
     include_str!("../../../migrations/0008_messages_as_sent.sql"),
+    include_str!("../../../migrations/0009_asides_in_flight.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -746,8 +747,8 @@ fn insert_aside_rows(conn: &Connection, row: i64, asides: &[Aside]) -> rusqlite:
         .prepare_cached("SELECT coalesce(max(seq) + 1, 0) FROM aside WHERE exchange_id = ?1")?
         .query_row(params![row], |r| r.get(0))?;
     let mut insert = conn.prepare_cached(
-        "INSERT INTO aside (exchange_id, seq, after, channel, offset_ms, direction, body) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO aside (exchange_id, seq, after, channel, offset_ms, direction, body, in_flight) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for (seq, aside) in (first..).zip(asides) {
         insert.execute(params![
@@ -758,6 +759,7 @@ fn insert_aside_rows(conn: &Connection, row: i64, asides: &[Aside]) -> rusqlite:
             aside.message.offset_ms as i64,
             aside.message.direction,
             as_sent_json(&aside.message.body),
+            aside.in_flight,
         ])?;
     }
     Ok(())
@@ -1137,7 +1139,7 @@ mod tests {
 
         let mut cassette = Cassette::open(&path).unwrap();
         let version: i64 = cassette.conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 8);
+        assert_eq!(version, MIGRATIONS.len() as i64);
         let mut new = sample("s", "t", "x");
         new.messages[0].body =
             serde_json::from_str(r#"{"result":{"z":1,"a":{"y":2,"b":3}},"jsonrpc":"2.0","id":"x"}"#).unwrap();

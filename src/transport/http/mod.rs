@@ -329,9 +329,12 @@ async fn respond(
         Step::Answer(mut answer) => {
             logged.outcome = answer.outcome;
             let session = &post.session;
+            let first = std::mem::take(&mut answer.asides.first);
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
             let in_session = opened.as_deref().or(session.as_deref());
+            // What the server said while the exchange was in flight goes out before its answer.
+            app.engine.say(in_session, first);
             // Replayed handshake-era streams in a session can be resumed.
             let resume = in_session.filter(|_| app.engine.upstream().is_none() && post.era == Era::Handshake);
             let resume = resume.map(|session| frame::Resume {

@@ -429,6 +429,9 @@ impl Door {
             stream.session = Some(session.clone());
         }
         let said = std::mem::take(&mut answer.asides.now);
+        // What the server said while the exchange was in flight comes first on the one stream.
+        let first = std::mem::take(&mut answer.asides.first);
+        answer.messages.splice(0..0, first);
         // Most answers are one message sent at once: no re-enactment to set up.
         let paced = !delay.is_zero()
             || self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
