@@ -154,6 +154,13 @@ pub const MAX_OTHER_CASES: usize = 1000;
 /// Enforced in [`crate::engine::by_rule`].
 pub const MAX_RANKED_LEAVES: usize = 512;
 
+/// Differences between a request and a recording that a log line, report
+/// or miss message tells one by one, at most (the first ones; then how
+/// many more).
+///
+/// Enforced in [`crate::normalize`] and [`crate::engine::replay`].
+pub const MAX_DIFFERENCES_TOLD: usize = 8;
+
 /// Recordings of a kind a miss compares with the request, at most (the
 /// first recorded): the nearest it names are the nearest of those, and
 /// the miss says how many of how many were compared.

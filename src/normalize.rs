@@ -20,6 +20,7 @@ use crate::cassette::model::{
 };
 use crate::config::Normalization;
 use crate::error::Error;
+use crate::limits::MAX_DIFFERENCES_TOLD;
 use crate::mcp;
 use crate::redact::Redactor;
 use crate::secrets::Shapes;
@@ -246,9 +247,15 @@ impl std::fmt::Display for Difference {
     }
 }
 
-/// `differences` told one after another, comma-separated.
+/// `differences` told one after another, comma-separated: the first
+/// [`MAX_DIFFERENCES_TOLD`], then how many more there are (a request with
+/// thousands of extra arguments must not make a line of thousands).
 pub fn describe(differences: &[Difference]) -> String {
-    let told: Vec<String> = differences.iter().map(Difference::to_string).collect();
+    let mut told: Vec<String> =
+        differences.iter().take(MAX_DIFFERENCES_TOLD).map(Difference::to_string).collect();
+    if differences.len() > MAX_DIFFERENCES_TOLD {
+        told.push(format!("and {} more", differences.len() - MAX_DIFFERENCES_TOLD));
+    }
     told.join(", ")
 }
 
@@ -417,6 +424,17 @@ pub(crate) mod tests {
         assert_eq!(pointers, ["/arguments/a", "/arguments/gone", "/arguments/list/1", "/arguments/new"]);
         assert!(differences(&recorded, &recorded).is_empty());
         assert_eq!(differences(&json!(null), &json!({}))[0].pointer, "");
+    }
+
+    #[test]
+    fn differences_are_told_up_to_a_bound_then_counted() {
+        let requested: serde_json::Map<String, Value> =
+            (0..10_000).map(|n| (format!("k{n}"), json!(n))).collect();
+        let found = differences(&json!({}), &Value::Object(requested));
+        let told = describe(&found);
+        assert_eq!(told.matches("(recorded absent").count(), MAX_DIFFERENCES_TOLD, "{told}");
+        assert!(told.ends_with(&format!("and {} more", 10_000 - MAX_DIFFERENCES_TOLD)), "{told}");
+        assert!(told.len() < 1024, "{} bytes", told.len());
     }
 
     fn raw() -> RawExchange {

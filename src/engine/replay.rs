@@ -27,7 +27,7 @@ use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject};
-use crate::limits::{MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
+use crate::limits::{MAX_DIFFERENCES_TOLD, MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::normalize::{self, Difference, Rules};
@@ -910,8 +910,16 @@ fn describe_miss(error: &ErrorObject) -> String {
     let nearest = error.data.as_ref().and_then(|d| d["nearest"].get(0));
     match nearest.and_then(|n| n["differences"].as_array()).filter(|d| d.len() > 1) {
         Some(differences) => {
-            let pointers: Vec<&str> = differences.iter().filter_map(|d| d["pointer"].as_str()).collect();
-            format!("{}; every difference: {}", error.message, pointers.join(", "))
+            let mut pointers: Vec<String> = differences
+                .iter()
+                .take(MAX_DIFFERENCES_TOLD)
+                .filter_map(|d| d["pointer"].as_str())
+                .map(|p| clip(p, MAX_SHOWN_BYTES).into_owned())
+                .collect();
+            if differences.len() > MAX_DIFFERENCES_TOLD {
+                pointers.push(format!("and {} more", differences.len() - MAX_DIFFERENCES_TOLD));
+            }
+            format!("{}; it differs at {}", error.message, pointers.join(", "))
         }
         None => error.message.clone(),
     }
