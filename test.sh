@@ -8,10 +8,17 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-cargo fmt --all --check
-cargo clippy --locked --workspace --all-targets -- -D warnings
-cargo test --locked
-cargo package --locked --allow-dirty --quiet
-fuzz/run-short.sh
-tests/interop/run.sh
-tests/packaging/run.sh
+# Runs one part and says on stderr how long it took (tests/README.md keeps the figures).
+part() {
+    local started=$SECONDS
+    "$@"
+    echo "test.sh: '$*' took $((SECONDS - started)) s" >&2
+}
+
+part cargo fmt --all --check
+part cargo clippy --locked --workspace --all-targets -- -D warnings
+part cargo test --locked
+part cargo package --locked --allow-dirty --quiet
+part fuzz/run-short.sh
+part tests/interop/run.sh
+part tests/packaging/run.sh
