@@ -74,6 +74,10 @@ def run(h, checks, tools):
 
     server_command = [python, os.path.join(HERE, "frameworks_server.py")]
     seen = {framework: {} for framework in FRAMEWORKS}
+
+    def as_recorded(framework, url, the_plan):
+        got = agent(framework, url, the_plan)
+        assert got == seen[framework]["record"], (got, seen[framework]["record"])
     with tempfile.TemporaryDirectory() as cassettes:
         server = h.Daemon(None, None, server_command)
         try:
@@ -98,11 +102,8 @@ def run(h, checks, tools):
         replay = h.Daemon(h.args_binary, [cassettes])
         try:
             for framework in FRAMEWORKS:
-                def replayed(framework=framework):
-                    got = agent(framework, replay.url("/mcp"), plan())
-                    assert got == seen[framework]["record"], (got, seen[framework]["record"])
                 checks.run(f"frameworks: {framework} on replay sees byte for byte what it saw through record",
-                           replayed)
+                           lambda framework=framework: as_recorded(framework, replay.url("/mcp"), plan()))
 
                 def varied_misses(framework=framework):
                     got = agent(framework, replay.url("/mcp"), varied_plan())["seen"]
@@ -124,11 +125,8 @@ def run(h, checks, tools):
         replay = h.Daemon(None, None, [h.args_binary, "replay", cassettes, "--rules", rules, "--port", "0"])
         try:
             for framework in FRAMEWORKS:
-                def varied_with_rules(framework=framework):
-                    got = agent(framework, replay.url("/mcp"), varied_plan())
-                    assert got == seen[framework]["record"], (got, seen[framework]["record"])
                 checks.run(f"frameworks: {framework} varied run with a rules file gets the recorded answers",
-                           varied_with_rules)
+                           lambda framework=framework: as_recorded(framework, replay.url("/mcp"), varied_plan()))
         finally:
             code, log = replay.stop(os.path.join(h.args_logs, "replay-frameworks-rules.log"))
         checks.run("frameworks: the rules answered every varied run (no misses)",
