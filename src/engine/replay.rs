@@ -754,6 +754,7 @@ impl Replay {
             })
             .collect();
         nearest.sort_by_key(|(count, _)| *count);
+        let fewest = nearest.first().map_or(0, |(count, _)| *count);
         let nearest: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
         // What a framework that shows only the message still shows: the
         // first difference from the nearest recording, with both values.
@@ -773,8 +774,9 @@ impl Replay {
         let differs = match first.split_first() {
             None if kinds == 0 => "nothing of this kind is recorded".to_owned(),
             None => differ,
-            Some((difference, rest)) => {
-                let more = if rest.is_empty() { String::new() } else { format!(" and {} more", rest.len()) };
+            Some((difference, _)) => {
+                // Counted before `data` was cut to what it echoes.
+                let more = if fewest > 1 { format!(" and {} more", fewest - 1) } else { String::new() };
                 format!("the nearest recording differs at {difference}{more}; {differ}")
             }
         };
@@ -1118,7 +1120,11 @@ mod tests {
         let tape = Tape::new(recorded, &rules);
         let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);
         let id = RequestId::from_value(&json!(1)).unwrap();
-        let params = Params::new(json!({"name": "t", "arguments": {"n": "new"}}));
+        // 40 arguments no recording has: more than a miss's data echoes (32).
+        let mut arguments: serde_json::Map<String, Value> =
+            (0..40).map(|k| (format!("k{k}"), json!(k))).collect();
+        arguments.insert("n".into(), json!("new"));
+        let params = Params::new(json!({"name": "t", "arguments": arguments}));
         let facts = Facts::default();
         let call = Call {
             server: "mcp_A",
@@ -1136,7 +1142,7 @@ mod tests {
             "{MAX_MISS_COMPARED} of the first {MAX_MISS_COMPARED} recorded requests of this kind differ (5 more not compared)"
         );
         assert!(text.contains(&told), "{text}");
-        assert!(text.contains(r#"/arguments/n (recorded 0, requested \"new\")"#), "{text}");
+        assert!(text.contains(r#"(recorded absent, requested 0) and 40 more;"#), "{text}");
     }
 
     /// Session-less cursors were once made for every server path a request
