@@ -761,3 +761,34 @@ async fn sigterm_ends_a_recorder_whose_server_never_reads() {
     assert!(log.contains("stopped; recorded 0 exchanges"), "{log}");
     assert_eq!(status.code(), Some(128 + 15), "the server's status: SIGTERM ended it\n{log}");
 }
+
+/// The recipe docs/cassettes.md gives for review: `git diff` of a changed
+/// cassette shows its exchanges as JSON lines through `mcp-tape export`.
+#[test]
+fn git_diff_shows_a_changed_cassettes_exchanges_through_export() {
+    let cassettes = Cassettes::new();
+    let repo = cassettes.path();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(repo)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.join(".gitattributes"), "*.sqlite diff=mcp-tape\n").unwrap();
+    git(&["config", "diff.mcp-tape.textconv", &format!("{BIN} export")]);
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello")]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "recorded"]);
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "2"}), "again")]);
+    let diff = git(&["diff", "--", "mail.sqlite"]);
+    assert!(!diff.contains("Binary files"), "{diff}");
+    let added: Vec<&str> = diff.lines().filter(|l| l.starts_with("+{")).collect();
+    assert_eq!(added.len(), 1, "the new exchange, one JSON line: {diff}");
+    assert!(added[0].contains(r#""text":"again""#) && added[0].contains(r#""id":"2""#), "{diff}");
+    assert!(!diff.lines().any(|l| l.starts_with("-{")), "the first exchange is unchanged: {diff}");
+}
