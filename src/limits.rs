@@ -158,7 +158,7 @@ pub const MAX_RANKED_LEAVES: usize = 512;
 /// or miss message tells one by one, at most (the first ones; then how
 /// many more).
 ///
-/// Enforced in [`crate::normalize`] and [`crate::engine::replay`].
+/// Enforced in [`crate::normalize`].
 pub const MAX_DIFFERENCES_TOLD: usize = 8;
 
 /// Recordings of a kind a miss compares with the request, at most (the

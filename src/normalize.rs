@@ -251,10 +251,15 @@ impl std::fmt::Display for Difference {
 /// [`MAX_DIFFERENCES_TOLD`], then how many more there are (a request with
 /// thousands of extra arguments must not make a line of thousands).
 pub fn describe(differences: &[Difference]) -> String {
-    let mut told: Vec<String> =
-        differences.iter().take(MAX_DIFFERENCES_TOLD).map(Difference::to_string).collect();
-    if differences.len() > MAX_DIFFERENCES_TOLD {
-        told.push(format!("and {} more", differences.len() - MAX_DIFFERENCES_TOLD));
+    told(differences.iter().map(Difference::to_string), differences.len())
+}
+
+/// The first [`MAX_DIFFERENCES_TOLD`] of `items`, comma-separated, then
+/// how many more of `total` there are.
+pub fn told(items: impl IntoIterator<Item = String>, total: usize) -> String {
+    let mut told: Vec<String> = items.into_iter().take(MAX_DIFFERENCES_TOLD).collect();
+    if total > told.len() {
+        told.push(format!("and {} more", total - told.len()));
     }
     told.join(", ")
 }

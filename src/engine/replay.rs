@@ -27,7 +27,7 @@ use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject};
-use crate::limits::{MAX_DIFFERENCES_TOLD, MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
+use crate::limits::{MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::normalize::{self, Difference, Rules};
@@ -709,12 +709,9 @@ impl Replay {
             None => return None,
         };
         let case = CaseKey::of(call.server, call.method, params);
-        let mut error = if candidates.len() > 1 {
-            // Comparing with many recordings takes time: no async worker waits on it.
-            off_the_workers(|| self.miss_error(call, &case.to_string(), params, &candidates))
-        } else {
-            self.miss_error(call, &case.to_string(), params, &candidates)
-        };
+        let work_out = || self.miss_error(call, &case.to_string(), params, &candidates);
+        // Comparing with many recordings takes time: no async worker waits on it.
+        let mut error = if candidates.len() > 1 { off_the_workers(work_out) } else { work_out() };
         if let (Some(refusal), Some(data)) = (refusal, error.data.as_mut()) {
             let label = self.by_rule.rules().label(refusal.rule);
             error.message.push_str(&format!("; rule {label} decided it: {}", refusal.why));
@@ -750,7 +747,9 @@ impl Replay {
             .map(|recorded| {
                 let differences = normalize::differences(&recorded, &requested);
                 let listed: Vec<Value> = differences.iter().map(Difference::to_json).collect();
-                (differences.len(), json!({"params": shown(&recorded), "differences": shown(&listed.into())}))
+                let count = differences.len();
+                let near = json!({"params": shown(&recorded), "differences": shown(&listed.into()), "differing": count});
+                (count, near)
             })
             .collect();
         nearest.sort_by_key(|(count, _)| *count);
@@ -910,18 +909,15 @@ fn is_unknown_to_mock(era: Era, method: &str) -> bool {
 /// One log line's worth of a miss: what, and the nearest difference.
 fn describe_miss(error: &ErrorObject) -> String {
     let nearest = error.data.as_ref().and_then(|d| d["nearest"].get(0));
-    match nearest.and_then(|n| n["differences"].as_array()).filter(|d| d.len() > 1) {
+    // How many differ, counted before `differences` was cut to what it echoes.
+    let differing = nearest.and_then(|n| n["differing"].as_u64()).unwrap_or(0) as usize;
+    match nearest.and_then(|n| n["differences"].as_array()).filter(|_| differing > 1) {
         Some(differences) => {
-            let mut pointers: Vec<String> = differences
+            let pointers = differences
                 .iter()
-                .take(MAX_DIFFERENCES_TOLD)
                 .filter_map(|d| d["pointer"].as_str())
-                .map(|p| clip(p, MAX_SHOWN_BYTES).into_owned())
-                .collect();
-            if differences.len() > MAX_DIFFERENCES_TOLD {
-                pointers.push(format!("and {} more", differences.len() - MAX_DIFFERENCES_TOLD));
-            }
-            format!("{}; it differs at {}", error.message, pointers.join(", "))
+                .map(|p| clip(p, MAX_SHOWN_BYTES).into_owned());
+            format!("{}; it differs at {}", error.message, normalize::told(pointers, differing))
         }
         None => error.message.clone(),
     }
@@ -1143,6 +1139,16 @@ mod tests {
         );
         assert!(text.contains(&told), "{text}");
         assert!(text.contains(r#"(recorded absent, requested 0) and 40 more;"#), "{text}");
+        // The log line lists the first differing pointers and counts all 41.
+        let error = replay.miss(&call, Some(params.value()), None).unwrap();
+        let logged = describe_miss(&error);
+        assert!(
+            logged.ends_with(
+                "it differs at /arguments/k0, /arguments/k1, /arguments/k10, /arguments/k11, \
+             /arguments/k12, /arguments/k13, /arguments/k14, /arguments/k15, and 33 more"
+            ),
+            "{logged}"
+        );
     }
 
     /// Session-less cursors were once made for every server path a request
