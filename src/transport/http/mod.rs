@@ -37,7 +37,7 @@ use crate::engine::{
     Call, Engine, Facts, Failure, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Message, ParamsCache, RequestId};
+use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
@@ -115,8 +115,9 @@ impl App {
 struct Logged {
     server: String,
     mcp_method: String,
-    /// The tool, prompt or resource the request names, once read.
-    subject: Option<String>,
+    /// The request's params, once read: the line names the tool, prompt or
+    /// resource in them.
+    params: Option<Params>,
     outcome: Outcome,
     /// The JSON-RPC request's id, once read.
     id: Option<RequestId>,
@@ -141,7 +142,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         logged: Logged {
             server: crate::agent365::server_name(request.uri().path()),
             mcp_method: String::new(),
-            subject: None,
+            params: None,
             outcome: Outcome::Rejected,
             id: None,
         },
@@ -185,7 +186,7 @@ impl Line {
             door: self.http_method.as_str(),
             server: &logged.server,
             method: &logged.mcp_method,
-            subject: logged.subject.as_deref(),
+            subject: mcp::subject_of(&logged.mcp_method, logged.params.as_ref().map(Params::value)),
             outcome: logged.outcome,
             status: Some(status),
             started: self.started,
@@ -288,7 +289,7 @@ async fn post(
                 primable = asked.is_some_and(mcp::takes_priming_events);
             }
             let step = app.engine.request(&call);
-            logged.subject = mcp::subject_of(&method, call.params()).map(str::to_owned);
+            logged.params = params;
             logged.mcp_method = method;
             logged.id = Some(id.clone());
             step?

@@ -33,7 +33,7 @@ use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Step};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Message, ParamsCache};
+use crate::jsonrpc::{Message, Params, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
 use child::Link;
@@ -297,7 +297,7 @@ impl Door {
             }
         };
         let session = stream.session.as_deref();
-        let (method, subject, step) = match message {
+        let (method, params, step) = match message {
             Message::Request { id, method, params } => {
                 let era = era_of(Some(&method), params.as_deref());
                 let call = Call {
@@ -310,8 +310,7 @@ impl Door {
                     facts: &self.facts,
                 };
                 let step = self.engine.request(&call);
-                let subject = mcp::subject_of(&method, call.params()).map(str::to_owned);
-                (method, subject, step)
+                (method, params, step)
             }
             Message::Notification { method, params } => {
                 let era = era_of(Some(&method), params.as_deref());
@@ -324,7 +323,8 @@ impl Door {
                 ("(response)".to_owned(), None, step)
             }
         };
-        let log = |outcome| self.log(&method, subject.as_deref(), outcome, started);
+        let subject = mcp::subject_of(&method, params.as_ref().map(Params::value));
+        let log = |outcome| self.log(&method, subject, outcome, started);
         match step {
             Ok(Step::Answer(answer)) => {
                 log(answer.outcome);
