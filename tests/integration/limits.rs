@@ -18,8 +18,14 @@ const MAIL: &str = "/agents/servers/mcp_MailTools";
 /// A replay of one recorded `GetMessage {"id": "m1"}` on mcp_MailTools,
 /// writing its usage report to `report`.
 async fn replay(cassettes: &Cassettes, report: &std::path::Path) -> Daemon {
+    replay_with(cassettes, report, &[]).await
+}
+
+/// [`replay`] with more flags.
+async fn replay_with(cassettes: &Cassettes, report: &std::path::Path, flags: &[&str]) -> Daemon {
     cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "one")]);
-    Daemon::start(&[cassettes.path().to_str().unwrap(), "--report", report.to_str().unwrap()]).await
+    let args = [cassettes.path().to_str().unwrap(), "--report", report.to_str().unwrap()];
+    Daemon::start(&[&args[..], flags].concat()).await
 }
 
 #[tokio::test]
@@ -71,10 +77,8 @@ async fn long_names_are_cut_in_log_lines() {
 async fn a_miss_echoes_a_bounded_part_of_the_request() {
     let cassettes = Cassettes::new();
     let report = cassettes.path().join("report.json");
-    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "m1"}), "one")]);
-    let args =
-        [cassettes.path().to_str().unwrap(), "--report", report.to_str().unwrap(), "--on-miss", "error"];
-    let daemon = Daemon::start(&args).await;
+    // The miss as its -32001 error, whose data echoes the request.
+    let daemon = replay_with(&cassettes, &report, &["--on-miss", "error"]).await;
     let huge = "v".repeat(1 << 20);
     let items: Vec<u32> = (0..10_000).collect();
     let arguments = json!({"id": huge, "items": items});
