@@ -118,8 +118,8 @@ async def agent_run(connect, model, recorded_result):
                 failure = None
         if failure:
             raise failure
-        if miss_text(result):
-            raise Missed(miss_text(result))
+        if (missed := miss_text(result)) is not None:
+            raise Missed(missed)
         expected = recorded_result(*RECORDED[intent])
         assert not result.is_error, (tool, arguments, texts(result))
         assert texts(result) == [block["text"] for block in expected["content"]], (intent, arguments, texts(result))

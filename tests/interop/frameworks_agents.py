@@ -17,7 +17,6 @@ import asyncio
 import json
 import sys
 
-STEPS = ["list_messages", "create_event", "send_invite"]
 ANSWER = "Invited Bob to the review."
 
 
