@@ -29,7 +29,8 @@
 //!   place (bytes, counts, waits).
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
-//!   file written whole or not at all.
+//!   file written whole or not at all, long work run off the async
+//!   workers.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
 //! - [`cassette::model`]: the domain types every layer speaks (the rest
 //!   of [`cassette`] sits further up).
