@@ -92,13 +92,16 @@ enum CliCommand {
     /// a request missed (unless --allow-misses) or, with --expired error, a
     /// recording older than --max-age answered; 2 for a usage error.
     ///
-    /// Modes (--mode; MCP_TAPE_MODE in the environment overrides it):
-    /// replay answers from the cassettes and never contacts an upstream;
-    /// missing answers what the cassette holds and records the rest from
-    /// --upstream into a copy of it, and all records everything into a
-    /// fresh cassette; either replaces the old one only if CMD passes; once records (as all) if the
-    /// cassette does not exist yet, else replays. The recording modes take
-    /// one PATH: the cassette file.
+    /// Modes (--mode, else MCP_TAPE_MODE in the environment, else replay):
+    /// replay (vcrpy's none) answers from the cassettes and never contacts
+    /// an upstream: a request they do not answer is a miss, but for
+    /// housekeeping (initialize, ping, list calls, notifications) on a
+    /// server they hold; missing (new_episodes) answers what the cassette
+    /// holds and records the rest from --upstream into a copy of it, and
+    /// all records everything into a fresh cassette; either replaces the
+    /// old one only if CMD passes; once replays the cassette if it exists,
+    /// else records it (as all; then it needs --upstream). The recording
+    /// modes take one PATH: the cassette file.
     Test(TestArgs),
     /// Remove the recordings a passing run never used, as its --report says.
     Prune(PruneArgs),
@@ -239,9 +242,11 @@ struct TestArgs {
     /// recording modes, the one cassette file.
     #[arg(value_name = "PATH", default_value = "cassettes")]
     paths: Vec<PathBuf>,
-    /// replay, missing, all or once (see above); MCP_TAPE_MODE overrides it.
-    #[arg(long, value_enum, default_value_t = TestModeArg::Replay)]
-    mode: TestModeArg,
+    /// replay, missing, all or once (see above; vcrpy's none and
+    /// new_episodes name replay and missing); default MCP_TAPE_MODE, else
+    /// replay.
+    #[arg(long, value_enum)]
+    mode: Option<TestModeArg>,
     /// Base URL of the upstream MCP server, for the recording modes.
     #[arg(long, value_name = "URL")]
     upstream: Option<String>,
@@ -262,7 +267,9 @@ struct TestArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum TestModeArg {
+    #[value(alias = "none")]
     Replay,
+    #[value(alias = "new_episodes")]
     Missing,
     All,
     Once,
@@ -794,22 +801,26 @@ impl Cli {
     }
 }
 
-/// The environment variable that overrides `test --mode`, so that a CI job
-/// can force a mode whatever the command line says.
+/// The environment variable `test --mode` defaults to, so that a CI job
+/// can set a mode without touching the command line, which wins.
 pub const MODE_VARIABLE: &str = "MCP_TAPE_MODE";
 
 fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
-    let mode = match std::env::var(MODE_VARIABLE) {
-        Ok(value) => TestModeArg::from_str(value.trim(), true).map_err(|_| {
-            Error::Usage(format!("{MODE_VARIABLE}={value:?}: expected replay, missing, all or once"))
+    let mode = match (args.mode, std::env::var(MODE_VARIABLE)) {
+        (Some(mode), _) => mode,
+        (None, Ok(value)) => TestModeArg::from_str(value.trim(), true).map_err(|_| {
+            Error::Usage(format!(
+                "{MODE_VARIABLE}={value:?}: expected replay, missing, all or once (or vcrpy's none, new_episodes)"
+            ))
         })?,
-        Err(_) => args.mode,
+        (None, Err(_)) => TestModeArg::Replay,
     };
     let mode_name = mode.to_possible_value().map(|name| name.get_name().to_owned()).unwrap_or_default();
     let mode = TestMode::from(mode);
     let upstream = match args.upstream {
         Some(url) => Some(args.upstream_args.validate(url)?),
-        None if mode == TestMode::Replay => None,
+        // `once` replays a cassette that exists; it needs the upstream only to record a missing one.
+        None if matches!(mode, TestMode::Replay | TestMode::Once) => None,
         None => {
             return Err(Error::Usage(format!("--mode {}: records, so it needs --upstream URL", mode_name)));
         }

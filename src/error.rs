@@ -100,6 +100,13 @@ pub enum UpstreamFailure {
     /// The answer broke off, stalled or grew past its bound while read whole.
     #[error("upstream {upstream}: {why}")]
     Answer { upstream: String, why: String },
+    /// The upstream answered with a redirect, which is not followed (nor
+    /// passed back: the client would leave the tape for the upstream).
+    #[error(
+        "upstream {upstream} redirected {from} to {to}: mcp-tape does not follow redirects; give \
+         --upstream {instead} and point the client at the same path on the tape"
+    )]
+    Redirected { upstream: String, from: String, to: String, instead: String },
     /// The request's path does not make an upstream URL.
     #[error("cannot build the upstream URL: {0}")]
     Address(String),

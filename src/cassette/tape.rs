@@ -449,6 +449,23 @@ impl Tape {
         self.servers.iter().map(String::as_str)
     }
 
+    /// Whether anything is recorded (or templated) for `server`.
+    pub fn holds(&self, server: &str) -> bool {
+        self.servers.contains(server)
+    }
+
+    /// The names of `kind` that `server` listed or was called with, sorted.
+    pub fn names(&self, server: &str, kind: Named) -> Vec<&str> {
+        let mut names: Vec<&str> = self
+            .names
+            .iter()
+            .filter(|(held, named, _)| held == server && *named == kind)
+            .map(|(_, _, name)| name.as_str())
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     /// The recorded exchanges of `method` on `server`, in recorded order.
     pub fn recorded(&self, server: &str, method: &str) -> &[Arc<Recorded>] {
         self.by_method.get(&(server.to_owned(), method.to_owned())).map_or(&[], Vec::as_slice)

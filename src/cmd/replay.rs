@@ -41,6 +41,13 @@ fn load_replay(config: &ReplayConfig) -> Result<(Replay, FaultRules), Error> {
     let rules = load_rules(&config.rules)?;
     let (replay, carried) =
         load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)?;
+    if replay.tape().servers().next().is_none() {
+        let paths: Vec<String> = config.paths.iter().map(|path| path.display().to_string()).collect();
+        tracing::warn!(
+            "replay: no recordings under {}: every request gets the mock's answer",
+            util::printable(&paths.join(", "))
+        );
+    }
     let mut faults = rules.faults;
     faults.extend(carried);
     Ok((replay.with_match_rules(rules.matches), faults))

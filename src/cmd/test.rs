@@ -1,6 +1,6 @@
 //! `mcp-tape test`: a tape on loopback for as long as a command runs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::record::{http_recording, summarize_recording};
@@ -8,6 +8,7 @@ use super::replay::load_cassettes;
 use super::{Rules, announce, bind, load_rules, local_address, report_of, sibling, write_reports};
 use crate::cassette::store::Cassette;
 use crate::config::{RecordMode, TestConfig, TestMode};
+use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::transport::http::{App, server};
@@ -29,7 +30,8 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let fresh = match config.mode {
         TestMode::Replay | TestMode::Missing => false,
         TestMode::All => true,
-        TestMode::Once => !cassette.exists(),
+        // With no upstream, a missing cassette is replayed as absent: every request misses.
+        TestMode::Once => !cassette.exists() && config.upstream.is_some(),
     };
     let recording = config.mode == TestMode::Missing || fresh;
     // A recording goes to a file of its own until the command passes: a
@@ -40,16 +42,23 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let mut faults = rules.faults;
     let (app, writer, what) = match (&config.upstream, target.as_deref()) {
         (_, None) => {
-            let (replay, carried) = load_cassettes(
-                &config.paths,
-                &config.normalization,
-                config.on_miss,
-                config.pace,
-                config.max_age,
-            )?;
+            // A cassette that is not there is no error: the tape starts,
+            // and each request the command makes misses, naming it.
+            let (present, absent): (Vec<PathBuf>, Vec<PathBuf>) =
+                config.paths.iter().cloned().partition(|path| path.exists());
+            let (replay, carried) =
+                load_cassettes(&present, &config.normalization, config.on_miss, config.pace, config.max_age)?;
+            if replay.tape().servers().next().is_none() {
+                let paths: Vec<String> = config.paths.iter().map(|path| path.display().to_string()).collect();
+                tracing::warn!(
+                    "test: no recordings under {}: every request the command makes is a miss",
+                    util::printable(&paths.join(", "))
+                );
+            }
             faults.extend(carried);
-            let engine =
-                Engine::from(Mode::Replay(replay.with_match_rules(rules.matches))).with_faults(faults);
+            let absent = absent.first().map(|path| util::printable(&path.display().to_string()).into_owned());
+            let replay = replay.with_match_rules(rules.matches).with_unrecorded(Unrecorded::Miss { absent });
+            let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
             let app = Arc::new(App::new(engine, config.front_door.clone()));
             (app, None, "replaying".to_owned())
         }

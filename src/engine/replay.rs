@@ -52,6 +52,23 @@ pub struct ServiceReply {
     pub body: String,
 }
 
+/// What a request gets when no recording, match rule or answer template
+/// answers it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Unrecorded {
+    /// The spec-compliant mock (`replay`): a miss only where the
+    /// recordings show the server knew the tool, prompt or resource, or for
+    /// a method the mock does not know.
+    #[default]
+    Mock,
+    /// A miss (`test`, where a green run must have tested something):
+    /// every request to a server no cassette holds, and every request to
+    /// one it holds but housekeeping ([`mcp::is_housekeeping`]), which the
+    /// mock answers without counting. `absent`: the cassette that was not
+    /// there, which every miss then names.
+    Miss { absent: Option<String> },
+}
+
 /// The newest recorded answer of each Agent 365 service endpoint; both
 /// gateway shapes share one slot, since either answers the other.
 #[derive(Debug, Default)]
@@ -95,6 +112,7 @@ pub struct Replay {
     ledger: Ledger,
     /// Recordings older than this are reported when used (`--max-age`).
     max_age: Option<Duration>,
+    unrecorded: Unrecorded,
 }
 
 impl Replay {
@@ -115,6 +133,7 @@ impl Replay {
             keys: Memory::default(),
             ledger,
             max_age: None,
+            unrecorded: Unrecorded::Mock,
         }
     }
 
@@ -122,6 +141,12 @@ impl Replay {
     /// they answer.
     pub fn with_max_age(self, max_age: Option<Duration>) -> Replay {
         Replay { max_age, ..self }
+    }
+
+    /// The same engine answering what nothing recorded answers as
+    /// `unrecorded` says.
+    pub fn with_unrecorded(self, unrecorded: Unrecorded) -> Replay {
+        Replay { unrecorded, ..self }
     }
 
     /// The same engine deciding by `rules` the requests no recording
@@ -364,6 +389,19 @@ impl Replay {
             Era::Stateless => self.check_stateless(call)?,
         }
         let identity = self.identity(call.server);
+        if let Unrecorded::Miss { absent } = &self.unrecorded
+            && !self.tape.holds(call.server)
+        {
+            let why = match absent {
+                Some(path) => {
+                    format!("no cassette at {path}: record it first (--mode once with --upstream URL)")
+                }
+                None => {
+                    format!("the cassettes hold nothing for server {}", clip(call.server, MAX_SHOWN_BYTES))
+                }
+            };
+            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity));
+        }
         match (call.era, call.method) {
             (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
             (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
@@ -390,18 +428,66 @@ impl Replay {
             return Ok(answer);
         }
         if let Some(error) = self.miss(call, params, refusal.as_ref()) {
-            tracing::warn!("{}", printable(&describe_miss(&error)));
-            return Ok(match self.on_miss {
-                OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &error, identity),
-                OnMiss::Error | OnMiss::ToolResult => None,
-                OnMiss::Mock => Some(
-                    miss_as_result(call, &error, identity)
-                        .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)),
-                ),
-            }
-            .unwrap_or_else(|| Answer::error(call, Outcome::Miss, &error)));
+            return Ok(self.miss_answer(call, error, identity));
+        }
+        if self.unrecorded != Unrecorded::Mock && !mcp::is_housekeeping(call.method) {
+            let why = self.unrecorded_subject(call, params);
+            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity));
         }
         Ok(mock_answer(call, Outcome::Mock, identity))
+    }
+
+    /// The answer to a request that missed, as `--on-miss` says; logged.
+    fn miss_answer(&self, call: &Call, error: ErrorObject, identity: &Value) -> Answer {
+        tracing::warn!("{}", printable(&describe_miss(&error)));
+        match self.on_miss {
+            OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &error, identity),
+            OnMiss::Error | OnMiss::ToolResult => None,
+            OnMiss::Mock => Some(
+                miss_as_result(call, &error, identity)
+                    .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)),
+            ),
+        }
+        .unwrap_or_else(|| Answer::error(call, Outcome::Miss, &error))
+    }
+
+    /// Why nothing recorded answers `call` on a server the cassettes hold:
+    /// the name no recording holds, with those that are recorded.
+    fn unrecorded_subject(&self, call: &Call, params: Option<&Value>) -> String {
+        let kind = match call.method {
+            "tools/call" => (Named::Tool, "tool"),
+            "prompts/get" => (Named::Prompt, "prompt"),
+            "resources/read" => (Named::Resource, "resource"),
+            _ => return format!("nothing of method {} is recorded", clip(call.method, MAX_SHOWN_BYTES)),
+        };
+        let (named, word) = kind;
+        let name = mcp::subject_of(call.method, params).unwrap_or_default();
+        let held = self.tape.names(call.server, named);
+        let recorded = match held.len() {
+            0 => "none".to_owned(),
+            count => {
+                normalize::told(held.iter().map(|name| format!("{:?}", clip(name, MAX_SHOWN_BYTES))), count)
+            }
+        };
+        format!("no {word} {:?} is recorded (recorded {word}s: {recorded})", clip(name, MAX_SHOWN_BYTES))
+    }
+
+    /// The miss error for a request nothing recorded comes near: `why`,
+    /// and no nearest recording. Counted in the ledger.
+    fn unrecorded_miss(&self, call: &Call, why: &str) -> ErrorObject {
+        let params = self.redacted(call.params());
+        let case = CaseKey::of(call.server, call.method, params.as_deref());
+        let params = self.rules.canonical_params(params.as_deref());
+        let error =
+            ErrorObject::new(mcp::REPLAY_MISS, format!("mcp-tape: no recorded answer for {case}: {why}"))
+                .with_data(json!({
+                    "server": clip(call.server, MAX_SHOWN_BYTES),
+                    "method": clip(call.method, MAX_SHOWN_BYTES),
+                    "params": normalize::clipped(&params, MAX_SHOWN_BYTES),
+                    "nearest": [],
+                }));
+        self.ledger.missed(&case, &error);
+        error
     }
 
     /// The recorded answer to `call`, exact or by a match rule, if the tape

@@ -99,6 +99,28 @@ pub fn is_removed(era: Era, method: &str) -> bool {
     }
 }
 
+/// Whether `method` is housekeeping: connecting, staying connected and
+/// listing, which a client does whatever its test is about. `test` lets
+/// the mock answer these on a recorded server without counting a miss;
+/// every other request (a call, a read, a prompt, a completion) must be
+/// recorded.
+pub fn is_housekeeping(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "subscriptions/listen"
+            | "logging/setLevel"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+    ) || method.starts_with("notifications/")
+}
+
 /// Whether a stateless-era result of `method` must carry `ttlMs`/`cacheScope`.
 pub fn is_cacheable(method: &str) -> bool {
     matches!(

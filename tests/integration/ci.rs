@@ -218,16 +218,102 @@ async fn usage_errors_exit_2() {
 }
 
 #[tokio::test]
-async fn mcp_tape_mode_overrides_the_command_line() {
+async fn the_command_lines_mode_wins_over_mcp_tape_mode_and_vcrpys_names_are_taken() {
     let (_cassettes, path) = mail_cassette();
     let before = exchanges(&path);
-    // --mode all would record from an upstream that is not there and replace the cassette.
-    let args = [path.to_str().unwrap(), "--mode", "all", "--upstream", NOWHERE];
     let calls = json!([[MAIL, "GetMessage", {"id": "m1"}]]);
-    let run = tape_test(&args, &[("MCP_TAPE_MODE", "replay")], calls, "0").await;
+    // MCP_TAPE_MODE=all would record from an upstream that is not there and replace the cassette.
+    let file = path.to_str().unwrap();
+    let args = [file, "--mode", "replay", "--upstream", NOWHERE];
+    let run = tape_test(&args, &[("MCP_TAPE_MODE", "all")], calls.clone(), "0").await;
     assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
     assert_eq!(text_of(&run.answers()[0]), "Hello from m1");
     assert_eq!(exchanges(&path), before);
+    // With no --mode, the environment's (vcrpy's name for replay).
+    let none =
+        tape_test(&[file, "--upstream", NOWHERE], &[("MCP_TAPE_MODE", "none")], calls.clone(), "0").await;
+    assert_eq!(none.status.code(), Some(0), "{}", none.stderr);
+    assert_eq!(text_of(&none.answers()[0]), "Hello from m1");
+    let recording = tape_test(&[file, "--upstream", NOWHERE], &[("MCP_TAPE_MODE", "all")], calls, "1").await;
+    assert!(recording.stderr.contains("recording from http://127.0.0.1:9"), "{}", recording.stderr);
+    assert_eq!(exchanges(&path), before);
+    let new_episodes = tape_test(&[file, "--mode", "new_episodes"], &[], json!([]), "0").await;
+    assert!(
+        new_episodes.stderr.contains("--mode missing: records, so it needs --upstream URL"),
+        "{}",
+        new_episodes.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_missing_cassette_fails_every_request_and_names_the_cassette() {
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("agent").join("never_recorded.sqlite");
+    let file = path.to_str().unwrap();
+    // Listing tools only: the mock would answer an empty list, and a test would pass against nothing.
+    let listing = tape_test(&[file], &[], json!([[MAIL, "tools/list", {}]]), "0").await;
+    assert_eq!(listing.status.code(), Some(1), "{}", listing.stderr);
+    let error = &listing.answers()[0]["error"];
+    assert_eq!(error["code"], -32001, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains(&format!("no cassette at {file}: record it first")), "{message}");
+    assert!(listing.stderr.contains("no recordings under"), "{}", listing.stderr);
+    assert!(listing.stderr.contains("miss ×1: mcp_MailTools tools/list"), "{}", listing.stderr);
+    // A tool call is a failed tool result the agent sees, and a miss.
+    let calling = tape_test(&[file], &[], json!([[MAIL, "GetMessage", {"id": "m1"}]]), "0").await;
+    assert_eq!(calling.status.code(), Some(1), "{}", calling.stderr);
+    assert_eq!(calling.answers()[0]["result"]["isError"], true, "{}", calling.stdout);
+    assert!(text_of(&calling.answers()[0]).contains("no cassette at"), "{}", calling.stdout);
+    // A command that asks nothing has nothing to miss.
+    let quiet = tape_test(&[file], &[], json!([]), "0").await;
+    assert_eq!(quiet.status.code(), Some(0), "{}", quiet.stderr);
+    assert!(!path.exists(), "replay writes no cassette");
+}
+
+#[tokio::test]
+async fn what_no_recording_holds_is_a_miss_but_housekeeping_on_a_recorded_server_is_not() {
+    let (_cassettes, path) = mail_cassette();
+    let file = path.to_str().unwrap();
+    let housekeeping =
+        json!([[MAIL, "ping", {}], [MAIL, "tools/list", {}], [MAIL, "GetMessage", {"id": "m1"}]]);
+    let run = tape_test(&[file], &[], housekeeping, "0").await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("3 requests: 1 answered from recordings, 2 by the mock, 0 missed"),
+        "{}",
+        run.stderr
+    );
+
+    let unheld = json!([[MAIL, "SendMail", {"to": "a"}], ["/agents/servers/mcp_Other", "tools/list", {}]]);
+    let run = tape_test(&[file, "--on-miss", "error"], &[], unheld, "0").await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    let tool = run.answers()[0]["error"]["message"].as_str().unwrap().to_owned();
+    assert!(tool.contains(r#"no tool "SendMail" is recorded (recorded tools: "GetMessage")"#), "{tool}");
+    let server = run.answers()[1]["error"]["message"].as_str().unwrap().to_owned();
+    assert!(server.contains("the cassettes hold nothing for server mcp_Other"), "{server}");
+    assert!(run.stderr.contains("2 missed"), "{}", run.stderr);
+
+    // `replay` keeps the mock for both.
+    let replayer = Replayer::start(&[&path]).await;
+    let unknown =
+        call(&replayer.url(MAIL), &[], "tools/call", json!({"name": "SendMail", "arguments": {}})).await;
+    assert!(unknown.text.contains("Unknown tool: SendMail"), "{}", unknown.text);
+    let other = call(&replayer.url("/agents/servers/mcp_Other"), &[], "tools/list", json!({})).await;
+    assert!(other.text.contains(r#""tools":[]"#), "{}", other.text);
+    replayer.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_directory_stands_for_the_cassettes_in_its_subdirectories() {
+    let cassettes = Cassettes::new();
+    let nested = cassettes.path().join("test_agent");
+    std::fs::create_dir_all(&nested).unwrap();
+    let (_mail, path) = mail_cassette();
+    std::fs::copy(&path, nested.join("test_reads_mail.sqlite")).unwrap();
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}]]);
+    let run = tape_test(&[cassettes.path().to_str().unwrap()], &[], calls, "0").await;
+    assert_eq!(run.status.code(), Some(0), "{}", run.stderr);
+    assert_eq!(text_of(&run.answers()[0]), "Hello from m1");
 }
 
 #[tokio::test]
@@ -282,13 +368,26 @@ async fn mode_once_records_a_missing_cassette_then_replays_it() {
     .await;
     assert_eq!(first.status.code(), Some(0), "{}", first.stderr);
     assert_eq!(exchanges(&path).len(), 1);
-    // Now the cassette exists: replayed, the upstream (now nowhere) never asked.
-    let second =
-        tape_test(&[path.to_str().unwrap(), "--mode", "once", "--upstream", NOWHERE], &token, calls, "0")
-            .await;
+    // Now the cassette exists: replayed, the upstream (now nowhere) never asked, or not given.
+    let second = tape_test(
+        &[path.to_str().unwrap(), "--mode", "once", "--upstream", NOWHERE],
+        &token,
+        calls.clone(),
+        "0",
+    )
+    .await;
     assert_eq!(second.status.code(), Some(0), "{}", second.stderr);
     assert_eq!(second.answers()[0]["result"], first.answers()[0]["result"]);
+    let third = tape_test(&[path.to_str().unwrap(), "--mode", "once"], &token, calls.clone(), "0").await;
+    assert_eq!(third.status.code(), Some(0), "{}", third.stderr);
+    assert_eq!(third.answers()[0]["result"], first.answers()[0]["result"]);
     assert_eq!(fixture.state.calls("tools/call"), 1);
+    // A missing cassette and no upstream: nothing to record from, so each request misses, naming it.
+    let absent = cassettes.path().join("absent.sqlite");
+    let fourth = tape_test(&[absent.to_str().unwrap(), "--mode", "once"], &token, calls, "0").await;
+    assert_eq!(fourth.status.code(), Some(1), "{}", fourth.stderr);
+    assert!(text_of(&fourth.answers()[0]).contains("no cassette at"), "{}", fourth.stdout);
+    assert!(!absent.exists());
     // Recorded and replayed, the cassette is one file: no WAL files left beside it in a checkout.
     let left: Vec<_> = std::fs::read_dir(cassettes.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["once.sqlite"]);
@@ -503,4 +602,29 @@ async fn faults_under_test_fail_the_calls_they_name_and_pass_the_run() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert_eq!(report["passed"], json!(true));
     assert_eq!(report["cases"][0]["faults"], json!([{"fault": "--fault 1 (http 503)", "injected": 1}]));
+}
+
+#[tokio::test]
+async fn the_upstream_is_the_url_the_user_has_for_the_server() {
+    let fixture = upstream::start().await;
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("mcp.sqlite");
+    let url = format!("{}/mcp", fixture.url());
+    let args = [path.to_str().unwrap(), "--mode", "all", "--upstream", &url];
+    let token = [("AGENT_TOKEN", upstream::TOKEN)];
+    let calls =
+        json!([["/mcp", "lookup", {"n": 1}], ["/", "lookup", {"n": 2}], ["/mcp/", "lookup", {"n": 3}]]);
+    let run = tape_test(&args, &token, calls, "1").await;
+    let paths: Vec<String> =
+        fixture.state.seen.lock().unwrap().iter().map(|seen| seen.path.clone()).collect();
+    assert_eq!(paths, ["/mcp", "/mcp", "/mcp/"], "never /mcp/mcp");
+    for (answer, n) in run.answers().as_array().unwrap().iter().zip([1, 2]) {
+        assert_eq!(answer["result"]["echo"]["arguments"]["n"], n, "{}", run.stdout);
+    }
+    // The upstream's redirect is not passed back: the client would leave the tape.
+    let redirected = &run.answers()[2];
+    assert_eq!(redirected["httpStatus"], 502, "{redirected}");
+    let body = redirected["body"].as_str().unwrap();
+    assert!(body.contains("redirected /mcp/ to /mcp"), "{body}");
+    assert!(body.contains(&format!("give --upstream {url}")), "{body}");
 }

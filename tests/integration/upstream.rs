@@ -229,6 +229,12 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
     if let Some(answer) = agent365_service(&parts, &body, &auth) {
         return Ok(answer);
     }
+    // As Starlette answers a mounted app's path with a trailing slash.
+    if parts.uri.path() == "/mcp/" {
+        let mut moved = full(307, None, "");
+        moved.headers_mut().insert("location", "/mcp".parse().unwrap());
+        return Ok(moved);
+    }
     let resumes = parts.headers.get("last-event-id").and_then(|v| v.to_str().ok());
     if parts.method == hyper::Method::GET && resumes.is_none() && parts.headers.contains_key("mcp-session-id")
     {

@@ -13,27 +13,20 @@ use crate::cassette::model::{
 };
 use crate::error::{CassetteError, Error};
 
-/// The cassette files that `paths` name: a directory stands for its
-/// `*.sqlite` files (sorted by name), a file for itself.
+/// The cassette files that `paths` name: a directory stands for the
+/// `*.sqlite` files in it and in its subdirectories (sorted by path;
+/// hidden directories and links to directories are not entered), a file
+/// for itself.
 ///
 /// # Errors
 ///
 /// A path that does not exist or a directory that cannot be read.
 pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| Error::Read { path, source }
-    };
     let mut files = Vec::new();
     for path in paths {
-        if std::fs::metadata(path).map_err(io(path))?.is_dir() {
+        if std::fs::metadata(path).map_err(read_error(path))?.is_dir() {
             let mut found = Vec::new();
-            for entry in std::fs::read_dir(path).map_err(io(path))? {
-                let entry_path = entry.map_err(io(path))?.path();
-                if entry_path.extension().is_some_and(|ext| ext == "sqlite") {
-                    found.push(entry_path);
-                }
-            }
+            cassettes_under(path, &mut found)?;
             found.sort();
             files.extend(found);
         } else {
@@ -41,6 +34,27 @@ pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
         }
     }
     Ok(files)
+}
+
+/// Adds the `*.sqlite` files under `directory` to `found`.
+fn cassettes_under(directory: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
+    for entry in std::fs::read_dir(directory).map_err(read_error(directory))? {
+        let entry = entry.map_err(read_error(directory))?;
+        let path = entry.path();
+        // Not followed when a link: a link to a parent would never end.
+        let is_directory = entry.file_type().map_err(read_error(&path))?.is_dir();
+        if is_directory && !entry.file_name().to_string_lossy().starts_with('.') {
+            cassettes_under(&path, found)?;
+        } else if !is_directory && path.extension().is_some_and(|ext| ext == "sqlite") {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn read_error(path: &Path) -> impl Fn(std::io::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::Read { path: path.clone(), source }
 }
 
 /// What a set of cassettes holds. `J` is how exchanges hold their JSON.

@@ -261,10 +261,15 @@ impl Proxy {
         // it plain (every client takes identity; the client's own wish for
         // gzip is about transfer size on loopback, not meaning).
         request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        self.upstream.send(request).await.map_err(|why| {
+        let response = self.upstream.send(request).await.map_err(|why| {
             tracing::warn!("{why}");
-            Fault::Upstream(why).into()
-        })
+            RequestError::from(Fault::Upstream(why))
+        })?;
+        if let Some(redirect) = self.upstream.redirect(path, &response) {
+            tracing::warn!("{redirect}");
+            return Err(Fault::Upstream(redirect).into());
+        }
+        Ok(response)
     }
 }
 

@@ -26,6 +26,7 @@ use rustls::pki_types::pem::PemObject;
 
 use crate::config::Timeouts;
 use crate::error::{Error, UpstreamFailure};
+use crate::util;
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus
 /// the ones the proxy sets itself (`host`, `content-length`).
@@ -140,20 +141,61 @@ impl UpstreamClient {
     }
 
     /// The upstream URI for a request to `path_and_query` on the proxy:
-    /// the upstream's scheme and authority, its path with `path_and_query`
-    /// after it. Built from its parts, so nothing in the request can change
-    /// where it goes.
+    /// the upstream's scheme and authority, then the request's path as it
+    /// is when it already starts with the upstream URL's path (a client at
+    /// the tape's `/mcp` with `--upstream http://host/mcp` reaches
+    /// `/mcp`), the upstream URL's path alone for the tape's root, else the
+    /// upstream URL's path with the request's after it (a base URL).
+    /// Built from its parts, so nothing in the request can change where it
+    /// goes.
     pub fn uri_for(&self, path_and_query: &str) -> Result<Uri, UpstreamFailure> {
         let bad = |why: String| UpstreamFailure::Address(why);
         if !path_and_query.starts_with('/') {
             return Err(bad(format!("{path_and_query:?} is not a path")));
         }
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path_and_query, None),
+        };
+        let prefix = self.prefix.as_str();
+        let within = path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        let path = match path {
+            _ if prefix.is_empty() || within => path.to_owned(),
+            "/" => prefix.to_owned(),
+            _ => format!("{prefix}{path}"),
+        };
+        let path_and_query = match query {
+            Some(query) => format!("{path}?{query}"),
+            None => path,
+        };
         Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
-            .path_and_query(format!("{}{path_and_query}", self.prefix))
+            .path_and_query(path_and_query)
             .build()
             .map_err(|e| bad(format!("{e}")))
+    }
+
+    /// The failure an answer to `path` is when it is a redirect: where it
+    /// pointed, and the `--upstream` URL that reaches that place directly.
+    pub fn redirect<B>(&self, path: &str, response: &Response<B>) -> Option<UpstreamFailure> {
+        if !response.status().is_redirection() {
+            return None;
+        }
+        let to = response.headers().get(header::LOCATION)?.to_str().unwrap_or("(not text)");
+        let target = to.parse::<Uri>().ok();
+        let (scheme, authority) =
+            match target.as_ref().and_then(|uri| Some((uri.scheme()?, uri.authority()?))) {
+                Some((scheme, authority)) => (scheme.as_str().to_owned(), authority.as_str().to_owned()),
+                None => (self.scheme.as_str().to_owned(), self.authority.as_str().to_owned()),
+            };
+        let target_path = target.as_ref().map_or("/", Uri::path).trim_end_matches('/');
+        Some(UpstreamFailure::Redirected {
+            upstream: self.base.clone(),
+            from: util::printable(path).into_owned(),
+            to: util::printable(to).into_owned(),
+            instead: util::printable(&format!("{scheme}://{authority}{target_path}")).into_owned(),
+        })
     }
 
     /// Sends `request` and waits for the answer's head. A request that met
@@ -393,6 +435,15 @@ mod tests {
             "https://agent365.svc.cloud.microsoft/agents/servers/mcp_MailTools?x=1"
         );
         assert!(UpstreamClient::new("ftp://host", None, timeouts()).is_err());
+        let mcp = UpstreamClient::new("http://127.0.0.1:8765/mcp", None, timeouts()).unwrap();
+        let at = |path: &str| mcp.uri_for(path).unwrap().to_string();
+        assert_eq!(at("/mcp"), "http://127.0.0.1:8765/mcp", "the same path reaches it");
+        assert_eq!(at("/mcp?x=1"), "http://127.0.0.1:8765/mcp?x=1");
+        assert_eq!(at("/mcp/sub"), "http://127.0.0.1:8765/mcp/sub");
+        assert_eq!(at("/"), "http://127.0.0.1:8765/mcp", "the tape's root is the server's URL");
+        assert_eq!(at("/?x=1"), "http://127.0.0.1:8765/mcp?x=1");
+        assert_eq!(at("/mcpx"), "http://127.0.0.1:8765/mcp/mcpx", "a base URL otherwise");
+        assert_eq!(at("/agents/servers/A"), "http://127.0.0.1:8765/mcp/agents/servers/A");
         let dir = tempfile::tempdir().unwrap();
         let empty = dir.path().join("ca.pem");
         std::fs::write(&empty, "not a certificate").unwrap();

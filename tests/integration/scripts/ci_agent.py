@@ -5,7 +5,8 @@ is given, prints what came back, and ends the way it is told.
     ci_agent.py ENV_FILE CALLS END
 
 ENV_FILE: where to write the MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT it saw
-("-": nowhere). CALLS: a JSON list of [path, tool, arguments]. END: an exit
+("-": nowhere). CALLS: a JSON list of [path, tool, arguments]; a "tool" with a
+slash, or "ping", is a method, sent with the arguments as its params. END: an exit
 code; "signal" (it kills itself with SIGTERM); or "wait" (it prints "ready"
 and waits for SIGTERM, then exits 7). With AGENT_TOKEN set, calls carry it
 as a bearer token. Only the Python standard library is used.
@@ -22,6 +23,8 @@ import urllib.request
 def call(base, path, tool, arguments, number):
     body = {"jsonrpc": "2.0", "id": number, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}}
+    if "/" in tool or tool == "ping":
+        body = {"jsonrpc": "2.0", "id": number, "method": tool, "params": arguments}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if os.environ.get("AGENT_TOKEN"):
         headers["Authorization"] = "Bearer " + os.environ["AGENT_TOKEN"]
