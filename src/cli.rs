@@ -195,6 +195,11 @@ struct ReportArgs {
     /// timeline.
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// What the run was (a test's id and its cassette, as the pytest plugin
+    /// and vitest helper give it), shown at the top of the HTML report and
+    /// as `title` in the JSON one.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -881,7 +886,7 @@ impl UpstreamArgs {
 
 impl ReportArgs {
     fn validate(self) -> Reports {
-        Reports { junit: self.junit, usage: self.usage, html: self.html }
+        Reports { junit: self.junit, usage: self.usage, html: self.html, title: self.title }
     }
 }
 

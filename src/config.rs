@@ -110,6 +110,8 @@ pub struct Reports {
     pub usage: Option<PathBuf>,
     /// The HTML report a person reads (`--html`).
     pub html: Option<PathBuf>,
+    /// What the run was, for the HTML and JSON reports (`--title`).
+    pub title: Option<String>,
 }
 
 #[derive(Clone, Debug)]

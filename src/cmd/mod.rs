@@ -142,10 +142,10 @@ pub(super) fn write_reports(report: &Report, reports: &Reports, passed: bool) ->
         report::write(path, &report.junit())?;
     }
     if let Some(path) = &reports.usage {
-        report::write(path, &format!("{:#}\n", report.json(passed)))?;
+        report::write(path, &format!("{:#}\n", report.json(passed, reports.title.as_deref())))?;
     }
     if let Some(path) = &reports.html {
-        report::write(path, &report.html(passed))?;
+        report::write(path, &report.html(passed, reports.title.as_deref()))?;
     }
     Ok(())
 }

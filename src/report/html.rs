@@ -46,17 +46,25 @@ const ANSWERS: [AnsweredBy; 7] = [
 ];
 
 impl Report {
-    /// The report as one HTML page; `passed`: the run's verdict.
-    pub fn html(&self, passed: bool) -> String {
+    /// The report as one HTML page; `passed`: the run's verdict; `title`:
+    /// what the run was (a test's id and cassette), if said.
+    pub fn html(&self, passed: bool, title: Option<&str>) -> String {
         let mut page = String::with_capacity(16 * 1024);
         let verdict = if passed { "passed" } else { "failed" };
+        let named = title.map(|title| format!(" of {}", escape(title))).unwrap_or_default();
         let _ = write!(
             page,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width\">\
-             <title>mcp-tape run report: {verdict}</title><style>{STYLE}</style></head><body>\n\
-             <h1>mcp-tape run report <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></h1>\n\
-             <p id=\"summary\">{}</p>\n",
+             <title>mcp-tape run report{named}: {verdict}</title><style>{STYLE}</style></head><body>\n\
+             <h1>mcp-tape run report <span class=\"verdict {verdict}\" id=\"verdict\">{verdict}</span></h1>\n"
+        );
+        if let Some(title) = title {
+            let _ = writeln!(page, "<p id=\"title\">{}</p>", escape(title));
+        }
+        let _ = writeln!(
+            page,
+            "<p id=\"summary\">{}</p>",
             escape(self.summary().lines().next().unwrap_or_default())
         );
         self.cases_by_server(&mut page);

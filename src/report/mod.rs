@@ -217,8 +217,9 @@ impl Report {
         out
     }
 
-    /// The JSON usage report; `passed`: the run as a whole passed.
-    pub fn json(&self, passed: bool) -> Value {
+    /// The JSON usage report; `passed`: the run as a whole passed;
+    /// `title`: what the run was, if said.
+    pub fn json(&self, passed: bool, title: Option<&str>) -> Value {
         let cases: Vec<Value> = self
             .usage
             .cases
@@ -269,6 +270,7 @@ impl Report {
             .collect();
         json!({
             "mcpTape": env!("CARGO_PKG_VERSION"),
+            "title": title,
             "passed": passed,
             "cases": cases,
             "used": self.used.iter().map(place).collect::<Vec<_>>(),

@@ -140,11 +140,15 @@ async fn the_html_report_shows_a_miss_beside_its_nearest_recording_and_fetches_n
     let (cassettes, path) = mail_cassette();
     let html = cassettes.path().join("run.html");
     let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m<2>"}]]);
-    let args = [path.to_str().unwrap(), "--html", html.to_str().unwrap()];
+    let title = "test_agent.py::test_reads <m1> (cassettes/mail.sqlite)";
+    let args = [path.to_str().unwrap(), "--html", html.to_str().unwrap(), "--title", title];
     let run = tape_test(&args, &[], calls, "0").await;
     assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains(r#"<span class="verdict failed" id="verdict">failed</span>"#), "{page}");
+    let escaped = "test_agent.py::test_reads &lt;m1&gt; (cassettes/mail.sqlite)";
+    assert!(page.contains(&format!(r#"<p id="title">{escaped}</p>"#)), "{page}");
+    assert!(page.contains(&format!("<title>mcp-tape run report of {escaped}: failed</title>")), "{page}");
     assert!(
         page.contains(r#"<section class="miss" data-case="mcp_MailTools tools/call GetMessage">"#),
         "{page}"
