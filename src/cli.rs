@@ -441,7 +441,8 @@ struct SuggestArgs {
     /// The cassettes the run replayed: files, or directories of *.sqlite.
     #[arg(value_name = "CASSETTE", required = true)]
     cassettes: Vec<PathBuf>,
-    /// The usage report (--report) of the run that missed.
+    /// The usage report (--report) of the run that missed, or a directory
+    /// of them (the pytest plugin's --mcp-tape-report DIR).
     #[arg(long = "from", value_name = "REPORT")]
     report: PathBuf,
     #[command(flatten)]

@@ -35,6 +35,13 @@ pub struct Miss {
     pub differences: Vec<Difference>,
 }
 
+impl Miss {
+    /// The case this miss is of.
+    pub fn case(&self) -> CaseKey {
+        CaseKey::of(&self.server, &self.method, Some(&self.params))
+    }
+}
+
 /// The misses of a usage report.
 ///
 /// # Errors
@@ -83,8 +90,7 @@ pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) ->
     );
     for miss in misses {
         let table = table(miss);
-        let case = CaseKey::of(&miss.server, &miss.method, Some(&miss.params));
-        let _ = write!(out, "\n# {case}: missed {} times", miss.misses);
+        let _ = write!(out, "\n# {}: missed {} times", miss.case(), miss.misses);
         if !miss.differences.is_empty() {
             let _ =
                 write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));

@@ -275,20 +275,34 @@ fn a_bad_rules_file_is_refused_at_start_with_its_line_and_reason() {
 #[tokio::test]
 async fn rules_suggest_turns_a_runs_misses_into_rules_that_answer_them() {
     let (dir, cassette, _rules) = recorded();
-    let report = dir.path().join("report.json");
+    // Two tests' reports, as the pytest plugin writes them: one directory, one report each.
+    let reports = dir.path().join("reports");
+    std::fs::create_dir_all(reports.join("test_module")).unwrap();
+    let report = reports.join("test_module").join("test_one.json");
     let calls = json!([
         [MAIL, "Send", {"subject": "TEAM SYNC", "count": "2", "requestId": "r-40"}],
         [MAIL, "Find", {"query": "wifi"}],
     ]);
     let run = agent(&[cassette.to_str().unwrap(), "--report", report.to_str().unwrap()], calls.clone()).await;
     assert_eq!(run.status.code(), Some(1), "both miss: {}", run.stderr);
+    let other = reports.join("test_two.json");
+    let run = agent(
+        &[cassette.to_str().unwrap(), "--report", other.to_str().unwrap()],
+        json!([[MAIL, "Find", {"query": "printer"}]]),
+    )
+    .await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
 
     let suggested = std::process::Command::new(BIN)
-        .args(["rules", "suggest", cassette.to_str().unwrap(), "--from", report.to_str().unwrap()])
+        .args(["rules", "suggest", cassette.to_str().unwrap(), "--from", reports.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(suggested.status.success(), "{}", String::from_utf8_lossy(&suggested.stderr));
     let text = String::from_utf8(suggested.stdout).unwrap();
+    assert!(
+        text.contains("# mcp_MailTools tools/call Find: missed 2 times"),
+        "one table for both tests' misses: {text}"
+    );
     assert!(text.contains("tool = \"Send\"\nignore = [\"/arguments/requestId\"]\nnormalize = { \"/arguments/count\" = [\"number\"], \"/arguments/subject\" = [\"case\"] }"), "{text}");
     assert!(text.contains("tool = \"Find\"\nignore = [\"/arguments/query\"]"), "{text}");
     assert_eq!(text.matches("# checked: answers the miss with the recording at").count(), 2, "{text}");
