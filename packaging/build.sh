@@ -34,7 +34,10 @@ echo "packaging: building the wheel (maturin, zig, manylinux2014)" >&2
 target=x86_64-unknown-linux-gnu
 PATH="$venv/bin:$PATH" maturin build --release --locked --zig --compatibility manylinux2014 \
     --target "$target" --out "$out" >&2
-binary="$root/target/$target/release/mcp-tape"
+# Where cargo (and so maturin) put the build: CARGO_TARGET_DIR when set, as cargo honours it.
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
+binary="$target_dir/$target/release/mcp-tape"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -175,9 +175,93 @@ def python_package(args, work, checks):
 
     checks.run("pytest plugin: pytest -n 2 (xdist), a tape per test in each worker: 3 passed", under_xdist)
 
+    def misses_come_first():
+        code, output = run([*example, "-k", "mailbox"], project, dict(env, AGENT_QUESTION=CHANGED_QUESTION))
+        assert code == 1, output
+        failure = output.split("test_the_agent_searches_the_mailbox ___", 1)[1].lstrip("_ \n")
+        assert failure.startswith("mcp-tape: 1 request(s) missed the recordings of"), failure[:800]
+
+    checks.run("pytest plugin: the miss is the first line of the failure, the traceback after it",
+               misses_come_first)
+
+    def no_cassette_no_pass():
+        shutil.copy(HERE / "unrecorded_test.py", project / "test_unrecorded.py")
+        try:
+            code, output = run([*pytest, "test_unrecorded.py"], project, env)
+            assert code == 1 and "2 failed" in output, output
+            for test in ("test_lists_tools", "test_swallows_tool_errors"):
+                absent = cassettes / "test_unrecorded" / f"{test}.sqlite"
+                assert f"mcp-tape: no cassette at {absent}" in output, output
+                assert not absent.exists()
+        finally:
+            (project / "test_unrecorded.py").unlink()
+            shutil.rmtree(cassettes / "test_unrecorded", ignore_errors=True)
+
+    checks.run("pytest plugin: tests with no cassette fail in replay mode naming it (one only lists tools, one "
+               "never looks at isError)", no_cassette_no_pass)
+
+    def once_without_upstream():
+        output = must([*example, "--mcp-tape-mode", "once"], project, env)
+        assert "3 passed" in output, output
+        aside = work / "mailbox.sqlite"
+        shutil.move(mailbox, aside)
+        try:
+            code, output = run([*example, "--mcp-tape-mode", "once"], project, env)
+            assert code == 1 and "1 failed, 2 passed" in output, output
+            assert f"mcp-tape: no cassette at {mailbox}" in output, output
+            assert not mailbox.exists()
+        finally:
+            shutil.move(aside, mailbox)
+
+    checks.run("pytest plugin: --mcp-tape-mode once with no upstream replays every cassette there (3 passed); with "
+               "one missing, that test alone fails naming it", once_without_upstream)
+
+    def marker_options_per_test():
+        shutil.copy(HERE / "marker_test.py", project / "test_marker.py")
+        (project / "lenient.toml").write_text(
+            '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n')
+        pages = project / "marker-html"
+        try:
+            output = must([*pytest, "test_marker.py", "--mcp-tape-html", "marker-html"], project, env)
+            assert "3 passed" in output, output
+            assert files_under(pages) == [
+                "index.html",
+                "test_marker/test_any_question_with_lenient_rules.html",
+                "test_marker/test_profile_as_recorded.html",
+                "test_marker/test_profile_when_the_directory_fails.html",
+            ], files_under(pages)
+            profile = cassettes / "test_agent" / "test_the_agent_reads_the_users_profile.sqlite"
+            for test in ("test_profile_as_recorded", "test_profile_when_the_directory_fails"):
+                page = (pages / "test_marker" / f"{test}.html").read_text()
+                assert f"test_marker.py::{test} ({profile})" in page, page[:2000]
+            index = (pages / "index.html").read_text()
+            assert "3 tests, 0 failed" in index and index.count("<li") == 3, index
+        finally:
+            (project / "test_marker.py").unlink()
+            (project / "lenient.toml").unlink()
+            shutil.rmtree(pages, ignore_errors=True)
+
+    checks.run("pytest plugin: the marker's faults and rules act on their test alone; two tests on one cassette get "
+               "two HTML pages naming test and cassette, and an index", marker_options_per_test)
+
+    def reports_feed_rules_suggest():
+        reports = project / "reports"
+        code, output = run([*example, "--mcp-tape-report", "reports"], project,
+                           dict(env, AGENT_QUESTION=CHANGED_QUESTION))
+        assert code == 1, output
+        assert files_under(reports) == [f"test_agent/{test.stem}.json" for test in sorted(
+            (cassettes / "test_agent").glob("*.sqlite"))], files_under(reports)
+        suggested = must(["mcp-tape", "rules", "suggest", "cassettes", "--from", "reports"], project, env)
+        assert 'tool = "SearchMessages"\nignore = ["/arguments/message"]' in suggested, suggested
+        shutil.rmtree(reports)
+
+    checks.run("pytest plugin: --mcp-tape-report DIR writes each test's report; rules suggest --from DIR reads them",
+               reports_feed_rules_suggest)
+
     def under_mcp_tape_test():
         junit = work / "pytest-junit.xml"
-        output = must(["mcp-tape", "test", "cassettes/test_agent", "--junit", str(junit), "--", *example],
+        # The plugin's layout, cassettes/<module>/<test>.sqlite, read from the top directory.
+        output = must(["mcp-tape", "test", "cassettes", "--junit", str(junit), "--", *example],
                       project, env)
         # The one tape answered all nine requests: no test started a tape of its own.
         assert "3 passed" in output, output
@@ -213,12 +297,26 @@ def node_package(args, work, checks):
     checks.run("npm: a fresh project installs both tarballs; npx mcp-tape --version runs the platform's binary",
                installs)
 
+    def alone_says_what_is_missing():
+        alone = work / "npm-alone"
+        alone.mkdir()
+        (alone / "package.json").write_text('{"name": "alone", "private": true, "type": "module"}\n')
+        code, output = run(["npm", "install", "--no-audit", "--no-fund", "--save-dev", str(tarballs["main"][0]),
+                            "--omit=optional"], alone, env)
+        assert code != 0, output
+        assert "npm install --save-dev @mcp-tape/linux-x64@" in output, output
+
+    checks.run("npm: the main tarball installed without its platform package fails, saying which package to add",
+               alone_says_what_is_missing)
+
     with Upstream(args.python) as upstream:
         def records_once():
             output = must(vitest, project, dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream))
             assert "3 passed" in output, output
             recorded = files_under(cassettes)
-            assert len(recorded) == 3 and all(p.startswith("agent.test/") for p in recorded), recorded
+            assert recorded == ["agent/the_agent_books_a_big_enough_room.sqlite",
+                                "agent/the_agent_reads_the_user_s_profile.sqlite",
+                                "agent/the_agent_searches_the_mailbox.sqlite"], recorded
 
         checks.run("vitest helper: MCP_TAPE_MODE=once records a cassette per test from the upstream", records_once)
 
@@ -226,7 +324,7 @@ def node_package(args, work, checks):
             shutil.copy(HERE / "failing.test.mjs", project)
             try:
                 failing = [*vitest, "failing.test.mjs"]
-                cassette = cassettes / "failing.test" / "records_then_fails.sqlite"
+                cassette = cassettes / "failing" / "records_then_fails.sqlite"
                 recording = dict(env, MCP_TAPE_MODE="all", MCP_TAPE_UPSTREAM=upstream)
                 code, output = run(failing, project, recording)
                 assert code == 1 and "1 failed" in output, output
@@ -239,7 +337,7 @@ def node_package(args, work, checks):
                     assert digest(cassette) == before, f"MCP_TAPE_MODE={mode} changed a failing test's cassette"
             finally:
                 (project / "failing.test.mjs").unlink()
-                shutil.rmtree(cassettes / "failing.test", ignore_errors=True)
+                shutil.rmtree(cassettes / "failing", ignore_errors=True)
 
         checks.run("vitest helper: recording modes (all, missing) never write the cassette of a failing test",
                    failing_tests_record_nothing)
@@ -262,8 +360,32 @@ def node_package(args, work, checks):
     checks.run("vitest helper: a miss fails only its test, the tool, pointer and both values in the error",
                a_miss_fails_its_test)
 
+    def no_cassette_no_pass():
+        shutil.copy(HERE / "unrecorded.test.mjs", project)
+        try:
+            code, output = run([*vitest, "unrecorded.test.mjs"], project, env)
+            assert code == 1 and "1 failed" in output, output
+            assert "mcp-tape: no cassette at cassettes/unrecorded/lists_tools.sqlite" in output, output
+        finally:
+            (project / "unrecorded.test.mjs").unlink()
+            shutil.rmtree(cassettes / "unrecorded", ignore_errors=True)
+
+    checks.run("vitest helper: a test with no cassette that only lists tools fails in replay mode naming it",
+               no_cassette_no_pass)
+
+    def declarations():
+        shutil.copy(HERE / "types_check.ts", project)
+        try:
+            must(["npx", "--no-install", "tsc", "--strict", "--noEmit", "--module", "nodenext", "--moduleResolution",
+                  "nodenext", "--target", "es2022", "--lib", "es2022,dom", "types_check.ts"], project, env)
+        finally:
+            (project / "types_check.ts").unlink()
+
+    checks.run("npm: tsc --strict on the README's examples in TypeScript: mcp-tape, mcp-tape/vitest and "
+               "mcp-tape/global-setup come with declarations", declarations)
+
     def under_mcp_tape_test():
-        output = must(["npx", "--no-install", "mcp-tape", "test", "cassettes/agent.test", "--", *vitest],
+        output = must(["npx", "--no-install", "mcp-tape", "test", "cassettes", "--", *vitest],
                       project, env)
         assert "3 passed" in output, output
         # The one tape answered every request: no test started a tape of its own.
@@ -276,7 +398,7 @@ def node_package(args, work, checks):
         (project / "global.config.mjs").write_text(
             'export default { test: { globalSetup: ["mcp-tape/global-setup"], testTimeout: 30000 } };\n')
         one_tape = [*vitest, "--config", "global.config.mjs"]
-        tape_env = dict(env, MCP_TAPE_CASSETTES="cassettes/agent.test")
+        tape_env = dict(env, MCP_TAPE_CASSETTES="cassettes/agent")
         output = must(one_tape, project, tape_env)
         assert "3 passed" in output, output
         code, output = run(one_tape, project, dict(tape_env, AGENT_QUESTION=CHANGED_QUESTION))

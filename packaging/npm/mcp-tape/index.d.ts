@@ -1,15 +1,23 @@
-export declare const MODES: readonly ["replay", "missing", "all", "once"];
+export declare const MODES: readonly ["replay", "missing", "all", "once", "none", "new_episodes"];
 export type Mode = (typeof MODES)[number];
 
 export interface TapeOptions {
   /** The cassette file (or, in replay mode, a directory of cassettes). */
   cassette: string;
-  /** replay (default), missing, all or once; MCP_TAPE_MODE overrides it. */
+  /** replay (default; vcrpy's none), missing (new_episodes), all or once; default MCP_TAPE_MODE. */
   mode?: Mode;
   /** The MCP server the recording modes record from (default: MCP_TAPE_UPSTREAM). */
   upstream?: string;
   /** Match rules file (default: mcp-tape.toml in the working directory, if any). */
   rules?: string;
+  /** Fault rules for this tape: `--fault` spec strings, or objects of a `[[fault]]` table's keys. */
+  faults?: string | Record<string, unknown> | Array<string | Record<string, unknown>>;
+  /** `--on-miss`: tool-result (default), error or mock. */
+  onMiss?: "tool-result" | "error" | "mock";
+  /** Keep the run's JSON usage report here. */
+  report?: string;
+  /** What the reports say the run was (a test's name and cassette). */
+  title?: string;
   /** Write the run's HTML report here. */
   html?: string;
   /** The mcp-tape executable (default: this platform's package, or MCP_TAPE_BIN). */
@@ -38,5 +46,7 @@ export interface Tape {
 
 export declare function binary(): string;
 export declare function fileName(text: string): string;
+export declare function faultSpec(fault: string | Record<string, unknown>): string;
+export declare function missingPlatformPackage(name?: string): string;
 export declare function startTape(options: TapeOptions): Promise<Tape>;
 export declare function describeMisses(misses: Miss[], cassette: string, html?: string): string;

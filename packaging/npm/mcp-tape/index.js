@@ -10,7 +10,10 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 
-export const MODES = ["replay", "missing", "all", "once"];
+const VERSION = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")).version;
+
+// mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
+export const MODES = ["replay", "missing", "all", "once", "none", "new_episodes"];
 
 const WAIT_FOR_VERDICT = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"';
 
@@ -21,11 +24,35 @@ export function binary() {
   try {
     return createRequire(import.meta.url).resolve(`${name}/bin/mcp-tape`);
   } catch {
-    throw new Error(
-      `no mcp-tape binary for ${process.platform}-${process.arch}: ${name} is not installed ` +
-        "(it is an optional dependency of mcp-tape; reinstall without --no-optional, or set MCP_TAPE_BIN)",
-    );
+    throw new Error(missingPlatformPackage(name));
   }
+}
+
+/** What to do when this platform's package is not installed. */
+export function missingPlatformPackage(name = `@mcp-tape/${process.platform}-${process.arch}`) {
+  return (
+    `no mcp-tape binary for ${process.platform}-${process.arch}: ${name} is not installed. ` +
+    `Install it beside mcp-tape (npm install --save-dev ${name}@${VERSION}); npm leaves it out when ` +
+    "optional dependencies are omitted (--omit=optional, or a lockfile made on another platform). " +
+    "Or set MCP_TAPE_BIN to an mcp-tape binary."
+  );
+}
+
+/** A fault rule as `--fault` takes it: a spec string as it is, an object (a `[[fault]]` table's keys) inline. */
+export function faultSpec(fault) {
+  if (typeof fault === "string") return fault;
+  if (fault === null || typeof fault !== "object" || Array.isArray(fault)) {
+    throw new Error(`fault ${JSON.stringify(fault)}: expected a spec string or an object of a [[fault]] table's keys`);
+  }
+  const toml = (value) => {
+    if (Array.isArray(value)) return `[${value.map(toml).join(", ")}]`;
+    if (value !== null && typeof value === "object") return `{${faultSpec(value)}}`;
+    if (["string", "number", "boolean"].includes(typeof value)) return JSON.stringify(value);
+    throw new Error(`fault: ${String(value)} is not a TOML value`);
+  };
+  return Object.entries(fault)
+    .map(([key, value]) => `${JSON.stringify(key)} = ${toml(value)}`)
+    .join(", ");
 }
 
 /** A file-name-safe form of a test's name. */
@@ -37,20 +64,23 @@ export function fileName(text) {
  * Starts a tape on a free loopback port, answering from (or recording into)
  * `cassette`; resolves once it serves, with its `url` and `stop(passed)`.
  */
-export async function startTape({ cassette, mode, upstream, rules, html, bin } = {}) {
+export async function startTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin } = {}) {
   if (!cassette) throw new Error("startTape: name the cassette file");
-  const chosen = process.env.MCP_TAPE_MODE?.trim() || mode || "replay";
+  // What the code says wins over the environment.
+  const chosen = mode || process.env.MCP_TAPE_MODE?.trim() || "replay";
   if (!MODES.includes(chosen)) throw new Error(`mcp-tape mode ${chosen}: expected one of ${MODES.join(", ")}`);
   const scratch = mkdtempSync(join(tmpdir(), "mcp-tape-"));
-  const report = join(scratch, "report.json");
+  const report = kept ?? join(scratch, "report.json");
   const log = join(scratch, "tape.log");
   mkdirSync(dirname(cassette), { recursive: true });
-  // Replay of a cassette never recorded: every request misses, and the failure says which is absent.
-  const replays = chosen === "replay" || (chosen === "once" && existsSync(cassette));
-  const source = existsSync(cassette) || !replays ? cassette : scratch;
-  const args = ["test", source, "--mode", chosen, "--report", report];
+  mkdirSync(dirname(report), { recursive: true });
+  // A cassette that is not there is replayed as absent: each request misses, naming it.
+  const args = ["test", cassette, "--mode", chosen, "--report", report];
   if (upstream ?? process.env.MCP_TAPE_UPSTREAM) args.push("--upstream", upstream ?? process.env.MCP_TAPE_UPSTREAM);
   if (rules) args.push("--rules", rules);
+  for (const fault of [faults ?? []].flat()) args.push("--fault", faultSpec(fault));
+  if (onMiss) args.push("--on-miss", onMiss);
+  if (title) args.push("--title", title);
   if (html) {
     mkdirSync(dirname(html), { recursive: true });
     args.push("--html", html);
@@ -98,10 +128,12 @@ export async function startTape({ cassette, mode, upstream, rules, html, bin } =
 /** The misses as a person reads them: each case, its first miss and where the nearest recording differed. */
 export function describeMisses(misses, cassette, html) {
   const total = misses.reduce((sum, c) => sum + c.misses, 0);
-  const lines = [`mcp-tape: ${total} request(s) missed the recordings of ${cassette}`];
-  if (!existsSync(cassette)) {
-    lines.push("  (no cassette there yet: record it with MCP_TAPE_MODE=once and MCP_TAPE_UPSTREAM=URL)");
-  }
+  const lines = existsSync(cassette)
+    ? [`mcp-tape: ${total} request(s) missed the recordings of ${cassette}`]
+    : [
+        `mcp-tape: no cassette at ${cassette}: ${total} request(s) had nothing to answer them; ` +
+          "record it with MCP_TAPE_MODE=once and MCP_TAPE_UPSTREAM=URL",
+      ];
   for (const c of misses) {
     lines.push(`  ${c.method}${c.subject ? ` ${c.subject}` : ""} on ${c.server} ×${c.misses}`);
     const first = c.firstMiss ?? {};

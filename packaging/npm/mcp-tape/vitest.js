@@ -1,23 +1,32 @@
 // Per-test tapes for vitest, the VCR way: `const tape = useTape()` at the top
 // of a test file gives each test a tape of its own on a free loopback port,
-// answering from cassettes/<file>/<test>.sqlite; `tape.url` is its URL while
-// the test runs (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT). A request
-// the cassette does not hold fails that test, with the misses in the error.
-// Recording modes (MCP_TAPE_MODE, MCP_TAPE_UPSTREAM) keep a test's recording
-// only when it passes. Under `mcp-tape test -- vitest run`, the one tape
-// already running serves every test instead.
+// answering from cassettes/<file>/<describe>/<test>.sqlite (the file's name
+// without .test/.spec and its extension); `tape.url` is its URL while the
+// test runs (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT). A request the
+// cassette does not hold fails that test, with the misses in the error; so
+// does any request when the cassette is not there. Recording modes
+// (MCP_TAPE_MODE, MCP_TAPE_UPSTREAM) keep a test's recording only when it
+// passes. Under `mcp-tape test -- vitest run`, the one tape already running
+// serves every test instead.
 import { basename, join } from "node:path";
 import { afterEach, beforeEach } from "vitest";
 import { fileName, startTape } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
 
-function testName(task) {
-  const names = [];
+/** The names from the file down to `task`: its describe blocks, then the test. */
+function names(task) {
+  const found = [];
   for (let t = task; t && t !== task.file; t = t.suite) {
-    if (t.name) names.unshift(t.name);
+    if (t.name) found.unshift(t.name);
   }
-  return names.join(" > ");
+  return found;
+}
+
+/** `<file>/<describe>/.../<test>`: where a test's cassette, page and report go. */
+export function testPath(file, task) {
+  const stem = basename(file).replace(/\.[cm]?[jt]sx?$/, "").replace(/\.(test|spec)$/, "");
+  return join(fileName(stem), ...names(task).map(fileName));
 }
 
 export function useTape(options = {}) {
@@ -26,14 +35,16 @@ export function useTape(options = {}) {
   if (outer) return state;
   const directory = options.cassettes ?? process.env.MCP_TAPE_CASSETTES ?? "cassettes";
   const htmlDirectory = options.html ?? process.env.MCP_TAPE_HTML;
+  const reportDirectory = options.reports ?? process.env.MCP_TAPE_REPORTS;
   let tape;
   let saved;
   beforeEach(async (context) => {
-    const file = basename(context.task.file.name).replace(/\.[cm]?[jt]sx?$/, "");
-    const name = fileName(testName(context.task));
-    const cassette = options.cassette ?? join(directory, file, `${name}.sqlite`);
-    const html = htmlDirectory ? join(htmlDirectory, file, `${name}.html`) : undefined;
-    tape = await startTape({ ...options, cassette, html });
+    const place = testPath(context.task.file.name, context.task);
+    const cassette = options.cassette ?? join(directory, `${place}.sqlite`);
+    const html = htmlDirectory ? join(htmlDirectory, `${place}.html`) : undefined;
+    const report = reportDirectory ? join(reportDirectory, `${place}.json`) : undefined;
+    const title = `${context.task.file.name} > ${names(context.task).join(" > ")} (${cassette})`;
+    tape = await startTape({ ...options, cassette, html, report, title });
     state.url = tape.url;
     state.cassette = cassette;
     saved = VARIABLES.map((v) => process.env[v]);

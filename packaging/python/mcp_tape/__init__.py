@@ -16,9 +16,10 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-__all__ = ["MODES", "Tape", "TapeError", "binary"]
+__all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec"]
 
-MODES = ("replay", "missing", "all", "once")
+# mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
+MODES = ("replay", "missing", "all", "once", "none", "new_episodes")
 
 # The command `mcp-tape test` runs for a Tape: tells the tape's URL, then
 # waits for the verdict (0 passed, 1 failed; end of input counts as failed).
@@ -50,10 +51,40 @@ def binary():
     raise TapeError("the mcp-tape binary was not found: install the mcp-tape wheel or set MCP_TAPE_BIN")
 
 
-class Tape:
-    """One `mcp-tape test` run around one test; `start()` returns its URL."""
+def _toml(value):
+    """`value` as a TOML inline value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + fault_spec(value) + "}"
+    raise TapeError(f"fault: {value!r} is not a TOML value")
 
-    def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None):
+
+def fault_spec(fault):
+    """A fault rule as `--fault` takes it: a spec string as it is, a dict (the keys of a `[[fault]]` table) inline."""
+    if isinstance(fault, str):
+        return fault
+    if isinstance(fault, dict):
+        return ", ".join(f"{json.dumps(str(key))} = {_toml(value)}" for key, value in fault.items())
+    raise TapeError(f"fault {fault!r}: expected a spec string or a dict of a [[fault]] table's keys")
+
+
+class Tape:
+    """One `mcp-tape test` run around one test; `start()` returns its URL.
+
+    `faults`: fault rules for this tape only (spec strings, or dicts of a `[[fault]]` table's keys), on top of the
+    rules file's; `on_miss`: `--on-miss`; `report`: keep the JSON usage report there; `title`: what the reports say
+    the run was (the test's id and cassette).
+    """
+
+    def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
+                 faults=(), on_miss=None, report=None, title=None):
         if mode not in MODES:
             raise TapeError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
         self.cassette = Path(cassette)
@@ -61,6 +92,10 @@ class Tape:
         self.upstream = upstream
         self.rules = rules
         self.html = html
+        self.faults = [fault_spec(fault) for fault in faults]
+        self.on_miss = on_miss
+        self.kept_report = Path(report) if report else None
+        self.title = title
         self.executable = executable or binary()
         self.url = None
         self.misses = []
@@ -73,18 +108,22 @@ class Tape:
         """Starts the tape on a free loopback port; returns its URL once it listens."""
         self._scratch = tempfile.TemporaryDirectory(prefix="mcp-tape-")
         scratch = Path(self._scratch.name)
-        self._report = scratch / "report.json"
+        self._report = self.kept_report or scratch / "report.json"
+        self._report.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(scratch / "tape.log", "w+b")  # noqa: SIM115 - kept open for the run
         self.cassette.parent.mkdir(parents=True, exist_ok=True)
-        # Replay of a cassette that was never recorded: nothing to answer from, so
-        # every request misses and the failure says which cassette is absent.
-        replays = self.mode == "replay" or (self.mode == "once" and self.cassette.exists())
-        source = self.cassette if self.cassette.exists() or not replays else scratch
-        command = [self.executable, "test", str(source), "--mode", self.mode, "--report", str(self._report)]
+        # A cassette that is not there is replayed as absent: each request misses, naming it.
+        command = [self.executable, "test", str(self.cassette), "--mode", self.mode, "--report", str(self._report)]
         if self.upstream:
             command += ["--upstream", self.upstream]
         if self.rules:
             command += ["--rules", str(self.rules)]
+        for fault in self.faults:
+            command += ["--fault", fault]
+        if self.on_miss:
+            command += ["--on-miss", self.on_miss]
+        if self.title:
+            command += ["--title", self.title]
         if self.html:
             Path(self.html).parent.mkdir(parents=True, exist_ok=True)
             command += ["--html", str(self.html)]
@@ -138,11 +177,11 @@ class Tape:
     def describe_misses(self):
         """The misses as a person reads them: each case, its first miss and where the nearest recording differed."""
         total = sum(case["misses"] for case in self.misses)
-        lines = [f"mcp-tape: {total} request(s) missed the recordings of {self.cassette}"]
         if not self.cassette.exists():
-            lines.append(
-                "  (no cassette there yet: record it with --mcp-tape-mode once --mcp-tape-upstream URL)"
-            )
+            lines = [f"mcp-tape: no cassette at {self.cassette}: {total} request(s) had nothing to answer them; "
+                     "record it with --mcp-tape-mode once --mcp-tape-upstream URL"]
+        else:
+            lines = [f"mcp-tape: {total} request(s) missed the recordings of {self.cassette}"]
         for case in self.misses:
             subject = f" {case['subject']}" if case.get("subject") else ""
             lines.append(f"  {case['method']}{subject} on {case['server']} ×{case['misses']}")

@@ -5,14 +5,17 @@ gets a tape of its own on a free loopback port, answering from
 `cassettes/<module>/<test>.sqlite`; the fixture's value is the tape's URL,
 also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT (where the Agent 365 SDKs look)
 while the test runs. A request the cassette does not hold fails that test,
-with the misses in the failure text. Recording modes store a test's
-recording only when the test passes.
+the misses first in its failure text; so does any request when the cassette
+is not there. Recording modes store a test's recording only when the test
+passes. The marker takes the test's own cassette, mode, rules file, faults
+and on-miss.
 
 Under `mcp-tape test -- pytest` (MCP_TAPE_URL set when the session starts),
 the fixture yields that one tape's URL instead, and `mcp-tape test` judges
 the run as a whole.
 """
 
+import html
 import os
 import re
 from pathlib import Path
@@ -22,8 +25,10 @@ import pytest
 from mcp_tape import MODES, Tape, TapeError
 
 _TAPE = pytest.StashKey()
+_MISSES = pytest.StashKey()
 _SETTINGS = pytest.StashKey()
 _VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
+_MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss")
 
 
 def pytest_addoption(parser):
@@ -32,35 +37,45 @@ def pytest_addoption(parser):
         "--mcp-tape-mode",
         choices=MODES,
         default=None,
-        help="replay (default), missing, all or once, as `mcp-tape test --mode`; "
-        "MCP_TAPE_MODE in the environment overrides it",
+        help="replay (default; vcrpy's none), missing (new_episodes), all or once, as `mcp-tape test --mode`; "
+        "default MCP_TAPE_MODE",
     )
     group.addoption("--mcp-tape-upstream", metavar="URL", help="the MCP server the recording modes record from")
     group.addoption(
         "--mcp-tape-cassettes", metavar="DIR", help="where per-test cassettes live (default: cassettes)"
     )
     group.addoption("--mcp-tape-rules", metavar="FILE", help="match rules (default: mcp-tape.toml if present)")
-    group.addoption("--mcp-tape-html", metavar="DIR", help="write each test's HTML run report under DIR")
+    group.addoption(
+        "--mcp-tape-html", metavar="DIR", help="write each test's HTML run report under DIR, with an index.html"
+    )
+    group.addoption(
+        "--mcp-tape-report", metavar="DIR", help="write each test's JSON usage report under DIR (rules suggest --from DIR)"
+    )
     parser.addini("mcp_tape_cassettes", "where per-test cassettes live, relative to the root", default="cassettes")
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "mcp_tape(cassette=None): give the test a tape of its own; cassette= names its file "
-        "(relative to the cassettes directory) instead of <module>/<test>.sqlite",
+        "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None): give the test a tape of its own; "
+        "cassette= names its file (relative to the cassettes directory) instead of <module>/<test>.sqlite; mode= "
+        "and rules= override the command line's for this test; faults= adds fault rules (spec strings or dicts of "
+        "a [[fault]] table's keys); on_miss= is --on-miss",
     )
     root = Path(config.rootpath)
     option = config.getoption
     cassettes = option("--mcp-tape-cassettes") or config.getini("mcp_tape_cassettes")
     rules = option("--mcp-tape-rules") or (root / "mcp-tape.toml")
-    html = option("--mcp-tape-html")
+    html_dir = option("--mcp-tape-html")
+    reports = option("--mcp-tape-report")
     config.stash[_SETTINGS] = {
-        "mode": os.environ.get("MCP_TAPE_MODE", "").strip() or option("--mcp-tape-mode") or "replay",
+        # The command line wins over the environment, as everywhere else.
+        "mode": option("--mcp-tape-mode") or os.environ.get("MCP_TAPE_MODE", "").strip() or "replay",
         "upstream": option("--mcp-tape-upstream") or os.environ.get("MCP_TAPE_UPSTREAM"),
         "cassettes": root / cassettes,
         "rules": Path(rules) if Path(rules).exists() or option("--mcp-tape-rules") else None,
-        "html": root / html if html else None,
+        "html": root / html_dir if html_dir else None,
+        "reports": root / reports if reports else None,
         "outer": os.environ.get("MCP_TAPE_URL"),
     }
 
@@ -82,35 +97,56 @@ def _file_name(text):
     return re.sub(r"[^\w.\[\]=,+-]", "_", text)
 
 
-def _cassette(item, settings):
-    marker = item.get_closest_marker("mcp_tape")
-    chosen = marker.kwargs.get("cassette") if marker else None
-    if chosen:
-        return settings["cassettes"] / chosen
+def _test_path(item):
+    """`<module>/<test>`: where this test's cassette, HTML page and report go."""
     module = Path(str(item.fspath)).stem
     test = _file_name(item.name if item.cls is None else f"{item.cls.__name__}.{item.name}")
-    return settings["cassettes"] / module / f"{test}.sqlite"
+    return Path(module) / test
+
+
+def _marker_options(item):
+    marker = item.get_closest_marker("mcp_tape")
+    options = dict(marker.kwargs) if marker else {}
+    unknown = sorted(set(options) - set(_MARKER_OPTIONS))
+    if unknown:
+        pytest.fail(f"mcp_tape marker: unknown option(s) {', '.join(unknown)}; it takes "
+                    f"{', '.join(_MARKER_OPTIONS)}", pytrace=False)
+    return options
 
 
 @pytest.fixture
 def mcp_tape(request):
     """The URL of this test's tape (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT while the test runs)."""
     settings = request.config.stash[_SETTINGS]
+    options = _marker_options(request.node)
     if settings["outer"]:
+        ignored = sorted(set(options) - {"cassette"})
+        if ignored:
+            request.node.warn(pytest.PytestWarning(
+                f"mcp_tape marker: {', '.join(ignored)} ignored under `mcp-tape test`, whose one tape serves "
+                "every test with its own settings"))
         yield settings["outer"]
         return
-    cassette = _cassette(request.node, settings)
-    html = None
-    if settings["html"] is not None:
-        html = settings["html"] / cassette.relative_to(settings["cassettes"]).with_suffix(".html")
-    tape = Tape(
-        cassette,
-        mode=settings["mode"],
-        upstream=settings["upstream"],
-        rules=settings["rules"],
-        html=html,
-    )
+    place = _test_path(request.node)
+    cassette = settings["cassettes"] / (options.get("cassette") or place.with_suffix(".sqlite"))
+    html_page = settings["html"] / place.with_suffix(".html") if settings["html"] else None
+    report = settings["reports"] / place.with_suffix(".json") if settings["reports"] else None
+    rules = options.get("rules")
+    faults = options.get("faults") or ()
+    if isinstance(faults, (str, dict)):
+        faults = [faults]
     try:
+        tape = Tape(
+            cassette,
+            mode=options.get("mode") or settings["mode"],
+            upstream=settings["upstream"],
+            rules=request.config.rootpath / rules if rules else settings["rules"],
+            html=html_page,
+            faults=faults,
+            on_miss=options.get("on_miss"),
+            report=report,
+            title=f"{request.node.nodeid} ({cassette})",
+        )
         url = tape.start()
     except TapeError as error:
         pytest.fail(f"mcp-tape: {error}", pytrace=False)
@@ -134,18 +170,15 @@ def pytest_runtest_call(item):
     tape = item.stash.get(_TAPE, None)
     try:
         result = yield
-    except BaseException as failure:
+    except BaseException:
         if tape is not None:
             try:
                 misses = tape.stop(passed=False)
             except TapeError:
                 misses = []  # the test's own failure is the one to show
             if misses:
-                # Often the failure is the client's error for the miss: say what missed beside it.
-                if hasattr(failure, "add_note"):
-                    failure.add_note(tape.describe_misses())
-                else:
-                    item.add_report_section("call", "mcp-tape", tape.describe_misses())
+                # Often the failure is the client's error for the miss: the miss goes first (see makereport).
+                item.stash[_MISSES] = tape.describe_misses()
         raise
     if tape is not None:
         try:
@@ -155,3 +188,43 @@ def pytest_runtest_call(item):
         if misses:
             pytest.fail(tape.describe_misses(), pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    misses = item.stash.get(_MISSES, None)
+    if misses and report.when == "call" and report.failed:
+        # What missed is the first thing a person reads; the test's own traceback follows.
+        report.longrepr = f"{misses}\n\n{report.longreprtext}"
+    return report
+
+
+def pytest_sessionfinish(session):
+    settings = session.config.stash.get(_SETTINGS, None)
+    # Under xdist the workers write the pages and the controller (no workerinput) the index.
+    if settings is None or settings["html"] is None or hasattr(session.config, "workerinput"):
+        return
+    _write_index(settings["html"])
+
+
+def _write_index(directory):
+    """`index.html` under `directory`: each test's page with its verdict, failed first."""
+    pages = []
+    for page in sorted(Path(directory).rglob("*.html")):
+        if page.name == "index.html" and page.parent == Path(directory):
+            continue
+        head = page.read_text(errors="replace")[:4096]
+        title = re.search(r"<title>mcp-tape run report(?: of (.*?))?: (passed|failed)</title>", head, re.S)
+        named, verdict = (title.group(1) or str(page), title.group(2)) if title else (str(page), "unknown")
+        pages.append((verdict != "failed", html.unescape(named), verdict, page.relative_to(directory).as_posix()))
+    rows = "\n".join(
+        f'<li class="{verdict}"><a href="{html.escape(link)}">{html.escape(name)}</a>: {verdict}</li>'
+        for _, name, verdict, link in sorted(pages)
+    )
+    failed = sum(1 for passed, *_ in pages if not passed)
+    Path(directory, "index.html").write_text(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mcp-tape: "
+        f"{len(pages)} tests, {failed} failed</title></head><body>\n<h1>mcp-tape: {len(pages)} tests, {failed} "
+        f"failed</h1>\n<ul id=\"tests\">\n{rows}\n</ul>\n</body></html>\n"
+    )
