@@ -1,7 +1,7 @@
 // An agent's tool use, tested against recordings with the official MCP
 // TypeScript SDK and the vitest helper of the `mcp-tape` npm package: each
 // test gets a tape of its own (tape.url), answering from
-// cassettes/agent.test/<test>.sqlite. No tenant, no network.
+// cassettes/agent/<test>.sqlite. No tenant, no network.
 //
 // Record the cassettes once against the real servers, then replay them:
 //
