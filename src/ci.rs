@@ -58,7 +58,7 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
     child::become_subreaper();
     let mut process = spawning.spawn().map_err(failed)?;
     let group = process.id().and_then(|pid| i32::try_from(pid).ok());
-    let _guard = group.and_then(child::Guard::watch);
+    let guard = group.and_then(child::Guard::watch);
     let mut interrupted = None;
     let escalation = tokio::time::sleep(Duration::MAX);
     tokio::pin!(escalation);
@@ -89,7 +89,7 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
             }
         }
     };
-    if child::end_descendants(group, child::TERM_GRACE).await > 0 {
+    if child::end_descendants(group, guard.as_ref(), child::TERM_GRACE).await > 0 {
         tracing::info!("{} left processes running; ended them", crate::util::printable(&shown));
     }
     Ok(Ran { status, interrupted })

@@ -2,7 +2,9 @@
 //! recordings into a cassette.
 
 use std::io::BufReader;
+use std::path::Path;
 
+use super::{discard, sibling};
 use crate::cassette::store::Cassette;
 use crate::cassette::{a365_mocks, foreign, jsonl};
 use crate::config::{ImportConfig, ImportSource};
@@ -10,17 +12,36 @@ use crate::error::Error;
 use crate::util;
 
 /// `mcp-tape import`: JSON Lines or Agent 365 mocks into a cassette. All
-/// input is read and checked before anything is written.
+/// input is read and checked before anything is written. A new cassette
+/// is written beside its place and moved there when the import is done, so
+/// a refused (or killed) import leaves no file where none was.
 ///
 /// # Errors
 ///
 /// Unreadable or bad input (named by line, or by file and tool); a
 /// cassette that cannot be written.
 pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
+    if config.cassette.exists() {
+        return import_into(config, &config.cassette);
+    }
+    let fresh = sibling(&config.cassette, &format!("importing-{}", std::process::id()));
+    let imported = import_into(config, &fresh).and_then(|code| {
+        std::fs::rename(&fresh, &config.cassette)
+            .map(|()| code)
+            .map_err(|source| Error::Write { path: config.cassette.clone(), source })
+    });
+    if imported.is_err() {
+        discard(&fresh);
+    }
+    imported
+}
+
+/// The import, into the cassette at `path`.
+fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
     match &config.source {
         ImportSource::A365Mocks { dir, seed } => {
             let mocks = a365_mocks::read_dir(dir, *seed)?;
-            let mut cassette = Cassette::open(&config.cassette)?;
+            let mut cassette = Cassette::open(path)?;
             cassette.insert_templates(&mocks.templates)?;
             cassette.settle();
             let servers: std::collections::BTreeSet<&str> =
@@ -52,7 +73,7 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
             );
         }
         ImportSource::Foreign { format, files, server } => {
-            let mut cassette = Cassette::open(&config.cassette)?;
+            let mut cassette = Cassette::open(path)?;
             let imported = foreign::import(*format, files, server.as_deref(), &mut cassette)?;
             for (what, count) in &imported.skipped {
                 tracing::warn!("left out: {count} × {what}");
@@ -69,7 +90,7 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
             );
         }
         ImportSource::JsonLines(input) => {
-            let mut cassette = Cassette::open(&config.cassette)?;
+            let mut cassette = Cassette::open(path)?;
             let count = match input {
                 Some(path) => {
                     let file = std::fs::File::open(path)

@@ -157,6 +157,21 @@ pub(super) fn sibling(path: &Path, tag: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Removes a cassette that is not kept, with SQLite's files beside it.
+pub(super) fn discard(file: &Path) {
+    let _ = std::fs::remove_file(file);
+    remove_wal_files(file);
+}
+
+/// Removes SQLite's `-wal` and `-shm` files beside `file`, if any.
+pub(super) fn remove_wal_files(file: &Path) {
+    for suffix in ["-wal", "-shm"] {
+        let mut name = file.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+}
+
 /// The usage report (`--report`) at `path`, as JSON.
 pub(super) fn read_report(path: &Path) -> Result<serde_json::Value, Error> {
     let text =

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::record::{http_recording, summarize_recording};
 use super::replay::load_cassettes;
-use super::{Rules, announce, bind, load_rules, local_address, report_of, sibling, write_reports};
+use super::{
+    Rules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling, write_reports,
+};
 use crate::cassette::store::Cassette;
 use crate::config::{RecordMode, TestConfig, TestMode};
 use crate::engine::replay::Unrecorded;
@@ -139,15 +141,3 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     Ok(verdict)
 }
 
-/// Removes a recording that is not kept, with SQLite's files beside it.
-fn discard(file: &Path) {
-    let _ = std::fs::remove_file(file);
-    remove_wal_files(file);
-}
-
-/// Removes SQLite's `-wal` and `-shm` files beside `file`, if any.
-fn remove_wal_files(file: &Path) {
-    for path in [sibling(file, "wal"), sibling(file, "shm")] {
-        let _ = std::fs::remove_file(path);
-    }
-}

@@ -594,6 +594,20 @@ impl<L> Engine<L> {
         }
     }
 
+    /// Replay: whether `session` is live (issued, not ended, not lost to a
+    /// fault), as a request in it must be.
+    ///
+    /// # Errors
+    ///
+    /// [`Fault::UnknownSession`] when it is not.
+    pub fn check_live(&self, session: &str) -> Result<(), RequestError> {
+        self.faults.check_session(Some(session))?;
+        match self.replay() {
+            Some(replay) => replay.check_session(Some(session)),
+            None => Ok(()),
+        }
+    }
+
     /// Replay: ends every session's standalone stream (the daemon stops).
     pub fn end_streams(&self) {
         if let Some(replay) = self.replay() {

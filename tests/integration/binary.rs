@@ -648,6 +648,14 @@ fn test_ends_what_its_command_left_running() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     assert!(!running(&pid), "the command's sleep ({}) still runs", pid.trim());
+    assert!(stderr(&output).contains("left processes running; ended them"), "{}", stderr(&output));
+    // A command that leaves nothing behind is not said to have (mcp-tape's own watcher is not its).
+    let output = std::process::Command::new(BIN)
+        .args(["test", dir.path().to_str().unwrap(), "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("left processes running"), "{}", stderr(&output));
 }
 
 /// A command that ignores SIGTERM was waited for for ever, and the

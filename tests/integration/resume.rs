@@ -126,6 +126,12 @@ async fn a_stream_closed_before_its_answer_is_recorded_whole_and_replayed_resuma
         assert_eq!(whole.len(), 2, "{pace:?}: {whole:?}");
         assert!(whole.iter().all(|e| e.id.is_some() && !e.data.is_empty()), "{whole:?}");
         assert_eq!(text_of(&whole[1].message()), "polled answer");
+
+        // A session that has ended resumes nothing: 404, as for any request in it.
+        let ended = raw(Method::DELETE, &url, &session, String::new()).await;
+        assert_eq!(ended.status, 200, "{ended:?}");
+        let after_end = resume(&url, &session, &first).await;
+        assert_eq!(after_end.status, 404, "{pace:?}: {after_end:?}");
         replayer.stop().await.unwrap();
     }
 }

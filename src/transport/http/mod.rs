@@ -517,6 +517,8 @@ async fn other(
         && let Some(session) = session
         && let Some(last) = header_str(request.headers(), &LAST_EVENT_ID)?
     {
+        // Only a live session's streams resume: not one ended by DELETE or lost to a fault.
+        engine.check_live(session)?;
         match app.resumable.after(session, last) {
             Some(rest) if !rest.standalone => {
                 logged.outcome = Outcome::Resumed;
@@ -558,6 +560,7 @@ async fn other(
             Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed))
         }
         SessionStep::Ended => {
+            app.resumable.forget(session.unwrap_or_default());
             logged.outcome = Outcome::Ended;
             Ok(frame::empty(StatusCode::OK))
         }

@@ -115,6 +115,20 @@ impl Resumable {
         }
     }
 
+    /// Forgets the streams of `session`, which has ended.
+    pub(super) fn forget(&self, session: &str) {
+        let mut streams = lock(&self.0);
+        let gone: Vec<u64> =
+            streams.kept.iter().filter(|(_, kept)| kept.session == session).map(|(stream, _)| *stream).collect();
+        for stream in gone {
+            if let Some(kept) = streams.kept.remove(&stream) {
+                streams.bytes -= kept.bytes;
+            }
+        }
+        let Streams { order, kept, .. } = &mut *streams;
+        order.retain(|stream| kept.contains_key(stream));
+    }
+
     /// What follows event `last_event_id` on a stream of `session`; `None`
     /// for an id replay did not send in that session (or has forgotten).
     pub(super) fn after(&self, session: &str, last_event_id: &str) -> Option<Rest> {

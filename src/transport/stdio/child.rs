@@ -43,7 +43,7 @@ pub struct Child {
     /// Its process group (its pid), known even after it is reaped.
     group: Option<libc::pid_t>,
     /// Ends the group if mcp-tape dies before [`Child::stop`].
-    _guard: Option<Guard>,
+    guard: Option<Guard>,
     /// Tells the writer of the child's stdin to drop what is still queued.
     drop_input: Option<oneshot::Sender<()>>,
     /// Resolves when the child's stdout closes (it exited, as a rule).
@@ -91,7 +91,7 @@ pub fn spawn(command: &[String], output: Output) -> std::io::Result<(Child, Link
     let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flights), output, closed));
     let guard = group.and_then(Guard::watch);
     let child =
-        Child { process, group, _guard: guard, drop_input: Some(drop_input), gone: Some(gone), relay };
+        Child { process, group, guard, drop_input: Some(drop_input), gone: Some(gone), relay };
     Ok((child, Link { input, flights }))
 }
 
@@ -101,7 +101,7 @@ pub fn spawn(command: &[String], output: Output) -> std::io::Result<(Child, Link
 /// closes; then it sends the group SIGTERM and, two seconds later, SIGKILL.
 /// Dropped (mcp-tape ending the usual way), the watcher is killed first.
 pub struct Guard {
-    _watcher: tokio::process::Child,
+    watcher: tokio::process::Child,
 }
 
 impl Guard {
@@ -118,12 +118,20 @@ impl Guard {
             .process_group(0)
             .spawn();
         match started {
-            Ok(watcher) => Some(Guard { _watcher: watcher }),
+            Ok(watcher) => Some(Guard { watcher }),
             Err(e) => {
                 tracing::debug!("no guard for process group {group}: {e}");
                 None
             }
         }
+    }
+}
+
+impl Guard {
+    /// The watcher's process id: a child of mcp-tape that is not one the
+    /// command left behind.
+    fn pid(&self) -> Option<libc::pid_t> {
+        self.watcher.id().and_then(|pid| libc::pid_t::try_from(pid).ok())
     }
 }
 
@@ -147,9 +155,9 @@ const GONE_POLL: Duration = Duration::from_millis(20);
 /// Ends what a child left behind once it has exited: its process `group`
 /// gets SIGTERM, then SIGKILL if anything of it is still there after
 /// `grace`; then the same for the processes reparented to mcp-tape (it is
-/// a subreaper) that left the group, each reaped. Returns how many
-/// processes were still running.
-pub async fn end_descendants(group: Option<libc::pid_t>, grace: Duration) -> usize {
+/// a subreaper) that left the group, each reaped, but `guard`'s watcher.
+/// Returns how many processes were still running.
+pub async fn end_descendants(group: Option<libc::pid_t>, guard: Option<&Guard>, grace: Duration) -> usize {
     let mut left = 0;
     // Members reparented here stay in the group as zombies until reaped.
     let gone = |group| {
@@ -170,7 +178,8 @@ pub async fn end_descendants(group: Option<libc::pid_t>, grace: Duration) -> usi
             signal_group(group, libc::SIGKILL);
         }
     }
-    let orphans = reparented();
+    let watcher = guard.and_then(Guard::pid);
+    let orphans: Vec<libc::pid_t> = reparented().into_iter().filter(|pid| Some(*pid) != watcher).collect();
     if !orphans.is_empty() {
         left += orphans.len();
         for &pid in &orphans {
@@ -433,7 +442,7 @@ impl Child {
                 }
             }
         };
-        let left = end_descendants(self.group, TERM_GRACE).await;
+        let left = end_descendants(self.group, self.guard.as_ref(), TERM_GRACE).await;
         if left > 0 {
             tracing::info!("the stdio server left processes running; ended them");
         }
