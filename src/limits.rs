@@ -199,3 +199,18 @@ pub const MAX_SECRETS_PER_EXCHANGE: usize = 1024;
 ///
 /// Enforced in [`crate::logging`].
 pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
+
+/// Largest rules file (`--rules`, `mcp-tape.toml`) read: far more than any
+/// hand-written one. A larger one, or one that is no regular file (a FIFO,
+/// `/dev/zero`), is refused before it is parsed (exit 2).
+///
+/// Enforced in [`crate::cmd`].
+pub const MAX_RULES_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Largest usage report (`--report`) that `rules suggest` and `prune` read:
+/// room for the unused recordings of a cassette of a few hundred thousand
+/// exchanges; a larger file, or one that is no regular file, is refused
+/// before it is parsed.
+///
+/// Enforced in [`crate::cmd`].
+pub const MAX_REPORT_BYTES: u64 = 64 * 1024 * 1024;

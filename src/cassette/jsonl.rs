@@ -11,6 +11,7 @@ use std::io::{BufRead, Read, Write};
 
 use serde_json::{Value, json};
 
+use crate::cassette::model::spelling::{Spellings, Step};
 use crate::cassette::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
     ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json, canonical_json_keeping,
@@ -27,6 +28,17 @@ use crate::normalize::Rules;
 /// Write failures of `out`.
 pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     for exchange in &loaded.exchanges {
+        // Where each message's numbers go in the line, spelled as sent.
+        let mut spellings = Spellings::default();
+        for (list, messages) in [
+            ("messages", exchange.messages.iter().collect::<Vec<_>>()),
+            ("asides", exchange.asides.iter().map(|aside| &aside.message).collect()),
+        ] {
+            for (i, message) in messages.into_iter().enumerate() {
+                let place = [Step::Key(list.into()), Step::Index(i), Step::Key("body".into())];
+                spellings.add_under(&place, &message.spellings);
+            }
+        }
         let messages: Vec<Value> = exchange
             .messages
             .iter()
@@ -66,7 +78,7 @@ pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Resu
         if known.keys_sorted {
             line["keysSorted"] = true.into();
         }
-        writeln!(out, "{}", canonical_json_keeping(&line, "body"))?;
+        writeln!(out, "{}", canonical_json_keeping(&line, "body", &spellings))?;
     }
     for answer in &loaded.service_answers {
         let mut line = json!({
@@ -197,7 +209,8 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
                 (Some(_), _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
                 (None, Some(_)) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
                 (None, None) => {
-                    let mut exchange = rules.exchange(parse_line(&value).map_err(bad)?);
+                    let spellings = Spellings::of(line);
+                    let mut exchange = rules.exchange(parse_line(&value, &spellings).map_err(bad)?);
                     exchange.provenance = provenance(&value).map_err(bad)?;
                     importing.exchange(&exchange)?;
                 }
@@ -311,7 +324,9 @@ fn provenance(value: &Value) -> Result<Provenance, String> {
     })
 }
 
-fn parse_line(value: &Value) -> Result<RawExchange, String> {
+/// An exchange's line; `spellings`: the line's numbers spelled otherwise
+/// than serde_json writes them, which its messages keep.
+fn parse_line(value: &Value, spellings: &Spellings) -> Result<RawExchange, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let era = Era::parse(text("era")?).ok_or("\"era\" must be \"handshake\" or \"stateless\"")?;
     let request = value.get("request").filter(|r| r.get("method").is_some_and(Value::is_string));
@@ -320,12 +335,13 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
     if listed.is_empty() {
         return Err("\"messages\" is empty: an exchange needs its answer".into());
     }
-    for message in listed {
-        messages.push(recorded_message(message)?);
+    for (i, message) in listed.iter().enumerate() {
+        let place = [Step::Key("messages".into()), Step::Index(i), Step::Key("body".into())];
+        messages.push(recorded_message(message, spellings.under(&place))?);
     }
     let asides = match value.get("asides") {
         None => Vec::new(),
-        Some(asides) => parse_asides(asides)?,
+        Some(asides) => parse_asides(asides, &spellings.under(&[Step::Key("asides".into())]))?,
     };
     Ok(RawExchange {
         server: text("server")?.to_owned(),
@@ -340,11 +356,12 @@ fn parse_line(value: &Value) -> Result<RawExchange, String> {
     })
 }
 
-/// A line's `"asides"`: each a message with its `channel` and the method it came `after`.
-pub(crate) fn parse_asides(value: &Value) -> Result<Vec<Aside>, String> {
+/// A line's `"asides"`: each a message with its `channel` and the method it
+/// came `after`; `spellings` from the list on.
+pub(crate) fn parse_asides(value: &Value, spellings: &Spellings) -> Result<Vec<Aside>, String> {
     let mut asides = Vec::new();
     let listed = value.as_array().ok_or("\"asides\" must be an array")?;
-    for aside in listed {
+    for (i, aside) in listed.iter().enumerate() {
         let after = match aside.get("after") {
             None => None,
             Some(after) => {
@@ -361,14 +378,15 @@ pub(crate) fn parse_asides(value: &Value) -> Result<Vec<Aside>, String> {
             in_flight,
             channel: Channel::parse(channel)
                 .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
-            message: recorded_message(aside)?,
+            message: recorded_message(aside, spellings.under(&[Step::Index(i), Step::Key("body".into())]))?,
         });
     }
     Ok(asides)
 }
 
-/// A message of a line: `offsetMs`, `direction`, `body`.
-fn recorded_message(message: &Value) -> Result<RecordedMessage, String> {
+/// A message of a line: `offsetMs`, `direction`, `body` (its numbers
+/// spelled as `spellings` says).
+fn recorded_message(message: &Value, spellings: Spellings) -> Result<RecordedMessage, String> {
     Ok(RecordedMessage {
         offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
         direction: message
@@ -377,6 +395,7 @@ fn recorded_message(message: &Value) -> Result<RecordedMessage, String> {
             .and_then(Direction::parse)
             .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
         body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
+        spellings,
     })
 }
 

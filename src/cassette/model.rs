@@ -4,15 +4,19 @@
 //! endpoint's answer; [`Era`], [`Direction`], [`MatchKey`] and
 //! [`ServiceRoute`] are the small types they are made of, each stored by
 //! SQLite as text ([`ToSql`]/[`FromSql`]). A cassette holds JSON in two
-//! forms: what a server or client said ([`as_sent_json`]: its own member
-//! order, because an agent framework hands a model the text of what it
-//! read), and what is compared ([`canonical_json`]: keys sorted, for
+//! forms: what a server or client said ([`spelling::as_sent`]: its own
+//! member order and number spelling, because an agent framework hands a
+//! model the text of what it read), and what is compared ([`canonical_json`]: keys sorted, for
 //! requests and match keys). No I/O, no protocol rules: `normalize` makes
 //! exchanges, `store` keeps them, `tape` indexes them.
 
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use serde_json::Value;
+
+pub mod spelling;
+
+use spelling::Spellings;
 
 /// An HTTP status as recorded: the number the upstream answered with.
 /// What a status means, and which one an answer goes with, is the HTTP
@@ -193,6 +197,25 @@ pub struct RecordedMessage<J = Value> {
     pub offset_ms: u64,
     pub direction: Direction,
     pub body: J,
+    /// The numbers of the body its sender spelled otherwise than serde_json
+    /// writes them (none, as a rule; always none for [`Text`], which holds
+    /// them as spelled).
+    pub spellings: Spellings,
+}
+
+impl<J> RecordedMessage<J> {
+    /// A message with no numbers spelled otherwise.
+    pub fn new(offset_ms: u64, direction: Direction, body: J) -> RecordedMessage<J> {
+        RecordedMessage { offset_ms, direction, body, spellings: Spellings::default() }
+    }
+}
+
+impl RecordedMessage {
+    /// The body as its sender wrote it: its member order and its numbers'
+    /// spelling ([`spelling::as_sent`]).
+    pub fn as_sent(&self) -> String {
+        spelling::as_sent(&self.body, &self.spellings)
+    }
 }
 
 /// Which stream a server used for a message it sent on its own.
@@ -327,6 +350,7 @@ impl Exchange<Text> {
                 offset_ms: message.offset_ms,
                 direction: message.direction,
                 body: parse(&message.body)?,
+                spellings: Spellings::of(&message.body),
             });
         }
         let mut asides = Vec::with_capacity(self.asides.len());
@@ -340,6 +364,7 @@ impl Exchange<Text> {
                     offset_ms: message.offset_ms,
                     direction: message.direction,
                     body: parse(&message.body)?,
+                    spellings: Spellings::of(&message.body),
                 },
             });
         }
@@ -377,11 +402,7 @@ impl Exchange {
             messages: self
                 .messages
                 .iter()
-                .map(|m| RecordedMessage {
-                    offset_ms: m.offset_ms,
-                    direction: m.direction,
-                    body: as_sent_json(&m.body).into(),
-                })
+                .map(|m| RecordedMessage::new(m.offset_ms, m.direction, m.as_sent().into()))
                 .collect(),
             asides: self
                 .asides
@@ -390,11 +411,11 @@ impl Exchange {
                     after: a.after.clone(),
                     in_flight: a.in_flight,
                     channel: a.channel,
-                    message: RecordedMessage {
-                        offset_ms: a.message.offset_ms,
-                        direction: a.message.direction,
-                        body: as_sent_json(&a.message.body).into(),
-                    },
+                    message: RecordedMessage::new(
+                        a.message.offset_ms,
+                        a.message.direction,
+                        a.message.as_sent().into(),
+                    ),
                 })
                 .collect(),
             stream: self.stream,
@@ -465,14 +486,6 @@ pub struct ServiceAnswer {
     pub body: String,
 }
 
-/// JSON text in the value's own member order (the order it was read in),
-/// compact: a message as its sender wrote it, so that what replay sends is
-/// what the recorded server said.
-pub fn as_sent_json(value: &Value) -> String {
-    // A Value always serializes (its map keys are strings).
-    serde_json::to_string(value).unwrap_or_default()
-}
-
 /// JSON text with object keys sorted and no insignificant whitespace: equal
 /// values give equal bytes, whatever order their keys arrived in.
 pub fn canonical_json(value: &Value) -> String {
@@ -486,48 +499,82 @@ pub fn canonical_json_without(value: &Value, key: &str) -> String {
 }
 
 /// [`canonical_json`], but the value of every member named `kept` is
-/// written as sent ([`as_sent_json`]): a review line whose messages keep
-/// their sender's order, and still the same bytes for the same line.
-pub fn canonical_json_keeping(value: &Value, kept: &str) -> String {
+/// written as sent ([`spelling::as_sent`], with the numbers `spellings`
+/// names from the top of `value`): a review line whose messages keep their
+/// sender's order and spelling, and still the same bytes for the same line.
+pub fn canonical_json_keeping(value: &Value, kept: &str, spellings: &Spellings) -> String {
     let mut out = Vec::with_capacity(256);
-    write_canonical(value, &Form { skipped: None, kept: Some(kept) }, &mut out);
+    write_keeping(value, &Keeping { kept, spellings }, &mut Vec::new(), &mut out);
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// What [`write_canonical`] leaves out or writes as sent.
+/// What [`write_keeping`] writes as sent.
+struct Keeping<'a> {
+    kept: &'a str,
+    spellings: &'a Spellings,
+}
+
+/// [`write_canonical`] that knows where it is, for [`canonical_json_keeping`].
+fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::Step>, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (key, inner)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
+                path.push(spelling::Step::Key(key.as_str().into()));
+                if key == keeping.kept {
+                    out.extend(spelling::as_sent(inner, &keeping.spellings.under(path)).into_bytes());
+                } else {
+                    write_keeping(inner, keeping, path, out);
+                }
+                path.pop();
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                path.push(spelling::Step::Index(i));
+                write_keeping(item, keeping, path, out);
+                path.pop();
+            }
+            out.push(b']');
+        }
+        scalar => write_canonical(scalar, &Form { skipped: None }, out),
+    }
+}
+
+/// What [`write_canonical`] leaves out.
 struct Form<'a> {
     /// A top-level member left out.
     skipped: Option<&'a str>,
-    /// Members, at any depth, whose values are written as sent.
-    kept: Option<&'a str>,
 }
 
 fn canonical(value: &Value, skipped: Option<&str>) -> String {
     let mut out = Vec::with_capacity(256);
-    write_canonical(value, &Form { skipped, kept: None }, &mut out);
+    write_canonical(value, &Form { skipped }, &mut out);
     // serde_json writes UTF-8 only, so this never falls back.
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// `"key":value` pairs, comma-separated, each value canonical (or as sent,
-/// under a kept name).
-fn write_members<'a>(
-    members: impl Iterator<Item = (&'a String, &'a Value)>,
-    kept: Option<&str>,
-    out: &mut Vec<u8>,
-) {
-    let inner_form = Form { skipped: None, kept };
+/// `"key":value` pairs, comma-separated, each value canonical.
+fn write_members<'a>(members: impl Iterator<Item = (&'a String, &'a Value)>, out: &mut Vec<u8>) {
     for (i, (key, inner)) in members.enumerate() {
         if i > 0 {
             out.push(b',');
         }
         let _ = serde_json::to_writer(&mut *out, key);
         out.push(b':');
-        if Some(key.as_str()) == kept {
-            let _ = serde_json::to_writer(&mut *out, inner);
-        } else {
-            write_canonical(inner, &inner_form, out);
-        }
+        write_canonical(inner, &Form { skipped: None }, out);
     }
 }
 
@@ -542,11 +589,11 @@ fn write_canonical(value: &Value, form: &Form<'_>, out: &mut Vec<u8>) {
             out.push(b'{');
             let shown = |(key, _): &(&String, &Value)| Some(key.as_str()) != form.skipped;
             if map.keys().is_sorted() {
-                write_members(map.iter().filter(shown), form.kept, out);
+                write_members(map.iter().filter(shown), out);
             } else {
                 let mut entries: Vec<(&String, &Value)> = map.iter().filter(shown).collect();
                 entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-                write_members(entries.into_iter(), form.kept, out);
+                write_members(entries.into_iter(), out);
             }
             out.push(b'}');
         }
@@ -556,7 +603,7 @@ fn write_canonical(value: &Value, form: &Form<'_>, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_canonical(item, &Form { skipped: None, kept: form.kept }, out);
+                write_canonical(item, &Form { skipped: None }, out);
             }
             out.push(b']');
         }
@@ -592,17 +639,21 @@ mod tests {
     }
 
     #[test]
-    fn as_sent_json_keeps_member_order_and_number_kinds_and_canonical_sorts_them() {
-        let sent = r#"{"z":{"b":1.0,"a":[{"y":2,"x":-0.5}]},"id":"m1","from":"a","n":12345678901234567890}"#;
+    fn as_sent_keeps_member_order_and_spelling_and_canonical_sorts_them() {
+        let sent =
+            r#"{"z":{"b":1.0,"a":[{"y":2,"x":-0.5}]},"id":"m1","from":"a","n":12345678901234567890,"e":1E2}"#;
         let value: Value = serde_json::from_str(sent).unwrap();
-        assert_eq!(as_sent_json(&value), sent);
+        let spellings = Spellings::of(sent);
+        assert_eq!(spelling::as_sent(&value, &spellings), sent);
         assert_eq!(
             canonical_json(&value),
-            r#"{"from":"a","id":"m1","n":12345678901234567890,"z":{"a":[{"x":-0.5,"y":2}],"b":1.0}}"#
+            r#"{"e":100.0,"from":"a","id":"m1","n":12345678901234567890,"z":{"a":[{"x":-0.5,"y":2}],"b":1.0}}"#
         );
         let line = serde_json::json!({"b": 1, "body": value, "a": {"d": 1, "c": 2}});
+        let mut in_line = Spellings::default();
+        in_line.add_under(&[spelling::Step::Key("body".into())], &spellings);
         assert_eq!(
-            canonical_json_keeping(&line, "body"),
+            canonical_json_keeping(&line, "body", &in_line),
             format!(r#"{{"a":{{"c":2,"d":1}},"b":1,"body":{sent}}}"#)
         );
     }

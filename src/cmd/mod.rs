@@ -19,11 +19,13 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::TcpListener;
 
+use crate::cassette::foreign::read_regular_file;
 use crate::config::{Command, Expired, Format, FrontDoor, MaxAge, Reports, RuleSources};
 use crate::engine::Engine;
 use crate::engine::replay::Replay;
 use crate::error::Error;
 use crate::faults::FaultRules;
+use crate::limits::{MAX_REPORT_BYTES, MAX_RULES_FILE_BYTES};
 use crate::matching::{self, MatchRules};
 use crate::report::{self, Report};
 use crate::{drift, util};
@@ -93,8 +95,9 @@ pub(super) fn load_rules(sources: &RuleSources) -> Result<Rules, Error> {
     };
     let mut rules = match &file {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.clone(), source })?;
+            // A regular file of bounded size: a FIFO or /dev/zero is refused, not read for ever.
+            let text = read_regular_file(path, MAX_RULES_FILE_BYTES, "a rules file")
+                .map_err(|e| Error::Usage(format!("--rules: {e}")))?;
             Rules { matches: MatchRules::parse(path, &text)?, faults: FaultRules::parse(path, &text)? }
         }
         None => Rules { matches: MatchRules::default(), faults: FaultRules::default() },
@@ -174,8 +177,7 @@ pub(super) fn remove_wal_files(file: &Path) {
 
 /// The usage report (`--report`) at `path`, as JSON.
 pub(super) fn read_report(path: &Path) -> Result<serde_json::Value, Error> {
-    let text =
-        std::fs::read_to_string(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    let text = read_regular_file(path, MAX_REPORT_BYTES, "a usage report")?;
     serde_json::from_str(&text).map_err(|e| Error::Config(format!("{}: not JSON: {e}", path.display())))
 }
 

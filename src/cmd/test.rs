@@ -1,12 +1,13 @@
 //! `mcp-tape test`: a tape on loopback for as long as a command runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::record::{http_recording, summarize_recording};
 use super::replay::load_cassettes;
 use super::{
-    Rules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling, write_reports,
+    Rules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
+    write_reports,
 };
 use crate::cassette::store::Cassette;
 use crate::config::{RecordMode, TestConfig, TestMode};
@@ -140,4 +141,3 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     write_reports(&report, &config.reports, verdict == 0)?;
     Ok(verdict)
 }
-

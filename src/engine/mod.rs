@@ -48,7 +48,7 @@ use ledger::Usage;
 use reenact::Live;
 use replay::Replay;
 
-pub use record::{Flight, Flights, Heard, Held, Listener, Recorder, ServiceFlight};
+pub use record::{Flight, Flights, Heard, Held, Listener, Recorder, Said, ServiceFlight};
 pub use replay::ServiceReply;
 
 /// What the front door read about a request besides its message.

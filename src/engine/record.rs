@@ -39,9 +39,10 @@ use tokio::sync::oneshot;
 
 use super::ledger::Ledger;
 use super::{Call, Outcome};
+use crate::cassette::model::spelling::Spellings;
 use crate::cassette::model::{
     Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, StreamShape, as_sent_json, canonical_json,
+    ServiceRoute, Status, StreamShape, canonical_json, spelling,
 };
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::error::{Fault, RequestError};
@@ -131,11 +132,35 @@ struct Capture {
     too_many_secrets: Option<usize>,
 }
 
+/// One message as its sender wrote it: parsed, with the numbers it spelled
+/// otherwise than serde_json writes them, so that the cassette keeps them
+/// as spelled.
+pub struct Said {
+    pub body: Value,
+    pub spellings: Spellings,
+}
+
+impl Said {
+    /// The JSON message `text`; `None` when it is not JSON.
+    pub fn read(text: &str) -> Option<Said> {
+        let body = serde_json::from_str(text).ok()?;
+        Some(Said { body, spellings: Spellings::of(text) })
+    }
+}
+
+impl From<Value> for Said {
+    /// A message built here (a client's reply, as read): nothing to keep.
+    fn from(body: Value) -> Said {
+        Said { body, spellings: Spellings::default() }
+    }
+}
+
 impl Capture {
     /// Adds a message, stamped with its offset from the request.
-    fn push(&mut self, direction: Direction, body: Value) {
+    fn push(&mut self, direction: Direction, said: Said) {
         let offset_ms = self.started.elapsed().as_millis() as u64;
-        self.raw.messages.push(RecordedMessage { offset_ms, direction, body });
+        let Said { body, spellings } = said;
+        self.raw.messages.push(RecordedMessage { offset_ms, direction, body, spellings });
     }
 
     /// What the server says on its own next follows this exchange, which
@@ -220,27 +245,28 @@ impl Recorder {
     /// stored after what the server had seen last there, and a request among
     /// them waits for the client's reply to join it. Before any exchange it
     /// follows none and is not stored.
-    pub fn aside(&self, session: Option<&str>, channel: Channel, body: Value) {
+    pub fn aside(&self, session: Option<&str>, channel: Channel, said: Said) {
         let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
         let Some(spot) = spot else {
-            let said = body.get("method").and_then(Value::as_str).unwrap_or("a message");
+            let what = said.body.get("method").and_then(Value::as_str).unwrap_or("a message");
             tracing::debug!(
                 "the server said {} on its own before any exchange in its session; relayed, not stored",
-                printable(said)
+                printable(what)
             );
             return;
         };
-        if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
+        if let (Some(_), Some(id)) = (said.body.get("method"), said.body.get("id")) {
             self.expect(session, id, PendingReply::Aside(spot.clone()));
         }
-        self.put_aside(&spot, channel, Direction::Server, body);
+        self.put_aside(&spot, channel, Direction::Server, said);
     }
 
     /// Stores one aside at `spot`: with its exchange while that is being
     /// recorded (said in flight, before the answer, unless it follows a
     /// client notification), else after it, redacted and scrubbed.
-    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, mut body: Value) {
+    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, said: Said) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
+        let Said { mut body, spellings } = said;
         if let Some(capture) = spot.capture.upgrade()
             && let Some(capture) = lock(&capture).as_mut()
         {
@@ -253,14 +279,14 @@ impl Recorder {
                 );
                 return;
             }
-            let message = RecordedMessage { offset_ms, direction, body };
+            let message = RecordedMessage { offset_ms, direction, body, spellings };
             let in_flight = spot.after.is_none();
             capture.raw.asides.push(Aside { after: spot.after.clone(), in_flight, channel, message });
             return;
         }
         self.rules.redact(&mut body);
         redact::Scrubber::new(&spot.secrets).scrub(&mut body);
-        let message = RecordedMessage { offset_ms, direction, body };
+        let message = RecordedMessage { offset_ms, direction, body, spellings };
         let aside = Aside { after: spot.after.clone(), in_flight: false, channel, message };
         self.writer.write_asides(spot.tag, vec![aside]);
     }
@@ -371,11 +397,11 @@ impl Recorder {
                 if let Some(capture) = capture.upgrade()
                     && let Some(capture) = lock(&capture).as_mut()
                 {
-                    capture.push(Direction::Client, reply);
+                    capture.push(Direction::Client, reply.into());
                 }
             }
             Some(PendingReply::Aside(spot)) => {
-                self.put_aside(&spot, Channel::Standalone, Direction::Client, reply);
+                self.put_aside(&spot, Channel::Standalone, Direction::Client, reply.into());
             }
             None => {}
         }
@@ -419,9 +445,9 @@ pub struct Listener {
 impl Listener {
     /// One event's data from the stream.
     pub fn heard(&self, data: &str) {
-        let Ok(body) = serde_json::from_str::<Value>(data) else { return };
-        if body.get("method").is_some() {
-            self.recorder.aside(self.session.as_deref(), Channel::Standalone, body);
+        let Some(said) = Said::read(data) else { return };
+        if said.body.get("method").is_some() {
+            self.recorder.aside(self.session.as_deref(), Channel::Standalone, said);
         }
     }
 }
@@ -444,7 +470,7 @@ impl ServiceFlight {
             Ok(mut json) => {
                 rules.redact(&mut json);
                 redact::scrub(&mut json, &self.credentials);
-                as_sent_json(&json)
+                spelling::as_sent(&json, &Spellings::of(&String::from_utf8_lossy(body)))
             }
             Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
         };
@@ -578,7 +604,7 @@ impl Flight {
 
     /// The whole answer came as one message: the exchange is complete,
     /// whatever id the message carries.
-    pub fn complete(self, message: Value) -> Held {
+    pub fn complete(self, message: Said) -> Held {
         let capture = lock(&self.capture).take();
         let committed = match capture {
             Some(mut capture) => {
@@ -602,20 +628,20 @@ impl Flight {
         if !self.within_bound(data.len()) {
             return Heard::Dropped;
         }
-        let Ok(body) = serde_json::from_str::<Value>(data) else {
+        let Some(said) = Said::read(data) else {
             self.abandon("a message of the answer is not JSON");
             return Heard::Dropped;
         };
-        self.take(body)
+        self.take(said)
     }
 
     /// Shows the flight one relayed message the front door has parsed
     /// already (`bytes` long as relayed).
-    pub fn observe_message(&mut self, body: Value, bytes: usize) -> Heard {
+    pub fn observe_message(&mut self, said: Said, bytes: usize) -> Heard {
         if !self.within_bound(bytes) {
             return Heard::Dropped;
         }
-        self.take(body)
+        self.take(said)
     }
 
     /// Counts `bytes` more of the answer; past [`MAX_RECORDED_STREAM_BYTES`]
@@ -630,21 +656,22 @@ impl Flight {
     }
 
     /// Records one message of the answer; the final one completes it.
-    fn take(&mut self, body: Value) -> Heard {
+    fn take(&mut self, said: Said) -> Heard {
         let mut guard = lock(&self.capture);
         let Some(capture) = guard.as_mut() else { return Heard::Message };
-        if capture.method() == "subscriptions/listen" && is_change_notification(&body) {
+        let body = &said.body;
+        if capture.method() == "subscriptions/listen" && is_change_notification(body) {
             // What the subscription carries follows the call that changed something.
             let session = capture.session.clone();
             drop(guard);
-            self.recorder.aside(session.as_deref(), Channel::Subscription, body);
+            self.recorder.aside(session.as_deref(), Channel::Subscription, said);
             return Heard::Message;
         }
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
             self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
         }
         let is_final = body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value());
-        capture.push(Direction::Server, body);
+        capture.push(Direction::Server, said);
         if !is_final {
             return Heard::Message;
         }
@@ -701,11 +728,11 @@ impl Flights {
     /// server says (log notifications, server→client requests) to the
     /// request sent last while one is open, else it is an aside
     /// ([`Recorder::aside`]).
-    pub fn heard(&mut self, message: Value, bytes: usize) -> Heard {
-        let is_answer = message.get("method").is_none();
-        let answering = message.get("id").filter(|_| is_answer).map(canonical_json);
+    pub fn heard(&mut self, message: Said, bytes: usize) -> Heard {
+        let is_answer = message.body.get("method").is_none();
+        let answering = message.body.get("id").filter(|_| is_answer).map(canonical_json);
         let Some(id) = answering else {
-            if let Some(flight) = self.owner(&message) {
+            if let Some(flight) = self.owner(&message.body) {
                 return flight.observe_message(message, bytes);
             }
             if let Some((recorder, session)) = &self.said {

@@ -227,6 +227,7 @@ fn changing_server(cassettes: &Cassettes) {
             direction: Direction::Server,
             body: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
                 "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 5}}}),
+            spellings: Default::default(),
         },
     });
     cassettes.write("changing", vec![discover, change]);

@@ -22,7 +22,7 @@ fn streamed(tool: &str, messages: Vec<(u64, Direction, Value)>) -> RawExchange {
         content_type: "text/event-stream".into(),
         messages: messages
             .into_iter()
-            .map(|(offset_ms, direction, body)| RecordedMessage { offset_ms, direction, body })
+            .map(|(offset_ms, direction, body)| RecordedMessage::new(offset_ms, direction, body))
             .collect(),
         asides: Vec::new(),
         stream: StreamShape::default(),

@@ -123,6 +123,27 @@ async fn replay_sends_each_message_as_the_server_wrote_it() {
         line.contains(r#""body":{"result":{"structuredContent":{"id":"m1","from":"ada@example.com""#),
         "an exported line keeps each body as sent: {line}"
     );
+    assert!(line.contains(r#""weight":1e2,"ratio":1.50,"big":123456789012345678901234567890"#), "{line}");
+
+    // Imported again, the cassette answers with the same bytes.
+    let imported = dir.path().join("imported");
+    std::fs::create_dir(&imported).unwrap();
+    let import = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args([
+            "import",
+            exported.to_str().unwrap(),
+            "--cassette",
+            imported.join("again.sqlite").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
+    let replay = Replayer::start(&[&imported]).await;
+    let again =
+        call_tool(&replay.url(MAIL), 78, "as_written", json!({"z": 1, "a": 2}), json!({"progressToken": 4}))
+            .await;
+    assert_eq!(data(&again), upstream::as_written(&json!(78), &json!(4)), "after export and import too");
+    replay.stop().await.unwrap();
 }
 
 /// Root cause: the client's `Accept-Encoding` went upstream as it was, so

@@ -273,6 +273,34 @@ fn a_bad_rules_file_is_refused_at_start_with_its_line_and_reason() {
 }
 
 #[tokio::test]
+async fn a_rules_file_that_is_no_regular_file_or_too_large_is_refused_without_being_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("rules.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let large = dir.path().join("large.toml");
+    let table = "[[match]]\nserver = \"s\"\ntool = \"t\"\nby = \"exact\"\n\n";
+    std::fs::write(&large, table.repeat(1024 * 1024 / table.len() + 1)).unwrap();
+    for (file, why) in [
+        (fifo.as_path(), "not a regular file"),
+        (Path::new("/dev/zero"), "not a regular file"),
+        (large.as_path(), "larger than 1048576 bytes"),
+    ] {
+        let run = tokio::process::Command::new(BIN)
+            .args(["replay", "--rules", file.to_str().unwrap(), "--port", "0"])
+            .kill_on_drop(true)
+            .output();
+        // A FIFO nobody writes to would block open(2) for ever.
+        let output =
+            tokio::time::timeout(std::time::Duration::from_secs(20), run).await.expect("refused in time");
+        let output = output.unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{}: {stderr}", file.display());
+        assert!(stderr.contains(why), "{}: {stderr}", file.display());
+    }
+}
+
+#[tokio::test]
 async fn rules_suggest_turns_a_runs_misses_into_rules_that_answer_them() {
     let (dir, cassette, _rules) = recorded();
     // Two tests' reports, as the pytest plugin writes them: one directory, one report each.

@@ -65,7 +65,7 @@ pub fn exchange(
         messages: messages
             .into_iter()
             .enumerate()
-            .map(|(i, body)| RecordedMessage { offset_ms: 10 * i as u64, direction: Direction::Server, body })
+            .map(|(i, body)| RecordedMessage::new(10 * i as u64, Direction::Server, body))
             .collect(),
         asides: Vec::new(),
         stream: StreamShape::default(),

@@ -157,7 +157,7 @@ pub fn as_written(id: &Value, token: &Value) -> Vec<String> {
             r#"{{"params":{{"total":2,"progress":1,"progressToken":{token},"message":"reading"}},"method":"notifications/progress","jsonrpc":"2.0"}}"#
         ),
         format!(
-            r#"{{"result":{{"structuredContent":{{"id":"m1","from":"ada@example.com","subject":"Lunch","isRead":false,"score":1.0,"rank":2}},"content":[{{"type":"text","text":"{{\"id\":\"m1\",\"from\":\"ada@example.com\"}}"}}],"isError":false}},"jsonrpc":"2.0","id":{id}}}"#
+            r#"{{"result":{{"structuredContent":{{"id":"m1","from":"ada@example.com","subject":"Lunch","isRead":false,"score":1.0,"rank":2,"weight":1e2,"ratio":1.50,"big":123456789012345678901234567890,"zero":-0,"far":1E+21}},"content":[{{"type":"text","text":"{{\"id\":\"m1\",\"from\":\"ada@example.com\"}}"}}],"isError":false}},"jsonrpc":"2.0","id":{id}}}"#
         ),
     ]
 }

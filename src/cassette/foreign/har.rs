@@ -85,7 +85,7 @@ fn entry_of(
                         after: after.clone(),
                         in_flight: false,
                         channel: Channel::Standalone,
-                        message: RecordedMessage { offset_ms: 0, direction: Direction::Server, body },
+                        message: RecordedMessage::new(0, Direction::Server, body),
                     }));
                 }
                 None if said.is_empty() => {}
@@ -170,6 +170,7 @@ fn entry_of(
             offset_ms: offsets.get(i).copied().unwrap_or(0),
             direction: Direction::Server,
             body,
+            spellings: Default::default(),
         })
         .collect();
     let session =
@@ -230,11 +231,11 @@ fn extension(ours: &Value, heard: &mut Heard) -> Result<(), String> {
                 .ok()
                 .filter(|a| *a <= heard.messages.len())
                 .ok_or("\"after\" is past the answer")?;
-            heard.messages.insert(at, RecordedMessage { offset_ms, direction: Direction::Client, body });
+            heard.messages.insert(at, RecordedMessage::new(offset_ms, Direction::Client, body));
         }
     }
     if let Some(line) = ours.get("asides") {
-        let rest = crate::cassette::jsonl::parse_asides(line)?;
+        let rest = crate::cassette::jsonl::parse_asides(line, &Default::default())?;
         heard.asides = rest;
     }
     if let Some(stream) = ours.get("stream") {
@@ -330,9 +331,9 @@ fn entry(exchange: &Exchange) -> Value {
         exchange.messages.iter().filter(|m| m.direction == Direction::Server).collect();
     let streamed = exchange.content_type.starts_with("text/event-stream");
     let answer_text = if streamed {
-        server_messages.iter().map(|m| sse::message_event(&m.body.to_string())).collect::<String>()
+        server_messages.iter().map(|m| sse::message_event(&m.as_sent())).collect::<String>()
     } else {
-        server_messages.first().map(|m| m.body.to_string()).unwrap_or_default()
+        server_messages.first().map(|m| m.as_sent()).unwrap_or_default()
     };
     let mut ours = Map::new();
     ours.insert("server".into(), exchange.server.clone().into());

@@ -79,12 +79,12 @@ impl Read {
         for (index, heard) in self.heard.iter_mut().enumerate().rev() {
             if heard.messages.iter().any(|m| asks(&m.body)) {
                 let offset_ms = offset_of(index, heard);
-                heard.messages.push(RecordedMessage { offset_ms, direction: Direction::Client, body: reply });
+                heard.messages.push(RecordedMessage::new(offset_ms, Direction::Client, reply));
                 return;
             }
             if let Some(aside) = heard.asides.iter().rev().find(|a| asks(&a.message.body)) {
                 let (after, channel) = (aside.after.clone(), aside.channel);
-                let message = RecordedMessage { offset_ms: 0, direction: Direction::Client, body: reply };
+                let message = RecordedMessage::new(0, Direction::Client, reply);
                 heard.asides.push(Aside { after, in_flight: false, channel, message });
                 return;
             }

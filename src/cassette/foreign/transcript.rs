@@ -53,6 +53,7 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
                         offset_ms: offset(sent),
                         direction: Direction::Server,
                         body,
+                        spellings: Default::default(),
                     });
                     last = Some(index);
                 }
@@ -72,9 +73,10 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
                         offset_ms: offset(sent),
                         direction: Direction::Server,
                         body,
+                        spellings: Default::default(),
                     }),
                     (None, Some(index)) => {
-                        let message = RecordedMessage { offset_ms: 0, direction: Direction::Server, body };
+                        let message = RecordedMessage::new(0, Direction::Server, body);
                         read.heard[index].asides.push(Aside {
                             after: None,
                             in_flight: false,
@@ -300,6 +302,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
                 offset_ms: latency,
                 direction: Direction::Server,
                 body: response.clone(),
+                spellings: Default::default(),
             }],
             ..Heard::default()
         });

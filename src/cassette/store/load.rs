@@ -241,6 +241,7 @@ pub(super) fn read_all(
             offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
             direction: row.get(2).map_err(|e| damaged(conversion(e)))?,
             body: checked_json(body).map_err(damaged)?,
+            spellings: Default::default(),
         });
     }
     if version >= 6 {
@@ -282,6 +283,7 @@ fn read_asides(
                 offset_ms: row.get::<_, i64>(3)?.max(0) as u64,
                 direction: row.get(4).map_err(|e| damaged(conversion(e)))?,
                 body: checked_json(body).map_err(damaged)?,
+                spellings: Default::default(),
             },
         });
     }

@@ -35,7 +35,7 @@ pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
 use crate::cassette::model::{
-    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, as_sent_json, canonical_json,
+    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,
 };
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
@@ -731,7 +731,7 @@ fn insert_exchange_rows(conn: &Connection, exchange: &Exchange, occurrence: i64)
             seq as i64,
             message.offset_ms as i64,
             message.direction,
-            as_sent_json(&message.body),
+            message.as_sent(),
         ])?;
     }
     insert_aside_rows(conn, id, &exchange.asides)?;
@@ -758,7 +758,7 @@ fn insert_aside_rows(conn: &Connection, row: i64, asides: &[Aside]) -> rusqlite:
             aside.channel,
             aside.message.offset_ms as i64,
             aside.message.direction,
-            as_sent_json(&aside.message.body),
+            aside.message.as_sent(),
             aside.in_flight,
         ])?;
     }
@@ -920,6 +920,7 @@ mod tests {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
                     "result": {"content": [{"type": "text", "text": text}]}}),
+                spellings: Default::default(),
             }],
             asides: Vec::new(),
             stream: StreamShape::default(),

@@ -43,7 +43,7 @@ use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::cassette::model::ServiceRoute;
-use crate::engine::{Flight, Heard, Held, Listener, Outcome, ServiceFlight};
+use crate::engine::{Flight, Heard, Held, Listener, Outcome, Said, ServiceFlight};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
@@ -136,8 +136,8 @@ impl Proxy {
         let (bytes, share) = read_whole(body, idle, &self.budget)
             .await
             .map_err(|unread| RequestError { fault: Box::new(self.unread(unread)), id: id.clone() })?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(message) if message.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
+        match std::str::from_utf8(&bytes).ok().and_then(Said::read) {
+            Some(message) if message.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 flight.complete(message).await?;
                 *outcome = Outcome::Recorded;
             }

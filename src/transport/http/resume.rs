@@ -118,8 +118,12 @@ impl Resumable {
     /// Forgets the streams of `session`, which has ended.
     pub(super) fn forget(&self, session: &str) {
         let mut streams = lock(&self.0);
-        let gone: Vec<u64> =
-            streams.kept.iter().filter(|(_, kept)| kept.session == session).map(|(stream, _)| *stream).collect();
+        let gone: Vec<u64> = streams
+            .kept
+            .iter()
+            .filter(|(_, kept)| kept.session == session)
+            .map(|(stream, _)| *stream)
+            .collect();
         for stream in gone {
             if let Some(kept) = streams.kept.remove(&stream) {
                 streams.bytes -= kept.bytes;

@@ -28,7 +28,7 @@ use tokio::task::JoinHandle;
 
 use super::Output;
 use super::lines::{Lines, Piece};
-use crate::engine::{Flight, Flights, Heard};
+use crate::engine::{Flight, Flights, Heard, Said};
 use crate::limits::{MAX_CHILD_LINE_BYTES, MAX_QUEUED_CHILD_LINES};
 use crate::util::{lock, printable};
 
@@ -90,8 +90,7 @@ pub fn spawn(command: &[String], output: Output) -> std::io::Result<(Child, Link
     let (closed, gone) = oneshot::channel();
     let relay = tokio::spawn(relay_output(stdout, Arc::clone(&flights), output, closed));
     let guard = group.and_then(Guard::watch);
-    let child =
-        Child { process, group, guard, drop_input: Some(drop_input), gone: Some(gone), relay };
+    let child = Child { process, group, guard, drop_input: Some(drop_input), gone: Some(gone), relay };
     Ok((child, Link { input, flights }))
 }
 
@@ -385,8 +384,8 @@ async fn relay_output(
 async fn relay_line(line: Vec<u8>, flights: &Mutex<Flights>, output: &Output) {
     let message = std::str::from_utf8(&line)
         .ok()
-        .and_then(|text| Some((text, serde_json::from_str::<Value>(text).ok()?)))
-        .filter(|(_, value)| value.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
+        .and_then(|text| Some((text, Said::read(text)?)))
+        .filter(|(_, said)| said.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
     let Some((text, value)) = message else {
         let shown: String = String::from_utf8_lossy(&line).chars().take(120).collect();
         tracing::warn!(
