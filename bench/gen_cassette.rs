@@ -22,7 +22,7 @@ fn exchange(tool: &str, arguments: Value, content_type: &str, messages: Vec<Valu
         messages: messages
             .into_iter()
             .enumerate()
-            .map(|(i, body)| RecordedMessage { offset_ms: i as u64, direction: Direction::Server, body })
+            .map(|(i, body)| RecordedMessage::new(i as u64, Direction::Server, body))
             .collect(),
         asides: Vec::new(),
         stream: StreamShape::default(),
