@@ -86,14 +86,16 @@ def run(h, checks, tools):
                     seen[framework]["direct"] = agent(framework, server.url("/mcp"), plan())
                     assert SUBJECT in seen[framework]["direct"]["seen"][0], seen[framework]["direct"]
                 checks.run(f"frameworks: {framework} directly", direct)
-            recorder = h.Daemon(None, None, [h.args_binary, "record", "--upstream", server.base,
+            # The upstream as a user has it: the server's own MCP URL, path included.
+            recorder = h.Daemon(None, None, [h.args_binary, "record", "--upstream", server.url("/mcp"),
                                              "--cassettes", cassettes, "--name", "agents", "--port", "0"])
             try:
                 for framework in FRAMEWORKS:
                     def through(framework=framework):
                         seen[framework]["record"] = agent(framework, recorder.url("/mcp"), plan())
                         assert seen[framework]["record"] == seen[framework]["direct"], seen[framework]
-                    checks.run(f"frameworks: {framework} through record sees what it saw directly", through)
+                    checks.run(f"frameworks: {framework} through record (--upstream the server's /mcp URL) sees "
+                               "what it saw directly", through)
             finally:
                 recorder.stop(os.path.join(h.args_logs, "record-frameworks.log"))
         finally:
