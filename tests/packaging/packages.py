@@ -350,14 +350,20 @@ def node_package(args, work, checks):
 
     def a_miss_fails_its_test():
         before = {p: digest(cassettes / p) for p in files_under(cassettes)}
-        code, output = run(vitest, project, dict(env, AGENT_QUESTION=CHANGED_QUESTION))
+        code, output = run(vitest, project, dict(env, AGENT_QUESTION=CHANGED_QUESTION, MCP_TAPE_HTML="html"))
         assert code == 1, output
         assert "1 failed" in output and "2 passed" in output, output
         assert "tools/call SearchMessages on mcp_MailTools" in output, output
         assert MISS_TEXT in output, output
         assert {p: digest(cassettes / p) for p in files_under(cassettes)} == before
+        pages = project / "html"
+        assert len(files_under(pages)) == 4, files_under(pages)
+        index = (pages / "index.html").read_text()
+        assert "3 tests, 1 failed" in index and index.count("<li") == 3, index
+        shutil.rmtree(pages)
 
-    checks.run("vitest helper: a miss fails only its test, the tool, pointer and both values in the error",
+    checks.run("vitest helper: a miss fails only its test, the tool, pointer and both values in the error; "
+               "MCP_TAPE_HTML writes a page per test and an index",
                a_miss_fails_its_test)
 
     def no_cassette_no_pass():

@@ -50,3 +50,5 @@ export declare function faultSpec(fault: string | Record<string, unknown>): stri
 export declare function missingPlatformPackage(name?: string): string;
 export declare function startTape(options: TapeOptions): Promise<Tape>;
 export declare function describeMisses(misses: Miss[], cassette: string, html?: string): string;
+/** Writes `index.html` under `directory`: each test's HTML page (as `html` wrote it) with its verdict, failed first. */
+export declare function writeIndex(directory: string): void;

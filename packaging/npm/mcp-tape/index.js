@@ -4,10 +4,21 @@
 // input, so modes, match rules, reports and "a failing test never changes
 // its cassette" are exactly those of `mcp-tape test`.
 import { spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
 
 const VERSION = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")).version;
@@ -144,4 +155,35 @@ export function describeMisses(misses, cassette, html) {
   }
   if (html) lines.push(`  HTML report: ${html}`);
   return lines.join("\n");
+}
+
+const escapeHtml = (text) =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+
+/** `index.html` under `directory`: each test's page with its verdict, failed first. */
+export function writeIndex(directory) {
+  const pages = readdirSync(directory, { recursive: true })
+
+    .filter((name) => name.endsWith(".html") && name !== "index.html")
+    .sort()
+    .map((name) => {
+      const head = readFileSync(join(directory, name), "utf8").slice(0, 4096);
+      const title = /<title>mcp-tape run report(?: of (.*?))?: (passed|failed)<\/title>/s.exec(head);
+      const named = title?.[1] ?? name;
+      const unescaped = named.replace(/&(amp|lt|gt|quot|#39);/g, (_, e) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'" })[e]);
+      return { name: unescaped, verdict: title?.[2] ?? "unknown", link: relative(directory, join(directory, name)) };
+    });
+  pages.sort((a, b) => (a.verdict === "failed") === (b.verdict === "failed") ? a.name.localeCompare(b.name) : a.verdict === "failed" ? -1 : 1);
+  const failed = pages.filter((page) => page.verdict === "failed").length;
+  const rows = pages
+    .map((page) => `<li class="${page.verdict}"><a href="${escapeHtml(page.link)}">${escapeHtml(page.name)}</a>: ${page.verdict}</li>`)
+    .join("\n");
+  const heading = `mcp-tape: ${pages.length} tests, ${failed} failed`;
+  const partial = join(directory, `index.html.partial-${process.pid}`);
+  writeFileSync(
+    partial,
+    `<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>${heading}</title></head><body>\n` +
+      `<h1>${heading}</h1>\n<ul id="tests">\n${rows}\n</ul>\n</body></html>\n`,
+  );
+  renameSync(partial, join(directory, "index.html"));
 }

@@ -22,3 +22,4 @@ export declare function useTape(options?: UseTapeOptions): TapeState;
 
 /** `<file>/<describe>/.../<test>` for a vitest task: where its cassette, page and report go. */
 export declare function testPath(file: string, task: unknown): string;
+

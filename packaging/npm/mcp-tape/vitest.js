@@ -9,8 +9,8 @@
 // passes. Under `mcp-tape test -- vitest run`, the one tape already running
 // serves every test instead.
 import { basename, join } from "node:path";
-import { afterEach, beforeEach } from "vitest";
-import { fileName, startTape } from "./index.js";
+import { afterAll, afterEach, beforeEach } from "vitest";
+import { fileName, startTape, writeIndex } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
 
@@ -61,5 +61,7 @@ export function useTape(options = {}) {
     // Thrown when the test failed too: often its failure is the client's error for the miss.
     if (misses.length > 0) throw new Error(text);
   });
+  // Each file, when done, lists every page there is so far: the last one lists the run's.
+  if (htmlDirectory) afterAll(() => writeIndex(htmlDirectory));
   return state;
 }
