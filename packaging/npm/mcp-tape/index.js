@@ -163,7 +163,6 @@ const escapeHtml = (text) =>
 /** `index.html` under `directory`: each test's page with its verdict, failed first. */
 export function writeIndex(directory) {
   const pages = readdirSync(directory, { recursive: true })
-
     .filter((name) => name.endsWith(".html") && name !== "index.html")
     .sort()
     .map((name) => {
