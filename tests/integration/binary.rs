@@ -57,7 +57,7 @@ impl Daemon {
         .await
         .expect("the daemon did not start listening in time");
         let log = tokio::spawn(async move {
-            let mut rest = String::new();
+            let mut rest = seen;
             while let Ok(Some(line)) = lines.next_line().await {
                 rest.push_str(&line);
                 rest.push('\n');
@@ -67,7 +67,7 @@ impl Daemon {
         Daemon { child, url, log }
     }
 
-    /// Sends `signal` and returns the exit status and everything logged after start-up.
+    /// Sends `signal` and returns the exit status and everything it logged.
     pub async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
         let pid = self.child.id().unwrap().to_string();
         let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
@@ -327,6 +327,11 @@ async fn readiness_is_announced_at_any_log_level_and_every_stop_signal_is_clean(
     let (status, log) = daemon.stop("HUP").await;
     assert!(
         status.success() && log.contains("SIGHUP: shutting down") && log.contains("stopped; no misses"),
+        "{log}"
+    );
+    // Serving nothing recorded is said at start: every request gets the mock's answer.
+    assert!(
+        log.contains("replay: no recordings under") && log.contains("every request gets the mock's answer"),
         "{log}"
     );
 }
