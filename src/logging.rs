@@ -230,7 +230,7 @@ impl Visit for Fields<'_, '_> {
     }
 }
 
-/// A writer that escapes control characters.
+/// A writer that escapes control characters and bidirectional controls.
 struct Escaped<'a, W>(&'a mut W);
 
 impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
@@ -239,7 +239,7 @@ impl<W: fmt::Write> fmt::Write for Escaped<'_, W> {
             return self.0.write_str(text);
         }
         let mut rest = text;
-        while let Some(at) = rest.find(|c: char| c.is_control()) {
+        while let Some(at) = rest.find(crate::util::is_unsafe) {
             self.0.write_str(&rest[..at])?;
             let control = rest[at..].chars().next().unwrap_or_default();
             write!(self.0, "{}", control.escape_default())?;

@@ -86,24 +86,35 @@ pub fn clip(text: &str, max: usize) -> Cow<'_, str> {
 /// `text` with its control characters escaped (`\n`, `\u{1b}`, ...), for
 /// values from the network or a cassette that go into a log line: a method
 /// name holding a newline or a terminal escape must not forge a line or
-/// repaint the terminal.
+/// repaint the terminal, nor a bidirectional control ([`is_unsafe`]) make a
+/// name display as another.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    if !may_hold_controls(text) || !text.chars().any(char::is_control) {
+    if !may_hold_controls(text) || !text.chars().any(is_unsafe) {
         return text.into();
     }
     text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .map(|c| if is_unsafe(c) { c.escape_default().to_string() } else { c.to_string() })
         .collect::<String>()
         .into()
 }
 
-/// Whether `text` may hold a control character: it has a byte of C0 (below
-/// 0x20), DEL (0x7f) or the first byte of C1's UTF-8 (0xc2, for U+0080 to
-/// U+009F). Text without one is safe as it is. One pass without an early
-/// exit, which compiles to wide compares: the texts are short, and nearly
-/// all hold none.
+/// Whether `c` must not reach a person as it is: a control character, or a
+/// bidirectional control (the marks, embeddings, overrides and isolates,
+/// U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which reorders
+/// the text around it on screen.
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whether `text` may hold a character [`is_unsafe`] finds: it has a byte of
+/// C0 (below 0x20), DEL (0x7f), or a first byte of one's UTF-8 (0xc2 for
+/// U+0080 to U+009F, 0xd8 for U+061C, 0xe2 for the U+2000 block). Text
+/// without one is safe as it is. One pass without an early exit, which
+/// compiles to wide compares: the texts are short, and nearly all hold none.
 pub fn may_hold_controls(text: &str) -> bool {
-    text.bytes().fold(false, |seen, b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2))
+    text.bytes()
+        .fold(false, |seen, b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2) | (b == 0xd8) | (b == 0xe2))
 }
 
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in
@@ -296,6 +307,10 @@ mod tests {
         assert_eq!(printable("a\nINFO fake\u{1b}[2J"), "a\\nINFO fake\\u{1b}[2J");
         assert_eq!(printable("csi\u{9b}1m"), "csi\\u{9b}1m");
         assert!(matches!(printable("café ½"), Cow::Borrowed("café ½")));
+        // A bidirectional override would show "Send\u{202e}lmth.exe" as "Sendexe.htmll".
+        assert_eq!(printable("Send\u{202E}lmth.exe"), "Send\\u{202e}lmth.exe");
+        assert_eq!(printable("\u{2067}isolate\u{2069} \u{061C}"), "\\u{2067}isolate\\u{2069} \\u{61c}");
+        assert!(matches!(printable("an em dash — and … stay"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -445,6 +445,8 @@ fn xml(text: &str) -> String {
             '\'' => out.push_str("&apos;"),
             '\t' | '\n' | '\r' => out.push(c),
             c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            // A bidirectional control would make a name display as another: shown, not obeyed.
+            c if crate::util::is_unsafe(c) => out.push_str(&c.escape_default().to_string()),
             c => out.push(c),
         }
     }
@@ -458,5 +460,6 @@ mod tests {
     #[test]
     fn xml_text_is_escaped_and_kept_legal() {
         assert_eq!(xml("a<b>&\"c'\u{1b}[31m\n"), "a&lt;b&gt;&amp;&quot;c&apos;\u{FFFD}[31m\n");
+        assert_eq!(xml("Send\u{202E}lmth.exe"), "Send\\u{202e}lmth.exe");
     }
 }
