@@ -185,7 +185,8 @@ impl MatchRule {
     fn from_raw(raw: RawRule) -> Result<MatchRule, (Option<Range<usize>>, String)> {
         let selector = Selector::new([&raw.server, &raw.method, &raw.tool, &raw.prompt, &raw.uri])?;
         let pointer = |text: &Spanned<String>, what: &str| {
-            Pointer::new(text.get_ref()).map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
+            Pointer::new(text.get_ref())
+                .map_err(|why| (Some(text.span()), format!("{what} {:?}: {why}", text.get_ref())))
         };
         let ignore = raw.ignore.iter().map(|p| pointer(p, "ignore")).collect::<Result<Vec<_>, _>>()?;
         let mut normalize = Vec::new();
@@ -267,7 +268,7 @@ impl Selector {
                 .as_ref()
                 .map(|text| {
                     Glob::new(text.get_ref())
-                        .map_err(|why| (Some(text.span()), format!("{what} {text:?}: {why}")))
+                        .map_err(|why| (Some(text.span()), format!("{what} {:?}: {why}", text.get_ref())))
                 })
                 .transpose()
         };
@@ -772,7 +773,8 @@ uri = "file:///docs/**"
         let cases = [
             ("[[match]]\ntool = \"a\"\nbogus = 1\n", 3, "unknown field `bogus`"),
             ("[[match]]\ntool = \"a\"\n\n[[match]]\nignore = [\"arguments/x\"]\n", 5, "starts with `/`"),
-            ("[[match]]\nserver = \"mcp_[\"\n", 2, "not closed"),
+            ("[[match]]\nserver = \"mcp_[\"\n", 2, "server \"mcp_[\": "),
+            ("[[match]]\ntool = \"[z-a]\"\n", 2, "tool \"[z-a]\": "),
             ("[[match]]\nby = \"closest\"\n", 2, "unknown variant `closest`"),
             ("[[match]]\nnormalize = { \"/a\" = [\"upper\"] }\n", 2, "unknown variant `upper`"),
             ("[[match]]\ntool = \"a\"\nuri = \"b\"\n", 3, "one of tool, prompt and uri"),
@@ -786,6 +788,7 @@ uri = "file:///docs/**"
             let error = rules(text).expect_err(text);
             assert!(error.starts_with(&format!("mcp-tape.toml:{line}: ")), "{text:?} gave {error}");
             assert!(error.contains(reason), "{text:?} gave {error}");
+            assert!(!error.contains("Spanned") && !error.contains("span:"), "words, not debug text: {error}");
         }
         assert!(rules("").unwrap().is_empty());
     }
