@@ -561,7 +561,7 @@ impl Pointer {
     /// # Errors
     ///
     /// Why it is not one: it does not start with `/`, names nothing (`""`,
-    /// `/**`), or has a `~` not followed by `0` or `1`.
+    /// `/**`), or has a `~` not followed by `0`, `1` or `2`.
     pub fn new(text: &str) -> Result<Pointer, String> {
         let Some(rest) = text.strip_prefix('/') else {
             return Err("a JSON pointer starts with `/`, e.g. /arguments/requestId".into());
@@ -581,6 +581,20 @@ impl Pointer {
             );
         }
         Ok(Pointer(segments))
+    }
+
+    /// The pattern naming exactly the place of `pointer` (RFC 6901, as
+    /// differences give them): a segment that is `*` or `**` there is a key
+    /// of that name, written with `~2` so as not to be a wildcard.
+    pub fn literal(pointer: &str) -> String {
+        pointer
+            .split('/')
+            .map(|segment| match segment {
+                "*" | "**" => segment.replace('*', "~2"),
+                other => other.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("/")
     }
 
     /// Calls `at(parent, key)` for every place this pattern names in
@@ -651,7 +665,12 @@ fn unescape(raw: &str) -> Result<String, String> {
         match chars.next() {
             Some('0') => out.push('~'),
             Some('1') => out.push('/'),
-            _ => return Err("`~` in a pointer must be `~0` (for ~) or `~1` (for /)".into()),
+            Some('2') => out.push('*'),
+            _ => {
+                return Err(
+                    "`~` in a pointer must be `~0` (for ~), `~1` (for /) or `~2` (for a literal *)".into()
+                );
+            }
         }
     }
     Ok(out)
@@ -781,7 +800,7 @@ uri = "file:///docs/**"
             ("[[match]]\ntool = \"a\"\nmethod = \"prompts/get\"\n", 3, "decides tools/call only"),
             ("[[faults]]\nnth = 1\n", 1, "unknown field `faults`"),
             ("[[match]\n", 1, ""),
-            ("[[match]]\nignore = [\"/a/~2\"]\n", 2, "`~0`"),
+            ("[[match]]\nignore = [\"/a/~3\"]\n", 2, "`~0`"),
             ("[[match]]\nignore = [\"/**\"]\n", 2, "cannot end in `**`"),
         ];
         for (text, line, reason) in cases {

@@ -19,7 +19,7 @@ use crate::cassette::tape::{Cursors, Tape};
 use crate::engine::by_rule::{Asked, RuleIndex};
 use crate::engine::ledger::CaseKey;
 use crate::error::Error;
-use crate::matching::{self, Fold, Glob, MatchRules};
+use crate::matching::{self, Fold, Glob, MatchRules, Pointer};
 use crate::mcp;
 use crate::normalize::{self, Difference, Rules};
 
@@ -100,9 +100,15 @@ pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) ->
     Ok(out)
 }
 
+/// `text` as a TOML basic string: JSON's escapes, which TOML shares, and
+/// DEL, which JSON leaves raw and TOML refuses raw, as `\u007f`.
+fn toml_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default().replace('\u{7f}', "\\u007f")
+}
+
 /// The `[[match]]` table for one miss.
 fn table(miss: &Miss) -> String {
-    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let quote = toml_string;
     let mut lines = vec!["[[match]]".to_owned(), format!("server = {}", quote(&Glob::escape(&miss.server)))];
     let key = match miss.method.as_str() {
         "tools/call" => "tool",
@@ -122,10 +128,11 @@ fn table(miss: &Miss) -> String {
         match folds {
             Some(folds) => {
                 let names: Vec<String> = folds.iter().map(|f| quote(Fold::as_str(*f))).collect();
-                normalize.push(format!("{} = [{}]", quote(&difference.pointer), names.join(", ")));
+                let pointer = Pointer::literal(&difference.pointer);
+                normalize.push(format!("{} = [{}]", quote(&pointer), names.join(", ")));
             }
             None if difference.pointer.is_empty() => {}
-            None => ignore.push(quote(&difference.pointer)),
+            None => ignore.push(quote(&Pointer::literal(&difference.pointer))),
         }
     }
     if !ignore.is_empty() {
@@ -203,5 +210,35 @@ mod tests {
         let rules = MatchRules::parse(std::path::Path::new("t.toml"), &text).unwrap();
         assert_eq!(rules.find("mcp_Me*", "tools/call", "Find"), Some(0));
         assert_eq!(rules.find("mcp_MeServer", "tools/call", "Find"), None, "the server name is escaped");
+    }
+
+    #[test]
+    fn any_name_makes_valid_toml_and_a_literal_star_stays_literal() {
+        let miss = Miss {
+            server: "mcp_\u{7f}Odd".into(),
+            method: "tools/call".into(),
+            params: json!({"name": "Del\u{7f}ete", "arguments": {}}),
+            misses: 1,
+            differences: vec![
+                Difference {
+                    pointer: "/arguments/*".into(),
+                    recorded: Some(json!(1)),
+                    requested: Some(json!(2)),
+                },
+                Difference {
+                    pointer: "/arguments/a\u{7f}".into(),
+                    recorded: Some(json!(1)),
+                    requested: None,
+                },
+            ],
+        };
+        let text = table(&miss);
+        let rules = MatchRules::parse(std::path::Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(rules.find("mcp_\u{7f}Odd", "tools/call", "Del\u{7f}ete"), Some(0), "{text}");
+        assert!(text.contains(r#"ignore = ["/arguments/~2", "/arguments/a\u007f"]"#), "{text}");
+        // The rule ignores the argument named `*`, not every argument.
+        let prepared = rules.rules()[0].prepare(&json!({"arguments": {"*": 1, "other": 2}}));
+        assert_eq!(prepared, json!({"arguments": {"other": 2}}));
     }
 }
