@@ -1,10 +1,9 @@
 //! Errors. Start-up and store failures are [`Error`] (printed with their
 //! cause chain by `main`). A request that cannot be answered as MCP is a
-//! [`RequestError`]: a [`Fault`], classified by the [`Side`] it lies on,
-//! with the JSON-RPC error a client gets ([`Fault::error`]). The HTTP door
-//! maps each fault to its status, in one place (`transport/http/status.rs`);
-//! front doors without HTTP status codes (stdio) send the JSON-RPC error
-//! alone.
+//! [`RequestError`]: a [`Fault`], with the JSON-RPC error a client gets
+//! ([`Fault::error`]). The HTTP door maps each fault to its status, in one
+//! place (`transport/http/status.rs`); front doors without HTTP status
+//! codes (stdio) send the JSON-RPC error alone.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -73,19 +72,6 @@ pub enum CassetteError {
     Damaged { id: i64, why: String },
     #[error("SQLite: {0}")]
     Sqlite(#[from] rusqlite::Error),
-}
-
-/// Where the fault of a failed request lies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// The client sent something we will not serve (4xx).
-    Client,
-    /// The upstream could not be reached or failed (502).
-    Upstream,
-    /// The cassette could not take the exchange (507).
-    Store,
-    /// A recording cannot serve this request the way it was asked (500).
-    Internal,
 }
 
 /// How the upstream failed a forwarded request.
@@ -189,15 +175,6 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub fn side(&self) -> Side {
-        match self {
-            Fault::Upstream(_) => Side::Upstream,
-            Fault::NotStored => Side::Store,
-            Fault::NoFinalAnswer | Fault::Busy { .. } | Fault::Stopping { .. } => Side::Internal,
-            _ => Side::Client,
-        }
-    }
-
     /// The JSON-RPC error a client gets for this fault.
     pub fn error(&self) -> ErrorObject {
         let invalid = |message: String| ErrorObject::new(ErrorCode::INVALID_REQUEST, message);

@@ -23,7 +23,7 @@
 //!
 //! # Layout
 //!
-//! Bottom to top; each module uses only modules above it in this list.
+//! Bottom to top; each module uses only modules listed before it.
 //!
 //! - [`limits`]: every bound on what mcp-tape is sent or reads, in one
 //!   place (bytes, counts, waits).
@@ -50,9 +50,9 @@
 //!   `once`, a seeded `rate`), what happens; read and checked at start.
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
-//! - [`redact`]: sensitive body keys and header credentials.
 //! - [`secrets`]: secret shapes (provider key and token formats) and how
 //!   random a value looks: what `lint` finds and `--redact-pattern` scrubs.
+//! - [`redact`]: sensitive body keys and header credentials.
 //! - [`normalize`]: match keys, placeholders, field diffs.
 //! - [`sse`]: the `text/event-stream` encoder and incremental parser.
 //! - [`agent365`]: the Agent 365 service endpoints that are not MCP

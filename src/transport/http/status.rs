@@ -73,7 +73,7 @@ pub(super) fn of_fault(fault: &Fault) -> StatusCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Side, one_of_each_fault};
+    use crate::error::{Fault, one_of_each_fault};
 
     #[test]
     fn error_statuses_per_era() {
@@ -89,16 +89,17 @@ mod tests {
         assert_eq!(of_answer(Era::Handshake, recorded), StatusCode::NOT_FOUND);
     }
 
-    /// Every fault maps to a status of its side's class.
+    /// Every fault maps to a status of the class of the side it lies on:
+    /// the client's (4xx), the upstream's (502), the store's (507), ours (5xx).
     #[test]
-    fn each_side_maps_to_its_status_class() {
+    fn each_fault_maps_to_the_status_class_of_its_side() {
         for fault in one_of_each_fault() {
             let status = of_fault(&fault).as_u16();
-            let class = match fault.side() {
-                Side::Client => 400..500,
-                Side::Upstream => 502..503,
-                Side::Store => 507..508,
-                Side::Internal => 500..504,
+            let class = match fault {
+                Fault::Upstream(_) => 502..503,
+                Fault::NotStored => 507..508,
+                Fault::NoFinalAnswer | Fault::Busy { .. } | Fault::Stopping { .. } => 500..504,
+                _ => 400..500,
             };
             assert!(class.contains(&status), "{fault:?} → {status}");
         }
