@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::Outcome;
 use super::by_rule::RuleUse;
 use crate::cassette::model::Source;
-use crate::jsonrpc::ErrorObject;
+use super::miss::Miss;
 use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
 use crate::normalize::Difference;
@@ -138,8 +138,8 @@ pub struct Case {
     pub faults: BTreeMap<usize, u64>,
     /// Answered from a recording older than `--max-age`.
     pub stale: u64,
-    /// The first miss's error: what was asked and the nearest recordings.
-    pub first_miss: Option<ErrorObject>,
+    /// The first miss: what was asked and the nearest recordings.
+    pub first_miss: Option<Miss>,
     /// When its requests came and how each was answered (the run's first
     /// [`MOMENTS_KEPT`] requests, over all cases).
     pub moments: Vec<Moment>,
@@ -382,12 +382,12 @@ impl Ledger {
         case.faulted += u64::from(replaced);
     }
 
-    /// Keeps the first miss error of `key`.
-    pub fn missed(&self, key: &CaseKey, error: &ErrorObject) {
+    /// Keeps the first miss of `key`.
+    pub fn missed(&self, key: &CaseKey, miss: &Miss) {
         let mut state = lock(&self.state);
         let case = state.case(&key.server, &key.method, key.subject.as_deref());
         if case.first_miss.is_none() {
-            case.first_miss = Some(error.clone());
+            case.first_miss = Some(miss.clone());
         }
     }
 
@@ -437,9 +437,9 @@ mod tests {
         let params = json!({"name": "t"});
         one.note("s", "tools/call", Some(&params), Outcome::Hit, None);
         one.note("s", "tools/call", Some(&params), Outcome::Miss, None);
-        one.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "first"));
+        one.missed(&key, &Miss::new("first".into(), "s", "tools/call", &serde_json::json!({})));
         two.note("s", "tools/call", Some(&params), Outcome::Recorded, None);
-        two.missed(&key, &ErrorObject::new(crate::jsonrpc::ErrorCode(-32001), "second"));
+        two.missed(&key, &Miss::new("second".into(), "s", "tools/call", &serde_json::json!({})));
         let mut usage = one.usage();
         usage.merge(two.usage());
         let case = &usage.cases[&key];

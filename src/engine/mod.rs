@@ -27,6 +27,7 @@ pub mod by_rule;
 pub mod inject;
 pub mod ledger;
 pub mod memory;
+pub mod miss;
 pub mod nearest;
 pub mod record;
 pub mod reenact;

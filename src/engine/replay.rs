@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
+use super::miss::{Miss, Nearest};
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Standalone, Subscriptions};
 use super::{Answer, Call, Outcome, Outgoing, Standing};
@@ -26,11 +27,11 @@ use crate::cassette::tape::{Cursors, Named, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{self, ErrorCode, ErrorObject};
+use crate::jsonrpc::{self, ErrorCode};
 use crate::limits::{MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::normalize::{self, Difference, Rules};
+use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, off_the_workers, printable};
 
 /// Seconds in a day, for `--max-age`.
@@ -427,8 +428,8 @@ impl Replay {
         if let Some(answer) = self.answer_from_templates(call, params) {
             return Ok(answer);
         }
-        if let Some(error) = self.miss(call, params, refusal.as_ref()) {
-            return Ok(self.miss_answer(call, error, identity));
+        if let Some(miss) = self.miss(call, params, refusal.as_ref()) {
+            return Ok(self.miss_answer(call, miss, identity));
         }
         if self.unrecorded != Unrecorded::Mock && !mcp::is_housekeeping(call.method) {
             let why = self.unrecorded_subject(call, params);
@@ -438,17 +439,17 @@ impl Replay {
     }
 
     /// The answer to a request that missed, as `--on-miss` says; logged.
-    fn miss_answer(&self, call: &Call, error: ErrorObject, identity: &Value) -> Answer {
-        tracing::warn!("{}", printable(&describe_miss(&error)));
+    fn miss_answer(&self, call: &Call, miss: Miss, identity: &Value) -> Answer {
+        tracing::warn!("{}", printable(&miss.told()));
         match self.on_miss {
-            OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &error, identity),
+            OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &miss.message, identity),
             OnMiss::Error | OnMiss::ToolResult => None,
             OnMiss::Mock => Some(
-                miss_as_result(call, &error, identity)
+                miss_as_result(call, &miss.message, identity)
                     .unwrap_or_else(|| mock_answer(call, Outcome::Miss, identity)),
             ),
         }
-        .unwrap_or_else(|| Answer::error(call, Outcome::Miss, &error))
+        .unwrap_or_else(|| Answer::error(call, Outcome::Miss, &miss.error()))
     }
 
     /// Why nothing recorded answers `call` on a server the cassettes hold:
@@ -472,22 +473,16 @@ impl Replay {
         format!("no {word} {:?} is recorded (recorded {word}s: {recorded})", clip(name, MAX_SHOWN_BYTES))
     }
 
-    /// The miss error for a request nothing recorded comes near: `why`,
-    /// and no nearest recording. Counted in the ledger.
-    fn unrecorded_miss(&self, call: &Call, why: &str) -> ErrorObject {
+    /// The miss of a request nothing recorded comes near: `why`, and no
+    /// nearest recording. Counted in the ledger.
+    fn unrecorded_miss(&self, call: &Call, why: &str) -> Miss {
         let params = self.redacted(call.params());
         let case = CaseKey::of(call.server, call.method, params.as_deref());
         let params = self.rules.canonical_params(params.as_deref());
-        let error =
-            ErrorObject::new(mcp::REPLAY_MISS, format!("mcp-tape: no recorded answer for {case}: {why}"))
-                .with_data(json!({
-                    "server": clip(call.server, MAX_SHOWN_BYTES),
-                    "method": clip(call.method, MAX_SHOWN_BYTES),
-                    "params": normalize::clipped(&params, MAX_SHOWN_BYTES),
-                    "nearest": [],
-                }));
-        self.ledger.missed(&case, &error);
-        error
+        let message = format!("mcp-tape: no recorded answer for {case}: {why}");
+        let miss = Miss::new(message, call.server, call.method, &params);
+        self.ledger.missed(&case, &miss);
+        miss
     }
 
     /// The recorded answer to `call`, exact or by a match rule, if the tape
@@ -769,11 +764,11 @@ impl Replay {
         self.tape.recorded(server, method).first()?.result()
     }
 
-    /// The miss error for a request that a server with recordings should
-    /// have recorded (a listed tool, prompt or resource, or a method the
-    /// mock does not know), or `None` when the mock's answer is the right
-    /// one; `refusal`: why the match rule that decided it picked nothing.
-    fn miss(&self, call: &Call, params: Option<&Value>, refusal: Option<&Refusal>) -> Option<ErrorObject> {
+    /// The miss of a request that a server with recordings should have
+    /// recorded (a listed tool, prompt or resource, or a method the mock
+    /// does not know), or `None` when the mock's answer is the right one;
+    /// `refusal`: why the match rule that decided it picked nothing.
+    fn miss(&self, call: &Call, params: Option<&Value>, refusal: Option<&Refusal>) -> Option<Miss> {
         let recorded = self.tape.recorded(call.server, call.method);
         let named = match call.method {
             "tools/call" => Some(Named::Tool),
@@ -795,28 +790,27 @@ impl Replay {
             None => return None,
         };
         let case = CaseKey::of(call.server, call.method, params);
-        let work_out = || self.miss_error(call, &case.to_string(), params, &candidates);
+        let work_out = || self.nearest_miss(call, &case.to_string(), params, &candidates);
         // Comparing with many recordings takes time: no async worker waits on it.
-        let mut error = if candidates.len() > 1 { off_the_workers(work_out) } else { work_out() };
-        if let (Some(refusal), Some(data)) = (refusal, error.data.as_mut()) {
-            let label = self.by_rule.rules().label(refusal.rule);
-            error.message.push_str(&format!("; rule {label} decided it: {}", refusal.why));
-            data["rule"] = json!({"rule": label, "why": refusal.why});
+        let mut miss = if candidates.len() > 1 { off_the_workers(work_out) } else { work_out() };
+        if let Some(refusal) = refusal {
+            miss = miss.decided_by(self.by_rule.rules().label(refusal.rule), refusal.why.clone());
         }
-        self.ledger.missed(&case, &error);
-        Some(error)
+        self.ledger.missed(&case, &miss);
+        Some(miss)
     }
 
-    fn miss_error(
+    /// The miss of `call` (`what`: its case) beside `candidates`, the
+    /// recordings of its kind: the nearest ones and where each differs, the
+    /// first difference named in the message.
+    fn nearest_miss(
         &self,
         call: &Call,
         what: &str,
         params: Option<&Value>,
         candidates: &[(Option<Value>, &Arc<Recorded>)],
-    ) -> ErrorObject {
+    ) -> Miss {
         let requested = self.rules.canonical_params(params);
-        // What the error echoes is bounded, however large the request.
-        let shown = |value: &Value| normalize::clipped(value, MAX_SHOWN_BYTES);
         // A recording held in both eras (or twice) is one candidate; a
         // bounded number of them is compared.
         let compared = candidates.len().min(MAX_MISS_COMPARED);
@@ -828,50 +822,34 @@ impl Replay {
             }
         }
         let kinds = distinct.len();
-        let mut nearest: Vec<(usize, Value)> = distinct
+        let mut nearest: Vec<Nearest> = distinct
             .into_iter()
             .map(|recorded| {
                 let differences = normalize::differences(&recorded, &requested);
-                let listed: Vec<Value> = differences.iter().map(Difference::to_json).collect();
-                let count = differences.len();
-                let near = json!({"params": shown(&recorded), "differences": shown(&listed.into()), "differing": count});
-                (count, near)
+                Nearest::new(&recorded, differences)
             })
             .collect();
-        nearest.sort_by_key(|(count, _)| *count);
-        let fewest = nearest.first().map_or(0, |(count, _)| *count);
-        let nearest: Vec<Value> = nearest.into_iter().take(NEAREST_SHOWN).map(|(_, v)| v).collect();
-        // What a framework that shows only the message still shows: the
-        // first difference from the nearest recording, with both values.
-        let first: Vec<Difference> = nearest
-            .first()
-            .and_then(|n| n["differences"].as_array())
-            .into_iter()
-            .flatten()
-            .filter_map(Difference::from_json)
-            .collect();
+        nearest.sort_by_key(|near| near.differing);
+        nearest.truncate(NEAREST_SHOWN);
         let differ = match candidates.len() - compared {
             0 => format!("{kinds} recorded request(s) of this kind differ"),
             left => format!(
                 "{kinds} of the first {compared} recorded requests of this kind differ ({left} more not compared)"
             ),
         };
-        let differs = match first.split_first() {
+        // What a framework that shows only the message still shows: the
+        // first difference from the nearest recording, with both values.
+        let first = nearest.first().and_then(|near| Some((near.differences.first()?, near.differing)));
+        let differs = match first {
             None if kinds == 0 => "nothing of this kind is recorded".to_owned(),
             None => differ,
-            Some((difference, _)) => {
-                // Counted before `data` was cut to what it echoes.
-                let more = if fewest > 1 { format!(" and {} more", fewest - 1) } else { String::new() };
+            Some((difference, differing)) => {
+                let more = if differing > 1 { format!(" and {} more", differing - 1) } else { String::new() };
                 format!("the nearest recording differs at {difference}{more}; {differ}")
             }
         };
-        ErrorObject::new(mcp::REPLAY_MISS, format!("mcp-tape: no recorded answer for {what}: {differs}"))
-            .with_data(json!({
-                "server": clip(call.server, MAX_SHOWN_BYTES),
-                "method": clip(call.method, MAX_SHOWN_BYTES),
-                "params": shown(&requested),
-                "nearest": nearest,
-            }))
+        let message = format!("mcp-tape: no recorded answer for {what}: {differs}");
+        Miss::new(message, call.server, call.method, &requested).with_nearest(nearest)
     }
 }
 
@@ -992,29 +970,11 @@ fn is_unknown_to_mock(era: Era, method: &str) -> bool {
     matches!(fallback::answer(era, method, None), Err(e) if e.code == ErrorCode::METHOD_NOT_FOUND)
 }
 
-/// One log line's worth of a miss: what, and the nearest difference.
-fn describe_miss(error: &ErrorObject) -> String {
-    let nearest = error.data.as_ref().and_then(|d| d["nearest"].get(0));
-    // How many differ, counted before `differences` was cut to what it echoes.
-    let differing = nearest.and_then(|n| n["differing"].as_u64()).unwrap_or(0) as usize;
-    match nearest.and_then(|n| n["differences"].as_array()).filter(|_| differing > 1) {
-        Some(differences) => {
-            let pointers = differences
-                .iter()
-                .filter_map(|d| d["pointer"].as_str())
-                .map(|p| clip(p, MAX_SHOWN_BYTES).into_owned());
-            format!("{}; it differs at {}", error.message, normalize::told(pointers, differing))
-        }
-        None => error.message.clone(),
-    }
-}
-
 /// A miss of a listed tool, prompt or resource told as its method's result,
 /// so that a model reads a failed call, not a protocol error: a tool result
 /// with `isError`, a prompt or a resource whose text is the miss's message.
 /// `None` for other methods.
-fn miss_as_result(call: &Call, error: &ErrorObject, identity: &Value) -> Option<Answer> {
-    let text = &error.message;
+fn miss_as_result(call: &Call, text: &str, identity: &Value) -> Option<Answer> {
     let result = match call.method {
         "tools/call" => json!({"content": [{"type": "text", "text": text}], "isError": true}),
         "prompts/get" => json!({
@@ -1215,8 +1175,7 @@ mod tests {
         assert!(text.contains(&told), "{text}");
         assert!(text.contains(r#"(recorded absent, requested 0) and 40 more;"#), "{text}");
         // The log line lists the first differing pointers and counts all 41.
-        let error = replay.miss(&call, Some(params.value()), None).unwrap();
-        let logged = describe_miss(&error);
+        let logged = replay.miss(&call, Some(params.value()), None).unwrap().told();
         assert!(
             logged.ends_with(
                 "it differs at /arguments/k0, /arguments/k1, /arguments/k10, /arguments/k11, \

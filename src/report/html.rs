@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{FirstMiss, Report, xml as escape};
+use super::{Report, xml as escape};
 use crate::engine::ledger::{AnsweredBy, Case, CaseKey};
 use crate::limits::MOMENTS_KEPT;
 use crate::normalize;
@@ -143,19 +143,16 @@ impl Report {
                 "<section class=\"miss\" data-case=\"{name}\"><h3><code>{name}</code> missed ×{}</h3>",
                 case.misses
             );
-            let Some(error) = &case.first_miss else {
+            let Some(miss) = &case.first_miss else {
                 page.push_str("</section>\n");
                 continue;
             };
-            let _ = writeln!(page, "<p>The first: {}</p>", escape(&error.message));
-            let Some(miss) = FirstMiss::of(case) else {
-                page.push_str("</section>\n");
-                continue;
-            };
+            let _ = writeln!(page, "<p>The first: {}</p>", escape(&miss.message));
             if miss.nearest.is_empty() {
-                let _ = writeln!(page, "<h4>Sent</h4><pre class=\"sent\">{}</pre>", json(miss.sent, &[]));
+                let _ = writeln!(page, "<h4>Sent</h4><pre class=\"sent\">{}</pre>", json(&miss.params, &[]));
             }
-            for (i, (recorded, differences)) in miss.nearest.iter().enumerate() {
+            for (i, near) in miss.nearest.iter().enumerate() {
+                let differences = &near.differences;
                 let pointers: Vec<&str> = differences.iter().map(|d| d.pointer.as_str()).collect();
                 page.push_str(
                     "<table class=\"differences\"><tr><th>pointer</th><th>recorded</th><th>sent</th></tr>\n",
@@ -177,9 +174,9 @@ impl Report {
                     page,
                     "</table>\n<div class=\"pair\"><div><h4>Sent</h4><pre class=\"sent\">{}</pre></div>\
                      <div><h4>Nearest recording {}</h4><pre class=\"nearest\">{}</pre></div></div>\n",
-                    json(miss.sent, &pointers),
+                    json(&miss.params, &pointers),
                     i + 1,
-                    json(recorded, &pointers)
+                    json(&near.params, &pointers)
                 );
             }
             page.push_str("</section>\n");

@@ -159,12 +159,12 @@ impl Report {
             let server = key.server.as_str();
             let mut testcase =
                 format!(r#"    <testcase classname="{}" name="{}" time="0">"#, xml(server), xml(&key.name()));
-            if let Some(error) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
+            if let Some(miss) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
                 *failures.entry(server).or_default() += 1;
                 let _ = write!(
                     testcase,
                     "\n      <failure type=\"miss\" message=\"{}\">{}</failure>",
-                    xml(&error.message),
+                    xml(&miss.message),
                     xml(&nearest_diff(case))
                 );
             } else if case.stale > 0 && self.stale_fails {
@@ -246,8 +246,8 @@ impl Report {
                     "forwarded": case.forwarded, "faulted": case.faulted, "faults": faults,
                     "stale": case.stale,
                 });
-                if let Some(error) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
-                    entry["firstMiss"] = json!({"message": error.message, "data": error.data});
+                if let Some(miss) = case.first_miss.as_ref().filter(|_| case.misses > 0) {
+                    entry["firstMiss"] = json!({"message": miss.message, "data": miss.data()});
                 }
                 entry
             })
@@ -395,13 +395,13 @@ fn differences_json(differences: &[Difference]) -> Value {
 
 /// The nearest recordings of a case's first miss and where each differs.
 fn nearest_diff(case: &Case) -> String {
-    let Some(miss) = FirstMiss::of(case) else {
+    let Some(miss) = &case.first_miss else {
         return String::new();
     };
     let mut text = String::new();
-    for (i, (_, differences)) in miss.nearest.iter().enumerate() {
+    for (i, near) in miss.nearest.iter().enumerate() {
         let _ = write!(text, "{}nearest recording {}:", if i > 0 { "\n" } else { "" }, i + 1);
-        for difference in differences {
+        for difference in &near.differences {
             let _ = write!(
                 text,
                 "\n  {}: recorded {}, requested {}",
@@ -412,24 +412,6 @@ fn nearest_diff(case: &Case) -> String {
         }
     }
     if text.is_empty() { "no recording of this kind to compare with".to_owned() } else { text }
-}
-
-/// A case's first miss as its error carries it: the params sent, and each
-/// nearest recording's params with where they differ.
-struct FirstMiss<'a> {
-    sent: &'a Value,
-    nearest: Vec<(&'a Value, Vec<Difference>)>,
-}
-
-impl FirstMiss<'_> {
-    fn of(case: &Case) -> Option<FirstMiss<'_>> {
-        let data = case.first_miss.as_ref()?.data.as_ref()?;
-        let nearest = data["nearest"].as_array().into_iter().flatten().map(|near| {
-            let listed = near["differences"].as_array().into_iter().flatten();
-            (&near["params"], listed.filter_map(Difference::from_json).collect())
-        });
-        Some(FirstMiss { sent: &data["params"], nearest: nearest.collect() })
-    }
 }
 
 /// `text` for XML content or an attribute value: the five special
