@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::Outcome;
 use super::by_rule::RuleUse;
-use crate::cassette::model::Source;
 use super::miss::Miss;
+use crate::cassette::model::Source;
 use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
 use crate::normalize::Difference;

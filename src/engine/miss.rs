@@ -164,7 +164,9 @@ mod tests {
         let data = miss.data();
         assert_eq!(data["nearest"][0]["differing"], 40);
         assert_eq!(data["nearest"][0]["differences"].as_array().unwrap().len(), DIFFERENCES_KEPT);
-        assert!(data["nearest"][0]["differences"].as_array().unwrap().iter().all(|d| d["pointer"].is_string()));
+        assert!(
+            data["nearest"][0]["differences"].as_array().unwrap().iter().all(|d| d["pointer"].is_string())
+        );
         assert_eq!(data["rule"]["rule"], "t.toml:3 (nearest)");
         assert_eq!(miss.error().code, mcp::REPLAY_MISS);
     }

@@ -273,11 +273,17 @@ impl Answer {
         )
     }
 
-    /// Whether sending this answer takes time: recorded gaps to keep, client
-    /// replies to wait for, or a stream held open.
+    /// Whether sending this answer takes time: its messages do
+    /// ([`takes_time`]), or a stream is held open.
     pub fn needs_time(&self, pace: Pace) -> bool {
-        pace == Pace::Recorded || self.hold_open || self.messages.iter().any(|m| m.awaits_reply.is_some())
+        self.hold_open || takes_time(pace, &self.messages)
     }
+}
+
+/// Whether sending `messages` at `pace` takes time: recorded gaps to keep,
+/// or client replies to wait for. Every door asks this one rule.
+pub fn takes_time(pace: Pace, messages: &[Outgoing]) -> bool {
+    pace == Pace::Recorded || messages.iter().any(|m| m.awaits_reply.is_some())
 }
 
 /// What the engine makes of a client message.

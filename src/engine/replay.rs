@@ -442,7 +442,9 @@ impl Replay {
     fn miss_answer(&self, call: &Call, miss: Miss, identity: &Value) -> Answer {
         tracing::warn!("{}", printable(&miss.told()));
         match self.on_miss {
-            OnMiss::ToolResult if call.method == "tools/call" => miss_as_result(call, &miss.message, identity),
+            OnMiss::ToolResult if call.method == "tools/call" => {
+                miss_as_result(call, &miss.message, identity)
+            }
             OnMiss::Error | OnMiss::ToolResult => None,
             OnMiss::Mock => Some(
                 miss_as_result(call, &miss.message, identity)

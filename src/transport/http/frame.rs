@@ -18,10 +18,9 @@ use tokio::sync::mpsc;
 
 use super::resume::{self, Rest, Resumable};
 use super::{Accepts, Body, status};
-use crate::config::Pace;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
-use crate::engine::{Answer, Failure, Outgoing, ServiceReply};
+use crate::engine::{Answer, Failure, Outgoing, ServiceReply, takes_time};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
 use crate::sse;
@@ -85,8 +84,7 @@ pub(super) fn answer(
 /// The rest of a resumed stream ([`Rest`]): its messages from where the
 /// client resumes, numbered on; re-enacted when they take time.
 pub(super) fn resumed(rest: Rest, live: Option<Live>) -> Response<Body> {
-    let live = live
-        .filter(|live| live.pace == Pace::Recorded || rest.messages.iter().any(|m| m.awaits_reply.is_some()));
+    let live = live.filter(|live| takes_time(live.pace, &rest.messages));
     let numbering = Numbering { stream: rest.stream, next: rest.first + 1, kept_in: None };
     let mut response = Response::new(events(rest.messages, String::new(), Some(numbering), live, false));
     set_stream_headers(&mut response);

@@ -31,7 +31,9 @@ use tokio::task::JoinSet;
 use super::RequestLine;
 use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit, Live};
-use crate::engine::{Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Step};
+use crate::engine::{
+    Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Step, takes_time,
+};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, Params, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
@@ -479,9 +481,7 @@ impl Door {
     /// What the server says on its own: at once, after what is being
     /// answered, unless it must keep time or wait for the client's replies.
     fn say(&self, said: Vec<Outgoing>, stream: &mut Stream, output: &Output) {
-        let needs_time = self.engine.pace().is_some_and(|pace| {
-            pace == crate::config::Pace::Recorded || said.iter().any(|m| m.awaits_reply.is_some())
-        });
+        let needs_time = self.engine.pace().is_some_and(|pace| takes_time(pace, &said));
         match needs_time.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten() {
             Some(live) => self.reenact(said, live, stream, output),
             None => said.iter().for_each(|message| stream.reply(message.json.as_bytes())),
