@@ -29,7 +29,7 @@ use toml::Spanned;
 
 use crate::error::Error;
 use crate::jsonrpc::{ErrorCode, ErrorObject};
-use crate::matching::{self, Refusal, Selector};
+use crate::matching::{self, BadRule, Selector};
 
 /// The JSON-RPC error the Agent 365 mock tooling server answers a call its
 /// `errorRate` fails with (the code is its own, outside JSON-RPC's ranges).
@@ -295,7 +295,7 @@ impl FaultRule {
         }
     }
 
-    fn from_raw(place: String, raw: RawFault) -> Result<FaultRule, Refusal> {
+    fn from_raw(place: String, raw: RawFault) -> Result<FaultRule, BadRule> {
         let selector = Selector::new([&raw.server, &raw.method, &raw.tool, &raw.prompt, &raw.uri])?;
         let when = when(&raw)?;
         let effect = effect(&raw)?;
@@ -344,7 +344,7 @@ impl FaultRule {
 }
 
 /// The one `when` key of a table, if any.
-fn when(raw: &RawFault) -> Result<When, Refusal> {
+fn when(raw: &RawFault) -> Result<When, BadRule> {
     let mut chosen: Vec<(&str, Range<usize>, When)> = Vec::new();
     if let Some(nth) = &raw.nth {
         let calls = match nth.get_ref() {
@@ -391,7 +391,7 @@ fn when(raw: &RawFault) -> Result<When, Refusal> {
 }
 
 /// The one effect key of a table, if any (`delay_ms` goes with any).
-fn effect(raw: &RawFault) -> Result<Option<Effect>, Refusal> {
+fn effect(raw: &RawFault) -> Result<Option<Effect>, BadRule> {
     let mut chosen: Vec<(&str, Range<usize>, Effect)> = Vec::new();
     if let Some(error) = &raw.error {
         let RawError { code, message, data } = error.get_ref();
@@ -436,7 +436,7 @@ fn effect(raw: &RawFault) -> Result<Option<Effect>, Refusal> {
 
 /// The one of `chosen` (key, where, value) a table names, if any; two or
 /// more are refused at the second in the file, with `rule` and their keys.
-fn at_most_one<T>(mut chosen: Vec<(&str, Range<usize>, T)>, rule: &str) -> Result<Option<T>, Refusal> {
+fn at_most_one<T>(mut chosen: Vec<(&str, Range<usize>, T)>, rule: &str) -> Result<Option<T>, BadRule> {
     chosen.sort_by_key(|(_, span, _)| span.start);
     if chosen.len() < 2 {
         return Ok(chosen.pop().map(|(_, _, value)| value));

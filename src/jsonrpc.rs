@@ -85,10 +85,10 @@ impl RequestId {
 /// A message's `params`: the value, and the JSON text it was read from
 /// (which the engine's memo keys what it worked out by). Cloning shares it.
 #[derive(Clone, Debug)]
-pub struct Params(Arc<Read>);
+pub struct Params(Arc<ParamsText>);
 
 #[derive(Debug)]
-struct Read {
+struct ParamsText {
     value: Value,
     text: Box<str>,
 }
@@ -96,13 +96,13 @@ struct Read {
 impl Params {
     pub fn new(value: Value) -> Params {
         let text = value.to_string().into();
-        Params(Arc::new(Read { value, text }))
+        Params(Arc::new(ParamsText { value, text }))
     }
 
     /// Params read from their JSON text.
     fn from_text(text: &str) -> serde_json::Result<Params> {
         let value = serde_json::from_str(text)?;
-        Ok(Params(Arc::new(Read { value, text: text.into() })))
+        Ok(Params(Arc::new(ParamsText { value, text: text.into() })))
     }
 
     pub fn value(&self) -> &Value {

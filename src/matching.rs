@@ -251,7 +251,7 @@ pub struct Selector {
 
 /// A problem with a rule table: where in the file (a byte span, when known)
 /// and why.
-pub type Refusal = (Option<Range<usize>>, String);
+pub type BadRule = (Option<Range<usize>>, String);
 
 impl Selector {
     /// The selector of a table's `server`, `method`, `tool`, `prompt` and
@@ -261,9 +261,9 @@ impl Selector {
     ///
     /// A bad glob; more than one of tool, prompt and uri; a method other
     /// than the one a tool, prompt or uri implies.
-    pub fn new(keys: [&Option<Spanned<String>>; 5]) -> Result<Selector, Refusal> {
+    pub fn new(keys: [&Option<Spanned<String>>; 5]) -> Result<Selector, BadRule> {
         let [server, method, tool, prompt, uri] = keys;
-        let glob = |field: &Option<Spanned<String>>, what: &str| -> Result<Option<Glob>, Refusal> {
+        let glob = |field: &Option<Spanned<String>>, what: &str| -> Result<Option<Glob>, BadRule> {
             field
                 .as_ref()
                 .map(|text| {

@@ -74,7 +74,7 @@ pub(super) fn announce(line: String) {
 }
 
 /// The rules of a run: which recording answers, and which calls fail.
-pub(super) struct Rules {
+pub(super) struct RunRules {
     pub matches: MatchRules,
     pub faults: FaultRules,
 }
@@ -88,7 +88,7 @@ pub(super) struct Rules {
 /// [`Error::Read`] for a named file that cannot be read, [`Error::Rules`]
 /// (file, line, reason) for one that is not a rules file, [`Error::Usage`]
 /// for a bad `--fault`.
-pub(super) fn load_rules(sources: &RuleSources) -> Result<Rules, Error> {
+pub(super) fn load_rules(sources: &RuleSources) -> Result<RunRules, Error> {
     let file = match &sources.file {
         Some(path) => Some(path.clone()),
         None => Some(PathBuf::from(matching::DEFAULT_FILE)).filter(|path| path.is_file()),
@@ -98,9 +98,9 @@ pub(super) fn load_rules(sources: &RuleSources) -> Result<Rules, Error> {
             // A regular file of bounded size: a FIFO or /dev/zero is refused, not read for ever.
             let text = read_regular_file(path, MAX_RULES_FILE_BYTES, "a rules file")
                 .map_err(|e| Error::Usage(format!("--rules: {e}")))?;
-            Rules { matches: MatchRules::parse(path, &text)?, faults: FaultRules::parse(path, &text)? }
+            RunRules { matches: MatchRules::parse(path, &text)?, faults: FaultRules::parse(path, &text)? }
         }
-        None => Rules { matches: MatchRules::default(), faults: FaultRules::default() },
+        None => RunRules { matches: MatchRules::default(), faults: FaultRules::default() },
     };
     if let Some(path) = file {
         let shown = util::printable(&path.display().to_string()).into_owned();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{Rules, announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
+use super::{RunRules, announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
 use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
@@ -57,16 +57,15 @@ fn open_for_recording(
 
 /// Record over HTTP: the front door's app forwarding to `upstream` and
 /// storing into `cassette` (with `mode`, answering from it what the match
-/// rules pick too), injecting `rules`' faults, and the cassette's writer.
+/// rules pick too), injecting the run's faults, and the cassette's writer.
 pub(super) fn http_recording(
     cassette: &Path,
     mode: RecordMode,
     normalization: &Normalization,
-    rules: Rules,
+    RunRules { matches, faults }: RunRules,
     upstream: &HttpUpstream,
     front_door: FrontDoor,
 ) -> Result<(Arc<App>, Writer), Error> {
-    let Rules { matches, faults } = rules;
     let rules = Normalizing::new(normalization)?;
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
@@ -177,7 +176,7 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let Upstream::Stdio { command, server } = config.upstream.clone() else {
         return Err(Error::Config("record over stdio needs a stdio server's command".into()));
     };
-    let Rules { matches, faults } = load_rules(&config.rules)?;
+    let RunRules { matches, faults } = load_rules(&config.rules)?;
     let rules = Normalizing::new(&config.normalization)?;
     let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
     let writer = Writer::start(cassette)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::record::{http_recording, summarize_recording};
 use super::replay::load_cassettes;
 use super::{
-    Rules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
+    RunRules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
     write_reports,
 };
 use crate::cassette::store::Cassette;
@@ -75,7 +75,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
                 file,
                 mode,
                 &config.normalization,
-                Rules { matches: rules.matches, faults },
+                RunRules { matches: rules.matches, faults },
                 upstream,
                 config.front_door.clone(),
             )?;

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use std::collections::HashMap;
 
-use super::{Heard, Read, server_of_url};
+use super::{ReadExchange, ReadFile, server_of_url};
 use crate::cassette::model::{
     Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape,
 };
@@ -35,13 +35,13 @@ use crate::sse;
 const UNKNOWN_HOST: &str = "http://mcp-tape.invalid";
 
 /// Reads a HAR file.
-pub fn read(text: &str) -> Result<Read, String> {
+pub fn read(text: &str) -> Result<ReadFile, String> {
     let har: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let entries = har
         .pointer("/log/entries")
         .and_then(Value::as_array)
         .ok_or("no \"log\".\"entries\" array: not a HAR file")?;
-    let mut read = Read::default();
+    let mut read = ReadFile::default();
     let mut notified = HashMap::new();
     for (n, entry) in entries.iter().enumerate() {
         let at = format!("entry {}", n + 1);
@@ -57,7 +57,7 @@ pub fn read(text: &str) -> Result<Read, String> {
 fn entry_of(
     entry: &Value,
     at: String,
-    read: &mut Read,
+    read: &mut ReadFile,
     notified: &mut HashMap<String, Option<String>>,
 ) -> Result<(), String> {
     let bad = |why: &str| format!("{at}: {why}");
@@ -175,7 +175,7 @@ fn entry_of(
         .collect();
     let session =
         header(&headers, "mcp-session-id").or_else(|| header(&headers_of(response), "mcp-session-id"));
-    let mut heard = Heard {
+    let mut heard = ReadExchange {
         at: at.clone(),
         server: Some(server),
         session,
@@ -184,7 +184,7 @@ fn entry_of(
         content_type: Some(answer_type),
         messages,
         headers,
-        ..Heard::default()
+        ..ReadExchange::default()
     };
     if let Some(ours) = ours {
         extension(ours, &mut heard).map_err(|why| bad(&format!("\"_mcpTape\": {why}")))?;
@@ -212,7 +212,7 @@ fn events_of(text: &str) -> Result<Vec<Value>, String> {
 }
 
 /// What an entry of ours keeps beside HTTP (see the module's text).
-fn extension(ours: &Value, heard: &mut Heard) -> Result<(), String> {
+fn extension(ours: &Value, heard: &mut ReadExchange) -> Result<(), String> {
     let text = |key: &str| ours.get(key).and_then(Value::as_str).map(str::to_owned);
     if let Some(server) = text("server") {
         heard.server = Some(server);

@@ -3,7 +3,7 @@
 //! protocol history and the cassettes of mcp-cassette, mcp-recorder and
 //! mcp-vcr ([`transcript`]).
 //!
-//! Each reader turns its file into [`Heard`] requests, each with what the
+//! Each reader turns its file into [`ReadExchange`] requests, each with what the
 //! file says of its answer; [`import`] then decides what the file may leave
 //! open the way record does (the era and protocol version from the headers,
 //! the request's `_meta` and the session's `initialize`), scrubs the
@@ -23,7 +23,7 @@ use crate::cassette::model::{
     Aside, Direction, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape,
 };
 use crate::cassette::store::Cassette;
-pub use crate::config::ForeignFormat as Format;
+use crate::config::ForeignFormat;
 use crate::error::Error;
 use crate::limits::{MAX_FOREIGN_FILE_BYTES, MAX_SECRETS_PER_EXCHANGE};
 use crate::mcp;
@@ -33,7 +33,7 @@ use crate::redact;
 /// One request with its answer, as another tool's file has it: what
 /// [`import`] still has to decide is left open (`None`, empty).
 #[derive(Debug, Default)]
-pub struct Heard {
+pub struct ReadExchange {
     /// Where in its file, for errors: `entry 3`, `line 7`.
     pub at: String,
     /// The server's name; `None` takes the one `import` was given, else the file's.
@@ -57,15 +57,15 @@ pub struct Heard {
 
 /// What a reader made of one file: the requests, and what it left out and why.
 #[derive(Debug, Default)]
-pub struct Read {
-    pub heard: Vec<Heard>,
+pub struct ReadFile {
+    pub heard: Vec<ReadExchange>,
     /// Server name the file itself gives (a URL's path, a file name), for entries without one.
     pub server: Option<String>,
     /// What was left out: (what, how many).
     pub skipped: BTreeMap<String, usize>,
 }
 
-impl Read {
+impl ReadFile {
     pub fn skip(&mut self, what: impl Into<String>) {
         *self.skipped.entry(what.into()).or_default() += 1;
     }
@@ -74,7 +74,12 @@ impl Read {
     /// server's request with its id, at `offset_of(that exchange's index,
     /// it)`, or, where an aside carried the request, as an aside beside it
     /// (the latest such, as record ties them).
-    pub fn join_reply(&mut self, id: &Value, reply: Value, offset_of: impl FnOnce(usize, &Heard) -> u64) {
+    pub fn join_reply(
+        &mut self,
+        id: &Value,
+        reply: Value,
+        offset_of: impl FnOnce(usize, &ReadExchange) -> u64,
+    ) {
         let asks = |body: &Value| body.get("method").is_some() && body.get("id") == Some(id);
         for (index, heard) in self.heard.iter_mut().enumerate().rev() {
             if heard.messages.iter().any(|m| asks(&m.body)) {
@@ -117,7 +122,7 @@ pub struct Imported {
 /// be an exchange (named by file, entry and reason): then nothing is
 /// written. A store failure.
 pub fn import(
-    format: Format,
+    format: ForeignFormat,
     files: &[PathBuf],
     server: Option<&str>,
     cassette: &mut Cassette,
@@ -132,7 +137,7 @@ pub fn import(
             let text = read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")?;
             let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
             let file_server = match format {
-                Format::Inspector => transcript::inspector_server(&stem).unwrap_or(stem),
+                ForeignFormat::Inspector => transcript::inspector_server(&stem).unwrap_or(stem),
                 _ => stem,
             };
             let (exchanges, skipped) =
@@ -161,18 +166,18 @@ pub fn import(
 /// Text that is not of the format, or an entry that cannot be an exchange
 /// (by entry or line, and reason).
 pub fn exchanges(
-    format: Format,
+    format: ForeignFormat,
     text: &str,
     server: &str,
     overrides: bool,
     rules: &Rules,
 ) -> Result<(Vec<crate::cassette::model::Exchange>, BTreeMap<String, usize>), String> {
     let read = match format {
-        Format::Har => har::read(text),
-        Format::Inspector => transcript::inspector(text),
-        Format::McpCassette => transcript::mcp_cassette(text),
-        Format::McpRecorder => transcript::mcp_recorder(text),
-        Format::McpVcr => transcript::mcp_vcr(text),
+        ForeignFormat::Har => har::read(text),
+        ForeignFormat::Inspector => transcript::inspector(text),
+        ForeignFormat::McpCassette => transcript::mcp_cassette(text),
+        ForeignFormat::McpRecorder => transcript::mcp_recorder(text),
+        ForeignFormat::McpVcr => transcript::mcp_vcr(text),
     }?;
     let file_server = read.server.filter(|_| !overrides).unwrap_or_else(|| server.to_owned());
     let mut versions = Versions::default();
@@ -231,7 +236,7 @@ impl Versions {
     /// scrubbed, normalized.
     fn exchange(
         &mut self,
-        heard: Heard,
+        heard: ReadExchange,
         server: String,
         rules: &Rules,
     ) -> Result<crate::cassette::model::Exchange, String> {

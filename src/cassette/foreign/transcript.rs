@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{Heard, Read};
+use super::{ReadExchange, ReadFile};
 use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
 
 /// One message of a transcript: when (milliseconds, on the file's own
@@ -28,7 +28,7 @@ struct Said {
 }
 
 /// Pairs a transcript's messages into exchanges (see the module's text).
-fn pair(mut said: Vec<Said>, read: &mut Read) {
+fn pair(mut said: Vec<Said>, read: &mut ReadFile) {
     // Files written as things happened are in order already; a stable sort by time keeps ties in file order.
     said.sort_by_key(|s| (s.at_ms, s.late));
     let mut open: Vec<(Value, usize, i64)> = Vec::new(); // (request id, index in read.heard, sent at)
@@ -39,7 +39,7 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
         let offset = |sent: i64| u64::try_from(at_ms - sent).unwrap_or(0);
         match (from_client, method, id) {
             (true, Some(_), Some(id)) => {
-                read.heard.push(Heard { at, request: body, ..Heard::default() });
+                read.heard.push(ReadExchange { at, request: body, ..ReadExchange::default() });
                 open.push((id, read.heard.len() - 1, at_ms));
             }
             (true, Some(_), None) => read.skip("client notification (record does not store them either)"),
@@ -103,7 +103,7 @@ fn pair(mut said: Vec<Said>, read: &mut Read) {
 /// web client's "Export"): an array of entries `{id, timestamp, direction:
 /// "request" | "response" | "notification", origin: "client" | "server",
 /// message, response?, duration?}`, a request's answer kept with it.
-pub fn inspector(text: &str) -> Result<Read, String> {
+pub fn inspector(text: &str) -> Result<ReadFile, String> {
     let entries: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let entries = entries.as_array().ok_or("not an array of protocol history entries")?;
     let mut said = Vec::new();
@@ -138,7 +138,7 @@ pub fn inspector(text: &str) -> Result<Read, String> {
             });
         }
     }
-    let mut read = Read::default();
+    let mut read = ReadFile::default();
     pair(said, &mut read);
     Ok(read)
 }
@@ -159,8 +159,8 @@ pub fn inspector_server(stem: &str) -> Option<String> {
 /// `legacy` or `modern`, an HTTP recording's `url`), then `frame` lines
 /// (`t`, `dir`: `c2s` | `s2c`, `frame`), `chunks` lines (an SSE answer:
 /// each chunk a `t` and a `frame`) and `raw` lines (not JSON-RPC; left out).
-pub fn mcp_cassette(text: &str) -> Result<Read, String> {
-    let mut read = Read::default();
+pub fn mcp_cassette(text: &str) -> Result<ReadFile, String> {
+    let mut read = ReadFile::default();
     let mut said = Vec::new();
     let mut era = None;
     let mut streamed = BTreeSet::new();
@@ -249,7 +249,7 @@ pub fn mcp_cassette(text: &str) -> Result<Read, String> {
 /// An mcp-recorder cassette: `{version: "1.x", metadata: {server_url,
 /// protocol_version, ...}, interactions: [{type, request, response,
 /// response_is_sse, response_status, latency_ms}]}`.
-pub fn mcp_recorder(text: &str) -> Result<Read, String> {
+pub fn mcp_recorder(text: &str) -> Result<ReadFile, String> {
     let cassette: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let version = cassette
         .get("version")
@@ -260,7 +260,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
     }
     let interactions =
         cassette.get("interactions").and_then(Value::as_array).ok_or("no \"interactions\" array")?;
-    let mut read = Read::default();
+    let mut read = ReadFile::default();
     let url = cassette.pointer("/metadata/server_url").and_then(Value::as_str).filter(|u| u.contains("://"));
     read.server = url.map(super::server_of_url);
     for (n, interaction) in interactions.iter().enumerate() {
@@ -293,7 +293,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
         let status =
             interaction.get("response_status").and_then(Value::as_u64).and_then(|s| u16::try_from(s).ok());
         let latency = interaction.get("latency_ms").and_then(Value::as_u64).unwrap_or(0);
-        read.heard.push(Heard {
+        read.heard.push(ReadExchange {
             at,
             request: request.clone(),
             status,
@@ -304,7 +304,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
                 body: response.clone(),
                 spellings: Default::default(),
             }],
-            ..Heard::default()
+            ..ReadExchange::default()
         });
     }
     Ok(read)
@@ -313,7 +313,7 @@ pub fn mcp_recorder(text: &str) -> Result<Read, String> {
 /// An mcp-vcr transcript: NDJSON (a `{"_type": "meta", ...}` line, then one
 /// `{t, dir: "c2s" | "s2c", payload}` per message) or YAML (`meta:` and
 /// `messages:`, the same fields).
-pub fn mcp_vcr(text: &str) -> Result<Read, String> {
+pub fn mcp_vcr(text: &str) -> Result<ReadFile, String> {
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or_default();
     let (meta, messages): (Value, Vec<(String, Value)>) = if first.trim_start().starts_with('{') {
         let mut meta = Value::Null;
@@ -358,7 +358,7 @@ pub fn mcp_vcr(text: &str) -> Result<Read, String> {
             message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
         said.push(Said { at_ms, late: false, from_client, body: body.clone(), at });
     }
-    let mut read = Read::default();
+    let mut read = ReadFile::default();
     pair(said, &mut read);
     Ok(read)
 }

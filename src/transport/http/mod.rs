@@ -136,7 +136,7 @@ where
 
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
 pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<Body> {
-    let mut line = Line {
+    let mut line = RequestLog {
         http_method: request.method().clone(),
         started: Instant::now(),
         logged: Logged {
@@ -171,14 +171,14 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
 
 /// A request's log line, written once: when its answer is ready, or, when
 /// the client goes away first (hyper then drops the handler), at that moment.
-struct Line {
+struct RequestLog {
     http_method: Method,
     started: Instant,
     logged: Logged,
     written: bool,
 }
 
-impl Line {
+impl RequestLog {
     fn write(&mut self, status: &str, note: &str) {
         self.written = true;
         let logged = &self.logged;
@@ -196,7 +196,7 @@ impl Line {
     }
 }
 
-impl Drop for Line {
+impl Drop for RequestLog {
     fn drop(&mut self) {
         if !self.written {
             self.write("-", " (the client went away before the answer)");
