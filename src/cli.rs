@@ -617,8 +617,8 @@ struct ImportArgs {
     /// Inspector's protocol history export), `mcp-cassette`,
     /// `mcp-recorder` or `mcp-vcr` (their cassettes). Secrets are scrubbed
     /// as record scrubs them; all files go in together or none does.
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    from: Option<FromArg>,
+    #[arg(long, value_name = "FORMAT", value_parser = foreign_format)]
+    from: Option<ForeignFormat>,
     /// With --from: the server name for every exchange (else the Agent 365
     /// name or path in the file's URLs, else the file's name).
     #[arg(long, value_name = "NAME", requires = "from")]
@@ -643,13 +643,12 @@ struct ImportArgs {
     cassette: PathBuf,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum FromArg {
-    Har,
-    Inspector,
-    McpCassette,
-    McpRecorder,
-    McpVcr,
+/// `--from FORMAT`: one of [`ForeignFormat::ALL`], by name.
+fn foreign_format(name: &str) -> Result<ForeignFormat, String> {
+    ForeignFormat::parse(name).ok_or_else(|| {
+        let names: Vec<&str> = ForeignFormat::ALL.iter().map(|format| format.as_str()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -769,17 +768,9 @@ impl Cli {
             CliCommand::Import(args) => Command::Import(ImportConfig {
                 source: match (args.a365_mocks, args.from, args.inputs) {
                     (Some(dir), ..) => ImportSource::A365Mocks { dir, seed: args.seed },
-                    (None, Some(from), files) => ImportSource::Foreign {
-                        format: match from {
-                            FromArg::Har => ForeignFormat::Har,
-                            FromArg::Inspector => ForeignFormat::Inspector,
-                            FromArg::McpCassette => ForeignFormat::McpCassette,
-                            FromArg::McpRecorder => ForeignFormat::McpRecorder,
-                            FromArg::McpVcr => ForeignFormat::McpVcr,
-                        },
-                        files,
-                        server: args.server,
-                    },
+                    (None, Some(format), files) => {
+                        ImportSource::Foreign { format, files, server: args.server }
+                    }
                     (None, None, mut inputs) if inputs.len() == 1 => {
                         ImportSource::JsonLines(inputs.pop().filter(|path| path.as_os_str() != "-"))
                     }

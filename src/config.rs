@@ -307,6 +307,21 @@ pub enum ForeignFormat {
 }
 
 impl ForeignFormat {
+    /// Every format, in the order `--help` lists them: a new one is added
+    /// here (and to [`ForeignFormat::as_str`] and its reader's dispatch).
+    pub const ALL: [ForeignFormat; 5] = [
+        ForeignFormat::Har,
+        ForeignFormat::Inspector,
+        ForeignFormat::McpCassette,
+        ForeignFormat::McpRecorder,
+        ForeignFormat::McpVcr,
+    ];
+
+    /// The format `--from` names `name`.
+    pub fn parse(name: &str) -> Option<ForeignFormat> {
+        ForeignFormat::ALL.into_iter().find(|format| format.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ForeignFormat::Har => "har",

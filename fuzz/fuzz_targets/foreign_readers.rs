@@ -4,16 +4,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::cassette::foreign::{self, Format};
+use mcp_tape::cassette::foreign;
+use mcp_tape::config::ForeignFormat;
 use mcp_tape::normalize::Rules;
-
-const FORMATS: [Format; 5] =
-    [Format::Har, Format::Inspector, Format::McpCassette, Format::McpRecorder, Format::McpVcr];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
-    let format = FORMATS[usize::from(pick) % FORMATS.len()];
+    let format = ForeignFormat::ALL[usize::from(pick) % ForeignFormat::ALL.len()];
     if let Ok((exchanges, _)) = foreign::exchanges(format, text, "fuzz", false, &Rules::default()) {
         for exchange in exchanges {
             assert!(!exchange.messages.is_empty(), "{format:?}: an exchange without its answer");
