@@ -211,6 +211,9 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
                 (None, None) => {
                     let spellings = Spellings::of(line);
                     let mut exchange = rules.exchange(parse_line(&value, &spellings).map_err(bad)?);
+                    if let Some(why) = exchange.over_record_bounds() {
+                        return Err(bad(why));
+                    }
                     exchange.provenance = provenance(&value).map_err(bad)?;
                     importing.exchange(&exchange)?;
                 }

@@ -16,6 +16,8 @@ use serde_json::Value;
 
 pub mod spelling;
 
+use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES};
+
 use spelling::Spellings;
 
 /// An HTTP status as recorded: the number the upstream answered with.
@@ -387,6 +389,24 @@ impl Exchange<Text> {
 }
 
 impl Exchange {
+    /// Why record would not have stored this exchange's answer, if it
+    /// would not: one message over [`MAX_JSON_ANSWER_BYTES`], or several
+    /// (a stream) over [`MAX_RECORDED_STREAM_BYTES`] in all. An import
+    /// stores no more than record does.
+    pub fn over_record_bounds(&self) -> Option<String> {
+        let sizes: Vec<usize> = self
+            .messages
+            .iter()
+            .filter(|m| m.direction == Direction::Server)
+            .map(|m| m.as_sent().len())
+            .collect();
+        let (bytes, bound) = match sizes.as_slice() {
+            [one] => (*one, MAX_JSON_ANSWER_BYTES),
+            many => (many.iter().sum(), MAX_RECORDED_STREAM_BYTES),
+        };
+        (bytes > bound).then(|| format!("the answer is {bytes} bytes, past the {bound} bytes record stores"))
+    }
+
     /// The same exchange with its JSON as text, as a cassette holds it:
     /// the request canonical, each message as sent.
     pub fn to_text(&self) -> Exchange<Text> {
@@ -656,6 +676,20 @@ mod tests {
             canonical_json_keeping(&line, "body", &in_line),
             format!(r#"{{"a":{{"c":2,"d":1}},"b":1,"body":{sent}}}"#)
         );
+    }
+
+    #[test]
+    fn an_answer_record_would_not_store_is_over_the_bounds() {
+        let message = |bytes: usize| {
+            RecordedMessage::new(0, Direction::Server, serde_json::json!({"result": "x".repeat(bytes)}))
+        };
+        let mut exchange = crate::normalize::tests::sample("s", "t", "x");
+        exchange.messages =
+            vec![message(MAX_RECORDED_STREAM_BYTES / 2 + 1), message(MAX_RECORDED_STREAM_BYTES / 2)];
+        let why = exchange.over_record_bounds().expect("a stream past the bound");
+        assert!(why.ends_with(&format!("past the {MAX_RECORDED_STREAM_BYTES} bytes record stores")), "{why}");
+        exchange.messages.truncate(1);
+        assert_eq!(exchange.over_record_bounds(), None, "one JSON answer may be larger");
     }
 
     #[test]

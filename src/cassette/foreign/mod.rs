@@ -143,7 +143,10 @@ pub fn import(
             let (exchanges, skipped) =
                 exchanges(format, &text, server.unwrap_or(&file_server), server.is_some(), &rules)
                     .map_err(bad)?;
-            for exchange in &exchanges {
+            for (number, exchange) in exchanges.iter().enumerate() {
+                if let Some(why) = exchange.over_record_bounds() {
+                    return Err(bad(format!("exchange {} ({}): {why}", number + 1, exchange.method)));
+                }
                 importing.exchange(exchange)?;
             }
             imported.exchanges += exchanges.len();
