@@ -214,3 +214,16 @@ pub const MAX_RULES_FILE_BYTES: u64 = 1024 * 1024;
 ///
 /// Enforced in [`crate::cmd`].
 pub const MAX_REPORT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Requests a `hang` fault holds at once over HTTP: each keeps its
+/// connection, so past this a hang answers 503 at once, as a busy gateway
+/// does, and other clients still get a connection.
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_HANGING_REQUESTS: usize = 256;
+
+/// How long a `hang` fault holds a request before the 504 a gateway in
+/// front of a silent server gives (unless the client gives up first).
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_HANG: Duration = Duration::from_secs(300);

@@ -13,6 +13,7 @@ use crate::binary::Daemon;
 use crate::stdio::Peer;
 use crate::support::*;
 use crate::upstream;
+use mcp_tape::limits::MAX_HANGING_REQUESTS;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
 
@@ -262,6 +263,14 @@ lose_session = true
     assert_eq!(lost.status, 404, "{lost:?}");
     assert_eq!(lost.json()["id"], json!(1));
     assert_eq!(call_tool(url, "F", 20, &in_session).await.status, 404, "the session stays lost");
+    let resumed = raw(
+        reqwest::Method::GET,
+        &format!("{url}/agents/servers/mail"),
+        &[("mcp-session-id", session.as_str()), ("last-event-id", "0-1"), ("accept", "text/event-stream")],
+        String::new(),
+    )
+    .await;
+    assert_eq!(resumed.status, 404, "a lost session's streams do not resume: {resumed:?}");
     let ended =
         raw(reqwest::Method::DELETE, &format!("{url}/agents/servers/mail"), &in_session, String::new()).await;
     assert_eq!(ended.status, 404);
@@ -271,6 +280,57 @@ lose_session = true
     let (status, log) = daemon.stop("TERM").await;
     assert!(status.success(), "{log}");
     assert!(log.contains("the client went away before the answer"), "the hung request is logged: {log}");
+}
+
+/// 1030 hung calls once held every connection slot: another client got no
+/// answer. Hangs are bounded; past the bound a hang is a busy gateway's 503.
+#[tokio::test]
+async fn hangs_are_bounded_and_other_clients_are_served() {
+    let cassettes = Cassettes::new();
+    let cassette = mail(&cassettes);
+    let rules = rules_file(&cassettes, "[[fault]]\ntool = \"F\"\nhang = true\n");
+    let daemon = Daemon::start(&[cassette.to_str().unwrap(), "--rules", &rules]).await;
+    let url = format!("{}/agents/servers/mail", daemon.url);
+    let send = |id: usize, timeout: Duration| {
+        reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", BOTH)
+            .timeout(timeout)
+            .body(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "F", "arguments": {}}}).to_string())
+            .send()
+    };
+    // More hangs than are held: those past the bound, and only those, are answered, with 503.
+    const PAST: usize = 8;
+    let (answered, mut answers) = tokio::sync::mpsc::unbounded_channel();
+    let hanging: Vec<_> = (0..MAX_HANGING_REQUESTS + PAST)
+        .map(|id| {
+            let (call, answered) = (send(id, Duration::from_secs(300)), answered.clone());
+            tokio::spawn(async move {
+                let status = match call.await {
+                    Ok(answer) => (answer.status().as_u16(), answer.text().await.unwrap_or_default()),
+                    Err(error) => (0, error.to_string()),
+                };
+                let _ = answered.send(status);
+            })
+        })
+        .collect();
+    for _ in 0..PAST {
+        let refused =
+            tokio::time::timeout(Duration::from_secs(60), answers.recv()).await.expect("refused in time");
+        assert_eq!(
+            refused,
+            Some((503, "Service Unavailable\n".to_owned())),
+            "past {MAX_HANGING_REQUESTS} hangs"
+        );
+    }
+    let other = call_tool(&daemon.url, "A", 1, &[]).await.json();
+    assert_eq!(other["result"]["content"][0]["text"], json!("ok A"), "another client is served");
+    hanging.iter().for_each(tokio::task::JoinHandle::abort);
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    let warned = format!("a hang fault found {MAX_HANGING_REQUESTS} requests hanging already");
+    assert_eq!(log.matches(&warned).count(), PAST, "{log}");
 }
 
 fn binary_output(args: &[&str], cwd: &Path) -> std::process::Output {

@@ -38,7 +38,10 @@ use crate::engine::{
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
-use crate::limits::{HEADER_READ_TIMEOUT, MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE};
+use crate::limits::{
+    HEADER_READ_TIMEOUT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES,
+    MIN_BODY_RATE,
+};
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
 use crate::util::{pieces, printable};
@@ -69,6 +72,8 @@ pub struct App {
     /// Set when the shutdown grace has run out: requests still waiting for
     /// their answer get 503 then.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Room for requests a `hang` fault holds ([`MAX_HANGING_REQUESTS`]).
+    hanging: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
@@ -80,6 +85,7 @@ impl App {
             resumable: Arc::default(),
             redact_headers: Vec::new(),
             stopping: tokio::sync::watch::Sender::new(false),
+            hanging: Arc::new(tokio::sync::Semaphore::new(MAX_HANGING_REQUESTS)),
         }
     }
 
@@ -369,8 +375,22 @@ async fn respond(
         Step::Fail(failure) => {
             logged.outcome = Outcome::Injected;
             match failure {
-                // Until the client gives up (hyper then drops this handler) or the daemon stops.
-                Failure::Hang => std::future::pending().await,
+                // Until the client gives up (hyper then drops this handler), the daemon
+                // stops, or a gateway in front would give up (504); a connection is held
+                // by a bounded number of hangs at once, past which the gateway is busy (503).
+                Failure::Hang => {
+                    let Ok(_room) = Arc::clone(&app.hanging).try_acquire_owned() else {
+                        tracing::warn!(
+                            "a hang fault found {MAX_HANGING_REQUESTS} requests hanging already: 503 instead"
+                        );
+                        return Ok(frame::failure(
+                            Failure::Http { status: 503, retry_after: None },
+                            post.accepts,
+                        ));
+                    };
+                    tokio::time::sleep(MAX_HANG).await;
+                    Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
+                }
                 failure => Ok(frame::failure(failure, post.accepts)),
             }
         }
