@@ -212,9 +212,10 @@ impl FaultRules {
     ///
     /// [`Error::Rules`] naming the line and what is wrong there.
     pub fn parse(file: &Path, text: &str) -> Result<FaultRules, Error> {
+        let lines = matching::Lines::of(text);
         let refuse = |span: Option<Range<usize>>, reason: String| Error::Rules {
             file: file.to_owned(),
-            line: span.map_or(1, |span| matching::line_of(text, span.start)),
+            line: span.map_or(1, |span| lines.line_of(span.start)),
             reason,
         };
         let raw: RawFile =
@@ -222,7 +223,7 @@ impl FaultRules {
         let mut rules = Vec::with_capacity(raw.faults.len());
         for table in raw.faults {
             let span = table.span();
-            let place = format!("{}:{}", file.display(), matching::line_of(text, span.start));
+            let place = format!("{}:{}", file.display(), lines.line_of(span.start));
             let rule = FaultRule::from_raw(place, table.into_inner())
                 .map_err(|(at, reason)| refuse(at.or(Some(span.clone())), reason))?;
             rules.push(rule);

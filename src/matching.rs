@@ -133,16 +133,17 @@ impl MatchRules {
     ///
     /// [`Error::Rules`] naming the line and what is wrong there.
     pub fn parse(file: &Path, text: &str) -> Result<MatchRules, Error> {
+        let lines = Lines::of(text);
         let refuse = |span: Option<Range<usize>>, reason: String| Error::Rules {
             file: file.to_owned(),
-            line: span.map_or(1, |span| line_of(text, span.start)),
+            line: span.map_or(1, |span| lines.line_of(span.start)),
             reason,
         };
         let raw: RawFile =
             toml::from_str(text).map_err(|e| refuse(e.span(), e.message().trim().to_owned()))?;
         let mut rules = Vec::with_capacity(raw.rules.len());
         for table in raw.rules {
-            let line = line_of(text, table.span().start);
+            let line = lines.line_of(table.span().start);
             let rule =
                 MatchRule::from_raw(table.into_inner()).map_err(|(span, reason)| refuse(span, reason))?;
             rules.push(MatchRule { line, ..rule });
@@ -389,9 +390,19 @@ fn as_number(value: f64) -> Option<Number> {
     Number::from_f64(value)
 }
 
-/// The 1-based line of byte `at` in `text`.
-pub fn line_of(text: &str, at: usize) -> usize {
-    text.as_bytes()[..at.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
+/// Where the lines of a text start, to tell the line of any byte in it
+/// in logarithmic time (a rules file of many tables names each one's line).
+pub struct Lines(Vec<usize>);
+
+impl Lines {
+    pub fn of(text: &str) -> Lines {
+        Lines(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(at, _)| at).collect())
+    }
+
+    /// The line (from 1) that byte `at` is on.
+    pub fn line_of(&self, at: usize) -> usize {
+        self.0.partition_point(|newline| *newline < at) + 1
+    }
 }
 
 /// A name pattern.
@@ -785,6 +796,16 @@ uri = "file:///docs/**"
         assert_eq!(rules.find("x", "resources/read", "file:///etc/passwd"), None);
         assert_eq!(rules.label(0), "mcp-tape.toml:2 (nearest)");
         assert_eq!(rules.label(2), "mcp-tape.toml:11 (exact)");
+    }
+
+    #[test]
+    fn lines_tell_the_line_of_every_byte() {
+        let text = "a\n\nbc\nd";
+        let lines = Lines::of(text);
+        for at in 0..=text.len() {
+            let counted = text.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
+            assert_eq!(lines.line_of(at), counted, "byte {at}");
+        }
     }
 
     #[test]
