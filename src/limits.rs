@@ -227,3 +227,11 @@ pub const MAX_HANGING_REQUESTS: usize = 256;
 ///
 /// Enforced in [`crate::transport::http`].
 pub const MAX_HANG: Duration = Duration::from_secs(300);
+
+/// Longest name pattern (`server`, `tool`, `prompt`, `uri`, `method` in a
+/// rules file), and longest name any pattern but `*` is matched against: a
+/// match then takes at most this many steps per character of the pattern
+/// (a 1 MB tool name against `*` and 2000 letters once took 3 s a request).
+///
+/// Enforced in [`crate::matching`].
+pub const MAX_GLOB_CHARS: usize = 1024;

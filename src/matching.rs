@@ -29,6 +29,7 @@ use serde_json::{Number, Value};
 use toml::Spanned;
 
 use crate::error::Error;
+use crate::limits::MAX_GLOB_CHARS;
 
 /// The rules file read when `--rules` names none, if it exists.
 pub const DEFAULT_FILE: &str = "mcp-tape.toml";
@@ -432,8 +433,12 @@ impl Glob {
     ///
     /// # Errors
     ///
-    /// Why it is not one (an unclosed or empty set, a `\` at the end).
+    /// Why it is not one (an unclosed or empty set, a `\` at the end,
+    /// longer than [`MAX_GLOB_CHARS`]).
     pub fn new(text: &str) -> Result<Glob, String> {
+        if text.chars().count() > MAX_GLOB_CHARS {
+            return Err(format!("a name pattern is at most {MAX_GLOB_CHARS} characters"));
+        }
         let mut parts = Vec::new();
         let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {
@@ -505,8 +510,17 @@ impl Glob {
         Glob { text: text.to_owned(), parts: text.chars().map(Part::Char).collect() }
     }
 
+    /// Whether `text` is a name this glob names. `*` alone names anything;
+    /// any other glob no name longer than [`MAX_GLOB_CHARS`], so that a
+    /// match takes at most that many steps per character of the pattern.
     pub fn matches(&self, text: &str) -> bool {
-        let text: Vec<char> = text.chars().collect();
+        if self.parts == [Part::AnyRun] {
+            return true;
+        }
+        let text: Vec<char> = text.chars().take(MAX_GLOB_CHARS + 1).collect();
+        if text.len() > MAX_GLOB_CHARS {
+            return false;
+        }
         // The classic two-pointer match with one backtrack point: linear
         // for patterns with one `*`, never exponential.
         let (mut p, mut t) = (0, 0);
@@ -868,6 +882,18 @@ uri = "file:///docs/**"
         }
         assert_eq!(bottom, &json!({"y": 2}), "the x at the bottom is ignored, nothing else");
         assert_eq!(Pointer::new("/**/**/a").unwrap(), Pointer::new("/**/a").unwrap());
+    }
+
+    #[test]
+    fn globs_and_the_names_they_match_are_bounded() {
+        let long = "a".repeat(MAX_GLOB_CHARS + 1);
+        assert!(Glob::new(&long).unwrap_err().contains("at most 1024 characters"));
+        let pattern = format!("*{}b", "a".repeat(MAX_GLOB_CHARS - 2));
+        let glob = Glob::new(&pattern).unwrap();
+        let name = format!("{}b", "a".repeat(MAX_GLOB_CHARS - 1));
+        assert!(glob.matches(&name), "up to the bound, as before");
+        assert!(!glob.matches(&format!("a{name}")), "a longer name is no pattern's but *'s");
+        assert!(Glob::any().matches(&"a".repeat(1_000_000)));
     }
 
     #[test]
