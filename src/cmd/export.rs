@@ -1,5 +1,6 @@
 //! `mcp-tape export`: a cassette as canonical JSON Lines, or as HAR 1.2.
 
+use std::io::Write as _;
 use std::path::Path;
 
 use crate::cassette::{foreign, jsonl, store};
@@ -23,13 +24,15 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
         )));
     }
     let loaded = store::load(std::slice::from_ref(&config.cassette))?;
+    // Buffered: an export is many small writes (one syscall each, unbuffered).
     let write = |out: &mut dyn std::io::Write| {
+        let mut out = std::io::BufWriter::new(out);
         if config.har {
-            serde_json::to_writer_pretty(&mut *out, &foreign::har::write(&loaded.exchanges))?;
-            writeln!(out)
+            foreign::har::write(&loaded.exchanges, &mut out)?;
         } else {
-            jsonl::export(&loaded, out)
+            jsonl::export(&loaded, &mut out)?;
         }
+        out.flush()
     };
     let written = match &config.output {
         Some(path) => util::write_whole(path, |file| write(file)),

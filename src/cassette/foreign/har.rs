@@ -296,16 +296,24 @@ fn response_type(response: &Value) -> String {
         .to_ascii_lowercase()
 }
 
-/// A cassette's exchanges as a HAR 1.2 document.
-pub fn write(exchanges: &[Exchange]) -> Value {
-    let entries: Vec<Value> = exchanges.iter().map(entry).collect();
-    json!({
-        "log": {
-            "version": "1.2",
-            "creator": {"name": "mcp-tape", "version": env!("CARGO_PKG_VERSION")},
-            "entries": entries,
-        }
-    })
+/// Writes a cassette's exchanges to `out` as a HAR 1.2 document, one
+/// entry at a time (each made, written and dropped before the next), so
+/// that memory holds one entry however long the cassette.
+///
+/// # Errors
+///
+/// Write failures of `out`.
+pub fn write(exchanges: &[Exchange], out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let creator = json!({"name": "mcp-tape", "version": env!("CARGO_PKG_VERSION")});
+    write!(
+        out,
+        "{{\n  \"log\": {{\n    \"version\": \"1.2\",\n    \"creator\": {creator},\n    \"entries\": ["
+    )?;
+    for (i, exchange) in exchanges.iter().enumerate() {
+        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
+        serde_json::to_writer_pretty(&mut *out, &entry(exchange))?;
+    }
+    writeln!(out, "\n    ]\n  }}\n}}")
 }
 
 /// One exchange as a HAR entry.
