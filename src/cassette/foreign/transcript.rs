@@ -7,12 +7,12 @@
 //! client's replies) go with the request sent last while one is open, and
 //! what the server says while none is open is an aside of the last one.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
 use super::{ReadExchange, ReadFile};
-use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
+use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage, canonical_json};
 
 /// One message of a transcript: when (milliseconds, on the file's own
 /// clock), who sent it, and the message.
@@ -27,11 +27,70 @@ struct Said {
     at: String,
 }
 
+/// The requests of a transcript still waiting for their answer, indexed
+/// by id, progress token and place, so that pairing each message costs the
+/// same however many are open.
+#[derive(Default)]
+struct Open {
+    /// In the order they were sent: (index in `read.heard`, sent at).
+    by_order: BTreeMap<u64, (usize, i64)>,
+    /// By id (canonical JSON): the order numbers of those open with it.
+    by_id: HashMap<String, BTreeSet<u64>>,
+    /// By `_meta.progressToken` (canonical JSON), likewise.
+    by_token: HashMap<String, BTreeSet<u64>>,
+    /// By index in `read.heard`.
+    by_index: HashMap<usize, u64>,
+    next: u64,
+}
+
+impl Open {
+    fn open(&mut self, id: &Value, token: Option<&Value>, index: usize, sent: i64) {
+        let order = self.next;
+        self.next += 1;
+        self.by_order.insert(order, (index, sent));
+        self.by_id.entry(canonical_json(id)).or_default().insert(order);
+        if let Some(token) = token {
+            self.by_token.entry(canonical_json(token)).or_default().insert(order);
+        }
+        self.by_index.insert(index, order);
+    }
+
+    /// The oldest open request with `id`, no longer open.
+    fn close(&mut self, id: &Value, token_of: impl Fn(usize) -> Option<Value>) -> Option<(usize, i64)> {
+        let orders = self.by_id.get_mut(&canonical_json(id))?;
+        let order = orders.pop_first()?;
+        let (index, sent) = self.by_order.remove(&order)?;
+        if let Some(token) = token_of(index)
+            && let Some(tokens) = self.by_token.get_mut(&canonical_json(&token))
+        {
+            tokens.remove(&order);
+        }
+        self.by_index.remove(&index);
+        Some((index, sent))
+    }
+
+    /// The latest open request with progress token `token`.
+    fn latest_with(&self, token: &Value) -> Option<(usize, i64)> {
+        let order = self.by_token.get(&canonical_json(token))?.last()?;
+        self.by_order.get(order).copied()
+    }
+
+    /// The latest open request.
+    fn latest(&self) -> Option<(usize, i64)> {
+        self.by_order.last_key_value().map(|(_, open)| *open)
+    }
+
+    /// When the request at `index` was sent, if it is open.
+    fn sent(&self, index: usize) -> Option<i64> {
+        self.by_order.get(self.by_index.get(&index)?).map(|(_, sent)| *sent)
+    }
+}
+
 /// Pairs a transcript's messages into exchanges (see the module's text).
 fn pair(mut said: Vec<Said>, read: &mut ReadFile) {
     // Files written as things happened are in order already; a stable sort by time keeps ties in file order.
     said.sort_by_key(|s| (s.at_ms, s.late));
-    let mut open: Vec<(Value, usize, i64)> = Vec::new(); // (request id, index in read.heard, sent at)
+    let mut open = Open::default();
     let mut last: Option<usize> = None;
     for Said { at_ms, from_client, body, at, .. } in said {
         let method = body.get("method").and_then(Value::as_str).map(str::to_owned);
@@ -39,37 +98,35 @@ fn pair(mut said: Vec<Said>, read: &mut ReadFile) {
         let offset = |sent: i64| u64::try_from(at_ms - sent).unwrap_or(0);
         match (from_client, method, id) {
             (true, Some(_), Some(id)) => {
+                let token = body.pointer("/params/_meta/progressToken").cloned();
                 read.heard.push(ReadExchange { at, request: body, ..ReadExchange::default() });
-                open.push((id, read.heard.len() - 1, at_ms));
+                open.open(&id, token.as_ref(), read.heard.len() - 1, at_ms);
             }
             (true, Some(_), None) => read.skip("client notification (record does not store them either)"),
-            (true, None, Some(id)) => read.join_reply(&id, body, |index, _| {
-                offset(open.iter().find(|o| o.1 == index).map_or(at_ms, |o| o.2))
-            }),
-            (false, None, Some(id)) => match open.iter().position(|o| o.0 == id) {
-                Some(at_open) => {
-                    let (_, index, sent) = open.remove(at_open);
-                    read.heard[index].messages.push(RecordedMessage {
-                        offset_ms: offset(sent),
-                        direction: Direction::Server,
-                        body,
-                        spellings: Default::default(),
-                    });
-                    last = Some(index);
+            (true, None, Some(id)) => {
+                read.join_reply(&id, body, |index, _| offset(open.sent(index).unwrap_or(at_ms)));
+            }
+            (false, None, Some(id)) => {
+                let token_of =
+                    |index: usize| read.heard[index].request.pointer("/params/_meta/progressToken").cloned();
+                match open.close(&id, token_of) {
+                    Some((index, sent)) => {
+                        read.heard[index].messages.push(RecordedMessage {
+                            offset_ms: offset(sent),
+                            direction: Direction::Server,
+                            body,
+                            spellings: Default::default(),
+                        });
+                        last = Some(index);
+                    }
+                    None => read.skip("answer to a request the file does not hold"),
                 }
-                None => read.skip("answer to a request the file does not hold"),
-            },
+            }
             (false, Some(_), _) => {
                 let token = body.pointer("/params/progressToken");
-                let owner = token
-                    .and_then(|token| {
-                        open.iter().rev().find(|o| {
-                            read.heard[o.1].request.pointer("/params/_meta/progressToken") == Some(token)
-                        })
-                    })
-                    .or(open.last());
+                let owner = token.and_then(|token| open.latest_with(token)).or_else(|| open.latest());
                 match (owner, last) {
-                    (Some(&(_, index, sent)), _) => read.heard[index].messages.push(RecordedMessage {
+                    (Some((index, sent)), _) => read.heard[index].messages.push(RecordedMessage {
                         offset_ms: offset(sent),
                         direction: Direction::Server,
                         body,
