@@ -379,6 +379,21 @@ def node_package(args, work, checks):
     checks.run("vitest helper: a test with no cassette that only lists tools fails in replay mode naming it",
                no_cassette_no_pass)
 
+    def options_per_file():
+        for name in ("faulted.test.mjs", "lenient.test.mjs"):
+            shutil.copy(HERE / name, project)
+        (project / "lenient.toml").write_text(
+            '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n')
+        try:
+            output = must([*vitest, "faulted.test.mjs", "lenient.test.mjs", "agent.test.mjs"], project, env)
+            assert "5 passed" in output, output
+        finally:
+            for name in ("faulted.test.mjs", "lenient.test.mjs", "lenient.toml"):
+                (project / name).unlink()
+
+    checks.run("vitest helper: useTape({ faults }) and useTape({ rules }) act on their file's tests alone (the "
+               "example's tests on the same cassettes pass as recorded)", options_per_file)
+
     def declarations():
         shutil.copy(HERE / "types_check.ts", project)
         try:
