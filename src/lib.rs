@@ -32,8 +32,9 @@
 //!   file written whole or not at all, long work run off the async
 //!   workers.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
-//! - [`cassette::model`]: the domain types every layer speaks (the rest
-//!   of [`cassette`] sits further up).
+//! - [`cassette::model`]: the domain types every layer speaks, and JSON
+//!   as its sender spelled it ([`cassette::model::spelling`]); the rest of
+//!   [`cassette`] sits further up.
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
 //!   `Params` (and the cache of params read before), `ErrorCode`,
 //!   `ErrorObject`; no MCP, no I/O.
@@ -70,7 +71,8 @@
 //!   which recording a match rule
 //!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
 //!   for params read before ([`engine::memory`]), which fault rule fires
-//!   for a call ([`engine::inject`], before either mode is asked), and the
+//!   for a call ([`engine::inject`], before either mode is asked), a
+//!   request the recordings did not answer ([`engine::miss`]), and the
 //!   ledger of what a run exercised ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an
