@@ -92,6 +92,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let _ = stop.send(());
     let _ = serving.await;
     let report = report_of(app.engine(), config.max_age);
+    let upstream_failures = app.upstream_failures();
     drop(app);
     let ran = match ran {
         Ok(ran) => ran,
@@ -112,6 +113,13 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         if failed > 0 && code == 0 {
             eprintln!("mcp-tape: {}", Error::NotStored(failed));
             code = 1; // the recording is incomplete: not kept, the run fails
+        }
+        if upstream_failures > 0 && code == 0 {
+            eprintln!(
+                "mcp-tape: the upstream failed {upstream_failures} request(s) (see the log): the recording is \
+                 incomplete"
+            );
+            code = 1; // a cassette without those exchanges would pass later runs against nothing
         }
     }
     if let Some(file) = &target {

@@ -238,9 +238,15 @@ async fn the_command_lines_mode_wins_over_mcp_tape_mode_and_vcrpys_names_are_tak
         tape_test(&[file, "--upstream", NOWHERE], &[("MCP_TAPE_MODE", "none")], calls.clone(), "0").await;
     assert_eq!(none.status.code(), Some(0), "{}", none.stderr);
     assert_eq!(text_of(&none.answers()[0]), "Hello from m1");
-    let recording = tape_test(&[file, "--upstream", NOWHERE], &[("MCP_TAPE_MODE", "all")], calls, "1").await;
+    let recording =
+        tape_test(&[file, "--upstream", NOWHERE], &[("MCP_TAPE_MODE", "all")], calls.clone(), "1").await;
     assert!(recording.stderr.contains("recording from http://127.0.0.1:9"), "{}", recording.stderr);
     assert_eq!(exchanges(&path), before);
+    // A command that passes while the upstream failed it: the recording lacks those exchanges.
+    let unreachable = tape_test(&[file, "--mode", "all", "--upstream", NOWHERE], &[], calls, "0").await;
+    assert_eq!(unreachable.status.code(), Some(1), "{}", unreachable.stderr);
+    assert!(unreachable.stderr.contains("the upstream failed 1 request(s)"), "{}", unreachable.stderr);
+    assert_eq!(exchanges(&path), before, "the cassette is not replaced by an incomplete recording");
     let new_episodes = tape_test(&[file, "--mode", "new_episodes"], &[], json!([]), "0").await;
     assert!(
         new_episodes.stderr.contains("--mode missing: records, so it needs --upstream URL"),

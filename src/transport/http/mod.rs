@@ -74,6 +74,9 @@ pub struct App {
     stopping: tokio::sync::watch::Sender<bool>,
     /// Room for requests a `hang` fault holds ([`MAX_HANGING_REQUESTS`]).
     hanging: Arc<tokio::sync::Semaphore>,
+    /// Requests the upstream failed (recording): each is missing from the
+    /// recording.
+    upstream_failures: std::sync::atomic::AtomicU64,
 }
 
 impl App {
@@ -86,7 +89,14 @@ impl App {
             redact_headers: Vec::new(),
             stopping: tokio::sync::watch::Sender::new(false),
             hanging: Arc::new(tokio::sync::Semaphore::new(MAX_HANGING_REQUESTS)),
+            upstream_failures: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// How many requests the upstream failed (refused, unreachable, silent,
+    /// broken): none of them is in the recording.
+    pub fn upstream_failures(&self) -> u64 {
+        self.upstream_failures.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The shutdown grace has run out: every request still waiting for its
@@ -166,6 +176,9 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         Err(mut error) => {
             if matches!(*error.fault, Fault::Stopping { .. }) {
                 error.id = line.logged.id.take();
+            }
+            if matches!(*error.fault, Fault::Upstream(_)) {
+                app.upstream_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             line.logged.outcome = Outcome::of(&error.fault);
             frame::error(&error)
