@@ -89,8 +89,9 @@ enum CliCommand {
     /// difference, and recordings never used.
     ///
     /// Exit status: CMD's (128+N if signal N ended it); 1 if CMD passed but
-    /// a request missed (unless --allow-misses) or, with --expired error, a
-    /// recording older than --max-age answered; 2 for a usage error.
+    /// a request missed (unless --allow-misses), a recording mode's upstream
+    /// failed a request, or, with --expired error, a recording older than
+    /// --max-age answered; 2 for a usage error.
     ///
     /// Modes (--mode, else MCP_TAPE_MODE in the environment, else replay):
     /// replay (vcrpy's none) answers from the cassettes and never contacts
