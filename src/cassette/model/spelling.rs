@@ -9,6 +9,8 @@
 //! scrubs secrets, and never writes a number). Most messages have none, and
 //! then nothing is kept and writing is serde_json's.
 
+use std::collections::HashMap;
+
 use serde_json::{Number, Value};
 
 /// One step from a JSON value to a member or item of it.
@@ -55,14 +57,10 @@ impl Spellings {
             self.0.push((prefix.iter().chain(place.iter()).cloned().collect(), text.clone()));
         }
     }
-
-    /// The spelling at `place`, if it is one of them and spells `number`.
-    fn at(&self, place: &[Step], number: &Number) -> Option<&str> {
-        let (_, text) = self.0.iter().find(|(kept, _)| **kept == *place)?;
-        let spelled: Number = serde_json::from_str(text).ok()?;
-        (spelled == *number).then_some(&**text)
-    }
 }
+
+/// The spellings of one message by place, looked up once per number written.
+type ByPlace<'a> = HashMap<&'a [Step], &'a str>;
 
 /// `value` as compact JSON text in its own member order, each number
 /// `spellings` names (and `value` still holds) as its sender spelled it.
@@ -71,14 +69,22 @@ pub fn as_sent(value: &Value, spellings: &Spellings) -> String {
         // A Value always serializes (its map keys are strings).
         return serde_json::to_string(value).unwrap_or_default();
     }
+    let by_place: ByPlace<'_> = spellings.0.iter().map(|(place, text)| (&**place, &**text)).collect();
     let mut out = String::new();
-    write(value, spellings, &mut Vec::new(), &mut out);
+    write(value, &by_place, &mut Vec::new(), &mut out);
     out
 }
 
-fn write(value: &Value, spellings: &Spellings, path: &mut Vec<Step>, out: &mut String) {
+/// The spelling at `place`, if there is one and it spells `number`.
+fn spelled_at<'a>(by_place: &ByPlace<'a>, place: &[Step], number: &Number) -> Option<&'a str> {
+    let text = *by_place.get(place)?;
+    let spelled: Number = serde_json::from_str(text).ok()?;
+    (spelled == *number).then_some(text)
+}
+
+fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Step>, out: &mut String) {
     match value {
-        Value::Number(number) => match spellings.at(path, number) {
+        Value::Number(number) => match spelled_at(by_place, path, number) {
             Some(spelled) => out.push_str(spelled),
             None => out.push_str(&number.to_string()),
         },
@@ -89,7 +95,7 @@ fn write(value: &Value, spellings: &Spellings, path: &mut Vec<Step>, out: &mut S
                     out.push(',');
                 }
                 path.push(Step::Index(index));
-                write(item, spellings, path, out);
+                write(item, by_place, path, out);
                 path.pop();
             }
             out.push(']');
@@ -103,7 +109,7 @@ fn write(value: &Value, spellings: &Spellings, path: &mut Vec<Step>, out: &mut S
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
                 path.push(Step::Key(key.as_str().into()));
-                write(member, spellings, path, out);
+                write(member, by_place, path, out);
                 path.pop();
             }
             out.push('}');
