@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// A hash map for the lookups every request makes (the tape, cursors, the
@@ -161,6 +161,33 @@ pub fn pieces(text: &str, separator: u8) -> impl Iterator<Item = &str> {
 /// out.
 pub fn path_segments(path: &str) -> impl Iterator<Item = &str> {
     pieces(path.trim_end_matches('/'), b'/').skip(1)
+}
+
+/// The files under `directory` and its subdirectories whose extension is
+/// `extension`, sorted by path. Hidden directories and links to
+/// directories are not entered (a link to a parent would never end).
+///
+/// # Errors
+///
+/// The directory (or entry) that could not be read, and why.
+pub fn files_under(directory: &Path, extension: &str) -> Result<Vec<PathBuf>, (PathBuf, std::io::Error)> {
+    let mut found = Vec::new();
+    let mut directories = vec![directory.to_owned()];
+    while let Some(directory) = directories.pop() {
+        let io = |error| (directory.clone(), error);
+        for entry in std::fs::read_dir(&directory).map_err(io)? {
+            let entry = entry.map_err(io)?;
+            let path = entry.path();
+            let is_directory = entry.file_type().map_err(|error| (path.clone(), error))?.is_dir();
+            if is_directory && !entry.file_name().to_string_lossy().starts_with('.') {
+                directories.push(path);
+            } else if !is_directory && path.extension().is_some_and(|ext| ext == extension) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// Writes `path` whole or not at all: into a file beside it, synced, then

@@ -6,7 +6,7 @@ use super::read_report;
 use crate::config::SuggestConfig;
 use crate::error::Error;
 use crate::normalize::Rules;
-use crate::suggest;
+use crate::{suggest, util};
 
 /// Prints the suggested `[[match]]` tables, for the misses of one report
 /// or of every `*.json` report under a directory (the pytest plugin's and
@@ -34,28 +34,14 @@ pub(super) fn suggest(config: &SuggestConfig) -> Result<u8, Error> {
     Ok(0)
 }
 
-/// `path` itself, or the `*.json` files under it (sorted) when it is a
-/// directory.
+/// `path` itself, or the `*.json` files under it ([`util::files_under`])
+/// when it is a directory.
 fn report_files(path: &Path) -> Result<Vec<PathBuf>, Error> {
-    let io = |source| Error::Read { path: path.to_owned(), source };
-    if !std::fs::metadata(path).map_err(io)?.is_dir() {
+    let metadata = std::fs::metadata(path).map_err(|source| Error::Read { path: path.to_owned(), source })?;
+    if !metadata.is_dir() {
         return Ok(vec![path.to_owned()]);
     }
-    let mut found = Vec::new();
-    let mut directories = vec![path.to_owned()];
-    while let Some(directory) = directories.pop() {
-        let io = |source| Error::Read { path: directory.clone(), source };
-        for entry in std::fs::read_dir(&directory).map_err(io)? {
-            let entry = entry.map_err(io)?;
-            let kind = entry.file_type().map_err(io)?;
-            if kind.is_dir() {
-                directories.push(entry.path());
-            } else if entry.path().extension().is_some_and(|ext| ext == "json") {
-                found.push(entry.path());
-            }
-        }
-    }
-    found.sort();
+    let found = util::files_under(path, "json").map_err(|(path, source)| Error::Read { path, source })?;
     if found.is_empty() {
         return Err(Error::Config(format!("{}: no *.json usage reports under it", path.display())));
     }

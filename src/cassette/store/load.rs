@@ -12,6 +12,7 @@ use crate::cassette::model::{
     TemplateFailure, Text,
 };
 use crate::error::{CassetteError, Error};
+use crate::util;
 
 /// The cassette files that `paths` name: a directory stands for the
 /// `*.sqlite` files in it and in its subdirectories (sorted by path;
@@ -24,37 +25,17 @@ use crate::error::{CassetteError, Error};
 pub fn cassette_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     let mut files = Vec::new();
     for path in paths {
-        if std::fs::metadata(path).map_err(read_error(path))?.is_dir() {
-            let mut found = Vec::new();
-            cassettes_under(path, &mut found)?;
-            found.sort();
-            files.extend(found);
+        let metadata =
+            std::fs::metadata(path).map_err(|source| Error::Read { path: path.clone(), source })?;
+        if metadata.is_dir() {
+            files.extend(
+                util::files_under(path, "sqlite").map_err(|(path, source)| Error::Read { path, source })?,
+            );
         } else {
             files.push(path.clone());
         }
     }
     Ok(files)
-}
-
-/// Adds the `*.sqlite` files under `directory` to `found`.
-fn cassettes_under(directory: &Path, found: &mut Vec<PathBuf>) -> Result<(), Error> {
-    for entry in std::fs::read_dir(directory).map_err(read_error(directory))? {
-        let entry = entry.map_err(read_error(directory))?;
-        let path = entry.path();
-        // Not followed when a link: a link to a parent would never end.
-        let is_directory = entry.file_type().map_err(read_error(&path))?.is_dir();
-        if is_directory && !entry.file_name().to_string_lossy().starts_with('.') {
-            cassettes_under(&path, found)?;
-        } else if !is_directory && path.extension().is_some_and(|ext| ext == "sqlite") {
-            found.push(path);
-        }
-    }
-    Ok(())
-}
-
-fn read_error(path: &Path) -> impl Fn(std::io::Error) -> Error {
-    let path = path.to_owned();
-    move |source| Error::Read { path: path.clone(), source }
 }
 
 /// What a set of cassettes holds. `J` is how exchanges hold their JSON.
