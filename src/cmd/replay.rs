@@ -41,13 +41,7 @@ fn load_replay(config: &ReplayConfig) -> Result<(Replay, FaultRules), Error> {
     let rules = load_rules(&config.rules)?;
     let (replay, carried) =
         load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)?;
-    if replay.tape().servers().next().is_none() {
-        let paths: Vec<String> = config.paths.iter().map(|path| path.display().to_string()).collect();
-        tracing::warn!(
-            "replay: no recordings under {}: every request gets the mock's answer",
-            util::printable(&paths.join(", "))
-        );
-    }
+    warn_if_empty(&replay, "replay", &config.paths, "every request gets the mock's answer");
     let mut faults = rules.faults;
     faults.extend(carried);
     Ok((replay.with_match_rules(rules.matches), faults))
@@ -100,6 +94,18 @@ pub(super) fn load_cassettes(
     let service = ServiceAnswers::new(loaded.service_answers);
     let replay = Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit));
     Ok((replay, carried))
+}
+
+/// Says so (as `command`) when `replay` holds no recording at all under
+/// `paths`, and what that means for each request (`consequence`).
+pub(super) fn warn_if_empty(replay: &Replay, command: &str, paths: &[PathBuf], consequence: &str) {
+    if replay.tape().servers().next().is_none() {
+        let paths: Vec<String> = paths.iter().map(|path| path.display().to_string()).collect();
+        tracing::warn!(
+            "{command}: no recordings under {}: {consequence}",
+            util::printable(&paths.join(", "))
+        );
+    }
 }
 
 /// The end of a replay: the one-line summary of misses, the reports, and

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::record::{http_recording, summarize_recording};
-use super::replay::load_cassettes;
+use super::replay::{load_cassettes, warn_if_empty};
 use super::{
     RunRules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
     write_reports,
@@ -51,13 +51,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
                 config.paths.iter().cloned().partition(|path| path.exists());
             let (replay, carried) =
                 load_cassettes(&present, &config.normalization, config.on_miss, config.pace, config.max_age)?;
-            if replay.tape().servers().next().is_none() {
-                let paths: Vec<String> = config.paths.iter().map(|path| path.display().to_string()).collect();
-                tracing::warn!(
-                    "test: no recordings under {}: every request the command makes is a miss",
-                    util::printable(&paths.join(", "))
-                );
-            }
+            warn_if_empty(&replay, "test", &config.paths, "every request the command makes is a miss");
             faults.extend(carried);
             let absent = absent.first().map(|path| util::printable(&path.display().to_string()).into_owned());
             let replay = replay.with_match_rules(rules.matches).with_unrecorded(Unrecorded::Miss { absent });
