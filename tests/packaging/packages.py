@@ -15,6 +15,7 @@ wheel and tarballs packaging/build.sh made of this checkout:
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +36,8 @@ UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
 TIMEOUT_S = 300
 CHANGED_QUESTION = "holiday plans"
 MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
+# A rules file that lets any question through to the mailbox cassette's recording.
+LENIENT_RULES = '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n'
 
 
 def run(command, cwd, env, timeout=TIMEOUT_S):
@@ -48,6 +51,24 @@ def must(command, cwd, env, timeout=TIMEOUT_S):
     code, output = run(command, cwd, env, timeout)
     assert code == 0, f"{command[:4]} exited {code}:\n{output[-6000:]}"
     return output
+
+
+@contextlib.contextmanager
+def placed(project, files, leftovers=()):
+    """`files` (name in `project`: a file to copy, or text) put there for one check, then taken away
+    with the directories the check leaves (`leftovers`), whatever the check did."""
+    for name, content in files.items():
+        if isinstance(content, Path):
+            shutil.copy(content, project / name)
+        else:
+            (project / name).write_text(content)
+    try:
+        yield
+    finally:
+        for name in files:
+            (project / name).unlink()
+        for leftover in leftovers:
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def digest(path):
@@ -185,17 +206,13 @@ def python_package(args, work, checks):
                misses_come_first)
 
     def no_cassette_no_pass():
-        shutil.copy(HERE / "unrecorded_test.py", project / "test_unrecorded.py")
-        try:
+        with placed(project, {"test_unrecorded.py": HERE / "unrecorded_test.py"}, [cassettes / "test_unrecorded"]):
             code, output = run([*pytest, "test_unrecorded.py"], project, env)
             assert code == 1 and "2 failed" in output, output
             for test in ("test_lists_tools", "test_swallows_tool_errors"):
                 absent = cassettes / "test_unrecorded" / f"{test}.sqlite"
                 assert f"mcp-tape: no cassette at {absent}" in output, output
                 assert not absent.exists()
-        finally:
-            (project / "test_unrecorded.py").unlink()
-            shutil.rmtree(cassettes / "test_unrecorded", ignore_errors=True)
 
     checks.run("pytest plugin: tests with no cassette fail in replay mode naming it (one only lists tools, one "
                "never looks at isError)", no_cassette_no_pass)
@@ -217,11 +234,9 @@ def python_package(args, work, checks):
                "one missing, that test alone fails naming it", once_without_upstream)
 
     def marker_options_per_test():
-        shutil.copy(HERE / "marker_test.py", project / "test_marker.py")
-        (project / "lenient.toml").write_text(
-            '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n')
         pages = project / "marker-html"
-        try:
+        files = {"test_marker.py": HERE / "marker_test.py", "lenient.toml": LENIENT_RULES}
+        with placed(project, files, [pages]):
             output = must([*pytest, "test_marker.py", "--mcp-tape-html", "marker-html"], project, env)
             assert "3 passed" in output, output
             assert files_under(pages) == [
@@ -236,10 +251,6 @@ def python_package(args, work, checks):
                 assert f"test_marker.py::{test} ({profile})" in page, page[:2000]
             index = (pages / "index.html").read_text()
             assert "3 tests, 0 failed" in index and index.count("<li") == 3, index
-        finally:
-            (project / "test_marker.py").unlink()
-            (project / "lenient.toml").unlink()
-            shutil.rmtree(pages, ignore_errors=True)
 
     checks.run("pytest plugin: the marker's faults and rules act on their test alone; two tests on one cassette get "
                "two HTML pages naming test and cassette, and an index", marker_options_per_test)
@@ -321,8 +332,7 @@ def node_package(args, work, checks):
         checks.run("vitest helper: MCP_TAPE_MODE=once records a cassette per test from the upstream", records_once)
 
         def failing_tests_record_nothing():
-            shutil.copy(HERE / "failing.test.mjs", project)
-            try:
+            with placed(project, {"failing.test.mjs": HERE / "failing.test.mjs"}, [cassettes / "failing"]):
                 failing = [*vitest, "failing.test.mjs"]
                 cassette = cassettes / "failing" / "records_then_fails.sqlite"
                 recording = dict(env, MCP_TAPE_MODE="all", MCP_TAPE_UPSTREAM=upstream)
@@ -335,9 +345,6 @@ def node_package(args, work, checks):
                     code, output = run(failing, project, dict(recording, MCP_TAPE_MODE=mode, HARNESS_SELECT="x"))
                     assert code == 1 and "1 failed" in output, output
                     assert digest(cassette) == before, f"MCP_TAPE_MODE={mode} changed a failing test's cassette"
-            finally:
-                (project / "failing.test.mjs").unlink()
-                shutil.rmtree(cassettes / "failing", ignore_errors=True)
 
         checks.run("vitest helper: recording modes (all, missing) never write the cassette of a failing test",
                    failing_tests_record_nothing)
@@ -367,40 +374,27 @@ def node_package(args, work, checks):
                a_miss_fails_its_test)
 
     def no_cassette_no_pass():
-        shutil.copy(HERE / "unrecorded.test.mjs", project)
-        try:
+        with placed(project, {"unrecorded.test.mjs": HERE / "unrecorded.test.mjs"}, [cassettes / "unrecorded"]):
             code, output = run([*vitest, "unrecorded.test.mjs"], project, env)
             assert code == 1 and "1 failed" in output, output
             assert "mcp-tape: no cassette at cassettes/unrecorded/lists_tools.sqlite" in output, output
-        finally:
-            (project / "unrecorded.test.mjs").unlink()
-            shutil.rmtree(cassettes / "unrecorded", ignore_errors=True)
 
     checks.run("vitest helper: a test with no cassette that only lists tools fails in replay mode naming it",
                no_cassette_no_pass)
 
     def options_per_file():
-        for name in ("faulted.test.mjs", "lenient.test.mjs"):
-            shutil.copy(HERE / name, project)
-        (project / "lenient.toml").write_text(
-            '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n')
-        try:
+        files = {name: HERE / name for name in ("faulted.test.mjs", "lenient.test.mjs")}
+        with placed(project, dict(files, **{"lenient.toml": LENIENT_RULES})):
             output = must([*vitest, "faulted.test.mjs", "lenient.test.mjs", "agent.test.mjs"], project, env)
             assert "5 passed" in output, output
-        finally:
-            for name in ("faulted.test.mjs", "lenient.test.mjs", "lenient.toml"):
-                (project / name).unlink()
 
     checks.run("vitest helper: useTape({ faults }) and useTape({ rules }) act on their file's tests alone (the "
                "example's tests on the same cassettes pass as recorded)", options_per_file)
 
     def declarations():
-        shutil.copy(HERE / "types_check.ts", project)
-        try:
+        with placed(project, {"types_check.ts": HERE / "types_check.ts"}):
             must(["npx", "--no-install", "tsc", "--strict", "--noEmit", "--module", "nodenext", "--moduleResolution",
                   "nodenext", "--target", "es2022", "--lib", "es2022,dom", "types_check.ts"], project, env)
-        finally:
-            (project / "types_check.ts").unlink()
 
     checks.run("npm: tsc --strict on the README's examples in TypeScript: mcp-tape, mcp-tape/vitest and "
                "mcp-tape/global-setup come with declarations", declarations)
