@@ -90,6 +90,14 @@ pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 /// Enforced in [`crate::engine::said`].
 pub const MAX_HELD_ASIDES: usize = 256;
 
+/// How long a replayed answer waits for what the server said before it (on
+/// the session's GET stream) to be written to the client; past it the
+/// answer goes anyway, so a client that does not read its GET stream still
+/// gets its answers.
+///
+/// Enforced in [`crate::transport::http`].
+pub const MAX_ASIDE_WRITE_WAIT: Duration = Duration::from_secs(1);
+
 /// Recorded answers whose SSE stream the server closed before the answer,
 /// waiting for the client to resume them (`GET` with `Last-Event-ID`); past
 /// it the oldest is dropped unstored (logged).

@@ -37,6 +37,7 @@ pub mod said;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 
 use crate::cassette::model::{Era, ServiceRoute, Status, StreamShape};
 use crate::config::Pace;
@@ -552,6 +553,42 @@ impl<L> Engine<L> {
                 "{} message(s) the server said on its own have no session to go to: dropped",
                 messages.len()
             ),
+        }
+    }
+
+    /// Replay: [`Engine::say`] for what the server said in `session` while
+    /// an exchange was in flight, which must reach the client before that
+    /// exchange's answer: what fires once it has been written to the
+    /// client's GET stream (`None` when it went nowhere or is held for a
+    /// stream not open yet).
+    pub fn say_before(
+        &self,
+        session: Option<&str>,
+        messages: Vec<Outgoing>,
+    ) -> Option<oneshot::Receiver<()>> {
+        match (self.replay(), session) {
+            (Some(replay), Some(session)) if !messages.is_empty() => replay.say_before(session, messages),
+            _ => {
+                self.say(session, messages);
+                None
+            }
+        }
+    }
+
+    /// Replay: [`Engine::say`] for what the server said in `session` after
+    /// an answer: what the door fires once that answer has been written
+    /// (`None` when there is nothing to wait for).
+    pub fn say_after(&self, session: Option<&str>, messages: Vec<Outgoing>) -> Option<oneshot::Sender<()>> {
+        match (self.replay(), session) {
+            (Some(replay), Some(session)) if !messages.is_empty() => {
+                let (answered, told) = oneshot::channel();
+                replay.say_after(session, messages, told);
+                Some(answered)
+            }
+            _ => {
+                self.say(session, messages);
+                None
+            }
         }
     }
 

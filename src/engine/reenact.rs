@@ -72,12 +72,29 @@ impl Live {
 }
 
 /// One thing for the front door to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Emit {
     /// A JSON-RPC message, as JSON text.
     Message(String),
     /// Nothing to say; proof the stream is alive (an SSE comment).
     KeepAlive,
+    /// Nothing to say; to be fired once what came before it on this stream
+    /// has been written to the client's connection (an HTTP front door
+    /// that cannot tell fires it when the stream has taken it).
+    Written(oneshot::Sender<()>),
+    /// Messages (JSON text) to send once `answered` fires (or is dropped):
+    /// what the server said after an answer that is still being written.
+    After { answered: oneshot::Receiver<()>, messages: Vec<String> },
+}
+
+impl Emit {
+    /// The JSON text of a message, `None` for anything else.
+    pub fn message(self) -> Option<String> {
+        match self {
+            Emit::Message(json) => Some(json),
+            Emit::KeepAlive | Emit::Written(_) | Emit::After { .. } => None,
+        }
+    }
 }
 
 /// Sends `messages` one by one into the returned channel, as described
@@ -152,11 +169,11 @@ mod tests {
             feed: None,
         };
         let mut emitted = reenact(vec![message("ask", Some(json!(0))), message("answer", None)], live, false);
-        assert_eq!(emitted.recv().await, Some(Emit::Message("ask".into())));
+        assert_eq!(emitted.recv().await.and_then(Emit::message).as_deref(), Some("ask"));
         assert!(emitted.try_recv().is_err(), "nothing before the reply");
         assert!(!replies.arrived(Some("other"), &json!(0)), "a reply in another session is not it");
         assert!(replies.arrived(Some("s"), &json!(0)));
-        assert_eq!(emitted.recv().await, Some(Emit::Message("answer".into())));
-        assert_eq!(emitted.recv().await, None, "the stream ends after its last message");
+        assert_eq!(emitted.recv().await.and_then(Emit::message).as_deref(), Some("answer"));
+        assert!(emitted.recv().await.is_none(), "the stream ends after its last message");
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
@@ -354,6 +354,20 @@ impl Replay {
     pub fn say(&self, session: &str, messages: Vec<Outgoing>) {
         if let Some(state) = lock(&self.sessions).live.get_mut(session) {
             state.said.say(messages);
+        }
+    }
+
+    /// [`Replay::say`] for what the server said while an exchange was in
+    /// flight: what fires once it has been written to the client.
+    pub fn say_before(&self, session: &str, messages: Vec<Outgoing>) -> Option<oneshot::Receiver<()>> {
+        lock(&self.sessions).live.get_mut(session)?.said.say_before(messages)
+    }
+
+    /// [`Replay::say`] for what the server said after an answer still being
+    /// written: sent once `answered` fires.
+    pub fn say_after(&self, session: &str, messages: Vec<Outgoing>, answered: oneshot::Receiver<()>) {
+        if let Some(state) = lock(&self.sessions).live.get_mut(session) {
+            state.said.say_after(messages, answered);
         }
     }
 

@@ -18,7 +18,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
@@ -115,9 +115,38 @@ impl Standalone {
         }
     }
 
+    /// [`Standalone::say`], and when the open stream took `messages`, what
+    /// fires once they have been written to the client's connection.
+    pub fn say_before(&mut self, messages: Vec<Outgoing>) -> Option<oneshot::Receiver<()>> {
+        self.say(messages);
+        let stream = self.stream.as_ref().filter(|_| self.held.is_empty())?;
+        let (written, told) = oneshot::channel();
+        stream.try_send(Emit::Written(written)).ok()?;
+        Some(told)
+    }
+
+    /// [`Standalone::say`] once the answer they follow has been written:
+    /// when `answered` fires (or is dropped), if the open stream took them.
+    pub fn say_after(&mut self, messages: Vec<Outgoing>, answered: oneshot::Receiver<()>) {
+        let messages = messages.into_iter().map(|m| m.json).collect();
+        match self.stream.as_ref().filter(|_| self.held.is_empty()) {
+            Some(stream) => match stream.try_send(Emit::After { answered, messages }) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(emit)) => self.hold_emitted(emit),
+                Err(mpsc::error::TrySendError::Closed(emit)) => {
+                    self.stream = None; // the client went away
+                    self.hold_emitted(emit);
+                }
+            },
+            None => messages.into_iter().for_each(|message| self.hold(message)),
+        }
+    }
+
     fn hold_emitted(&mut self, emit: Emit) {
-        if let Emit::Message(json) = emit {
-            self.hold(json);
+        match emit {
+            Emit::Message(json) => self.hold(json),
+            Emit::After { messages, .. } => messages.into_iter().for_each(|message| self.hold(message)),
+            Emit::KeepAlive | Emit::Written(_) => {}
         }
     }
 
@@ -313,20 +342,54 @@ mod tests {
         Outgoing { json: text.into(), is_answer: false, offset_ms: 0, awaits_reply: None }
     }
 
+    /// What comes before an answer is followed on the stream by what the
+    /// answer waits for; what comes after it waits for the answer; with no
+    /// stream open both are held, in order, and nothing waits.
+    #[tokio::test]
+    async fn before_and_after_an_answer_are_ordered_on_the_stream() {
+        let mut standalone = Standalone::default();
+        assert!(standalone.say_before(vec![said("held")]).is_none(), "no stream: nothing to wait for");
+        let (answered, told) = oneshot::channel();
+        standalone.say_after(vec![said("held after")], told);
+        drop(answered);
+        let mut stream = standalone.open();
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("held"));
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("held after"));
+
+        let written = standalone.say_before(vec![said("before")]).expect("the open stream took it");
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("before"));
+        let Some(Emit::Written(ack)) = stream.recv().await else { panic!("no mark after the message") };
+        ack.send(()).unwrap();
+        written.await.expect("the answer is told");
+
+        let (answered, told) = oneshot::channel();
+        standalone.say_after(vec![said("after")], told);
+        let Some(Emit::After { answered: waits, messages }) = stream.recv().await else {
+            panic!("not held for the answer")
+        };
+        assert_eq!(messages, ["after"]);
+        answered.send(()).unwrap();
+        waits.await.expect("told once the answer is written");
+    }
+
     #[tokio::test]
     async fn held_until_the_stream_opens_then_sent_as_said() {
         let mut standalone = Standalone::default();
         standalone.say(vec![said("one")]);
         let mut stream = standalone.open();
         standalone.say(vec![said("two")]);
-        assert_eq!(stream.recv().await, Some(Emit::Message("one".into())));
-        assert_eq!(stream.recv().await, Some(Emit::Message("two".into())));
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("one"));
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("two"));
         drop(stream);
         standalone.say(vec![said("three")]);
         let mut again = standalone.open();
-        assert_eq!(again.recv().await, Some(Emit::Message("three".into())), "held for the next stream");
+        assert_eq!(
+            again.recv().await.and_then(Emit::message).as_deref(),
+            Some("three"),
+            "held for the next stream"
+        );
         standalone.close();
-        assert_eq!(again.recv().await, None, "closed: the stream ends");
+        assert!(again.recv().await.is_none(), "closed: the stream ends");
     }
 
     #[tokio::test]
@@ -334,7 +397,7 @@ mod tests {
         let mut standalone = Standalone::default();
         standalone.say((0..MAX_HELD_ASIDES + 2).map(|n| said(&n.to_string())).collect());
         let mut stream = standalone.open();
-        assert_eq!(stream.recv().await, Some(Emit::Message("2".into())));
+        assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("2"));
     }
 
     #[tokio::test]

@@ -29,7 +29,10 @@ TypeScript SDK and the official conformance suite:
   `replay --stdio` and against `replay` over HTTP (the GET stream): the
   transcripts of everything each heard must agree; server-everything over
   HTTP (everything_http.mjs) through `record` and against `replay` of it:
-  replay must give what the client got through record;
+  replay must give what the client got through record; and where
+  server-everything's log messages on its GET stream fall among its answers
+  (stream_order.py, by the kernel's receive times): replay of each of four
+  recordings puts each one before or after its answer as the cassette says;
 - Agent 365 mocks imported as answer templates (`import --a365-mocks`),
   served to the Python SDK (auto, legacy) and TypeScript SDK (v1; v2
   legacy, auto);
@@ -85,6 +88,7 @@ import clients
 import frameworks
 import imports
 import soak
+import stream_order
 from mcp.shared.exceptions import MCPError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -565,6 +569,71 @@ def unprompted(args, node_env, checks):
                    lambda key=(user, over_http): agree(key, 3, "through mcp-tape record"))
     with open(os.path.join(args.logs, "unprompted-transcripts.json"), "w") as saved:
         json.dump({f"{u} {s}": t for (u, s), t in transcripts.items()}, saved, indent=1, sort_keys=True)
+
+
+ORDER_STEPS = [
+    ("resources/subscribe", {"uri": "demo://resource/static/document/architecture.md"}),
+    ("tools/call", {"name": "echo", "arguments": {"message": "in order"}}),
+    ("resources/unsubscribe", {"uri": "demo://resource/static/document/architecture.md"}),
+    ("ping", {}),
+]
+ORDER_SESSIONS = 4
+
+
+def stream_order_check(args, checks):
+    """Where server-everything's log messages on the GET stream fall among its
+    answers, by the kernel's receive times at one client (stream_order.py):
+    directly, through `record` (ORDER_SESSIONS sessions, one cassette each)
+    and on `replay` of each cassette. Replay must put each message where the
+    cassette says it came (said while its exchange was in flight: before
+    that answer; else after it), whatever the timing; the three transcripts
+    are kept in the logs (where record files a message that came within
+    microseconds of an answer depends on which connection it reads first)."""
+    steps = ORDER_STEPS
+    seen = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory() as cassettes:
+        upstream = Daemon(None, None, [args.node, EVERYTHING_HTTP])
+        try:
+            seen["directly"].append(stream_order.order(upstream.base + "/mcp", steps))
+            for n in range(ORDER_SESSIONS):
+                recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base + "/mcp",
+                                               "--cassettes", cassettes, "--name", f"order{n}", "--port", "0"])
+                try:
+                    seen["through record"].append(stream_order.order(recorder.base + "/mcp", steps))
+                finally:
+                    recorder.stop()
+        finally:
+            upstream.stop()
+        for n in range(ORDER_SESSIONS):
+            cassette = os.path.join(cassettes, f"order{n}.sqlite")
+
+            def replays_as_stored(cassette=cassette):
+                with sqlite3.connect(cassette) as db:
+                    rows = db.execute(
+                        "SELECT e.method, a.in_flight, json_extract(a.body, '$.params.data') FROM aside a "
+                        "JOIN exchange e ON e.id = a.exchange_id "
+                        "WHERE json_extract(a.body, '$.method') = 'notifications/message' ORDER BY e.id, a.seq"
+                    ).fetchall()
+                assert rows, "the cassette holds no log message"
+                methods = [method for method, _ in steps] + ["after the last"]
+                want = {method: [] for method in methods}
+                for method, in_flight, data in rows:
+                    at = methods.index(method) + (0 if in_flight else 1)
+                    want[methods[at]] += stream_order.logged([{"method": "notifications/message",
+                                                               "params": {"data": data}}])
+                replay = Daemon(args.binary, [cassette])
+                try:
+                    for _ in range(3):
+                        got = stream_order.order(replay.base + "/mcp", steps)
+                        seen["replay"].append(got)
+                        assert got == [[method, want[method]] for method in methods], (got, rows)
+                finally:
+                    replay.stop()
+
+            checks.run(f"stream order: replay {n + 1} of {ORDER_SESSIONS} puts each GET-stream log message "
+                       "before or after its answer as the cassette says", replays_as_stored)
+    with open(os.path.join(args.logs, "stream-order.json"), "w") as saved:
+        json.dump(seen, saved, indent=1)
 
 
 def cross_era(args, node_env, checks, direct):
@@ -1285,6 +1354,7 @@ def main():
     cross_era(args, node_env, checks, direct)
     stdio_round_trip(args, node_env, checks)
     unprompted(args, node_env, checks)
+    stream_order_check(args, checks)
     resumed_streams(args, node_env, checks)
     conformance_through_record(args, node_env, conformance, checks)
     conformance_three_ways(args, node_env, conformance, checks)

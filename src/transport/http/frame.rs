@@ -3,10 +3,12 @@
 //! keep time or wait for the client's replies); a [`RequestError`] as its
 //! status with the JSON-RPC error; the body types every answer uses.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -14,9 +16,10 @@ use hyper::body::Frame;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::resume::{self, Rest, Resumable};
+use super::server::Wire;
 use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
@@ -103,7 +106,14 @@ fn events(
     match live {
         Some(live) => {
             let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
-            Channel { emitted: reenact::reenact(messages, live, hold_open), prefix, numbering }.boxed()
+            Channel {
+                emitted: reenact::reenact(messages, live, hold_open),
+                prefix,
+                numbering,
+                wire: None,
+                after: None,
+            }
+            .boxed()
         }
         None => {
             let mut body = prefix;
@@ -149,6 +159,7 @@ pub(super) fn stream(
     streams: &Arc<Resumable>,
     session: &str,
     rest: Option<Rest>,
+    wire: Option<Wire>,
 ) -> Response<Body> {
     let (number, first, resent) = match rest {
         Some(rest) => (rest.stream, rest.first, rest.messages),
@@ -159,7 +170,8 @@ pub(super) fn stream(
     let prefix: String = resent.iter().map(|m| Numbering::event(&mut numbering, &m.json)).collect();
     let numbering = numbering.map(|n| Numbering { kept_in: Some(Arc::clone(streams)), ..n });
     let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
-    let mut response = Response::new(Channel { emitted: stream, prefix, numbering }.boxed());
+    let mut response =
+        Response::new(Channel { emitted: stream, prefix, numbering, wire, after: None }.boxed());
     set_stream_headers(&mut response);
     response
 }
@@ -254,6 +266,60 @@ where
     }
 }
 
+/// `response`, firing `written` once its body has ended and been written
+/// to the connection `wire` (at once with no wire to tell; never if the
+/// client goes first, when dropping it says as much).
+pub(super) fn announce(
+    response: Response<Body>,
+    written: oneshot::Sender<()>,
+    wire: Option<Wire>,
+) -> Response<Body> {
+    response.map(|body| Announced { body, written: Some(written), wire }.boxed())
+}
+
+/// A body that tells when it has been written: see [`announce`].
+struct Announced {
+    body: Body,
+    written: Option<oneshot::Sender<()>>,
+    wire: Option<Wire>,
+}
+
+impl Announced {
+    fn ended(&mut self) {
+        if let Some(written) = self.written.take() {
+            match &self.wire {
+                Some(wire) => wire.after_next_write(written),
+                None => drop(written.send(())),
+            }
+        }
+    }
+}
+
+impl hyper::body::Body for Announced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let polled = ready!(Pin::new(&mut self.body).poll_frame(cx));
+        // hyper stops polling a body that says it has ended: tell at its last frame.
+        if polled.is_none() || self.body.is_end_stream() {
+            self.ended();
+        }
+        Poll::Ready(polled)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// The headers of an SSE answer.
 fn set_stream_headers(response: &mut Response<Body>) {
     let headers = response.headers_mut();
@@ -291,6 +357,10 @@ struct Channel {
     emitted: mpsc::Receiver<Emit>,
     prefix: Option<Bytes>,
     numbering: Option<Numbering>,
+    /// The connection it goes out on, told of each [`Emit::Written`].
+    wire: Option<Wire>,
+    /// An [`Emit::After`] under way: what it waits for, what it sends then.
+    after: Option<(Option<oneshot::Receiver<()>>, VecDeque<String>)>,
 }
 
 impl hyper::body::Body for Channel {
@@ -305,14 +375,38 @@ impl hyper::body::Body for Channel {
         if let Some(prefix) = this.prefix.take() {
             return Poll::Ready(Some(Ok(Frame::data(prefix))));
         }
-        this.emitted.poll_recv(cx).map(|emitted| {
-            emitted.map(|emit| {
-                let bytes = match emit {
-                    Emit::Message(json) => Bytes::from(Numbering::event(&mut this.numbering, &json)),
-                    Emit::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
-                };
-                Ok(Frame::data(bytes))
-            })
-        })
+        loop {
+            if let Some((waiting, messages)) = &mut this.after {
+                // What followed an answer waits until that answer has been written.
+                if let Some(answered) = waiting {
+                    let _ = ready!(Pin::new(answered).poll(cx));
+                    *waiting = None;
+                }
+                match messages.pop_front() {
+                    Some(json) => {
+                        let event = Numbering::event(&mut this.numbering, &json);
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(event)))));
+                    }
+                    None => this.after = None,
+                }
+            }
+            let bytes = match ready!(this.emitted.poll_recv(cx)) {
+                None => return Poll::Ready(None),
+                Some(Emit::Message(json)) => Bytes::from(Numbering::event(&mut this.numbering, &json)),
+                Some(Emit::KeepAlive) => Bytes::from_static(b": keep-alive\n\n"),
+                Some(Emit::Written(written)) => {
+                    match &this.wire {
+                        Some(wire) => wire.after_next_write(written),
+                        None => drop(written.send(())),
+                    }
+                    continue;
+                }
+                Some(Emit::After { answered, messages }) => {
+                    this.after = Some((Some(answered), messages.into()));
+                    continue;
+                }
+            };
+            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+        }
     }
 }

@@ -39,8 +39,8 @@ use crate::engine::{
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
 use crate::limits::{
-    HEADER_READ_TIMEOUT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES, MAX_REQUEST_TARGET_BYTES,
-    MIN_BODY_RATE,
+    HEADER_READ_TIMEOUT, MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES,
+    MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE,
 };
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
@@ -353,8 +353,12 @@ async fn respond(
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
             let in_session = opened.as_deref().or(session.as_deref());
-            // What the server said while the exchange was in flight goes out before its answer.
-            app.engine.say(in_session, first);
+            // What the server said while the exchange was in flight goes out before its answer:
+            // the answer waits until it has been written (for a while: a client that does not
+            // read its GET stream does not hold up its answers).
+            if let Some(written) = app.engine.say_before(in_session, first) {
+                let _ = tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written).await;
+            }
             // Replayed handshake-era streams in a session can be resumed.
             let resume = in_session.filter(|_| app.engine.upstream().is_none() && post.era == Era::Handshake);
             let resume = resume.map(|session| frame::Resume {
@@ -365,8 +369,11 @@ async fn respond(
             let response = frame::answer(answer, post.accepts, resume, || {
                 app.engine.live(session.clone(), Duration::ZERO)
             });
-            app.engine.say(in_session, said);
-            Ok(response)
+            // What it said after the answer goes once the answer has been written.
+            Ok(match app.engine.say_after(in_session, said) {
+                Some(written) => frame::announce(response, written, post.parts.extensions.get().cloned()),
+                None => response,
+            })
         }
         Step::Accepted => {
             logged.outcome = Outcome::Accepted;
@@ -590,7 +597,8 @@ async fn other(
         .into()),
         SessionStep::Stream(stream) => {
             logged.outcome = if resumed.is_some() { Outcome::Resumed } else { Outcome::Streaming };
-            Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed))
+            let wire = request.extensions().get::<server::Wire>().cloned();
+            Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed, wire))
         }
         SessionStep::Ended => {
             app.resumable.forget(session.unwrap_or_default());

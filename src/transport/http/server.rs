@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -32,12 +32,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::frame::Holding;
 use super::{App, Body, handle};
 
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+use crate::util::lock;
 
 /// In-flight requests get this long to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -91,7 +92,8 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         }
         open.push(Arc::downgrade(&activity));
         let served = Arc::clone(&activity);
-        let service = service_fn(move |request| {
+        let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(Wire(Arc::clone(&served)));
             let app = Arc::clone(&app);
             let busy = InFlight::start(&served);
             async move { Ok::<_, Infallible>(handle(request, &app).await.map(|body| busy.guard(body))) }
@@ -207,6 +209,26 @@ struct Activity {
     /// The client opened with the HTTP/2 preface: frames between requests
     /// (pings, settings) are not a request head.
     http2: AtomicBool,
+    /// Fired at the next write ([`Wire`]); `awaiting` says there are any.
+    on_write: Mutex<Vec<oneshot::Sender<()>>>,
+    awaiting: AtomicBool,
+}
+
+/// A request's view of its connection's socket, in the request's
+/// extensions: what an answer's body must know to tell that what it yielded
+/// has been written.
+#[derive(Clone)]
+pub(super) struct Wire(Arc<Activity>);
+
+impl Wire {
+    /// Fires `written` at the connection's next write to its socket: the
+    /// write that carries what the body yielded before, since hyper writes
+    /// what it buffered before it waits on the body again (on HTTP/2, where
+    /// one task writes every stream's frames, the next write of any).
+    pub(super) fn after_next_write(&self, written: oneshot::Sender<()>) {
+        lock(&self.0.on_write).push(written);
+        self.0.awaiting.store(true, Ordering::Release);
+    }
 }
 
 /// How often per limit a connection is looked at.
@@ -231,6 +253,15 @@ enum Closed {
 impl Activity {
     fn touch(&self) {
         self.moves.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn wrote(&self) {
+        self.touch();
+        if self.awaiting.swap(false, Ordering::AcqRel) {
+            for written in std::mem::take(&mut *lock(&self.on_write)) {
+                let _ = written.send(()); // the answer that waited may be gone
+            }
+        }
     }
 
     fn settle(&self) {
@@ -328,7 +359,7 @@ impl AsyncWrite for Tracked {
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.io).poll_write(cx, data);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+            self.activity.wrote();
         }
         polled
     }
@@ -340,7 +371,7 @@ impl AsyncWrite for Tracked {
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.io).poll_write_vectored(cx, data);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+            self.activity.wrote();
         }
         polled
     }
