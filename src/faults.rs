@@ -29,7 +29,7 @@ use toml::Spanned;
 
 use crate::error::Error;
 use crate::jsonrpc::{ErrorCode, ErrorObject};
-use crate::matching::{self, BadRule, Selector};
+use crate::matching::{self, BadRule, MatchRules, Selector};
 
 /// The JSON-RPC error the Agent 365 mock tooling server answers a call its
 /// `errorRate` fails with (the code is its own, outside JSON-RPC's ranges).
@@ -186,15 +186,27 @@ struct RawError {
     data: Option<toml::Value>,
 }
 
-/// The rules file as the fault rules see it.
+/// A rules file as written: its `[[match]]` and `[[fault]]` tables.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    #[serde(rename = "match", default)]
+    matches: Vec<Spanned<matching::RawRule>>,
     #[serde(rename = "fault", default)]
     faults: Vec<Spanned<RawFault>>,
-    /// Match rules, read by `matching`.
-    #[serde(rename = "match", default)]
-    _rules: Vec<toml::Value>,
+}
+
+/// The match and fault rules of the rules file `text` (the contents of
+/// `file`), parsed once.
+///
+/// # Errors
+///
+/// [`Error::Rules`] naming the line and what is wrong there.
+pub fn parse_rules_file(file: &Path, text: &str) -> Result<(MatchRules, FaultRules), Error> {
+    let lines = matching::Lines::of(text);
+    let raw: RawFile = toml::from_str(text).map_err(|e| lines.refuse(file, e.span(), e.message()))?;
+    let matches = MatchRules::from_tables(file, &lines, raw.matches)?;
+    Ok((matches, FaultRules::from_tables(file, &lines, raw.faults)?))
 }
 
 /// One `--fault` spec as TOML: the table's keys inside `fault = { ... }`.
@@ -205,27 +217,17 @@ struct RawSpec {
 }
 
 impl FaultRules {
-    /// The `[[fault]]` tables of the rules file `text` (the contents of
-    /// `file`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Rules`] naming the line and what is wrong there.
-    pub fn parse(file: &Path, text: &str) -> Result<FaultRules, Error> {
-        let lines = matching::Lines::of(text);
-        let refuse = |span: Option<Range<usize>>, reason: String| Error::Rules {
-            file: file.to_owned(),
-            line: span.map_or(1, |span| lines.line_of(span.start)),
-            reason,
-        };
-        let raw: RawFile =
-            toml::from_str(text).map_err(|e| refuse(e.span(), e.message().trim().to_owned()))?;
-        let mut rules = Vec::with_capacity(raw.faults.len());
-        for table in raw.faults {
+    fn from_tables(
+        file: &Path,
+        lines: &matching::Lines,
+        tables: Vec<Spanned<RawFault>>,
+    ) -> Result<FaultRules, Error> {
+        let mut rules = Vec::with_capacity(tables.len());
+        for table in tables {
             let span = table.span();
             let place = format!("{}:{}", file.display(), lines.line_of(span.start));
             let rule = FaultRule::from_raw(place, table.into_inner())
-                .map_err(|(at, reason)| refuse(at.or(Some(span.clone())), reason))?;
+                .map_err(|(at, reason)| lines.refuse(file, at.or(Some(span.clone())), &reason))?;
             rules.push(rule);
         }
         Ok(FaultRules { rules })
@@ -451,7 +453,9 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<FaultRules, String> {
-        FaultRules::parse(Path::new("mcp-tape.toml"), text).map_err(|e| e.to_string())
+        parse_rules_file(Path::new("mcp-tape.toml"), text)
+            .map(|(_, faults)| faults)
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub struct MatchRule {
 /// A `[[match]]` table as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawRule {
+pub(crate) struct RawRule {
     server: Option<Spanned<String>>,
     method: Option<Spanned<String>>,
     tool: Option<Spanned<String>>,
@@ -135,18 +135,26 @@ impl MatchRules {
     /// [`Error::Rules`] naming the line and what is wrong there.
     pub fn parse(file: &Path, text: &str) -> Result<MatchRules, Error> {
         let lines = Lines::of(text);
-        let refuse = |span: Option<Range<usize>>, reason: String| Error::Rules {
-            file: file.to_owned(),
-            line: span.map_or(1, |span| lines.line_of(span.start)),
-            reason,
-        };
-        let raw: RawFile =
-            toml::from_str(text).map_err(|e| refuse(e.span(), e.message().trim().to_owned()))?;
-        let mut rules = Vec::with_capacity(raw.rules.len());
-        for table in raw.rules {
+        let raw: RawFile = toml::from_str(text).map_err(|e| lines.refuse(file, e.span(), e.message()))?;
+        MatchRules::from_tables(file, &lines, raw.rules)
+    }
+
+    /// The rules of the `[[match]]` tables of `file`, whose text's lines
+    /// are `lines`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Rules`] naming the line and what is wrong there.
+    pub(crate) fn from_tables(
+        file: &Path,
+        lines: &Lines,
+        tables: Vec<Spanned<RawRule>>,
+    ) -> Result<MatchRules, Error> {
+        let mut rules = Vec::with_capacity(tables.len());
+        for table in tables {
             let line = lines.line_of(table.span().start);
-            let rule =
-                MatchRule::from_raw(table.into_inner()).map_err(|(span, reason)| refuse(span, reason))?;
+            let rule = MatchRule::from_raw(table.into_inner())
+                .map_err(|(span, reason)| lines.refuse(file, span, &reason))?;
             rules.push(MatchRule { line, ..rule });
         }
         Ok(MatchRules { file: file.to_owned(), rules })
@@ -403,6 +411,16 @@ impl Lines {
     /// The line (from 1) that byte `at` is on.
     pub fn line_of(&self, at: usize) -> usize {
         self.0.partition_point(|newline| *newline < at) + 1
+    }
+
+    /// [`Error::Rules`]: `reason`, on the line `span` starts on (the first
+    /// without one) of `file`.
+    pub fn refuse(&self, file: &Path, span: Option<Range<usize>>, reason: &str) -> Error {
+        Error::Rules {
+            file: file.to_owned(),
+            line: span.map_or(1, |span| self.line_of(span.start)),
+            reason: reason.trim().to_owned(),
+        }
     }
 }
 

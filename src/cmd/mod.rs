@@ -98,7 +98,8 @@ pub(super) fn load_rules(sources: &RuleSources) -> Result<RunRules, Error> {
             // A regular file of bounded size: a FIFO or /dev/zero is refused, not read for ever.
             let text = read_regular_file(path, MAX_RULES_FILE_BYTES, "a rules file")
                 .map_err(|e| Error::Usage(format!("--rules: {e}")))?;
-            RunRules { matches: MatchRules::parse(path, &text)?, faults: FaultRules::parse(path, &text)? }
+            let (matches, faults) = crate::faults::parse_rules_file(path, &text)?;
+            RunRules { matches, faults }
         }
         None => RunRules { matches: MatchRules::default(), faults: FaultRules::default() },
     };
