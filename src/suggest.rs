@@ -8,14 +8,16 @@
 //! checked against the cassette: it says which recording it would answer
 //! the miss with, or why it still would not.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::cassette::model::Era;
 use crate::cassette::store;
-use crate::cassette::tape::{Cursors, Tape};
+use crate::cassette::tape::{Cursors, Recorded, Tape};
 use crate::engine::by_rule::{Asked, RuleIndex};
 use crate::engine::ledger::CaseKey;
 use crate::error::Error;
@@ -75,6 +77,12 @@ pub fn misses(report: &Value) -> Result<Vec<Miss>, Error> {
 pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) -> Result<String, Error> {
     let loaded = store::load_as_text(&store::cassette_files(cassettes)?)?;
     let tape = Tape::new(loaded.exchanges, normalization);
+    // Each suggested table names one server, method and name: its check looks at their recordings.
+    let mut cases: HashMap<(&str, &str, &str), Vec<&Arc<Recorded>>> = HashMap::new();
+    for recorded in tape.recordings() {
+        let name = recorded.subject.as_deref().unwrap_or_default();
+        cases.entry((&recorded.server, &recorded.method, name)).or_default().push(recorded);
+    }
     let shown: Vec<String> = cassettes.iter().map(|p| p.display().to_string()).collect();
     let mut out = String::new();
     if misses.is_empty() {
@@ -95,7 +103,10 @@ pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) ->
             let _ =
                 write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));
         }
-        let _ = writeln!(out, "\n# {}\n{table}", check(&table, miss, &tape, normalization));
+        let name = mcp::subject_of(&miss.method, Some(&miss.params)).unwrap_or_default();
+        let recordings =
+            cases.get(&(miss.server.as_str(), miss.method.as_str(), name)).map_or(&[][..], Vec::as_slice);
+        let _ = writeln!(out, "\n# {}\n{table}", check(&table, miss, recordings, normalization));
     }
     Ok(out)
 }
@@ -144,14 +155,15 @@ fn table(miss: &Miss) -> String {
     lines.join("\n") + "\n"
 }
 
-/// What `table` would do with `miss` over `tape`: which recording it
-/// would answer with, or why none.
-fn check(table: &str, miss: &Miss, tape: &Tape, normalization: &Rules) -> String {
+/// What `table` would do with `miss` over `recordings` (those of its
+/// server, method and name): which recording it would answer with, or why
+/// none.
+fn check(table: &str, miss: &Miss, recordings: &[&Arc<Recorded>], normalization: &Rules) -> String {
     let rules = match MatchRules::parse(std::path::Path::new("(suggested)"), table) {
         Ok(rules) => rules,
         Err(error) => return format!("not checked: {error}"),
     };
-    let index = RuleIndex::new(rules, tape, normalization);
+    let index = RuleIndex::over(rules, recordings.iter().copied(), normalization);
     let Some(rule) = index.rule_for(&miss.server, &miss.method, Some(&miss.params)) else {
         return "checked: this rule does not decide the missed request".into();
     };

@@ -115,8 +115,17 @@ impl RuleIndex {
     /// Indexes what `rules` decide among in `tape`; `normalization` gives
     /// the canonical params (redaction and `--ignore-param`s as for keys).
     pub fn new(rules: MatchRules, tape: &Tape, normalization: &Rules) -> RuleIndex {
+        RuleIndex::over(rules, tape.recordings(), normalization)
+    }
+
+    /// [`RuleIndex::new`] over `recordings` (of one tape) alone.
+    pub fn over<'a>(
+        rules: MatchRules,
+        recordings: impl IntoIterator<Item = &'a Arc<Recorded>>,
+        normalization: &Rules,
+    ) -> RuleIndex {
         let mut groups: Vec<Groups> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
-        for recorded in tape.recordings() {
+        for recorded in recordings {
             let name = recorded.subject.as_deref().unwrap_or_default();
             let Some(index) = rules.find(&recorded.server, &recorded.method, name) else { continue };
             let params = recorded.params();
