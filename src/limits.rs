@@ -114,6 +114,13 @@ pub const MAX_PARKED_STREAMS: usize = 256;
 pub const MAX_RESUMABLE_STREAMS: usize = 1024;
 pub const MAX_RESUMABLE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Resumable streams one session keeps at most, within
+/// [`MAX_RESUMABLE_STREAMS`]: past it that session's oldest is forgotten,
+/// so one client cannot push out every other session's.
+///
+/// Enforced in [`crate::transport::http`] (its `resume` module).
+pub const MAX_RESUMABLE_STREAMS_PER_SESSION: usize = 64;
+
 /// Recorded exchanges whose row the cassette writer remembers, for what the
 /// server says on its own after one was committed; an aside of an older one
 /// is not stored (logged).

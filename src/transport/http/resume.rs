@@ -5,8 +5,9 @@
 //! reused in a run, so ids are unique across a session's streams and say
 //! which stream they belong to. The messages of each such stream are kept
 //! (an answer's when it starts, a standalone stream's as they are sent;
-//! bounded by [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], oldest
-//! forgotten first), so a `GET` with a `Last-Event-ID` of one gets what
+//! bounded by [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], and
+//! [`MAX_RESUMABLE_STREAMS_PER_SESSION`] for each session, oldest forgotten
+//! first, so that no session can push out every other's), so a `GET` with a `Last-Event-ID` of one gets what
 //! followed that event, whether replay closed the stream there as the
 //! recording shows or the client lost its connection.
 
@@ -14,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use crate::engine::Outgoing;
-use crate::limits::{MAX_RESUMABLE_BYTES, MAX_RESUMABLE_STREAMS};
+use crate::limits::{MAX_RESUMABLE_BYTES, MAX_RESUMABLE_STREAMS, MAX_RESUMABLE_STREAMS_PER_SESSION};
 use crate::util::lock;
 
 /// The id of event `n` of stream `stream`.
@@ -43,6 +44,8 @@ struct Streams {
     /// Stream numbers kept, oldest first.
     order: VecDeque<u64>,
     bytes: usize,
+    /// How many streams each session has kept.
+    per_session: HashMap<String, usize>,
 }
 
 struct Kept {
@@ -61,21 +64,45 @@ impl Streams {
         }
         while self.kept.len() >= MAX_RESUMABLE_STREAMS || self.bytes + bytes > MAX_RESUMABLE_BYTES {
             let Some(oldest) = self.order.pop_front() else { break };
-            if let Some(gone) = self.kept.remove(&oldest) {
-                self.bytes -= gone.bytes;
-            }
+            self.remove(oldest);
         }
         true
+    }
+
+    /// Keeps `kept` as stream `stream`, the newest.
+    fn insert(&mut self, stream: u64, kept: Kept) {
+        self.bytes += kept.bytes;
+        *self.per_session.entry(kept.session.clone()).or_default() += 1;
+        self.order.push_back(stream);
+        self.kept.insert(stream, kept);
+    }
+
+    /// Forgets stream `stream` (its place in `order` is the caller's).
+    fn remove(&mut self, stream: u64) -> Option<Kept> {
+        let gone = self.kept.remove(&stream)?;
+        self.bytes -= gone.bytes;
+        if let Some(count) = self.per_session.get_mut(&gone.session) {
+            *count -= 1;
+            if *count == 0 {
+                self.per_session.remove(&gone.session);
+            }
+        }
+        Some(gone)
     }
 
     fn keep(&mut self, session: &str, messages: Vec<Outgoing>, standalone: bool) -> u64 {
         let stream = self.next;
         self.next += 1;
         let bytes: usize = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
+        if self.per_session.get(session).is_some_and(|count| *count >= MAX_RESUMABLE_STREAMS_PER_SESSION) {
+            let kept = &self.kept;
+            let oldest = self.order.iter().position(|s| kept.get(s).is_some_and(|k| k.session == session));
+            if let Some(stream) = oldest.and_then(|at| self.order.remove(at)) {
+                self.remove(stream);
+            }
+        }
         if self.make_room(bytes) {
-            self.bytes += bytes;
-            self.order.push_back(stream);
-            self.kept.insert(stream, Kept { session: session.to_owned(), messages, bytes, standalone });
+            self.insert(stream, Kept { session: session.to_owned(), messages, bytes, standalone });
         }
         stream
     }
@@ -98,9 +125,8 @@ impl Resumable {
     /// the bound with this stream alone (it is then forgotten).
     pub(super) fn sent(&self, stream: u64, json: &str) {
         let mut streams = lock(&self.0);
-        let Some(mut kept) = streams.kept.remove(&stream) else { return };
+        let Some(mut kept) = streams.remove(stream) else { return };
         streams.order.retain(|s| *s != stream);
-        streams.bytes -= kept.bytes;
         kept.bytes += json.len();
         if streams.make_room(kept.bytes) {
             kept.messages.push(Outgoing {
@@ -109,9 +135,7 @@ impl Resumable {
                 offset_ms: 0,
                 awaits_reply: None,
             });
-            streams.bytes += kept.bytes;
-            streams.order.push_back(stream);
-            streams.kept.insert(stream, kept);
+            streams.insert(stream, kept);
         }
     }
 
@@ -125,9 +149,7 @@ impl Resumable {
             .map(|(stream, _)| *stream)
             .collect();
         for stream in gone {
-            if let Some(kept) = streams.kept.remove(&stream) {
-                streams.bytes -= kept.bytes;
-            }
+            streams.remove(stream);
         }
         let Streams { order, kept, .. } = &mut *streams;
         order.retain(|stream| kept.contains_key(stream));
@@ -188,15 +210,15 @@ mod tests {
     fn the_oldest_are_forgotten_at_the_bound() {
         let resumable = Resumable::default();
         let first = resumable.open("s", &messages(&["a"]));
-        for _ in 0..MAX_RESUMABLE_STREAMS {
-            resumable.open("s", &messages(&["b"]));
+        for n in 0..MAX_RESUMABLE_STREAMS {
+            resumable.open(&format!("s{n}"), &messages(&["b"]));
         }
         assert!(resumable.after("s", &event_id(first, 0)).is_none());
-        assert!(resumable.after("s", &event_id(first + 1, 0)).is_some());
+        assert!(resumable.after("s0", &event_id(first + 1, 0)).is_some());
         let huge = "x".repeat(MAX_RESUMABLE_BYTES);
         let big = resumable.open("s", &messages(&[&huge]));
         assert!(resumable.after("s", &event_id(big, 0)).is_none(), "one over the byte bound is not kept");
-        assert!(resumable.after("s", &event_id(first + 1, 0)).is_some(), "and evicts nothing");
+        assert!(resumable.after("s0", &event_id(first + 1, 0)).is_some(), "and evicts nothing");
         let standalone = resumable.open_standalone("s");
         resumable.sent(standalone, "small");
         assert!(resumable.after("s", &event_id(standalone, 1)).is_some());
@@ -205,5 +227,24 @@ mod tests {
             resumable.after("s", &event_id(standalone, 1)).is_none(),
             "a standalone stream past the bound is forgotten"
         );
+    }
+
+    #[test]
+    fn no_session_pushes_out_anothers_streams() {
+        let resumable = Resumable::default();
+        let other = resumable.open("other", &messages(&["a"]));
+        let first = resumable.open("greedy", &messages(&["b"]));
+        for _ in 0..2 * MAX_RESUMABLE_STREAMS {
+            resumable.open("greedy", &messages(&["c"]));
+        }
+        assert!(resumable.after("other", &event_id(other, 0)).is_some(), "another session's stream stays");
+        assert!(resumable.after("greedy", &event_id(first, 0)).is_none(), "the greedy session's oldest go");
+        let kept = (first..first + 1 + 2 * MAX_RESUMABLE_STREAMS as u64)
+            .filter(|s| resumable.after("greedy", &event_id(*s, 0)).is_some())
+            .count();
+        assert_eq!(kept, MAX_RESUMABLE_STREAMS_PER_SESSION);
+        resumable.forget("greedy");
+        assert!(resumable.after("other", &event_id(other, 0)).is_some());
+        assert!(lock(&resumable.0).per_session.get("greedy").is_none(), "its count goes with it");
     }
 }
