@@ -154,6 +154,14 @@ pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 /// Enforced in [`crate::cassette::foreign`].
 pub const MAX_FOREIGN_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
+/// Deepest nesting of YAML flow collections (`[` and `{` inside one
+/// another) an import reads: a deeper file is refused before it is parsed,
+/// whose work grows with the square of that depth (the YAML parser's own
+/// limit, 128, is met only after it).
+///
+/// Enforced in [`crate::cassette::foreign`] (mcp-vcr's YAML).
+pub const MAX_YAML_FLOW_DEPTH: usize = 64;
+
 /// Cases a ledger counts one by one besides those the cassettes hold;
 /// the requests of any further case count in one case, [`CaseKey::others`](crate::engine::ledger::CaseKey::others),
 /// so a client sending ever new names cannot grow the ledger without bound.

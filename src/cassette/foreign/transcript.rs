@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::{ReadExchange, ReadFile};
 use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage, canonical_json};
+use crate::limits::MAX_YAML_FLOW_DEPTH;
 
 /// One message of a transcript: when (milliseconds, on the file's own
 /// clock), who sent it, and the message.
@@ -389,6 +390,9 @@ pub fn mcp_vcr(text: &str) -> Result<ReadFile, String> {
         }
         (meta, messages)
     } else {
+        if let Some(line) = flow_too_deep(text, MAX_YAML_FLOW_DEPTH) {
+            return Err(format!("line {line}: YAML collections nested more than {MAX_YAML_FLOW_DEPTH} deep"));
+        }
         let document: Value =
             serde_norway::from_str(text).map_err(|e| format!("neither NDJSON nor YAML: {e}"))?;
         let listed = document.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -418,4 +422,93 @@ pub fn mcp_vcr(text: &str) -> Result<ReadFile, String> {
     let mut read = ReadFile::default();
     pair(said, &mut read);
     Ok(read)
+}
+
+/// The line (from 1) on which YAML `text` nests flow collections (`[`,
+/// `{`) more than `limit` deep, read without parsing: outside a flow
+/// collection one starts only where a value does (a line's start, after
+/// `- ` or `: `); inside one every bracket outside a quoted string counts.
+fn flow_too_deep(text: &str, limit: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let mut chars = line.char_indices().peekable();
+        if depth == 0 {
+            // Block context: skip to where a value may open a flow collection.
+            let rest = line.trim_start().trim_start_matches(['-', ' ']);
+            let value = match rest.split_once(": ") {
+                Some((_, value)) if !rest.starts_with(['[', '{']) => value.trim_start(),
+                _ => rest,
+            };
+            if !value.starts_with(['[', '{']) {
+                continue;
+            }
+            let from = line.len() - value.len();
+            chars = line[from..].char_indices().peekable();
+        }
+        let mut quote = None;
+        let mut previous = ' ';
+        while let Some((_, c)) = chars.next() {
+            match (quote, c) {
+                (Some('"'), '\\') => {
+                    chars.next();
+                }
+                (Some(open), c) if c == open => {
+                    // '' inside a single-quoted string is a quote, not its end.
+                    if open == '\'' && chars.peek().is_some_and(|(_, next)| *next == '\'') {
+                        chars.next();
+                    } else {
+                        quote = None;
+                    }
+                }
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') if previous.is_whitespace() => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > limit {
+                        return Some(n + 1);
+                    }
+                }
+                (None, ']' | '}') => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            previous = c;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_nested_past_the_bound_is_refused_before_it_is_parsed() {
+        let deep =
+            format!("meta: {{version: 1}}\nmessages: {}{}\n", "[".repeat(200_000), "]".repeat(200_000));
+        let error = mcp_vcr(&deep).err().expect("refused");
+        assert_eq!(error, format!("line 2: YAML collections nested more than {MAX_YAML_FLOW_DEPTH} deep"));
+        let at_the_bound = format!(
+            "meta: {{version: 1}}\nmessages:\n  - {{t: 0, dir: c2s, payload: {{x: {}{}}}}}\n",
+            "[".repeat(MAX_YAML_FLOW_DEPTH - 2),
+            "]".repeat(MAX_YAML_FLOW_DEPTH - 2)
+        );
+        assert_eq!(flow_too_deep(&at_the_bound, MAX_YAML_FLOW_DEPTH), None);
+        assert_eq!(flow_too_deep(&at_the_bound, MAX_YAML_FLOW_DEPTH - 1), Some(3));
+    }
+
+    #[test]
+    fn brackets_in_strings_comments_and_plain_text_do_not_nest() {
+        let brackets = "[".repeat(100);
+        let text = format!(
+            "meta: {{version: 1}}\nnote: a {brackets} b\nmessages: [\"{brackets}\", '{brackets}''', x] # {brackets}\n\
+             quoted: {{\"k\\\"{brackets}\": 1}}\n"
+        );
+        assert_eq!(flow_too_deep(&text, 3), None);
+    }
 }
