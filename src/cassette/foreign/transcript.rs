@@ -491,7 +491,7 @@ mod tests {
     fn yaml_nested_past_the_bound_is_refused_before_it_is_parsed() {
         let deep =
             format!("meta: {{version: 1}}\nmessages: {}{}\n", "[".repeat(200_000), "]".repeat(200_000));
-        let error = mcp_vcr(&deep).err().expect("refused");
+        let Err(error) = mcp_vcr(&deep) else { panic!("accepted") };
         assert_eq!(error, format!("line 2: YAML collections nested more than {MAX_YAML_FLOW_DEPTH} deep"));
         let at_the_bound = format!(
             "meta: {{version: 1}}\nmessages:\n  - {{t: 0, dir: c2s, payload: {{x: {}{}}}}}\n",
