@@ -54,7 +54,8 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(mcp_tape::cmd::run(command));
-    drop(runtime);
+    // Without waiting for a load a stop signal cut short (it ends on its own thread).
+    runtime.shutdown_background();
     drop(flush_on_drop); // every log line out before the final word
     match outcome {
         Ok(code) => ExitCode::from(code),

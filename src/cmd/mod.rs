@@ -14,8 +14,10 @@ mod rules;
 mod test;
 mod verify;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 
 use tokio::net::TcpListener;
 
@@ -65,6 +67,24 @@ pub(super) fn local_address(listener: &TcpListener, front_door: &FrontDoor) -> R
 /// The readiness line, which scripts wait for (and read the port of, with
 /// `--port 0`): logged at info level, or written to stderr as it is when
 /// `MCP_TAPE_LOG` hides info lines.
+/// Runs `load` (cassettes and rules, which can take a while) on a thread
+/// of its own while watching `shutdown`: a stop signal meanwhile ends the
+/// command at once (`None`), as it ends one that is serving.
+pub(super) async fn loading<T: Send + 'static>(
+    load: impl FnOnce() -> Result<T, Error> + Send + 'static,
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Result<Option<T>, Error> {
+    tokio::select! {
+        loaded = tokio::task::spawn_blocking(load) => {
+            loaded.unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic())).map(Some)
+        }
+        () = shutdown => {
+            tracing::info!("stopped while loading: nothing served");
+            Ok(None)
+        }
+    }
+}
+
 pub(super) fn announce(line: String) {
     if tracing::enabled!(tracing::Level::INFO) {
         tracing::info!("{line}");

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{RunRules, announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
+use super::{
+    RunRules, announce, bind, load_rules, loading, local_address, on_stdio, report_of, write_reports,
+};
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
 use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
@@ -154,10 +156,16 @@ pub async fn http(
         return Err(Error::Config("record over HTTP needs an HTTP upstream".into()));
     };
     let address = local_address(&listener, &front_door)?;
-    let rules = load_rules(&config.rules)?;
-    let (app, writer) =
-        http_recording(&config.cassette, config.mode, &config.normalization, rules, &upstream, front_door)?;
-    announce(format!("record listening on http://{address}, forwarding to {}", upstream.url));
+    let mut shutdown = std::pin::pin!(shutdown);
+    let (loaded, url) = (config.clone(), upstream.url.clone());
+    let load = move || {
+        let rules = load_rules(&loaded.rules)?;
+        http_recording(&loaded.cassette, loaded.mode, &loaded.normalization, rules, &upstream, front_door)
+    };
+    let Some((app, writer)) = loading(load, shutdown.as_mut()).await? else {
+        return Ok(());
+    };
+    announce(format!("record listening on http://{address}, forwarding to {url}"));
     server::run(listener, Arc::clone(&app), shutdown).await;
     let failed = summarize_recording(writer);
     write_reports(&report_of(app.engine(), None), &config.reports, failed == 0)?;

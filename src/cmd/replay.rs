@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
-use super::{announce, bind, load_rules, local_address, on_stdio, report_of, write_reports};
+use super::{announce, bind, load_rules, loading, local_address, on_stdio, report_of, write_reports};
 use crate::cassette::store;
 use crate::cassette::tape::Tape;
 use crate::config::{Front, MaxAge, Normalization, OnMiss, Pace, ReplayConfig};
@@ -38,6 +38,7 @@ pub(super) async fn run(config: ReplayConfig) -> Result<u8, Error> {
 /// The replay engine over the cassettes `config` names, and the fault
 /// rules it injects (the rules file's and `--fault`'s, then the cassettes').
 fn load_replay(config: &ReplayConfig) -> Result<(Replay, FaultRules), Error> {
+    tracing::debug!("loading rules and cassettes");
     let rules = load_rules(&config.rules)?;
     let (replay, carried) =
         load_cassettes(&config.paths, &config.normalization, config.on_miss, config.pace, config.max_age)?;
@@ -167,7 +168,11 @@ pub async fn http(
     let Front::Http(front_door) = config.front.clone() else {
         return Err(Error::Config("replay over HTTP needs the HTTP front door's settings".into()));
     };
-    let (replay, faults) = load_replay(&config)?;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let loaded = config.clone();
+    let Some((replay, faults)) = loading(move || load_replay(&loaded), shutdown.as_mut()).await? else {
+        return Ok(());
+    };
     let address = local_address(&listener, &front_door)?;
     let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
     let app = Arc::new(App::new(engine, front_door));
@@ -187,7 +192,11 @@ pub async fn stdio(config: ReplayConfig, shutdown: impl Future<Output = ()>) -> 
     let Front::Stdio { server } = config.front.clone() else {
         return Err(Error::Config("replay over stdio needs the stdio front door's settings".into()));
     };
-    let (replay, faults) = load_replay(&config)?;
+    let mut shutdown = std::pin::pin!(shutdown);
+    let loaded = config.clone();
+    let Some((replay, faults)) = loading(move || load_replay(&loaded), shutdown.as_mut()).await? else {
+        return Ok(());
+    };
     let server = match server {
         Some(server) => server,
         None => {

@@ -187,6 +187,51 @@ async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
     assert!(log.contains("2 misses: mcp_MailTools tools/call GetMessage ×2"), "{log}");
 }
 
+/// A stop signal while the cassettes load ends the load: here a cassette
+/// another process holds locked, which the load waits 5 s for and then
+/// fails to read (before, the signal waited for that: exit 1, "locked").
+#[tokio::test]
+async fn a_stop_signal_ends_a_load() {
+    let cassettes = Cassettes::new();
+    let path =
+        cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hi")]);
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE; UPDATE exchange SET status = status;").unwrap();
+    let mut child = Command::new(BIN)
+        .args(["replay", "--port", "0", path.to_str().unwrap()])
+        .env("MCP_TAPE_LOG", "debug")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut log = String::new();
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains("loading rules and cassettes") {
+                return;
+            }
+        }
+        panic!("the daemon exited before loading:\n{log}");
+    })
+    .await
+    .expect("no load began in time");
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("no exit in time").unwrap();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    assert!(status.success(), "{status:?}\n{log}");
+    assert!(log.contains("stopped while loading: nothing served"), "{log}");
+    assert!(!log.contains("listening on") && !log.contains("locked"), "{log}");
+    drop(holder);
+}
+
 #[tokio::test]
 async fn replay_writes_its_junit_and_usage_reports_at_shutdown() {
     let cassettes = Cassettes::new();
