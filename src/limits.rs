@@ -177,6 +177,15 @@ pub const MAX_OTHER_CASES: usize = 1000;
 /// Enforced in [`crate::engine::by_rule`].
 pub const MAX_RANKED_LEAVES: usize = 512;
 
+/// Recorded calls a `nearest` rule's tie-break (the edit distance between
+/// differing values) looks at, among those that tie on the fewest
+/// differing leaves: the first recorded ones; past them recording order
+/// decides. Keeps a request's ranking to a fixed amount of work however
+/// many recordings tie.
+///
+/// Enforced in [`crate::engine::nearest`].
+pub const MAX_TIE_BREAKS: usize = 256;
+
 /// Differences between a request and a recording that a log line, report
 /// or miss message tells one by one, at most (the first ones; then how
 /// many more).
@@ -190,6 +199,13 @@ pub const MAX_DIFFERENCES_TOLD: usize = 8;
 ///
 /// Enforced in [`crate::engine::replay`].
 pub const MAX_MISS_COMPARED: usize = 256;
+
+/// Leaves (scalars, empty objects and arrays) a miss compares at most, the
+/// request's leaves times the recordings it is compared with: a request
+/// of many leaves is compared with fewer recordings (one at least).
+///
+/// Enforced in [`crate::engine::replay`].
+pub const MAX_MISS_COMPARED_LEAVES: usize = MAX_MISS_COMPARED * MAX_RANKED_LEAVES;
 
 /// Moments a ledger keeps for the run's timeline at most (the first ones);
 /// the counts go on past it.

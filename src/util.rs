@@ -127,17 +127,68 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Runs `work`, which may take long (ranking a request against thousands
 /// of recordings), without holding an async worker: on a multi-threaded
 /// runtime the worker hands its other tasks to another thread meanwhile
-/// (`block_in_place`), so other clients' answers do not wait for it; on a
+/// (`block_in_place`), so other clients' answers do not wait for it, and
+/// such pieces of work run one fewer at once than there are cores (the
+/// rest wait their turn), so those answers keep a core; on a
 /// current-thread runtime (stdio serves one client) or none, it runs as it
 /// is.
 pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
+    /// The long pieces of work under way.
+    static LONG: Gate = Gate::new();
     match Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
+            tokio::task::block_in_place(|| LONG.pass(all_cores_but_one(), work))
         }
         _ => work(),
     }
+}
+
+/// At most a fixed number of pieces of work at once: a caller past it
+/// waits (on its own thread: see [`off_the_workers`]) for one to end.
+pub struct Gate {
+    taken: Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
+}
+
+impl Gate {
+    pub const fn new() -> Gate {
+        Gate { taken: Mutex::new(0), freed: std::sync::Condvar::new() }
+    }
+
+    /// Runs `work` once fewer than `limit` others are running through this
+    /// gate.
+    pub fn pass<T>(&self, limit: usize, work: impl FnOnce() -> T) -> T {
+        struct Leaving<'a>(&'a Gate);
+        impl Drop for Leaving<'_> {
+            fn drop(&mut self) {
+                *lock(&self.0.taken) -= 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let mut taken = lock(&self.taken);
+        while *taken >= limit.max(1) {
+            taken = self.freed.wait(taken).unwrap_or_else(PoisonError::into_inner);
+        }
+        *taken += 1;
+        drop(taken);
+        let _leaving = Leaving(self);
+        work()
+    }
+}
+
+/// One fewer than the cores this process may use, at least one: what
+/// long pieces of work may take at once and leave a core for the rest.
+pub fn all_cores_but_one() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES
+        .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1)))
 }
 
 /// `text` split at each `separator` (an ASCII byte), as `split(char)`
@@ -308,6 +359,7 @@ pub fn percent_decode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn clip_cuts_at_a_character_boundary_and_says_the_length() {
@@ -354,5 +406,27 @@ mod tests {
         for bad in ["2026-02-17", "2026-13-01T00:00:00Z", "2026-02-17T20:25:23", "2026-02-17T20:25:23.Z"] {
             assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_gate_lets_through_at_most_its_limit_at_once() {
+        let gate = Gate::new();
+        let (inside, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        gate.pass(2, || {
+                            let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            std::thread::yield_now();
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                });
+            }
+        });
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=2).contains(&most), "{most} at once");
     }
 }

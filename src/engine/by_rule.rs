@@ -23,7 +23,7 @@ use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};
 use crate::mcp;
 use crate::normalize::{self, Difference, Rules};
-use crate::util::FastMap;
+use crate::util::{self, FastMap};
 
 use super::memory::Memory;
 use super::nearest::{self, NearestIndex};
@@ -174,7 +174,7 @@ impl RuleIndex {
     pub fn decide(&self, rule: usize, asked: Asked, params: &Value) -> Result<Choice, Refusal> {
         if self.rules.rules()[rule].by == By::Nearest {
             // Ranking may compare with every recording of the tool: no async worker waits on it.
-            return crate::util::off_the_workers(|| self.decide_now(rule, asked, params));
+            return util::off_the_workers(|| self.decide_now(rule, asked, params));
         }
         self.decide_now(rule, asked, params)
     }

@@ -5,13 +5,15 @@
 //! exact leaf. A request then costs its own flattening, one lookup per
 //! leaf, and a pass over a counter per recorded call; the edit distance
 //! (the tie-break) is worked out only for the calls that tie on the
-//! fewest differing leaves. [`NearestIndex::nearest`] is that path;
+//! fewest differing leaves (the first [`MAX_TIE_BREAKS`] of them).
+//! [`NearestIndex::nearest`] is that path;
 //! the plain one it must agree with compares the request with every call
 //! leaf by leaf (its tests).
 
 use serde_json::Value;
 
 use crate::cassette::model::canonical_json;
+use crate::limits::MAX_TIE_BREAKS;
 use crate::normalize;
 use crate::util::FastMap;
 
@@ -83,6 +85,7 @@ impl NearestIndex {
         let differing = (request.len() as isize + fewest - everyone as isize) as usize;
         (0..self.calls.len())
             .filter(|at| own(*at) == fewest)
+            .take(MAX_TIE_BREAKS)
             .map(|at| ((differing, distance(&self.calls[at], request)), at))
             .min_by_key(|(rank, at)| (*rank, *at))
     }
@@ -107,6 +110,16 @@ pub fn leaves(params: &Value) -> Vec<Leaf> {
     walk(String::new(), params, &mut out);
     out.sort_by(|a, b| a.pointer.cmp(&b.pointer));
     out
+}
+
+/// How many leaves `params` flattens to (see [`leaves`]), counted without
+/// building them.
+pub fn leaf_count(params: &Value) -> usize {
+    match params {
+        Value::Object(map) if !map.is_empty() => map.values().map(leaf_count).sum(),
+        Value::Array(items) if !items.is_empty() => items.iter().map(leaf_count).sum(),
+        _ => 1,
+    }
 }
 
 /// A leaf as one map key: its pointer, a NUL, its value's canonical JSON
@@ -177,12 +190,33 @@ mod tests {
                 |leaves: &[Leaf], p: &str| leaves.iter().find(|l| l.pointer == p).map(|l| l.value.clone());
             pointers.iter().filter(|p| at(call, p) != at(request, p)).count()
         };
-        calls.iter().enumerate().map(|(at, call)| ((differing(call), distance(call, request)), at)).min()
+        let fewest = calls.iter().map(|call| differing(call)).min()?;
+        let tied = calls.iter().enumerate().filter(|(_, call)| differing(call) == fewest);
+        tied.take(MAX_TIE_BREAKS).map(|(at, call)| ((fewest, distance(call, request)), at)).min()
+    }
+
+    #[test]
+    fn the_tie_break_looks_at_the_first_recorded_ties_only() {
+        let mut index = NearestIndex::default();
+        for n in 0..MAX_TIE_BREAKS {
+            index.add(&json!({"subject": format!("far away {n}")}));
+        }
+        index.add(&json!({"subject": "close"}));
+        let request = leaves(&json!({"subject": "closer"}));
+        let ((differing, _), at) = index.nearest(&request).unwrap();
+        assert_eq!(differing, 1);
+        assert!(at < MAX_TIE_BREAKS, "the tie past the bound is not weighed: {at}");
+        let mut fewer = NearestIndex::default();
+        fewer.add(&json!({"subject": "far away"}));
+        fewer.add(&json!({"subject": "close"}));
+        assert_eq!(fewer.nearest(&request).map(|(_, at)| at), Some(1), "within the bound the closest wins");
     }
 
     #[test]
     fn leaves_are_every_scalar_and_empty_container_by_pointer() {
-        let found = leaves(&json!({"b": [1, {"c": null}], "a": {}, "x/y": "s", "e": []}));
+        let params = json!({"b": [1, {"c": null}], "a": {}, "x/y": "s", "e": []});
+        let found = leaves(&params);
+        assert_eq!(leaf_count(&params), found.len());
         let pointers: Vec<&str> = found.iter().map(|l| l.pointer.as_str()).collect();
         assert_eq!(pointers, ["/a", "/b/0", "/b/1/c", "/e", "/x~1y"]);
         assert_eq!(found[2].value, Value::Null);

@@ -28,7 +28,7 @@ use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{self, ErrorCode};
-use crate::limits::{MAX_MISS_COMPARED, MAX_SESSIONS, MAX_SHOWN_BYTES};
+use crate::limits::{MAX_MISS_COMPARED, MAX_MISS_COMPARED_LEAVES, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::normalize::{self, Rules};
@@ -828,8 +828,10 @@ impl Replay {
     ) -> Miss {
         let requested = self.rules.canonical_params(params);
         // A recording held in both eras (or twice) is one candidate; a
-        // bounded number of them is compared.
-        let compared = candidates.len().min(MAX_MISS_COMPARED);
+        // bounded number of them is compared, fewer for a request of many leaves.
+        let leaves = super::nearest::leaf_count(&requested);
+        let compared =
+            candidates.len().min(MAX_MISS_COMPARED).min((MAX_MISS_COMPARED_LEAVES / leaves).max(1));
         let mut distinct: Vec<Value> = Vec::new();
         for (params, _) in &candidates[..compared] {
             let recorded = self.rules.canonical_params(params.as_ref());
@@ -1199,6 +1201,16 @@ mod tests {
             ),
             "{logged}"
         );
+        // A request of many leaves is compared with fewer recordings: the leaves compared are bounded.
+        let many: serde_json::Map<String, Value> = (0..4096).map(|k| (format!("k{k}"), json!(k))).collect();
+        let params = Params::new(json!({"name": "t", "arguments": many}));
+        let answer = replay.answer(&Call { params: Some(&params), ..call }).unwrap();
+        let compared = MAX_MISS_COMPARED_LEAVES / 4097; // the arguments and the name
+        let told = format!(
+            "{compared} of the first {compared} recorded requests of this kind differ ({} more not compared)",
+            MAX_MISS_COMPARED + 5 - compared
+        );
+        assert!(answer.messages[0].json.contains(&told), "{}", answer.messages[0].json);
     }
 
     /// Session-less cursors were once made for every server path a request

@@ -8,7 +8,10 @@ whose upstream answers are large; each daemon's resident memory is sampled all
 along. Both must stay under a fixed bound (the figures are printed) and never
 abort. Then 1030 silent connections, 100 trickling bodies and 100 HTTP/2
 connections that only ping are opened against replay: a new client must still
-be served within the header limit (10 s) and a margin.
+be served within the header limit (10 s) and a margin. And `nearest`: replay
+with a `by = "nearest"` rule over a large cassette of one tool, hostile
+queries of that tool beside ordinary calls of another, whose latency is
+printed.
 """
 
 import http.client
@@ -17,6 +20,8 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -247,3 +252,110 @@ def run(args, checks, daemon_class, fixture_cassettes):
         assert codes == {"replay": 0, "record": 0}, codes
 
     checks.run("soak: replay and record stop cleanly afterwards (exit 0, no abort)", stopped_cleanly)
+
+
+NEAREST_RECORDINGS = 20_000
+NEAREST_S = 20
+ORDINARY_TIMEOUT_S = 10
+
+
+def nearest_cassette(binary, directory):
+    """A cassette of NEAREST_RECORDINGS calls of one tool (each its own
+    arguments), written as JSON Lines and imported; plus one call of another
+    tool for ordinary clients to hit exactly."""
+    lines = os.path.join(directory, "nearest.jsonl")
+
+    def line(tool, arguments, text):
+        request = {"jsonrpc": "2.0", "id": "mcp-tape:request-id", "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments}}
+        answer = {"jsonrpc": "2.0", "id": "mcp-tape:request-id",
+                  "result": {"content": [{"type": "text", "text": text}]}}
+        return json.dumps({"server": "mcp_Soak", "era": "handshake", "protocolVersion": "2025-06-18",
+                           "request": request, "status": 200, "contentType": "application/json",
+                           "messages": [{"offsetMs": 0, "direction": "server", "body": answer}]})
+
+    with open(lines, "w") as out:
+        out.write(line("Hello", {}, "hello") + "\n")
+        for n in range(NEAREST_RECORDINGS):
+            out.write(line("Lookup", {"query": f"question number {n}", "page": n % 7, "tags": [n % 3, n % 5]},
+                           f"answer {n}") + "\n")
+    cassette = os.path.join(directory, "nearest.sqlite")
+    subprocess.run([binary, "import", "--cassette", cassette, lines], check=True, capture_output=True)
+    rules = os.path.join(directory, "nearest.toml")
+    with open(rules, "w") as out:
+        out.write('[[match]]\nserver = "mcp_Soak"\ntool = "Lookup"\nby = "nearest"\n')
+    return cassette, rules
+
+
+def nearest(args, checks, daemon_class):
+    """Replay with a `by = "nearest"` rule over NEAREST_RECORDINGS recordings
+    of one tool, for NEAREST_S seconds: hostile workers send that tool
+    never-repeated queries, some with 10,000 extra arguments (each one a
+    ranking over every recording), while ordinary clients call another tool
+    that is recorded exactly. Every ordinary call must be answered; their
+    p50 and p99 are printed, beside the same clients' figures with no
+    hostile load."""
+    with tempfile.TemporaryDirectory() as directory:
+        cassette, rules = nearest_cassette(args.binary, directory)
+        replay = daemon_class(None, None, [args.binary, "replay", cassette, "--rules", rules, "--port", "0"])
+        path = "/agents/servers/mcp_Soak"
+        stop = threading.Event()
+        hostile_counts = {}
+
+        def ordinary(latencies, outcomes):
+            while not stop.is_set():
+                began = time.monotonic()
+                outcome = post(replay.base, path, call("Hello"), timeout=ORDINARY_TIMEOUT_S)
+                latencies.append(time.monotonic() - began)
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+        # Built once (the client's own work must not stand in for the daemon's): each request
+        # puts its own query in.
+        plain = call("Lookup", {"query": "QUERY" + "q" * 200, "page": 1})
+        wide = call("Lookup", {"query": "QUERY", "page": 1, **{f"extra{k}": k for k in range(10_000)}})
+
+        def hostile_worker(worker):
+            n = 0
+            while not stop.is_set():
+                body = (wide if n % 2 == 0 else plain).replace(b"QUERY", f"never asked {worker}-{n} ".encode())
+                outcome = post(replay.base, path, body, timeout=120)
+                hostile_counts[outcome] = hostile_counts.get(outcome, 0) + 1
+                n += 1
+
+        def measure(seconds, hostile):
+            latencies, outcomes = [], {}
+            stop.clear()
+            threads = [threading.Thread(target=ordinary, args=(latencies, outcomes)) for _ in range(2)]
+            if hostile:
+                threads += [threading.Thread(target=hostile_worker, args=(w,)) for w in range(WORKERS)]
+            for thread in threads:
+                thread.start()
+            time.sleep(seconds)  # the soak's length, not a readiness wait
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=180)
+            latencies.sort()
+            return latencies, outcomes
+
+        try:
+            quiet, quiet_outcomes = measure(3, hostile=False)
+            loaded, loaded_outcomes = measure(NEAREST_S, hostile=True)
+        finally:
+            code, _ = replay.stop(os.path.join(args.logs, "soak-nearest-replay.log"))
+
+        def figure(latencies, share):
+            return latencies[min(len(latencies) - 1, int(len(latencies) * share))] * 1000
+
+        def answered():
+            print(f"soak: nearest over {NEAREST_RECORDINGS} recordings: ordinary calls alone "
+                  f"p50 {figure(quiet, 0.5):.1f} ms, p99 {figure(quiet, 0.99):.1f} ms ({len(quiet)}); "
+                  f"beside {WORKERS} hostile workers for {NEAREST_S} s p50 {figure(loaded, 0.5):.1f} ms, "
+                  f"p99 {figure(loaded, 0.99):.1f} ms, max {loaded[-1] * 1000:.0f} ms ({len(loaded)}); "
+                  f"hostile answers {dict(sorted((str(k), v) for k, v in hostile_counts.items()))}", flush=True)
+            assert quiet_outcomes == {200: len(quiet)} and loaded_outcomes == {200: len(loaded)}, \
+                (quiet_outcomes, loaded_outcomes)
+            assert sum(hostile_counts.values()) >= WORKERS, hostile_counts
+            assert code == 0, code
+
+        checks.run(f"soak: ordinary calls are all answered while {WORKERS} clients send nearest-rule queries "
+                   f"over {NEAREST_RECORDINGS} recordings of one tool", answered)
