@@ -124,6 +124,16 @@ def hostile(base, worker, n, recording):
     return post(base, "/agents/servers/mcp_MailTools", call("GetMessage", {"id": "m1", "extra": "e" * MIB}))
 
 
+def run_for(seconds, threads, stop):
+    """Runs `threads` for `seconds`, then sets `stop` and waits for them."""
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)  # the soak's length, not a readiness wait
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=180)
+
+
 def soak(args, checks, replay, recorder):
     """The timed part against the running `replay` and `recorder` Daemons."""
     peaks = {"replay": 0.0, "record": 0.0}
@@ -147,12 +157,7 @@ def soak(args, checks, replay, recorder):
     threads = [threading.Thread(target=sample)]
     for name, daemon in [("replay", replay), ("record", recorder)]:
         threads += [threading.Thread(target=work, args=(name, daemon, w)) for w in range(WORKERS)]
-    for thread in threads:
-        thread.start()
-    time.sleep(SOAK_S)  # the soak's length, not a readiness wait
-    stop.set()
-    for thread in threads:
-        thread.join(timeout=120)
+    run_for(SOAK_S, threads, stop)
 
     def bounded():
         for name, daemon in [("replay", replay), ("record", recorder)]:
@@ -328,12 +333,7 @@ def nearest(args, checks, daemon_class):
             threads = [threading.Thread(target=ordinary, args=(latencies, outcomes)) for _ in range(2)]
             if hostile:
                 threads += [threading.Thread(target=hostile_worker, args=(w,)) for w in range(WORKERS)]
-            for thread in threads:
-                thread.start()
-            time.sleep(seconds)  # the soak's length, not a readiness wait
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=180)
+            run_for(seconds, threads, stop)
             latencies.sort()
             return latencies, outcomes
 
