@@ -29,6 +29,7 @@ use hyper::{Method, Request, Response, StatusCode};
 pub use proxy::Proxy;
 use resume::Resumable;
 
+use self::server::Wire;
 use super::RequestLine;
 use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
@@ -151,7 +152,7 @@ where
 }
 
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
-pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<Body> {
+async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<Wire>) -> Response<Body> {
     let mut line = RequestLog {
         http_method: request.method().clone(),
         started: Instant::now(),
@@ -165,7 +166,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App) -> Response<B
         written: false,
     };
     let answered = {
-        let dispatching = dispatch(request, app, &mut line.logged);
+        let dispatching = dispatch(request, app, wire, &mut line.logged);
         tokio::select! {
             answered = dispatching => answered,
             () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
@@ -226,6 +227,7 @@ impl Drop for RequestLog {
 async fn dispatch(
     request: Request<impl RequestBody>,
     app: &App,
+    wire: Option<Wire>,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     check_host_and_origin(
@@ -245,9 +247,9 @@ async fn dispatch(
         return service(request, route, app, logged).await;
     }
     if request.method() == Method::POST {
-        return post(request, app, logged).await;
+        return post(request, app, wire, logged).await;
     }
-    other(request, app, logged).await
+    other(request, app, wire, logged).await
 }
 
 /// Forwards a request that is not an MCP message, as it is.
@@ -269,6 +271,7 @@ async fn relay(
 async fn post(
     request: Request<impl RequestBody>,
     app: &App,
+    wire: Option<Wire>,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     let proxy = app.engine.upstream();
@@ -323,7 +326,7 @@ async fn post(
             app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))?
         }
     };
-    let post = Post { parts, body, accepts, session, era, primable };
+    let post = Post { parts, body, accepts, session, era, primable, wire };
     respond(step, app, &post, logged).await
 }
 
@@ -336,6 +339,8 @@ struct Post {
     era: Era,
     /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
     primable: bool,
+    /// The connection the answer goes out on.
+    wire: Option<Wire>,
 }
 
 /// Enacts what the engine made of a POST.
@@ -371,7 +376,7 @@ async fn respond(
             });
             // What it said after the answer goes once the answer has been written.
             Ok(match app.engine.say_after(in_session, said) {
-                Some(written) => frame::announce(response, written, post.parts.extensions.get().cloned()),
+                Some(written) => frame::announce(response, written, post.wire.clone()),
                 None => response,
             })
         }
@@ -514,6 +519,7 @@ async fn service(
 async fn other(
     request: Request<impl RequestBody>,
     app: &App,
+    wire: Option<Wire>,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
@@ -597,7 +603,6 @@ async fn other(
         .into()),
         SessionStep::Stream(stream) => {
             logged.outcome = if resumed.is_some() { Outcome::Resumed } else { Outcome::Streaming };
-            let wire = request.extensions().get::<server::Wire>().cloned();
             Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed, wire))
         }
         SessionStep::Ended => {

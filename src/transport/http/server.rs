@@ -92,11 +92,13 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         }
         open.push(Arc::downgrade(&activity));
         let served = Arc::clone(&activity);
-        let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(Wire(Arc::clone(&served)));
+        let service = service_fn(move |request| {
             let app = Arc::clone(&app);
             let busy = InFlight::start(&served);
-            async move { Ok::<_, Infallible>(handle(request, &app).await.map(|body| busy.guard(body))) }
+            let wire = Wire(Arc::clone(&served));
+            async move {
+                Ok::<_, Infallible>(handle(request, &app, Some(wire)).await.map(|body| busy.guard(body)))
+            }
         });
         let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
@@ -214,9 +216,8 @@ struct Activity {
     awaiting: AtomicBool,
 }
 
-/// A request's view of its connection's socket, in the request's
-/// extensions: what an answer's body must know to tell that what it yielded
-/// has been written.
+/// A request's view of its connection's socket: what an answer's body must
+/// know to tell that what it yielded has been written.
 #[derive(Clone)]
 pub(super) struct Wire(Arc<Activity>);
 
@@ -257,7 +258,8 @@ impl Activity {
 
     fn wrote(&self) {
         self.touch();
-        if self.awaiting.swap(false, Ordering::AcqRel) {
+        // A load first: the swap (a write) only when an answer waits.
+        if self.awaiting.load(Ordering::Acquire) && self.awaiting.swap(false, Ordering::AcqRel) {
             for written in std::mem::take(&mut *lock(&self.on_write)) {
                 let _ = written.send(()); // the answer that waited may be gone
             }
