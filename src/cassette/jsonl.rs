@@ -7,14 +7,16 @@
 //! back (normalizing exchanges again, which changes nothing for exported
 //! lines).
 
+use std::borrow::Cow;
 use std::io::{BufRead, Read, Write};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::spelling::{Spellings, Step};
+use crate::cassette::model::spelling::{self, Spellings, Step};
 use crate::cassette::model::{
-    AnswerTemplate, Aside, Channel, Direction, Era, Provenance, RawExchange, RecordedMessage, ServiceAnswer,
-    ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json, canonical_json_keeping,
+    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
+    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
+    canonical_json_keeping,
 };
 use crate::cassette::store::{Cassette, Loaded};
 use crate::error::Error;
@@ -28,57 +30,7 @@ use crate::normalize::Rules;
 /// Write failures of `out`.
 pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     for exchange in &loaded.exchanges {
-        // Where each message's numbers go in the line, spelled as sent.
-        let mut spellings = Spellings::default();
-        for (list, messages) in [
-            ("messages", exchange.messages.iter().collect::<Vec<_>>()),
-            ("asides", exchange.asides.iter().map(|aside| &aside.message).collect()),
-        ] {
-            for (i, message) in messages.into_iter().enumerate() {
-                let place = [Step::Key(list.into()), Step::Index(i), Step::Key("body".into())];
-                spellings.add_under(&place, &message.spellings);
-            }
-        }
-        let messages: Vec<Value> = exchange
-            .messages
-            .iter()
-            .map(|m| {
-                json!({
-                    "offsetMs": m.offset_ms,
-                    "direction": m.direction.as_str(),
-                    "body": m.body,
-                })
-            })
-            .collect();
-        let mut line = json!({
-            "server": exchange.server,
-            "era": exchange.era.as_str(),
-            "protocolVersion": exchange.protocol_version,
-            "request": exchange.request,
-            "status": exchange.status.as_u16(),
-            "contentType": exchange.content_type,
-            "messages": messages,
-        });
-        if !exchange.asides.is_empty() {
-            line["asides"] = asides_line(&exchange.asides);
-        }
-        if exchange.stream != StreamShape::default() {
-            line["stream"] = stream_shape(&exchange.stream);
-        }
-        let known = &exchange.provenance;
-        if let Some(at) = known.recorded_at {
-            line["recordedAt"] = at.into();
-        }
-        if let Some(upstream) = &known.upstream {
-            line["recordedFrom"] = upstream.as_str().into();
-        }
-        if let Some(recorder) = &known.recorder {
-            line["recordedBy"] = recorder.as_str().into();
-        }
-        if known.keys_sorted {
-            line["keysSorted"] = true.into();
-        }
-        writeln!(out, "{}", canonical_json_keeping(&line, "body", &spellings))?;
+        write_exchange(exchange, out)?;
     }
     for answer in &loaded.service_answers {
         let mut line = json!({
@@ -112,6 +64,87 @@ pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Resu
         writeln!(out, "{}", canonical_json(&line))?;
     }
     Ok(())
+}
+
+/// One member of an exchange's line.
+enum Member<'a> {
+    Value(Cow<'a, Value>),
+    /// Written message by message, so that a long stream is never held
+    /// twice (as a line's value, then as its text).
+    Messages(&'a [RecordedMessage]),
+    Asides(&'a [Aside]),
+}
+
+/// `exchange` as one line: members in key order (as canonical JSON puts
+/// them), each message's body as its sender wrote it.
+fn write_exchange(exchange: &Exchange, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    let value = |v: Value| Member::Value(Cow::Owned(v));
+    let mut members = vec![
+        ("server", value(exchange.server.as_str().into())),
+        ("era", value(exchange.era.as_str().into())),
+        ("protocolVersion", value(exchange.protocol_version.as_str().into())),
+        ("request", Member::Value(Cow::Borrowed(&exchange.request))),
+        ("status", value(exchange.status.as_u16().into())),
+        ("contentType", value(exchange.content_type.as_str().into())),
+        ("messages", Member::Messages(&exchange.messages)),
+    ];
+    if !exchange.asides.is_empty() {
+        members.push(("asides", Member::Asides(&exchange.asides)));
+    }
+    if exchange.stream != StreamShape::default() {
+        members.push(("stream", value(stream_shape(&exchange.stream))));
+    }
+    let known = &exchange.provenance;
+    if let Some(at) = known.recorded_at {
+        members.push(("recordedAt", value(at.into())));
+    }
+    if let Some(upstream) = &known.upstream {
+        members.push(("recordedFrom", value(upstream.as_str().into())));
+    }
+    if let Some(recorder) = &known.recorder {
+        members.push(("recordedBy", value(recorder.as_str().into())));
+    }
+    if known.keys_sorted {
+        members.push(("keysSorted", value(true.into())));
+    }
+    members.sort_unstable_by_key(|(key, _)| *key);
+    out.write_all(b"{")?;
+    for (i, (key, member)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write!(out, "\"{key}\":")?;
+        match member {
+            Member::Value(value) => out.write_all(canonical_json(&value).as_bytes())?,
+            Member::Messages(messages) => {
+                out.write_all(b"[")?;
+                for (i, message) in messages.iter().enumerate() {
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    // {"body":…,"direction":…,"offsetMs":…}: the keys in order.
+                    out.write_all(b"{\"body\":")?;
+                    out.write_all(spelling::as_sent(&message.body, &message.spellings).as_bytes())?;
+                    write!(
+                        out,
+                        ",\"direction\":\"{}\",\"offsetMs\":{}}}",
+                        message.direction.as_str(),
+                        message.offset_ms
+                    )?;
+                }
+                out.write_all(b"]")?;
+            }
+            Member::Asides(asides) => {
+                let mut spellings = Spellings::default();
+                for (i, aside) in asides.iter().enumerate() {
+                    spellings
+                        .add_under(&[Step::Index(i), Step::Key("body".into())], &aside.message.spellings);
+                }
+                out.write_all(canonical_json_keeping(&asides_line(asides), "body", &spellings).as_bytes())?;
+            }
+        }
+    }
+    out.write_all(b"}\n")
 }
 
 /// An exchange's asides as a line's `"asides"`.
