@@ -146,25 +146,19 @@ pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
 
 /// At most a fixed number of pieces of work at once: a caller past it
 /// waits (on its own thread: see [`off_the_workers`]) for one to end.
-pub struct Gate {
+struct Gate {
     taken: Mutex<usize>,
     freed: std::sync::Condvar,
 }
 
-impl Default for Gate {
-    fn default() -> Gate {
-        Gate::new()
-    }
-}
-
 impl Gate {
-    pub const fn new() -> Gate {
+    const fn new() -> Gate {
         Gate { taken: Mutex::new(0), freed: std::sync::Condvar::new() }
     }
 
     /// Runs `work` once fewer than `limit` others are running through this
     /// gate.
-    pub fn pass<T>(&self, limit: usize, work: impl FnOnce() -> T) -> T {
+    fn pass<T>(&self, limit: usize, work: impl FnOnce() -> T) -> T {
         struct Leaving<'a>(&'a Gate);
         impl Drop for Leaving<'_> {
             fn drop(&mut self) {
@@ -185,7 +179,7 @@ impl Gate {
 
 /// One fewer than the cores this process may use, at least one: what
 /// long pieces of work may take at once and leave a core for the rest.
-pub fn all_cores_but_one() -> usize {
+fn all_cores_but_one() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CORES
         .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1)))

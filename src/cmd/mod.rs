@@ -64,9 +64,6 @@ pub(super) fn local_address(listener: &TcpListener, front_door: &FrontDoor) -> R
     listener.local_addr().map_err(|source| Error::Bind { addr: front_door.listen.to_string(), source })
 }
 
-/// The readiness line, which scripts wait for (and read the port of, with
-/// `--port 0`): logged at info level, or written to stderr as it is when
-/// `MCP_TAPE_LOG` hides info lines.
 /// Runs `load` (cassettes and rules, which can take a while) on a thread
 /// of its own while watching `shutdown`: a stop signal meanwhile ends the
 /// command at once (`None`), as it ends one that is serving.
@@ -85,6 +82,9 @@ pub(super) async fn loading<T: Send + 'static>(
     }
 }
 
+/// The readiness line, which scripts wait for (and read the port of, with
+/// `--port 0`): logged at info level, or written to stderr as it is when
+/// `MCP_TAPE_LOG` hides info lines.
 pub(super) fn announce(line: String) {
     if tracing::enabled!(tracing::Level::INFO) {
         tracing::info!("{line}");

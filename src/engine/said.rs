@@ -100,17 +100,23 @@ impl Standalone {
     /// Sends `messages` on the GET stream, or holds them until one opens.
     pub fn say(&mut self, messages: Vec<Outgoing>) {
         for message in messages {
-            let Some(stream) = self.stream.as_ref().filter(|_| self.held.is_empty()) else {
-                self.hold(message.json);
-                continue;
-            };
-            match stream.try_send(Emit::Message(message.json)) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(emit)) => self.hold_emitted(emit),
-                Err(mpsc::error::TrySendError::Closed(emit)) => {
-                    self.stream = None; // the client went away
-                    self.hold_emitted(emit);
-                }
+            self.emit(Emit::Message(message.json));
+        }
+    }
+
+    /// Puts `emit` on the GET stream, or holds what it says until one opens
+    /// (or until what is held before it has gone).
+    fn emit(&mut self, emit: Emit) {
+        let Some(stream) = self.stream.as_ref().filter(|_| self.held.is_empty()) else {
+            self.hold_emitted(emit);
+            return;
+        };
+        match stream.try_send(emit) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(emit)) => self.hold_emitted(emit),
+            Err(mpsc::error::TrySendError::Closed(emit)) => {
+                self.stream = None; // the client went away
+                self.hold_emitted(emit);
             }
         }
     }
@@ -128,18 +134,7 @@ impl Standalone {
     /// [`Standalone::say`] once the answer they follow has been written:
     /// when `answered` fires (or is dropped), if the open stream took them.
     pub fn say_after(&mut self, messages: Vec<Outgoing>, answered: oneshot::Receiver<()>) {
-        let messages = messages.into_iter().map(|m| m.json).collect();
-        match self.stream.as_ref().filter(|_| self.held.is_empty()) {
-            Some(stream) => match stream.try_send(Emit::After { answered, messages }) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(emit)) => self.hold_emitted(emit),
-                Err(mpsc::error::TrySendError::Closed(emit)) => {
-                    self.stream = None; // the client went away
-                    self.hold_emitted(emit);
-                }
-            },
-            None => messages.into_iter().for_each(|message| self.hold(message)),
-        }
+        self.emit(Emit::After { answered, messages: messages.into_iter().map(|m| m.json).collect() });
     }
 
     fn hold_emitted(&mut self, emit: Emit) {

@@ -623,8 +623,7 @@ def stream_order_check(args, checks):
                 want = {method: [] for method in methods}
                 for method, in_flight, data in rows:
                     at = methods.index(method) + (0 if in_flight else 1)
-                    want[methods[at]] += stream_order.logged([{"method": "notifications/message",
-                                                               "params": {"data": data}}])
+                    want[methods[at]].append(stream_order.log_text(data))
                 replay = Daemon(args.binary, [cassette])
                 try:
                     for _ in range(3):

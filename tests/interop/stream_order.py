@@ -162,9 +162,13 @@ class Stream:
                     self.heard.append((at, json.loads(b"\n".join(data))))
 
 
+def log_text(data):
+    """A log message's data as text, without the session it names."""
+    return re.sub(r"\s*from session \S+", "", str(data)).strip()
+
+
 def logged(messages):
-    return [re.sub(r"\s*from session \S+", "", str(m["params"]["data"])).strip()
-            for m in messages if m.get("method") == "notifications/message"]
+    return [log_text(m["params"]["data"]) for m in messages if m.get("method") == "notifications/message"]
 
 
 def order(base_url, steps):

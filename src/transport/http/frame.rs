@@ -277,6 +277,15 @@ pub(super) fn announce(
     response.map(|body| Announced { body, written: Some(written), wire }.boxed())
 }
 
+/// Fires `written` once what a body yielded so far is on `wire`'s socket
+/// (at once when there is no connection to tell).
+fn when_written(wire: Option<&Wire>, written: oneshot::Sender<()>) {
+    match wire {
+        Some(wire) => wire.after_next_write(written),
+        None => drop(written.send(())),
+    }
+}
+
 /// A body that tells when it has been written: see [`announce`].
 struct Announced {
     body: Body,
@@ -287,10 +296,7 @@ struct Announced {
 impl Announced {
     fn ended(&mut self) {
         if let Some(written) = self.written.take() {
-            match &self.wire {
-                Some(wire) => wire.after_next_write(written),
-                None => drop(written.send(())),
-            }
+            when_written(self.wire.as_ref(), written);
         }
     }
 }
@@ -395,10 +401,7 @@ impl hyper::body::Body for Channel {
                 Some(Emit::Message(json)) => Bytes::from(Numbering::event(&mut this.numbering, &json)),
                 Some(Emit::KeepAlive) => Bytes::from_static(b": keep-alive\n\n"),
                 Some(Emit::Written(written)) => {
-                    match &this.wire {
-                        Some(wire) => wire.after_next_write(written),
-                        None => drop(written.send(())),
-                    }
+                    when_written(this.wire.as_ref(), written);
                     continue;
                 }
                 Some(Emit::After { answered, messages }) => {
