@@ -15,9 +15,14 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
     echo "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2
     cargo install --locked --quiet cargo-fuzz --version "$CARGO_FUZZ_VERSION"
 fi
-cargo +nightly fuzz build 2>&1 | tail -1 >&2
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+if ! cargo +nightly fuzz build > "$scratch/build.log" 2>&1; then
+    tail -40 "$scratch/build.log" >&2
+    echo "fuzz: the targets do not build" >&2
+    exit 1
+fi
+tail -1 "$scratch/build.log" >&2
 for target in $(cargo +nightly fuzz list); do
     mkdir -p "$scratch/$target"
     if ! cargo +nightly fuzz run "$target" "$scratch/$target" "corpus/$target" -- \

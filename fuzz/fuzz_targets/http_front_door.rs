@@ -57,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(request) = request.body(Full::new(Bytes::from(body.to_owned()))) else { return };
     let (runtime, app) = setup();
     runtime.block_on(async {
-        let response = handle(request, app).await;
+        let response = handle(request, app, None).await;
         let json = response
             .headers()
             .get("content-type")

@@ -152,7 +152,10 @@ where
 }
 
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
-async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<Wire>) -> Response<Body> {
+/// `wire` is the connection's socket the answer goes out on; with none (a
+/// request with no socket, a fuzzer's) an answer does not wait for what the
+/// server said on the GET stream before it to be written.
+pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<Wire>) -> Response<Body> {
     let mut line = RequestLog {
         http_method: request.method().clone(),
         started: Instant::now(),

@@ -219,7 +219,7 @@ struct Activity {
 /// A request's view of its connection's socket: what an answer's body must
 /// know to tell that what it yielded has been written.
 #[derive(Clone)]
-pub(super) struct Wire(Arc<Activity>);
+pub struct Wire(Arc<Activity>);
 
 impl Wire {
     /// Fires `written` at the connection's next write to its socket: the
