@@ -18,21 +18,21 @@ use crate::cassette::model::{
     ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
     canonical_json_keeping,
 };
-use crate::cassette::store::{Cassette, Loaded};
+use crate::cassette::store::Cassette;
 use crate::error::Error;
 use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::normalize::Rules;
 
-/// Writes every exchange and service answer of `loaded` as one line each.
+/// Writes every exchange, service answer and template of `cassette` as one
+/// line each, reading one exchange at a time ([`Cassette::each_exchange`]).
 ///
 /// # Errors
 ///
-/// Write failures of `out`.
-pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
-    for exchange in &loaded.exchanges {
-        write_exchange(exchange, out)?;
-    }
-    for answer in &loaded.service_answers {
+/// Write failures of `out`; a cassette that cannot be read (the error's
+/// inner error is the [`Error`] naming it).
+pub fn export(cassette: &Cassette, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    cassette.each_exchange(|exchange| write_exchange(exchange, out))?;
+    for answer in &cassette.service_answers().map_err(std::io::Error::other)? {
         let mut line = json!({
             "service": answer.route.as_str(),
             "upstream": answer.upstream,
@@ -45,7 +45,7 @@ pub fn export(loaded: &Loaded, out: &mut (impl Write + ?Sized)) -> std::io::Resu
         }
         writeln!(out, "{}", canonical_json(&line))?;
     }
-    for template in &loaded.templates {
+    for template in &cassette.templates().map_err(std::io::Error::other)? {
         let mut line = json!({
             "toolTemplate": template.tool,
             "server": template.server,
@@ -473,17 +473,12 @@ mod tests {
         assert_eq!(cassette.exchanges().unwrap()[1].stream, shape, "so is the stream's shape");
         assert_eq!(cassette.templates().unwrap()[0].delay_ms, 250);
         assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
-        let loaded = |c: &Cassette| Loaded {
-            exchanges: c.exchanges().unwrap(),
-            service_answers: c.service_answers().unwrap(),
-            templates: c.templates().unwrap(),
-        };
         let mut first = Vec::new();
-        export(&loaded(&cassette), &mut first).unwrap();
+        export(&cassette, &mut first).unwrap();
         let mut again = Cassette::open_in_memory().unwrap();
         import(first.as_slice(), &mut again).unwrap();
         let mut second = Vec::new();
-        export(&loaded(&again), &mut second).unwrap();
+        export(&again, &mut second).unwrap();
         assert_eq!(first, second);
         let first = String::from_utf8(first).unwrap();
         assert!(first.contains("\"id\":\"mcp-tape:request-id\""));

@@ -3,7 +3,8 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use crate::cassette::{foreign, jsonl, store};
+use crate::cassette::store::Cassette;
+use crate::cassette::{foreign, jsonl};
 use crate::config::ExportConfig;
 use crate::error::Error;
 use crate::util;
@@ -23,14 +24,14 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
             output.display()
         )));
     }
-    let loaded = store::load(std::slice::from_ref(&config.cassette))?;
+    let cassette = Cassette::open_read_only(&config.cassette)?;
     // Buffered: an export is many small writes (one syscall each, unbuffered).
     let write = |out: &mut dyn std::io::Write| {
         let mut out = std::io::BufWriter::new(out);
         if config.har {
-            foreign::har::write(&loaded.exchanges, &mut out)?;
+            foreign::har::write(&cassette, &mut out)?;
         } else {
-            jsonl::export(&loaded, &mut out)?;
+            jsonl::export(&cassette, &mut out)?;
         }
         out.flush()
     };
@@ -38,9 +39,12 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
         Some(path) => util::write_whole(path, |file| write(file)),
         None => write(&mut std::io::stdout().lock()),
     };
-    written.map(|()| 0).map_err(|source| Error::Write {
-        path: config.output.clone().unwrap_or_else(|| "(standard output)".into()),
-        source,
+    // A failure to read the cassette reaches here inside an io::Error.
+    written.map(|()| 0).map_err(|source| match source.downcast::<Error>() {
+        Ok(read) => read,
+        Err(source) => {
+            Error::Write { path: config.output.clone().unwrap_or_else(|| "(standard output)".into()), source }
+        }
     })
 }
 

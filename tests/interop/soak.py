@@ -21,6 +21,7 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -260,8 +261,32 @@ def run(args, checks, daemon_class, fixture_cassettes):
 
 
 NEAREST_RECORDINGS = 20_000
+# How much more an export of those recordings may hold at its peak than an
+# export of one exchange, in MiB (read one at a time, about 2 MiB more; loaded
+# whole, as before, about 105), and how long either may take (a debug build:
+# about 12 s).
+EXPORT_GROWTH_MIB = 16
+EXPORT_TIMEOUT_S = 120
+# Runs argv[1:] and prints its exit code and peak resident memory in KiB.
+MEASURE_PEAK = ("import os, sys\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    os.execv(sys.argv[1], sys.argv[1:])\n"
+                "_, status, usage = os.wait4(pid, 0)\n"
+                "print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)\n")
 NEAREST_S = 20
 ORDINARY_TIMEOUT_S = 10
+
+
+def recorded_call_line(tool, arguments, text):
+    """A recorded `tools/call` of mcp_Soak as a line of `mcp-tape import`."""
+    request = {"jsonrpc": "2.0", "id": "mcp-tape:request-id", "method": "tools/call",
+               "params": {"name": tool, "arguments": arguments}}
+    answer = {"jsonrpc": "2.0", "id": "mcp-tape:request-id",
+              "result": {"content": [{"type": "text", "text": text}]}}
+    return json.dumps({"server": "mcp_Soak", "era": "handshake", "protocolVersion": "2025-06-18",
+                       "request": request, "status": 200, "contentType": "application/json",
+                       "messages": [{"offsetMs": 0, "direction": "server", "body": answer}]})
 
 
 def nearest_cassette(binary, directory):
@@ -269,16 +294,7 @@ def nearest_cassette(binary, directory):
     arguments), written as JSON Lines and imported; plus one call of another
     tool for ordinary clients to hit exactly."""
     lines = os.path.join(directory, "nearest.jsonl")
-
-    def line(tool, arguments, text):
-        request = {"jsonrpc": "2.0", "id": "mcp-tape:request-id", "method": "tools/call",
-                   "params": {"name": tool, "arguments": arguments}}
-        answer = {"jsonrpc": "2.0", "id": "mcp-tape:request-id",
-                  "result": {"content": [{"type": "text", "text": text}]}}
-        return json.dumps({"server": "mcp_Soak", "era": "handshake", "protocolVersion": "2025-06-18",
-                           "request": request, "status": 200, "contentType": "application/json",
-                           "messages": [{"offsetMs": 0, "direction": "server", "body": answer}]})
-
+    line = recorded_call_line
     with open(lines, "w") as out:
         out.write(line("Hello", {}, "hello") + "\n")
         for n in range(NEAREST_RECORDINGS):
@@ -359,3 +375,42 @@ def nearest(args, checks, daemon_class):
 
         checks.run(f"soak: ordinary calls are all answered while {WORKERS} clients send nearest-rule queries "
                    f"over {NEAREST_RECORDINGS} recordings of one tool", answered)
+        flat_export(args, checks, cassette, directory)
+
+
+def flat_export(args, checks, large, directory):
+    """`export` reads a cassette one exchange at a time: in either format, its
+    peak resident memory over `large` (NEAREST_RECORDINGS exchanges) is less
+    than EXPORT_GROWTH_MIB above its peak over a cassette of one exchange."""
+    lines = os.path.join(directory, "one.jsonl")
+    with open(lines, "w") as out:
+        out.write(recorded_call_line("Hello", {}, "hello") + "\n")
+    small = os.path.join(directory, "one.sqlite")
+    subprocess.run([args.binary, "import", "--cassette", small, lines], check=True, capture_output=True)
+    output = os.path.join(directory, "exported")
+
+    def peak_mib(cassette, form):
+        """The export's exit code and peak resident memory. A child's peak
+        starts from its parent's size at the fork, so the export is started
+        by a bare Python (a few MiB), which prints the figure."""
+        command = [args.binary, "export", cassette, *form, "-o", output]
+        measured = subprocess.run([sys.executable, "-S", "-c", MEASURE_PEAK, *command], stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+        code, kib = measured.stdout.split()
+        return int(code), int(kib) / 1024
+
+    for name, form in (("JSON Lines", []), ("HAR", ["--to", "har"])):
+        def flat(form=form, name=name):
+            figures = {}
+            for label, cassette in (("one exchange", small), (f"{NEAREST_RECORDINGS} exchanges", large)):
+                code, rss = peak_mib(cassette, form)
+                assert code == 0, f"export of {label} exited {code}"
+                figures[label] = (rss, os.path.getsize(output))
+            print(f"soak: export as {name}: peak RSS " + ", ".join(
+                f"{label} {rss:.1f} MiB ({size // 1024} KiB written)" for label, (rss, size) in figures.items()),
+                flush=True)
+            (small_rss, _), (large_rss, _) = figures.values()
+            assert large_rss - small_rss < EXPORT_GROWTH_MIB, figures
+
+        checks.run(f"soak: export as {name} holds one exchange at a time ({NEAREST_RECORDINGS} exchanges "
+                   f"within {EXPORT_GROWTH_MIB} MiB of one)", flat)

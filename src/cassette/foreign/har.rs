@@ -29,6 +29,7 @@ use super::{ReadExchange, ReadFile, server_of_url};
 use crate::cassette::model::{
     Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape,
 };
+use crate::cassette::store::Cassette;
 use crate::sse;
 
 /// Host of an entry's URL when the cassette does not say where it was recorded.
@@ -303,16 +304,17 @@ fn response_type(response: &Value) -> String {
 /// # Errors
 ///
 /// Write failures of `out`.
-pub fn write(exchanges: &[Exchange], out: &mut dyn std::io::Write) -> std::io::Result<()> {
+pub fn write(cassette: &Cassette, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let creator = json!({"name": "mcp-tape", "version": env!("CARGO_PKG_VERSION")});
     write!(
         out,
         "{{\n  \"log\": {{\n    \"version\": \"1.2\",\n    \"creator\": {creator},\n    \"entries\": ["
     )?;
-    for (i, exchange) in exchanges.iter().enumerate() {
-        out.write_all(if i == 0 { b"\n" } else { b",\n" })?;
-        serde_json::to_writer_pretty(&mut *out, &entry(exchange))?;
-    }
+    let mut first = true;
+    cassette.each_exchange(|exchange| {
+        out.write_all(if std::mem::take(&mut first) { b"\n" } else { b",\n" })?;
+        serde_json::to_writer_pretty(&mut *out, &entry(exchange)).map_err(std::io::Error::from)
+    })?;
     writeln!(out, "\n    ]\n  }}\n}}")
 }
 

@@ -158,115 +158,181 @@ pub(super) fn read_all(
 ) -> Result<Vec<Exchange<Text>>, CassetteError> {
     let cassette: Arc<Path> = Arc::from(path);
     let mut exchanges: Vec<(i64, Exchange<Text>)> = Vec::new();
+    let mut select = conn.prepare(&exchange_query(version))?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        exchanges.push(exchange_of(row, &cassette)?);
+    }
+    let mut select = conn.prepare(&format!("{MESSAGE_QUERY} ORDER BY exchange_id, seq"))?;
+    let mut rows = select.query([])?;
+    let mut slot = 0;
+    while let Some(row) = rows.next()? {
+        let (id, message) = message_of(row)?;
+        while slot < exchanges.len() && exchanges[slot].0 < id {
+            slot += 1;
+        }
+        match exchanges.get_mut(slot) {
+            Some((found, exchange)) if *found == id => exchange.messages.push(message),
+            _ => return Err(CassetteError::Damaged { id, why: "message without its exchange".into() }),
+        }
+    }
+    if version >= 6 {
+        let mut select = conn.prepare(&format!("{} ORDER BY exchange_id, seq", aside_query(version)))?;
+        let mut rows = select.query([])?;
+        while let Some(row) = rows.next()? {
+            let (id, aside) = aside_of(row)?;
+            match exchanges.binary_search_by_key(&id, |(found, _)| *found) {
+                Ok(slot) => exchanges[slot].1.asides.push(aside),
+                Err(_) => {
+                    return Err(CassetteError::Damaged { id, why: "an aside without its exchange".into() });
+                }
+            }
+        }
+    }
+    for (id, exchange) in &exchanges {
+        answered(*id, exchange)?;
+    }
+    Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
+}
+
+/// Each exchange of `conn` in recorded order, read one at a time (its
+/// messages and asides through their tables' primary keys) and handed to
+/// `each`, which has it to itself: memory holds one exchange however many
+/// the cassette has. The walk ends at `each`'s first error, which is
+/// handed back inside an `Ok` (an `Err` is a failure to read).
+pub(super) fn each_exchange<E>(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+    each: &mut dyn FnMut(Exchange<Text>) -> Result<(), E>,
+) -> Result<Result<(), E>, CassetteError> {
+    let cassette: Arc<Path> = Arc::from(path);
+    let mut select = conn.prepare(&exchange_query(version))?;
+    let mut messages = conn.prepare(&format!("{MESSAGE_QUERY} WHERE exchange_id = ?1 ORDER BY seq"))?;
+    let mut asides = match version {
+        6.. => Some(conn.prepare(&format!("{} WHERE exchange_id = ?1 ORDER BY seq", aside_query(version)))?),
+        _ => None,
+    };
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let (id, mut exchange) = exchange_of(row, &cassette)?;
+        let mut rows = messages.query([id])?;
+        while let Some(row) = rows.next()? {
+            exchange.messages.push(message_of(row)?.1);
+        }
+        if let Some(asides) = &mut asides {
+            let mut rows = asides.query([id])?;
+            while let Some(row) = rows.next()? {
+                exchange.asides.push(aside_of(row)?.1);
+            }
+        }
+        answered(id, &exchange)?;
+        if let Err(stopped) = each(exchange) {
+            return Ok(Err(stopped));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// The exchange rows' columns as schema `version` has them, in id order.
+fn exchange_query(version: i64) -> String {
     // Provenance arrived with schema 3; an older file has none.
     let provenance = if version >= 3 { "recorded_at, upstream, recorder" } else { "NULL, NULL, NULL" };
     // And the stream's shape with schema 7.
     let shape = if version >= 7 { "sse_primed, sse_retry_ms, sse_closed_after" } else { "0, NULL, NULL" };
     // Before schema 8 every message was stored with its keys sorted.
     let sorted = if version >= 8 { "keys_sorted" } else { "1" };
-    let mut select = conn.prepare(&format!(
+    format!(
         "SELECT id, server, era, protocol_version, method, match_key, request, status, content_type, \
          {provenance}, {shape}, occurrence, {sorted} FROM exchange ORDER BY id"
-    ))?;
-    let mut rows = select.query([])?;
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        let damaged = |why: String| CassetteError::Damaged { id, why };
-        let request: String = row.get(6)?;
-        let key = row.get(5).map_err(|e| damaged(conversion(e)))?;
-        let source = Source { cassette: Arc::clone(&cassette), row: id, key, occurrence: row.get(15)? };
-        exchanges.push((
-            id,
-            Exchange {
-                server: row.get(1)?,
-                era: row.get(2).map_err(|e| damaged(conversion(e)))?,
-                protocol_version: row.get(3)?,
-                method: row.get(4)?,
-                key,
-                request: checked_json(request).map_err(damaged)?,
-                status: status(row.get(7)?).map_err(damaged)?,
-                content_type: row.get(8)?,
-                messages: Vec::new(),
-                asides: Vec::new(),
-                stream: StreamShape {
-                    primed: row.get(12)?,
-                    retry_ms: row.get::<_, Option<i64>>(13)?.map(|ms| ms.max(0) as u64),
-                    closed_after: row.get(14)?,
-                },
-                provenance: Provenance {
-                    recorded_at: row.get(9)?,
-                    upstream: row.get(10)?,
-                    recorder: row.get(11)?,
-                    keys_sorted: row.get(16)?,
-                },
-                source: Some(source),
-            },
-        ));
-    }
-    let mut select = conn
-        .prepare("SELECT exchange_id, offset_ms, direction, body FROM message ORDER BY exchange_id, seq")?;
-    let mut rows = select.query([])?;
-    let mut slot = 0;
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        let damaged = |why: String| CassetteError::Damaged { id, why };
-        while slot < exchanges.len() && exchanges[slot].0 < id {
-            slot += 1;
-        }
-        let exchange = match exchanges.get_mut(slot) {
-            Some((found, exchange)) if *found == id => exchange,
-            _ => return Err(damaged("message without its exchange".into())),
-        };
-        let body: String = row.get(3)?;
-        exchange.messages.push(RecordedMessage {
-            offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
-            direction: row.get(2).map_err(|e| damaged(conversion(e)))?,
-            body: checked_json(body).map_err(damaged)?,
-            spellings: Default::default(),
-        });
-    }
-    if version >= 6 {
-        read_asides(conn, &mut exchanges, version)?;
-    }
-    // Replay would have nothing to send: over stdio the client would wait for ever.
-    if let Some((id, _)) = exchanges.iter().find(|(_, exchange)| exchange.messages.is_empty()) {
-        return Err(CassetteError::Damaged { id: *id, why: "it holds no answer (no message)".into() });
-    }
-    Ok(exchanges.into_iter().map(|(_, exchange)| exchange).collect())
+    )
 }
 
-/// Adds each exchange's asides (schema 6) to `exchanges` (in id order).
-fn read_asides(
-    conn: &Connection,
-    exchanges: &mut [(i64, Exchange<Text>)],
-    version: i64,
-) -> Result<(), CassetteError> {
+/// One row of [`exchange_query`], with no messages or asides yet.
+fn exchange_of(
+    row: &rusqlite::Row<'_>,
+    cassette: &Arc<Path>,
+) -> Result<(i64, Exchange<Text>), CassetteError> {
+    let id: i64 = row.get(0)?;
+    let damaged = |why: String| CassetteError::Damaged { id, why };
+    let request: String = row.get(6)?;
+    let key = row.get(5).map_err(|e| damaged(conversion(e)))?;
+    let source = Source { cassette: Arc::clone(cassette), row: id, key, occurrence: row.get(15)? };
+    let exchange = Exchange {
+        server: row.get(1)?,
+        era: row.get(2).map_err(|e| damaged(conversion(e)))?,
+        protocol_version: row.get(3)?,
+        method: row.get(4)?,
+        key,
+        request: checked_json(request).map_err(damaged)?,
+        status: status(row.get(7)?).map_err(damaged)?,
+        content_type: row.get(8)?,
+        messages: Vec::new(),
+        asides: Vec::new(),
+        stream: StreamShape {
+            primed: row.get(12)?,
+            retry_ms: row.get::<_, Option<i64>>(13)?.map(|ms| ms.max(0) as u64),
+            closed_after: row.get(14)?,
+        },
+        provenance: Provenance {
+            recorded_at: row.get(9)?,
+            upstream: row.get(10)?,
+            recorder: row.get(11)?,
+            keys_sorted: row.get(16)?,
+        },
+        source: Some(source),
+    };
+    Ok((id, exchange))
+}
+
+/// The message rows' columns; a row of it is [`message_of`].
+const MESSAGE_QUERY: &str = "SELECT exchange_id, offset_ms, direction, body FROM message";
+
+/// One row of [`MESSAGE_QUERY`], with its exchange's id.
+fn message_of(row: &rusqlite::Row<'_>) -> Result<(i64, RecordedMessage<Text>), CassetteError> {
+    let id: i64 = row.get(0)?;
+    let damaged = |why: String| CassetteError::Damaged { id, why };
+    let body: String = row.get(3)?;
+    let message = RecordedMessage {
+        offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
+        direction: row.get(2).map_err(|e| damaged(conversion(e)))?,
+        body: checked_json(body).map_err(damaged)?,
+        spellings: Default::default(),
+    };
+    Ok((id, message))
+}
+
+/// The aside rows' columns (schema 6 on) as schema `version` has them.
+fn aside_query(version: i64) -> String {
     // Whether one came while its exchange was in flight is known from schema 9.
     let in_flight = if version >= 9 { "in_flight" } else { "0" };
-    let mut select = conn.prepare(&format!(
-        "SELECT exchange_id, after, channel, offset_ms, direction, body, {in_flight} FROM aside \
-         ORDER BY exchange_id, seq"
-    ))?;
-    let mut rows = select.query([])?;
-    while let Some(row) = rows.next()? {
-        let id: i64 = row.get(0)?;
-        let damaged = |why: String| CassetteError::Damaged { id, why };
-        let exchange = match exchanges.binary_search_by_key(&id, |(found, _)| *found) {
-            Ok(slot) => &mut exchanges[slot].1,
-            Err(_) => return Err(damaged("an aside without its exchange".into())),
-        };
-        let body: String = row.get(5)?;
-        exchange.asides.push(Aside {
-            after: row.get(1)?,
-            in_flight: row.get(6)?,
-            channel: row.get(2).map_err(|e| damaged(conversion(e)))?,
-            message: RecordedMessage {
-                offset_ms: row.get::<_, i64>(3)?.max(0) as u64,
-                direction: row.get(4).map_err(|e| damaged(conversion(e)))?,
-                body: checked_json(body).map_err(damaged)?,
-                spellings: Default::default(),
-            },
-        });
+    format!("SELECT exchange_id, after, channel, offset_ms, direction, body, {in_flight} FROM aside")
+}
+
+/// One row of [`aside_query`], with its exchange's id.
+fn aside_of(row: &rusqlite::Row<'_>) -> Result<(i64, Aside<Text>), CassetteError> {
+    let id: i64 = row.get(0)?;
+    let damaged = |why: String| CassetteError::Damaged { id, why };
+    let body: String = row.get(5)?;
+    let aside = Aside {
+        after: row.get(1)?,
+        in_flight: row.get(6)?,
+        channel: row.get(2).map_err(|e| damaged(conversion(e)))?,
+        message: RecordedMessage {
+            offset_ms: row.get::<_, i64>(3)?.max(0) as u64,
+            direction: row.get(4).map_err(|e| damaged(conversion(e)))?,
+            body: checked_json(body).map_err(damaged)?,
+            spellings: Default::default(),
+        },
+    };
+    Ok((id, aside))
+}
+
+/// Refuses an exchange with no message: replay would have nothing to send
+/// (over stdio the client would wait for ever).
+fn answered(id: i64, exchange: &Exchange<Text>) -> Result<(), CassetteError> {
+    if exchange.messages.is_empty() {
+        return Err(CassetteError::Damaged { id, why: "it holds no answer (no message)".into() });
     }
     Ok(())
 }

@@ -351,6 +351,32 @@ impl Cassette {
         read().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
+    /// Hands each exchange to `each` in recorded order, read one at a time
+    /// in one read transaction (see [`Everything`] for all at once), so that
+    /// memory holds one exchange however long the cassette: what `export`
+    /// writes from. The walk ends at `each`'s first error; a failure to read
+    /// is an `io::Error` whose inner error is the [`Error`] that names the
+    /// cassette.
+    ///
+    /// # Errors
+    ///
+    /// `each`'s first error, an SQLite failure or a row that does not hold a
+    /// valid exchange.
+    pub fn each_exchange(
+        &self,
+        mut each: impl FnMut(&Exchange) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let failed = |kind| std::io::Error::other(Error::Cassette { path: self.path.clone(), kind });
+        // Dropped at the end: a read transaction has nothing to commit.
+        let snapshot = self.conn.unchecked_transaction().map_err(|e| failed(e.into()))?;
+        let walked = load::each_exchange(&snapshot, &self.path, self.version, &mut |exchange| {
+            let id = exchange.source.as_ref().map_or(0, |source| source.row);
+            let exchange = exchange.parse().map_err(|why| failed(CassetteError::Damaged { id, why }))?;
+            each(&exchange)
+        });
+        walked.unwrap_or_else(|kind| Err(failed(kind)))
+    }
+
     /// Removes the exchanges of these rows (their messages with them) in
     /// one transaction, each only if it still holds the exchange named by
     /// its match key and occurrence: a row that holds another (the cassette
