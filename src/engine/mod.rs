@@ -24,6 +24,7 @@
 //! how the link reaches the upstream belong to the front door.
 
 pub mod by_rule;
+pub mod flight;
 pub mod inject;
 pub mod ledger;
 pub mod memory;
@@ -50,8 +51,8 @@ use ledger::Usage;
 use reenact::Live;
 use replay::Replay;
 
-pub use record::{Flight, Flights, Heard, Held, Listener, Recorder, Said, ServiceFlight};
-pub use replay::ServiceReply;
+pub use flight::{Flight, Flights, Heard, Held, Listener, Said, ServiceFlight};
+pub use record::Recorder;
 
 /// What the front door read about a request besides its message.
 #[derive(Clone, Debug, Default)]
@@ -338,6 +339,16 @@ pub enum ServiceStep<'e, L> {
     Answer(ServiceReply),
     /// Forward it through `link`; a successful answer goes to `flight`.
     Forward { link: &'e L, flight: ServiceFlight },
+}
+
+/// The answer to an Agent 365 service endpoint, before HTTP framing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServiceReply {
+    /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
+    pub outcome: Outcome,
+    pub status: Status,
+    pub content_type: String,
+    pub body: String,
 }
 
 /// What a client asks of a handshake-era session besides requests.

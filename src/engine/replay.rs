@@ -20,7 +20,7 @@ use super::memory::Memory;
 use super::miss::{Miss, Nearest};
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Standalone, Subscriptions};
-use super::{Answer, Call, Outcome, Outgoing, Standing};
+use super::{Answer, Call, Outcome, Outgoing, ServiceReply, Standing};
 use crate::agent365;
 use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status, StreamShape};
 use crate::cassette::tape::{Cursors, Named, Recorded, ServedMessage, Tape};
@@ -42,16 +42,6 @@ static OWN_SERVER_INFO: LazyLock<Value> = LazyLock::new(mcp::server_info);
 
 /// How many recorded requests a miss error lists.
 const NEAREST_SHOWN: usize = 3;
-
-/// The answer to an Agent 365 service endpoint, before HTTP framing.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServiceReply {
-    /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
-    pub outcome: Outcome,
-    pub status: Status,
-    pub content_type: String,
-    pub body: String,
-}
 
 /// What a request gets when no recording, match rule or answer template
 /// answers it.

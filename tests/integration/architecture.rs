@@ -45,25 +45,62 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-/// The modules a line of code names: `crate::a::…`, `crate::{a, b::c}`,
-/// `crate::cassette::{store, tape}`, and in the engine `super::record` /
-/// `super::replay`.
-fn named(line: &str, in_engine: bool) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = line;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        names.extend(paths(rest).iter().map(|path| node_named(path)));
+/// The modules a file's code names: `crate::a::…`, `crate::{a, b::c}`,
+/// `crate::cassette::{store, tape}`; outside the engine also `engine::…`
+/// after a `use crate::engine`, and a name the engine re-exports from a
+/// mode names that mode; in the engine `super::record` / `super::replay`.
+fn named(code: &str, in_engine: bool) -> Vec<String> {
+    let mut names: Vec<String> = after(code, "crate::").flat_map(paths).map(|p| node_named(&p)).collect();
+    if !in_engine {
+        names.extend(after(code, "engine::").flat_map(paths).map(|p| node_named(&format!("engine::{p}"))));
     }
     names.retain(|n| !n.is_empty());
     if in_engine {
         for mode in ["record", "replay"] {
-            if line.contains(&format!("super::{mode}")) {
+            if code.contains(&format!("super::{mode}")) {
                 names.push(format!("engine::{mode}"));
             }
         }
     }
     names
+}
+
+/// The text after each `prefix` in `code` that starts a path (`prefix` not
+/// the tail of a longer one, as `engine::` is of `base64::engine::`).
+fn after<'a>(code: &'a str, prefix: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    code.match_indices(prefix).filter_map(move |(at, _)| {
+        let before = code[..at].chars().next_back();
+        let starts = before.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == ':'));
+        starts.then(|| &code[at + prefix.len()..])
+    })
+}
+
+/// What `src/engine/mod.rs` re-exports from a mode: name → `record` or
+/// `replay` (a front door naming one names that mode).
+fn engine_reexports() -> &'static BTreeMap<String, String> {
+    static FOUND: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/mod.rs");
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        let mut found = BTreeMap::new();
+        for used in code.split("pub use ").skip(1) {
+            for path in paths(used) {
+                let mut segments = path.split("::");
+                if let (Some(mode @ ("record" | "replay")), Some(name)) = (segments.next(), segments.last()) {
+                    found.insert(name.to_owned(), mode.to_owned());
+                }
+            }
+        }
+        found
+    })
+}
+
+/// A file's code as one line: comments and `#[cfg(test)]` code left out
+/// (test modules close each file), so a `use` over several lines reads
+/// as one.
+fn code_of(text: &str) -> String {
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines().map(str::trim).filter(|l| !l.starts_with("//")).collect::<Vec<_>>().join(" ")
 }
 
 /// The paths `text` starts with: `a::b`, or each of `{a::b, c::{d, e}}`
@@ -115,6 +152,9 @@ fn node_named(path: &str) -> String {
         Some(mode) if first == "engine" && (mode == "record" || mode == "replay") => {
             format!("engine::{mode}")
         }
+        Some(name) if first == "engine" && engine_reexports().contains_key(name) => {
+            format!("engine::{}", engine_reexports()[name])
+        }
         Some(module) if GROUPS.contains(&first) => format!("{first}::{module}"),
         _ => first.to_owned(),
     }
@@ -128,15 +168,11 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
     for file in files {
         let relative = file.strip_prefix(&src).unwrap();
         let Some(node) = node_of(relative) else { continue };
-        let text = std::fs::read_to_string(&file).unwrap();
-        // Test modules close each file; everything from their attribute on is test code.
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
         let targets = edges.entry(node.clone()).or_default();
-        for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
-            for target in named(line, node.starts_with("engine")) {
-                if target != node {
-                    targets.insert(target);
-                }
+        for target in named(&code, node.starts_with("engine")) {
+            if target != node {
+                targets.insert(target);
             }
         }
     }
@@ -247,6 +283,16 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     assert_eq!(node_of(Path::new("cassette/mod.rs")).as_deref(), Some("cassette"));
     assert_eq!(named("let x = crate::engine::record::MAX;", false), ["engine::record"]);
     assert_eq!(named("use super::replay::Replay;", true), ["engine::replay"]);
+    assert_eq!(
+        named("use crate::engine; fn f(r: engine::record::Recorder) {}", false),
+        ["engine", "engine::record"]
+    );
+    let over_lines = code_of("use crate::engine::{\n    // the recorder\n    Answer,\n    Recorder,\n};");
+    assert!(
+        named(&over_lines, false).contains(&"engine::record".to_owned()),
+        "a name re-exported from a mode"
+    );
+    assert_eq!(named("let b = base64::engine::general_purpose::STANDARD;", false), Vec::<String>::new());
     assert_eq!(node_of(Path::new("engine/reenact.rs")).as_deref(), Some("engine"));
     assert_eq!(node_of(Path::new("transport/http/proxy.rs")).as_deref(), Some("transport"));
 }
