@@ -301,38 +301,78 @@ pub fn clipped(value: &Value, max: usize) -> Value {
 
 /// The RFC 6901 pointer to member (or index) `key` of what `pointer` points at.
 pub fn pointer_child(pointer: &str, key: &str) -> String {
-    format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"))
+    let mut child = pointer.to_owned();
+    push_child(&mut child, key);
+    child
 }
 
 /// The fields where `recorded` and `requested` differ, leaf by leaf through
 /// objects (and arrays of equal length), in pointer order.
 pub fn differences(recorded: &Value, requested: &Value) -> Vec<Difference> {
-    let mut found = Vec::new();
-    diff_into(String::new(), Some(recorded), Some(requested), &mut found);
-    found
+    first_differences(recorded, requested, usize::MAX).0
 }
 
-fn diff_into(
-    pointer: String,
-    recorded: Option<&Value>,
-    requested: Option<&Value>,
-    found: &mut Vec<Difference>,
-) {
-    let child = |key: &str| pointer_child(&pointer, key);
-    match (recorded, requested) {
-        (Some(a), Some(b)) if a == b => {}
-        (Some(Value::Object(a)), Some(Value::Object(b))) => {
-            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-            for key in keys {
-                diff_into(child(key), a.get(key), b.get(key), found);
+/// The first `keep` of [`differences`], and how many there are in all:
+/// those past `keep` are counted, not built (no pointer text, no copies of
+/// values), so a request of many leaves costs a count.
+pub fn first_differences(recorded: &Value, requested: &Value, keep: usize) -> (Vec<Difference>, usize) {
+    let mut walk = Walk { found: Vec::new(), keep, count: 0 };
+    walk.diff(&mut String::new(), Some(recorded), Some(requested));
+    (walk.found, walk.count)
+}
+
+/// Where [`first_differences`] has got to.
+struct Walk {
+    found: Vec<Difference>,
+    keep: usize,
+    count: usize,
+}
+
+impl Walk {
+    /// Compares the values at `pointer` (extended for each child, and back).
+    fn diff(&mut self, pointer: &mut String, recorded: Option<&Value>, requested: Option<&Value>) {
+        let into = |walk: &mut Walk, pointer: &mut String, key: &str, a, b| {
+            let at = pointer.len();
+            push_child(pointer, key);
+            walk.diff(pointer, a, b);
+            pointer.truncate(at);
+        };
+        match (recorded, requested) {
+            (Some(a), Some(b)) if a == b => {}
+            (Some(Value::Object(a)), Some(Value::Object(b))) => {
+                let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+                for key in keys {
+                    into(self, pointer, key, a.get(key), b.get(key));
+                }
+            }
+            (Some(Value::Array(a)), Some(Value::Array(b))) if a.len() == b.len() => {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    into(self, pointer, &i.to_string(), Some(x), Some(y));
+                }
+            }
+            _ => {
+                self.count += 1;
+                if self.found.len() < self.keep {
+                    let (recorded, requested) = (recorded.cloned(), requested.cloned());
+                    self.found.push(Difference { pointer: pointer.clone(), recorded, requested });
+                }
             }
         }
-        (Some(Value::Array(a)), Some(Value::Array(b))) if a.len() == b.len() => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                diff_into(child(&i.to_string()), Some(x), Some(y), found);
-            }
+    }
+}
+
+/// Appends to `pointer` the RFC 6901 reference token of member (or index) `key`.
+fn push_child(pointer: &mut String, key: &str) {
+    pointer.push('/');
+    if !key.contains(['~', '/']) {
+        return pointer.push_str(key);
+    }
+    for c in key.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            c => pointer.push(c),
         }
-        _ => found.push(Difference { pointer, recorded: recorded.cloned(), requested: requested.cloned() }),
     }
 }
 
@@ -430,6 +470,13 @@ pub(crate) mod tests {
         assert_eq!(pointers, ["/arguments/a", "/arguments/gone", "/arguments/list/1", "/arguments/new"]);
         assert!(differences(&recorded, &recorded).is_empty());
         assert_eq!(differences(&json!(null), &json!({}))[0].pointer, "");
+        let all: Vec<_> = differences(&recorded, &requested).into_iter().map(|d| d.pointer).collect();
+        for keep in 0..6 {
+            let (first, count) = first_differences(&recorded, &requested, keep);
+            let first: Vec<_> = first.into_iter().map(|d| d.pointer).collect();
+            assert_eq!((first.as_slice(), count), (&all[..keep.min(4)], 4), "keep {keep}");
+        }
+        assert_eq!(pointer_child("/a", "x~y/z"), "/a/x~0y~1z");
     }
 
     #[test]

@@ -121,14 +121,14 @@ impl Miss {
 }
 
 impl Nearest {
-    /// A recording whose params were `params`, and `differences`, all the
-    /// places they differ from what was sent; kept as far as is shown.
-    pub fn new(params: &Value, differences: Vec<Difference>) -> Nearest {
-        let differing = differences.len();
+    /// A recording whose params were `params`, beside what was sent
+    /// (`requested`): where they differ, kept as far as is shown, and how
+    /// many places in all.
+    pub fn between(params: &Value, requested: &Value) -> Nearest {
+        let (differences, differing) = normalize::first_differences(params, requested, DIFFERENCES_KEPT);
         let shown = |value: Option<Value>| value.map(|v| normalize::clipped(&v, MAX_SHOWN_BYTES));
         let differences = differences
             .into_iter()
-            .take(DIFFERENCES_KEPT)
             .map(|d| Difference {
                 pointer: clip(&d.pointer, MAX_SHOWN_BYTES).into_owned(),
                 recorded: shown(d.recorded),
@@ -145,14 +145,11 @@ mod tests {
 
     #[test]
     fn a_miss_keeps_a_bounded_count_of_differences_and_counts_them_all() {
-        let differences: Vec<Difference> = (0..40)
-            .map(|i| Difference {
-                pointer: format!("/arguments/k{i}"),
-                recorded: Some(json!(i)),
-                requested: Some(json!("x".repeat(1000))),
-            })
-            .collect();
-        let near = Nearest::new(&json!({"arguments": {}}), differences);
+        let recorded: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("k{i:02}"), json!(i))).collect();
+        let requested: serde_json::Map<String, Value> =
+            (0..40).map(|i| (format!("k{i:02}"), json!("x".repeat(1000)))).collect();
+        let near = Nearest::between(&json!({"arguments": recorded}), &json!({"arguments": requested}));
         assert_eq!((near.differences.len(), near.differing), (DIFFERENCES_KEPT, 40));
         let requested = near.differences[0].requested.as_ref().unwrap().as_str().unwrap().to_owned();
         assert!(requested.len() < 1000, "a value is cut to what is shown: {}", requested.len());
@@ -160,7 +157,7 @@ mod tests {
             .with_nearest(vec![near])
             .decided_by("t.toml:3 (nearest)".into(), "no recording within reach".into());
         assert!(miss.message.ends_with("; rule t.toml:3 (nearest) decided it: no recording within reach"));
-        assert!(miss.told().ends_with(", /arguments/k7, and 32 more"), "{}", miss.told());
+        assert!(miss.told().ends_with(", /arguments/k07, and 32 more"), "{}", miss.told());
         let data = miss.data();
         assert_eq!(data["nearest"][0]["differing"], 40);
         assert_eq!(data["nearest"][0]["differences"].as_array().unwrap().len(), DIFFERENCES_KEPT);

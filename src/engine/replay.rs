@@ -782,16 +782,17 @@ impl Replay {
             "resources/read" => Some(Named::Resource),
             _ => None,
         };
-        let candidates: Vec<(Option<Value>, &Arc<Recorded>)> = match named {
+        // The recordings of its kind; their params are read only for those compared.
+        let candidates: Vec<&Arc<Recorded>> = match named {
             Some(kind) => {
                 let name = mcp::subject_of(call.method, params);
                 if !self.tape.knows(call.server, kind, name.unwrap_or_default()) {
                     return None;
                 }
-                recorded.iter().filter(|r| r.subject.as_deref() == name).map(|r| (r.params(), r)).collect()
+                recorded.iter().filter(|r| r.subject.as_deref() == name).collect()
             }
             None if !recorded.is_empty() && is_unknown_to_mock(call.era, call.method) => {
-                recorded.iter().map(|r| (r.params(), r)).collect()
+                recorded.iter().collect()
             }
             None => return None,
         };
@@ -814,7 +815,7 @@ impl Replay {
         call: &Call,
         what: &str,
         params: Option<&Value>,
-        candidates: &[(Option<Value>, &Arc<Recorded>)],
+        candidates: &[&Arc<Recorded>],
     ) -> Miss {
         let requested = self.rules.canonical_params(params);
         // A recording held in both eras (or twice) is one candidate; a
@@ -823,20 +824,15 @@ impl Replay {
         let compared =
             candidates.len().min(MAX_MISS_COMPARED).min((MAX_MISS_COMPARED_LEAVES / leaves).max(1));
         let mut distinct: Vec<Value> = Vec::new();
-        for (params, _) in &candidates[..compared] {
-            let recorded = self.rules.canonical_params(params.as_ref());
+        for candidate in &candidates[..compared] {
+            let recorded = self.rules.canonical_params(candidate.params().as_ref());
             if !distinct.contains(&recorded) {
                 distinct.push(recorded);
             }
         }
         let kinds = distinct.len();
-        let mut nearest: Vec<Nearest> = distinct
-            .into_iter()
-            .map(|recorded| {
-                let differences = normalize::differences(&recorded, &requested);
-                Nearest::new(&recorded, differences)
-            })
-            .collect();
+        let mut nearest: Vec<Nearest> =
+            distinct.into_iter().map(|recorded| Nearest::between(&recorded, &requested)).collect();
         nearest.sort_by_key(|near| near.differing);
         nearest.truncate(NEAREST_SHOWN);
         let differ = match candidates.len() - compared {

@@ -323,13 +323,6 @@ def nearest(args, checks, daemon_class):
         stop = threading.Event()
         hostile_counts = {}
 
-        def ordinary(latencies, outcomes):
-            while not stop.is_set():
-                began = time.monotonic()
-                outcome = post(replay.base, path, call("Hello"), timeout=ORDINARY_TIMEOUT_S)
-                latencies.append(time.monotonic() - began)
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
-
         # Built once (the client's own work must not stand in for the daemon's): each request
         # puts its own query in.
         plain = call("Lookup", {"query": "QUERY" + "q" * 200, "page": 1})
@@ -344,14 +337,24 @@ def nearest(args, checks, daemon_class):
                 n += 1
 
         def measure(seconds, hostile):
-            latencies, outcomes = [], {}
+            """The ordinary calls' latencies and outcomes over `seconds`, with the
+            hostile workers running or not. The ordinary clients are a process
+            of their own: in this one they would wait for the hostile threads'
+            turns at the interpreter, and that wait would count as the daemon's."""
             stop.clear()
-            threads = [threading.Thread(target=ordinary, args=(latencies, outcomes)) for _ in range(2)]
-            if hostile:
-                threads += [threading.Thread(target=hostile_worker, args=(w,)) for w in range(WORKERS)]
-            run_for(seconds, threads, stop)
-            latencies.sort()
-            return latencies, outcomes
+            threads = [threading.Thread(target=hostile_worker, args=(w,)) for w in range(WORKERS)] if hostile else []
+            for thread in threads:
+                thread.start()
+            try:
+                measured = subprocess.run([sys.executable, __file__, "ordinary", replay.base, path, str(seconds)],
+                                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                          timeout=seconds + ORDINARY_TIMEOUT_S + 30, check=True)
+            finally:
+                stop.set()
+                for thread in threads:
+                    thread.join(timeout=180)
+            ordinary = json.loads(measured.stdout)
+            return sorted(ordinary["latencies"]), ordinary["outcomes"]
 
         try:
             quiet, quiet_outcomes = measure(3, hostile=False)
@@ -368,7 +371,7 @@ def nearest(args, checks, daemon_class):
                   f"beside {WORKERS} hostile workers for {NEAREST_S} s p50 {figure(loaded, 0.5):.1f} ms, "
                   f"p99 {figure(loaded, 0.99):.1f} ms, max {loaded[-1] * 1000:.0f} ms ({len(loaded)}); "
                   f"hostile answers {dict(sorted((str(k), v) for k, v in hostile_counts.items()))}", flush=True)
-            assert quiet_outcomes == {200: len(quiet)} and loaded_outcomes == {200: len(loaded)}, \
+            assert quiet_outcomes == {"200": len(quiet)} and loaded_outcomes == {"200": len(loaded)}, \
                 (quiet_outcomes, loaded_outcomes)
             assert sum(hostile_counts.values()) >= WORKERS, hostile_counts
             assert code == 0, code
@@ -414,3 +417,26 @@ def flat_export(args, checks, large, directory):
 
         checks.run(f"soak: export as {name} holds one exchange at a time ({NEAREST_RECORDINGS} exchanges "
                    f"within {EXPORT_GROWTH_MIB} MiB of one)", flat)
+
+
+def ordinary_calls(base, path, seconds):
+    """Two clients calling an exactly recorded tool for `seconds`: each call's
+    latency and the count of each outcome, as JSON on stdout."""
+    latencies, outcomes = [], {}
+    stop = threading.Event()
+
+    def client():
+        while not stop.is_set():
+            began = time.monotonic()
+            outcome = post(base, path, call("Hello"), timeout=ORDINARY_TIMEOUT_S)
+            latencies.append(time.monotonic() - began)
+            outcomes[str(outcome)] = outcomes.get(str(outcome), 0) + 1
+
+    run_for(seconds, [threading.Thread(target=client) for _ in range(2)], stop)
+    print(json.dumps({"latencies": latencies, "outcomes": outcomes}))
+
+
+if __name__ == "__main__":
+    # soak.py ordinary BASE PATH SECONDS: the ordinary clients of `nearest`, in a process of their own.
+    if sys.argv[1:2] == ["ordinary"]:
+        ordinary_calls(sys.argv[2], sys.argv[3], float(sys.argv[4]))

@@ -1,7 +1,7 @@
 //! Recordings that keep JSON-RPC messages rather than HTTP: the MCP
 //! Inspector's protocol history, mcp-cassette's JSON Lines, mcp-recorder's
 //! JSON and mcp-vcr's transcripts. Each is read into the messages in the
-//! order they were sent ([`Said`]), and [`pair`] makes exchanges of them as
+//! order they were sent ([`Turn`]), and [`pair`] makes exchanges of them as
 //! record does on stdio: a request's answer ends its exchange; progress for
 //! its token, other server messages and the server's requests (with the
 //! client's replies) go with the request sent last while one is open, and
@@ -17,7 +17,7 @@ use crate::limits::MAX_YAML_FLOW_DEPTH;
 
 /// One message of a transcript: when (milliseconds, on the file's own
 /// clock), who sent it, and the message.
-struct Said {
+struct Turn {
     at_ms: i64,
     /// An answer a file keeps with its request, not where it came: at its
     /// millisecond it goes after the messages the file has in place.
@@ -88,12 +88,12 @@ impl Open {
 }
 
 /// Pairs a transcript's messages into exchanges (see the module's text).
-fn pair(mut said: Vec<Said>, read: &mut ReadFile) {
+fn pair(mut said: Vec<Turn>, read: &mut ReadFile) {
     // Files written as things happened are in order already; a stable sort by time keeps ties in file order.
     said.sort_by_key(|s| (s.at_ms, s.late));
     let mut open = Open::default();
     let mut last: Option<usize> = None;
-    for Said { at_ms, from_client, body, at, .. } in said {
+    for Turn { at_ms, from_client, body, at, .. } in said {
         let method = body.get("method").and_then(Value::as_str).map(str::to_owned);
         let id = body.get("id").cloned();
         let offset = |sent: i64| u64::try_from(at_ms - sent).unwrap_or(0);
@@ -184,10 +184,10 @@ pub fn inspector(text: &str) -> Result<ReadFile, String> {
         }
         let message =
             entry.get("message").filter(|m| m.is_object()).ok_or_else(|| bad("no \"message\" object"))?;
-        said.push(Said { late: false, at_ms, from_client, body: message.clone(), at: at.clone() });
+        said.push(Turn { late: false, at_ms, from_client, body: message.clone(), at: at.clone() });
         if let Some(response) = entry.get("response").filter(|r| r.is_object()) {
             let duration = entry.get("duration").and_then(Value::as_i64).unwrap_or(0);
-            said.push(Said {
+            said.push(Turn {
                 late: true,
                 at_ms: at_ms + duration,
                 from_client: !from_client,
@@ -254,7 +254,7 @@ pub fn mcp_cassette(text: &str) -> Result<ReadFile, String> {
             Some("frame") => {
                 let frame =
                     value.get("frame").filter(|f| f.is_object()).ok_or_else(|| bad("no \"frame\""))?;
-                said.push(Said {
+                said.push(Turn {
                     late: false,
                     at_ms: time(&value)?,
                     from_client: from_client()?,
@@ -277,7 +277,7 @@ pub fn mcp_cassette(text: &str) -> Result<ReadFile, String> {
                         .get("frame")
                         .filter(|f| f.is_object())
                         .ok_or_else(|| bad("a chunk has no \"frame\""))?;
-                    said.push(Said {
+                    said.push(Turn {
                         late: false,
                         at_ms: time(chunk)?,
                         from_client: false,
@@ -417,7 +417,7 @@ pub fn mcp_vcr(text: &str) -> Result<ReadFile, String> {
         let at_ms = message.get("t").and_then(Value::as_i64).ok_or_else(|| bad("no \"t\""))?;
         let body =
             message.get("payload").filter(|p| p.is_object()).ok_or_else(|| bad("no \"payload\" object"))?;
-        said.push(Said { at_ms, late: false, from_client, body: body.clone(), at });
+        said.push(Turn { at_ms, late: false, from_client, body: body.clone(), at });
     }
     let mut read = ReadFile::default();
     pair(said, &mut read);
