@@ -4,34 +4,25 @@
 
 use libfuzzer_sys::fuzz_target;
 use mcp_tape::cassette::jsonl;
-use mcp_tape::cassette::store::{Cassette, Loaded};
-
-fn loaded(cassette: &Cassette) -> Loaded {
-    Loaded {
-        exchanges: cassette.exchanges().unwrap(),
-        service_answers: cassette.service_answers().unwrap(),
-        templates: cassette.templates().unwrap(),
-    }
-}
+use mcp_tape::cassette::store::Cassette;
 
 fuzz_target!(|data: &[u8]| {
     let mut cassette = Cassette::open_in_memory().unwrap();
     match jsonl::import(data, &mut cassette) {
         Err(_) => {
-            let nothing = loaded(&cassette);
             assert!(
-                nothing.exchanges.is_empty()
-                    && nothing.service_answers.is_empty()
-                    && nothing.templates.is_empty()
+                cassette.exchanges().unwrap().is_empty()
+                    && cassette.service_answers().unwrap().is_empty()
+                    && cassette.templates().unwrap().is_empty()
             );
         }
         Ok(_) => {
             let mut first = Vec::new();
-            jsonl::export(&loaded(&cassette), &mut first).unwrap();
+            jsonl::export(&cassette, &mut first).unwrap();
             let mut again = Cassette::open_in_memory().unwrap();
             jsonl::import(first.as_slice(), &mut again).unwrap();
             let mut second = Vec::new();
-            jsonl::export(&loaded(&again), &mut second).unwrap();
+            jsonl::export(&again, &mut second).unwrap();
             assert_eq!(first, second);
         }
     }
