@@ -17,7 +17,7 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
 fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-if ! cargo +nightly fuzz build > "$scratch/build.log" 2>&1; then
+if ! cargo +nightly fuzz build --dev > "$scratch/build.log" 2>&1; then
     tail -40 "$scratch/build.log" >&2
     echo "fuzz: the targets do not build" >&2
     exit 1
@@ -25,7 +25,7 @@ fi
 tail -1 "$scratch/build.log" >&2
 for target in $(cargo +nightly fuzz list); do
     mkdir -p "$scratch/$target"
-    if ! cargo +nightly fuzz run "$target" "$scratch/$target" "corpus/$target" -- \
+    if ! cargo +nightly fuzz run --dev "$target" "$scratch/$target" "corpus/$target" -- \
         -max_total_time="$SECONDS_EACH" > "$scratch/$target.log" 2>&1; then
         tail -40 "$scratch/$target.log" >&2
         echo "fuzz: $target failed" >&2
