@@ -133,12 +133,32 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// current-thread runtime (stdio serves one client) or none, it runs as it
 /// is.
 pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
     /// The long pieces of work under way.
     static LONG: Gate = Gate::new();
+    in_place(|| LONG.pass(all_cores_but_one(), work))
+}
+
+/// An input past this many bytes is worked through by [`sized_work`] off
+/// the async workers.
+pub const LARGE_INPUT_BYTES: usize = 64 * 1024;
+
+/// Runs `work` over an input of `size` bytes (reading, scrubbing and
+/// matching a request take time in its size): past [`LARGE_INPUT_BYTES`]
+/// with the worker's other tasks handed to another thread meanwhile, as
+/// [`off_the_workers`] does but outside its limit (`work` may pass that
+/// itself), else as it is.
+pub fn sized_work<T>(size: usize, work: impl FnOnce() -> T) -> T {
+    if size > LARGE_INPUT_BYTES { in_place(work) } else { work() }
+}
+
+/// Runs `work` on this thread, having handed an async worker's other
+/// tasks to another thread (`block_in_place`); on a current-thread runtime
+/// or none, as it is.
+fn in_place<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(|| LONG.pass(all_cores_but_one(), work))
+            tokio::task::block_in_place(work)
         }
         _ => work(),
     }

@@ -45,7 +45,7 @@ use crate::limits::{
 };
 use crate::mcp::{self, RoutingHeaders};
 use crate::redact;
-use crate::util::{pieces, printable};
+use crate::util::{self, pieces, printable};
 
 /// The MCP headers, named once: a lookup by `&str` parses the name on
 /// every request.
@@ -278,22 +278,46 @@ async fn post(
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     let proxy = app.engine.upstream();
-    let recording = proxy.is_some();
     let (parts, body) = request.into_parts();
     let body = read_body(body, app.front_door.idle_timeout).await?;
-    let read = check_post_headers(&parts.headers).and_then(|accepts| {
-        let message = super::parse_message(&body, &app.params)?;
-        Ok((message, accepts, Context::read(&parts.headers, recording.then_some(&app.redact_headers[..]))?))
-    });
-    let (message, accepts, context) = match (read, proxy) {
-        (Ok(read), _) => read,
+    // Reading, scrubbing and matching a large body take time in its size: off the async workers.
+    let stepped = util::sized_work(body.len(), || step(&parts, &body, app, proxy.is_some(), logged));
+    let (step, read) = match (stepped, proxy) {
+        (Ok(stepped), _) => stepped?,
         (Err(_), Some(proxy)) => {
             logged.outcome = Outcome::Forwarded;
             return proxy.relay(&parts, body).await;
         }
         (Err(error), None) => return Err(error),
     };
-    let Context { era, session, facts } = context;
+    let PostHeaders { accepts, session, era, primable } = read;
+    let post = Post { parts, body, accepts, session, era, primable, wire };
+    respond(step, app, &post, logged).await
+}
+
+/// What a POST's headers said, beside what the engine made of its message.
+struct PostHeaders {
+    accepts: Accepts,
+    session: Option<String>,
+    era: Era,
+    /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
+    primable: bool,
+}
+
+/// Reads a POST's message and hands it to the engine. The outer error is a
+/// message the front door cannot read (recording, it goes to the upstream
+/// as it is, for the upstream to judge); the inner one the engine's.
+fn step<'a>(
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    app: &'a App,
+    recording: bool,
+    logged: &mut Logged,
+) -> Result<Stepped<'a>, RequestError> {
+    let accepts = check_post_headers(&parts.headers)?;
+    let message = super::parse_message(body, &app.params)?;
+    let Context { era, session, facts } =
+        Context::read(&parts.headers, recording.then_some(&app.redact_headers[..]))?;
     // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
     let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version.as_deref());
     let mut primable = header_version.is_some_and(mcp::takes_priming_events);
@@ -317,21 +341,23 @@ async fn post(
             logged.params = params;
             logged.mcp_method = method;
             logged.id = Some(id.clone());
-            step?
+            step
         }
         Message::Notification { method, .. } => {
             let step = app.engine.client_message(era, session.as_deref(), FromClient::Notification(&method));
             logged.mcp_method = method;
-            step?
+            step
         }
         Message::Response { id, body: reply } => {
             logged.mcp_method = "(response)".into();
-            app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))?
+            app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))
         }
     };
-    let post = Post { parts, body, accepts, session, era, primable, wire };
-    respond(step, app, &post, logged).await
+    Ok(step.map(|step| (step, PostHeaders { accepts, session, era, primable })))
 }
+
+/// What the engine made of a POST's message, and what its headers said.
+type Stepped<'a> = Result<(Step<'a, Proxy>, PostHeaders), RequestError>;
 
 /// A POST the engine has read, for enacting its answer.
 struct Post {
