@@ -81,7 +81,8 @@
 //!   checked against the cassette.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, statuses, replayed streams a client can resume, the record
-//!   proxy, the accept loop, the upstream client) and
+//!   proxy, the accept loop, the upstream client and when its
+//!   connections' reads arrived) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`drift`]: answers and tool catalogues compared (same, changed, gone;

@@ -93,9 +93,10 @@ pub const MAX_HELD_ASIDES: usize = 256;
 /// How long a replayed answer waits for what the server said before it (on
 /// the session's GET stream) to be written to the client; past it the
 /// answer goes anyway, so a client that does not read its GET stream still
-/// gets its answers.
+/// gets its answers. Recording, how long what the server said on its GET
+/// stream after an answer waits for the client to have that answer.
 ///
-/// Enforced in [`crate::transport::http`].
+/// Enforced in [`crate::transport::http`] and [`crate::engine::Listener`].
 pub const MAX_ASIDE_WRITE_WAIT: Duration = Duration::from_secs(1);
 
 /// Recorded answers whose SSE stream the server closed before the answer,

@@ -13,18 +13,20 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
+use tokio::time::{Instant, timeout_at};
 
-use super::record::{Commit, Recorder, SharedCapture};
+use super::record::{Answer, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written};
 use crate::cassette::model::spelling::Spellings;
 use crate::cassette::model::{
     Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, spelling,
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
-use crate::limits::MAX_RECORDED_STREAM_BYTES;
+use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
 use crate::redact;
 use crate::util::lock;
@@ -52,6 +54,39 @@ impl From<Value> for Said {
     }
 }
 
+/// When a message from the upstream arrived: the system clock's
+/// nanoseconds when the kernel received its last byte, where the front
+/// door can tell (so two connections' messages are ordered as they came,
+/// not as they were read), else when the engine was shown it.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub struct Arrived(u64);
+
+impl Arrived {
+    /// At `nanos` past the epoch of the system clock.
+    pub fn at(nanos: u64) -> Arrived {
+        Arrived(nanos)
+    }
+
+    /// Nanoseconds past the epoch of the system clock.
+    pub fn nanos(self) -> u64 {
+        self.0
+    }
+
+    pub fn now() -> Arrived {
+        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        Arrived(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// How long what the server says on its own while an exchange's answer
+/// has not been seen waits for that answer: the two may have arrived
+/// together on two connections and the answer be read second.
+const ANSWER_LOOKED_FOR: Duration = Duration::from_millis(10);
+
+/// A wait before a message of the standalone stream is relayed (see
+/// [`Listener::heard`]).
+pub type Wait = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
 /// The recording of what a session's standalone stream (GET) carries:
 /// each request or notification on it is an aside ([`Recorder::aside`]).
 pub struct Listener {
@@ -64,13 +99,41 @@ impl Listener {
         Listener { recorder, session }
     }
 
-    /// One event's data from the stream.
-    pub fn heard(&self, data: &str) {
-        let Some(said) = Said::read(data) else { return };
-        if said.body.get("method").is_some() {
-            self.recorder.aside(self.session.as_deref(), Channel::Standalone, said);
-        }
+    /// One event's data from the stream, which arrived at `arrived`. When
+    /// the answer of the exchange it follows arrived before it and the
+    /// client does not have that answer yet (it waits for its commit), the
+    /// door waits before relaying it (and what comes after it), so that
+    /// the client hears the two in the order the server said them: for
+    /// [`ANSWER_LOOKED_FOR`] while that answer has not been seen, then
+    /// until the answer has been written, [`MAX_ASIDE_WRITE_WAIT`] at most.
+    pub fn heard(&self, data: &str, arrived: Option<Arrived>) -> Option<Wait> {
+        let said = Said::read(data)?;
+        said.body.get("method")?;
+        let arrived = arrived.unwrap_or_else(Arrived::now);
+        let answer = self.recorder.aside(self.session.as_deref(), Channel::Standalone, said, arrived)?;
+        after_its_answer(answer, arrived)
     }
+}
+
+/// What a message that arrived at `arrived` waits for, beside the exchange
+/// whose answer is `answer` (see [`Listener::heard`]); `None` when the
+/// answer came after it or has been written.
+fn after_its_answer(answer: Answer, arrived: Arrived) -> Option<Wait> {
+    match *answer.borrow() {
+        Progress::Written(_) => return None,
+        Progress::Arrived(at) if at > arrived => return None,
+        _ => {}
+    }
+    let now = Instant::now();
+    let (looked_for, held) = (now + ANSWER_LOOKED_FOR, now + MAX_ASIDE_WRITE_WAIT);
+    let mut progress = answer.subscribe();
+    Some(Box::pin(async move {
+        let _ = timeout_at(looked_for, progress.wait_for(|p| *p != Progress::Awaited)).await;
+        let came_first = progress.borrow().arrived().is_some_and(|at| at <= arrived);
+        if came_first {
+            let _ = timeout_at(held, progress.wait_for(|p| matches!(p, Progress::Written(_)))).await;
+        }
+    }))
 }
 
 /// The recording of one Agent 365 service endpoint's answer.
@@ -227,12 +290,27 @@ impl Flight {
         lock(&self.capture).as_ref().map(|c| c.method().to_owned()).unwrap_or_default()
     }
 
-    /// The whole answer came as one message: the exchange is complete,
-    /// whatever id the message carries.
-    pub fn complete(self, message: Said) -> Held {
+    /// A sender the door fires once the answer has been written to the
+    /// client (dropped when it never will be): what the server said after
+    /// the answer waits for it ([`Listener::heard`]).
+    pub fn when_written(&self) -> oneshot::Sender<()> {
+        let (written, told) = oneshot::channel();
+        if let Some(answer) = lock(&self.capture).as_ref().map(|capture| Answer::clone(&capture.answer)) {
+            tokio::spawn(async move {
+                let _ = told.await;
+                answer_written(&answer);
+            });
+        }
+        written
+    }
+
+    /// The whole answer came as one message, which arrived at `arrived`:
+    /// the exchange is complete, whatever id the message carries.
+    pub fn complete(self, message: Said, arrived: Option<Arrived>) -> Held {
         let capture = lock(&self.capture).take();
         let committed = match capture {
             Some(mut capture) => {
+                answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
                 capture.push(Direction::Server, message);
                 self.recorder.commit(capture)
             }
@@ -245,8 +323,9 @@ impl Flight {
         Held { committed, id: Some(self.request_id.clone()) }
     }
 
-    /// Shows the flight one relayed message's data (an SSE event's).
-    pub fn observe(&mut self, data: &str) -> Heard {
+    /// Shows the flight one relayed message's data (an SSE event's), which
+    /// arrived at `arrived`.
+    pub fn observe(&mut self, data: &str, arrived: Option<Arrived>) -> Heard {
         if data.is_empty() {
             return Heard::Message;
         }
@@ -257,7 +336,7 @@ impl Flight {
             self.abandon("a message of the answer is not JSON");
             return Heard::Dropped;
         };
-        self.take(said)
+        self.take(said, arrived.unwrap_or_else(Arrived::now))
     }
 
     /// Shows the flight one relayed message the front door has parsed
@@ -266,7 +345,7 @@ impl Flight {
         if !self.within_bound(bytes) {
             return Heard::Dropped;
         }
-        self.take(said)
+        self.take(said, Arrived::now())
     }
 
     /// Counts `bytes` more of the answer; past [`MAX_RECORDED_STREAM_BYTES`]
@@ -280,8 +359,9 @@ impl Flight {
         true
     }
 
-    /// Records one message of the answer; the final one completes it.
-    fn take(&mut self, said: Said) -> Heard {
+    /// Records one message of the answer, which arrived at `arrived`; the
+    /// final one completes it.
+    fn take(&mut self, said: Said, arrived: Arrived) -> Heard {
         let mut guard = lock(&self.capture);
         let Some(capture) = guard.as_mut() else { return Heard::Message };
         let body = &said.body;
@@ -289,7 +369,7 @@ impl Flight {
             // What the subscription carries follows the call that changed something.
             let session = capture.session.clone();
             drop(guard);
-            self.recorder.aside(session.as_deref(), Channel::Subscription, said);
+            self.recorder.aside(session.as_deref(), Channel::Subscription, said, arrived);
             return Heard::Message;
         }
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
@@ -300,6 +380,7 @@ impl Flight {
         if !is_final {
             return Heard::Message;
         }
+        answer_arrived(&capture.answer, arrived);
         let Some(capture) = guard.take() else { return Heard::Message };
         drop(guard);
         Heard::Final(Held { committed: self.recorder.commit(capture), id: Some(self.request_id.clone()) })
@@ -361,7 +442,7 @@ impl Flights {
                 return flight.observe_message(message, bytes);
             }
             if let Some((recorder, session)) = &self.said {
-                recorder.aside(session.as_deref(), Channel::Standalone, message);
+                recorder.aside(session.as_deref(), Channel::Standalone, message, Arrived::now());
             }
             return Heard::Message;
         };
@@ -397,5 +478,43 @@ impl Flights {
             None => self.order.last()?.clone(),
         };
         self.open.get_mut(&id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::watch;
+
+    use super::*;
+    use crate::engine::record::Progress;
+
+    fn answer(progress: Progress) -> Answer {
+        Arc::new(watch::Sender::new(progress))
+    }
+
+    #[tokio::test]
+    async fn a_message_waits_only_for_an_answer_that_came_before_it_and_is_not_written() {
+        let (before, it, after) = (Arrived::at(10), Arrived::at(20), Arrived::at(30));
+        assert!(after_its_answer(answer(Progress::Arrived(after)), it).is_none(), "said in flight");
+        assert!(after_its_answer(answer(Progress::Written(before)), it).is_none(), "the client has it");
+
+        let came_first = answer(Progress::Arrived(before));
+        let mut wait = after_its_answer(Answer::clone(&came_first), it).expect("waits for the answer");
+        assert!(futures_poll(&mut wait).is_pending());
+        answer_written(&came_first);
+        wait.await;
+
+        // Not seen yet: looked for a while, then it came after all, second.
+        let awaited = answer(Progress::Awaited);
+        let wait = after_its_answer(Answer::clone(&awaited), it).expect("looks for the answer");
+        answer_arrived(&awaited, after);
+        wait.await;
+    }
+
+    fn futures_poll(wait: &mut Wait) -> Poll<()> {
+        let waker = std::task::Waker::noop();
+        wait.as_mut().poll(&mut Context::from_waker(waker))
     }
 }

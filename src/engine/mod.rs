@@ -51,7 +51,7 @@ use ledger::Usage;
 use reenact::Live;
 use replay::Replay;
 
-pub use flight::{Flight, Flights, Heard, Held, Listener, Said, ServiceFlight};
+pub use flight::{Arrived, Flight, Flights, Heard, Held, Listener, Said, ServiceFlight, Wait};
 pub use record::Recorder;
 
 /// What the front door read about a request besides its message.

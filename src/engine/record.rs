@@ -36,9 +36,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
-use super::flight::{Flight, Listener, Said, ServiceFlight};
+use super::flight::{Arrived, Flight, Listener, Said, ServiceFlight};
 use super::ledger::Ledger;
 use super::{Call, Outcome};
 use crate::cassette::model::{
@@ -90,6 +90,53 @@ pub(super) struct Spot {
     since: Instant,
     /// What the exchange's request carried that must not be stored.
     secrets: Arc<[String]>,
+    /// How far the exchange's answer has come.
+    pub(super) answer: Answer,
+}
+
+/// How far an exchange's answer has come, watched by what the server says
+/// on its own beside it: whether it came before the answer or after (by
+/// when each arrived, not when each was read) and, after, when the client
+/// has the answer.
+pub(super) type Answer = Arc<watch::Sender<Progress>>;
+
+/// Where an exchange's answer is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Progress {
+    /// Not come from the upstream yet.
+    Awaited,
+    /// Come, when it arrived.
+    Arrived(Arrived),
+    /// Written to the client (or the client is gone); when it arrived.
+    Written(Arrived),
+}
+
+impl Progress {
+    /// When the answer arrived, once it has.
+    pub(super) fn arrived(self) -> Option<Arrived> {
+        match self {
+            Progress::Awaited => None,
+            Progress::Arrived(at) | Progress::Written(at) => Some(at),
+        }
+    }
+}
+
+/// The answer arrived at `at` (the first time it is told).
+pub(super) fn answer_arrived(answer: &Answer, at: Arrived) {
+    answer.send_if_modified(|progress| {
+        let first = *progress == Progress::Awaited;
+        if first {
+            *progress = Progress::Arrived(at);
+        }
+        first
+    });
+}
+
+/// The client has the answer, or will never get it.
+pub(super) fn answer_written(answer: &Answer) {
+    answer.send_modify(|progress| {
+        *progress = Progress::Written(progress.arrived().unwrap_or_else(Arrived::now));
+    });
 }
 
 /// A capture shared between its stream and the replies that join it;
@@ -125,6 +172,11 @@ pub(super) struct Capture {
     secrets: Arc<[String]>,
     /// Bytes of asides joined so far.
     aside_bytes: usize,
+    /// When each of `raw.asides` arrived: one said in flight whose answer
+    /// arrived first is stored as said after it.
+    aside_arrivals: Vec<Arrived>,
+    /// How far the answer has come.
+    pub(super) answer: Answer,
     /// The upstream session this exchange belongs to (or opens).
     pub(super) session: Option<String>,
     /// The request carried more credential values than are scrubbed
@@ -149,6 +201,7 @@ impl Capture {
             after: None,
             since: self.started,
             secrets: Arc::clone(&self.secrets),
+            answer: Arc::clone(&self.answer),
         }
     }
 
@@ -218,11 +271,18 @@ impl Recorder {
         }
     }
 
-    /// The server in `session` said `body` on its own (on `channel`): it is
-    /// stored after what the server had seen last there, and a request among
-    /// them waits for the client's reply to join it. Before any exchange it
-    /// follows none and is not stored.
-    pub fn aside(&self, session: Option<&str>, channel: Channel, said: Said) {
+    /// The server in `session` said `body` on its own (on `channel`), and it
+    /// arrived at `arrived`: it is stored after what the server had seen
+    /// last there, and a request among them waits for the client's reply to
+    /// join it. Before any exchange it follows none and is not stored.
+    /// Returns the answer of the exchange it follows.
+    pub(super) fn aside(
+        &self,
+        session: Option<&str>,
+        channel: Channel,
+        said: Said,
+        arrived: Arrived,
+    ) -> Option<Answer> {
         let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
         let Some(spot) = spot else {
             let what = said.body.get("method").and_then(Value::as_str).unwrap_or("a message");
@@ -230,18 +290,21 @@ impl Recorder {
                 "the server said {} on its own before any exchange in its session; relayed, not stored",
                 printable(what)
             );
-            return;
+            return None;
         };
         if let (Some(_), Some(id)) = (said.body.get("method"), said.body.get("id")) {
             self.expect(session, id, PendingReply::Aside(spot.clone()));
         }
-        self.put_aside(&spot, channel, Direction::Server, said);
+        self.put_aside(&spot, channel, Direction::Server, said, arrived);
+        Some(spot.answer)
     }
 
-    /// Stores one aside at `spot`: with its exchange while that is being
-    /// recorded (said in flight, before the answer, unless it follows a
-    /// client notification), else after it, redacted and scrubbed.
-    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, said: Said) {
+    /// Stores one aside at `spot`, which arrived at `arrived`: said in
+    /// flight (to be replayed before the answer) when its exchange's answer
+    /// arrived after it, unless it follows a client notification; with its
+    /// exchange while that is being recorded, else on its own, redacted and
+    /// scrubbed.
+    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, said: Said, arrived: Arrived) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
         let Said { mut body, spellings } = said;
         if let Some(capture) = spot.capture.upgrade()
@@ -257,14 +320,18 @@ impl Recorder {
                 return;
             }
             let message = RecordedMessage { offset_ms, direction, body, spellings };
+            // Judged again once the answer is in (commit): it may have arrived before this.
             let in_flight = spot.after.is_none();
             capture.raw.asides.push(Aside { after: spot.after.clone(), in_flight, channel, message });
+            capture.aside_arrivals.push(arrived);
             return;
         }
         self.rules.redact(&mut body);
         redact::Scrubber::new(&spot.secrets).scrub(&mut body);
         let message = RecordedMessage { offset_ms, direction, body, spellings };
-        let aside = Aside { after: spot.after.clone(), in_flight: false, channel, message };
+        let answered = spot.answer.borrow().arrived();
+        let in_flight = spot.after.is_none() && answered.is_some_and(|answered| answered > arrived);
+        let aside = Aside { after: spot.after.clone(), in_flight, channel, message };
         self.writer.write_asides(spot.tag, vec![aside]);
     }
 
@@ -307,6 +374,8 @@ impl Recorder {
             started: Instant::now(),
             secrets: secrets.into(),
             aside_bytes: 0,
+            aside_arrivals: Vec::new(),
+            answer: Arc::new(watch::Sender::new(Progress::Awaited)),
             session: call.session.map(str::to_owned),
             too_many_secrets,
         }
@@ -317,7 +386,14 @@ impl Recorder {
     /// its secrets; the runtime's workers go on serving meanwhile); the
     /// commit says whether it was stored.
     pub(super) fn commit(&self, capture: Capture) -> Commit {
-        let Capture { mut raw, tag, secrets, session, too_many_secrets, .. } = capture;
+        let Capture { mut raw, tag, secrets, session, too_many_secrets, aside_arrivals, answer, .. } =
+            capture;
+        // What arrived after the answer was said after it, whichever was read first.
+        if let Some(answered) = answer.borrow().arrived() {
+            for (aside, arrived) in raw.asides.iter_mut().zip(aside_arrivals) {
+                aside.in_flight &= arrived < answered;
+            }
+        }
         if let Some(count) = too_many_secrets {
             tracing::warn!(
                 "{} on {}: the request carried {count} credential values, more than the \
@@ -378,7 +454,7 @@ impl Recorder {
                 }
             }
             Some(PendingReply::Aside(spot)) => {
-                self.put_aside(&spot, Channel::Standalone, Direction::Client, reply.into());
+                self.put_aside(&spot, Channel::Standalone, Direction::Client, reply.into(), Arrived::now());
             }
             None => {}
         }

@@ -31,8 +31,9 @@ TypeScript SDK and the official conformance suite:
   HTTP (everything_http.mjs) through `record` and against `replay` of it:
   replay must give what the client got through record; and where
   server-everything's log messages on its GET stream fall among its answers
-  (stream_order.py, by the kernel's receive times): replay of each of four
-  recordings puts each one before or after its answer as the cassette says;
+  (stream_order.py, by the kernel's receive times): through record, in the
+  four cassettes and on replay of each, each one falls between the same two
+  answers as directly;
 - Agent 365 mocks imported as answer templates (`import --a365-mocks`),
   served to the Python SDK (auto, legacy) and TypeScript SDK (v1; v2
   legacy, auto);
@@ -587,31 +588,47 @@ ORDER_SESSIONS = 4
 def stream_order_check(args, checks):
     """Where server-everything's log messages on the GET stream fall among its
     answers, by the kernel's receive times at one client (stream_order.py):
-    directly, through `record` (ORDER_SESSIONS sessions, one cassette each)
-    and on `replay` of each cassette. Replay must put each message where the
-    cassette says it came (said while its exchange was in flight: before
-    that answer; else after it), whatever the timing; the three transcripts
-    are kept in the logs (where record files a message that came within
-    microseconds of an answer depends on which connection it reads first)."""
+    directly (twice, which must agree), through `record` (ORDER_SESSIONS
+    sessions, one cassette each) and on `replay` of each cassette (three
+    times). Through record and on replay each message must fall between the
+    same two answers as directly; and replay where the cassette says it came
+    (said while its exchange was in flight: before that answer; else after
+    it). The transcripts are kept in the logs."""
     steps = ORDER_STEPS
     seen = collections.defaultdict(list)
     with tempfile.TemporaryDirectory() as cassettes:
         upstream = Daemon(None, None, [args.node, EVERYTHING_HTTP])
         try:
-            seen["directly"].append(stream_order.order(upstream.base + "/mcp", steps))
+            for _ in range(2):
+                seen["directly"].append(stream_order.order(upstream.base + "/mcp", steps))
+
+            def directly_the_same_each_time():
+                assert seen["directly"][0] == seen["directly"][1], seen["directly"]
+                assert any(logged for _, logged in seen["directly"][0]), "no log message heard"
+
+            checks.run("stream order: server-everything's log messages fall among its answers the same way "
+                       "in two direct sessions", directly_the_same_each_time)
+            direct = seen["directly"][0]
             for n in range(ORDER_SESSIONS):
                 recorder = Daemon(None, None, [args.binary, "record", "--upstream", upstream.base + "/mcp",
                                                "--cassettes", cassettes, "--name", f"order{n}", "--port", "0"])
                 try:
-                    seen["through record"].append(stream_order.order(recorder.base + "/mcp", steps))
+                    got = stream_order.order(recorder.base + "/mcp", steps)
+                    seen["through record"].append(got)
                 finally:
                     recorder.stop()
+
+                def as_directly_through_record(got=got):
+                    assert got == direct, {"through record": got, "directly": direct}
+
+                checks.run(f"stream order: through record ({n + 1} of {ORDER_SESSIONS}) each log message "
+                           "falls between the same two answers as directly", as_directly_through_record)
         finally:
             upstream.stop()
         for n in range(ORDER_SESSIONS):
             cassette = os.path.join(cassettes, f"order{n}.sqlite")
 
-            def replays_as_stored(cassette=cassette):
+            def replays_as_stored_and_as_directly(cassette=cassette):
                 with sqlite3.connect(cassette) as db:
                     rows = db.execute(
                         "SELECT e.method, a.in_flight, json_extract(a.body, '$.params.data') FROM aside a "
@@ -624,17 +641,19 @@ def stream_order_check(args, checks):
                 for method, in_flight, data in rows:
                     at = methods.index(method) + (0 if in_flight else 1)
                     want[methods[at]].append(stream_order.log_text(data))
+                stored = [[method, want[method]] for method in methods]
+                assert stored == direct, {"cassette": stored, "directly": direct}
                 replay = Daemon(args.binary, [cassette])
                 try:
                     for _ in range(3):
                         got = stream_order.order(replay.base + "/mcp", steps)
                         seen["replay"].append(got)
-                        assert got == [[method, want[method]] for method in methods], (got, rows)
+                        assert got == stored, {"replay": got, "cassette": stored}
                 finally:
                     replay.stop()
 
-            checks.run(f"stream order: replay {n + 1} of {ORDER_SESSIONS} puts each GET-stream log message "
-                       "before or after its answer as the cassette says", replays_as_stored)
+            checks.run(f"stream order: the cassette of record {n + 1} of {ORDER_SESSIONS} places each log message "
+                       "as it came directly, and replay puts it there", replays_as_stored_and_as_directly)
     with open(os.path.join(args.logs, "stream-order.json"), "w") as saved:
         json.dump(seen, saved, indent=1)
 

@@ -8,6 +8,7 @@
 //! a POST that is not a JSON-RPC message, and every GET and DELETE, go to
 //! the upstream as they are. Every request leaves one log line.
 
+mod arrival;
 mod frame;
 mod proxy;
 mod resume;
@@ -35,7 +36,7 @@ use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
 use crate::engine::{
-    Call, Engine, Facts, Failure, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
+    Call, Engine, Facts, Failure, Flight, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
@@ -419,7 +420,13 @@ async fn respond(
             Ok(frame::empty(StatusCode::ACCEPTED))
         }
         Step::Forward { link, flight } => {
-            link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome).await
+            // What the server says on its GET stream after this answer waits for it to be written.
+            let written = flight.as_ref().map(Flight::when_written);
+            let response = link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome).await?;
+            Ok(match written {
+                Some(written) => frame::announce(response, written, post.wire.clone()),
+                None => response,
+            })
         }
         Step::Delayed { by, then } => {
             logged.outcome = Outcome::Injected;

@@ -39,11 +39,12 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
+use super::arrival::Arrival;
 use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::cassette::model::ServiceRoute;
-use crate::engine::{Flight, Heard, Held, Listener, Outcome, Said, ServiceFlight};
+use crate::engine::{Flight, Heard, Held, Listener, Outcome, Said, ServiceFlight, Wait};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
@@ -94,8 +95,9 @@ impl Proxy {
                 return Err(error);
             }
         };
+        let arrival = arrival_of(&response);
         let (head, body) = response.into_parts();
-        let mut relay = Relay::new(body, Some(self.upstream.timeouts().idle), None);
+        let mut relay = Relay::new(body, Some(self.upstream.timeouts().idle), None, arrival);
         relay.tap = Some(tap);
         relay.parking = Some(Arc::clone(&self.parked));
         Ok(Response::from_parts(relay_head(head), relay.boxed()))
@@ -125,10 +127,11 @@ impl Proxy {
         let opened = response.headers().get(mcp::HEADER_SESSION_ID).and_then(|v| v.to_str().ok());
         flight.answered(status::to_record(response.status()), content_type, opened.map(str::to_owned));
         let idle = self.upstream.timeouts().idle;
+        let arrival = arrival_of(&response);
         if content_type.starts_with("text/event-stream") {
             *outcome = Outcome::Streaming;
             let (head, body) = response.into_parts();
-            let mut relay = Relay::new(body, Some(idle), Some(flight));
+            let mut relay = Relay::new(body, Some(idle), Some(flight), arrival);
             relay.parking = Some(Arc::clone(&self.parked));
             return Ok(Response::from_parts(relay_head(head), relay.boxed()));
         }
@@ -138,7 +141,7 @@ impl Proxy {
             .map_err(|unread| RequestError { fault: Box::new(self.unread(unread)), id: id.clone() })?;
         match std::str::from_utf8(&bytes).ok().and_then(Said::read) {
             Some(message) if message.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
-                flight.complete(message).await?;
+                flight.complete(message, arrival.and_then(|arrival| arrival.latest())).await?;
                 *outcome = Outcome::Recorded;
             }
             _ => {
@@ -210,7 +213,7 @@ impl Proxy {
     /// [`Fault::Upstream`] when the upstream fails before answering.
     pub(super) async fn relay(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, RequestError> {
         let (head, body) = self.forward(parts, body).await?.into_parts();
-        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None).boxed()))
+        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None, None).boxed()))
     }
 
     /// Forwards a GET for the standalone stream and relays it as it
@@ -225,8 +228,10 @@ impl Proxy {
         body: Bytes,
         listener: Listener,
     ) -> Result<Response<Body>, RequestError> {
-        let (head, body) = self.forward(parts, body).await?.into_parts();
-        let mut relay = Relay::new(body, None, None);
+        let response = self.forward(parts, body).await?;
+        let arrival = arrival_of(&response);
+        let (head, body) = response.into_parts();
+        let mut relay = Relay::new(body, None, None, arrival);
         relay.listen = Some((sse::Parser::default(), listener));
         Ok(Response::from_parts(relay_head(head), relay.boxed()))
     }
@@ -358,13 +363,23 @@ struct Relay {
     held: Option<(Held, BytesMut)>,
     /// A standalone stream's parser and listener (no tap then).
     listen: Option<(sse::Parser, Listener)>,
+    /// Events of a standalone stream waiting before they are relayed (see
+    /// [`Listener::heard`]), each with what came after it.
+    waits: VecDeque<(Wait, BytesMut)>,
+    /// When the upstream connection's latest read arrived.
+    arrival: Option<Arc<Arrival>>,
     /// Where a tap goes when the upstream closes its stream early.
     parking: Option<Arc<Parking>>,
     ended: bool,
 }
 
 impl Relay {
-    fn new(upstream: Incoming, idle: Option<Duration>, flight: Option<Flight>) -> Relay {
+    fn new(
+        upstream: Incoming,
+        idle: Option<Duration>,
+        flight: Option<Flight>,
+        arrival: Option<Arc<Arrival>>,
+    ) -> Relay {
         Relay {
             upstream,
             idle: idle.map(|limit| (limit, Box::pin(tokio::time::sleep(limit)))),
@@ -377,6 +392,8 @@ impl Relay {
             ready: VecDeque::new(),
             held: None,
             listen: None,
+            waits: VecDeque::new(),
+            arrival,
             parking: None,
             ended: false,
         }
@@ -392,8 +409,11 @@ impl Relay {
             loop {
                 match parser.next_event() {
                     Ok(Some((raw, event))) => {
-                        listener.heard(&event.data);
-                        self.ready.push_back(raw);
+                        let arrived = self.arrival.as_ref().and_then(|arrival| arrival.latest());
+                        match listener.heard(&event.data, arrived) {
+                            Some(wait) => self.waits.push_back((wait, BytesMut::from(&raw[..]))),
+                            None => relay_listened(&mut self.waits, &mut self.ready, raw),
+                        }
                     }
                     Ok(None) => return,
                     Err(sse::Overflow) => {
@@ -401,12 +421,16 @@ impl Relay {
                             "an SSE event on a standalone stream exceeded {MAX_SSE_EVENT_BYTES} bytes; \
                              the rest of the stream is relayed, not stored"
                         );
-                        self.ready.push_back(parser.take_rest());
+                        relay_listened(&mut self.waits, &mut self.ready, parser.take_rest());
                         self.listen = None;
                         return;
                     }
                 }
             }
+        }
+        if !self.waits.is_empty() {
+            relay_listened(&mut self.waits, &mut self.ready, data);
+            return;
         }
         let Some(tap) = &mut self.tap else {
             self.ready.push_back(data);
@@ -425,7 +449,8 @@ impl Relay {
                 }
             };
             tap.frame(&event);
-            match tap.flight.observe(&event.data) {
+            let arrived = self.arrival.as_ref().and_then(|arrival| arrival.latest());
+            match tap.flight.observe(&event.data, arrived) {
                 Heard::Message => self.ready.push_back(raw),
                 Heard::Dropped => {
                     self.ready.push_back(raw);
@@ -464,7 +489,7 @@ impl Relay {
             tracing::warn!("relayed stream ended early: {why}");
         }
         if let Some((mut parser, _)) = self.listen.take() {
-            self.ready.push_back(parser.take_rest());
+            relay_listened(&mut self.waits, &mut self.ready, parser.take_rest());
         }
         self.ended = true;
     }
@@ -505,8 +530,17 @@ impl HttpBody for Relay {
                 this.held = None;
                 continue;
             }
+            if let Some((wait, _)) = this.waits.front_mut()
+                && wait.as_mut().poll(cx).is_ready()
+            {
+                if let Some((_, waited)) = this.waits.pop_front() {
+                    this.ready.push_back(waited.freeze());
+                }
+                continue;
+            }
             if this.ended {
-                return Poll::Ready(None);
+                // Past the end only what waits is left; its wait wakes this.
+                return if this.waits.is_empty() { Poll::Ready(None) } else { Poll::Pending };
             }
             match Pin::new(&mut this.upstream).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
@@ -528,6 +562,20 @@ impl HttpBody for Relay {
             }
         }
     }
+}
+
+/// Relays `bytes` of a standalone stream after what waits before it is
+/// relayed, if anything does.
+fn relay_listened(waits: &mut VecDeque<(Wait, BytesMut)>, ready: &mut VecDeque<Bytes>, bytes: Bytes) {
+    match waits.back_mut() {
+        Some((_, behind)) => behind.extend_from_slice(&bytes),
+        None => ready.push_back(bytes),
+    }
+}
+
+/// When the connection that carried `response` read last.
+fn arrival_of<B>(response: &Response<B>) -> Option<Arc<Arrival>> {
+    response.extensions().get::<Arc<Arrival>>().cloned()
 }
 
 /// Why an answer was not read whole.

@@ -24,6 +24,7 @@ use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use super::arrival::Stamping;
 use crate::config::Timeouts;
 use crate::error::{Error, UpstreamFailure};
 use crate::util;
@@ -69,7 +70,7 @@ pub fn forwardable(headers: &HeaderMap) -> HeaderMap {
 
 /// The upstream server and the client that reaches it.
 pub struct UpstreamClient {
-    client: Client<Watched<HttpsConnector<HttpConnector>>, Full<Bytes>>,
+    client: Client<Watched<HttpsConnector<Stamping>>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
     /// `base` read once: every request's URI is built from these parts.
@@ -127,7 +128,7 @@ impl UpstreamClient {
             .with_tls_config(tls)
             .https_or_http()
             .enable_all_versions()
-            .wrap_connector(http);
+            .wrap_connector(Stamping(http));
         let client = Client::builder(TokioExecutor::new()).build(Watched(https));
         Ok(UpstreamClient { client, base, scheme, authority, prefix, timeouts })
     }
