@@ -64,7 +64,8 @@
 //!   Lines, other tools' recordings and HAR ([`cassette::foreign`]), and
 //!   the replay index with its per-session cursors ([`cassette::tape`]).
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
-//!   ([`engine::replay`]), record ([`engine::record`]: flights, held
+//!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
+//!   record ([`engine::record`]: flights, held
 //!   commits, which exchange a server message belongs to), re-enacting a
 //!   recorded stream ([`engine::reenact`]), what a replayed server says on
 //!   its own and each session's standalone stream ([`engine::said`]),

@@ -34,6 +34,7 @@ pub mod record;
 pub mod reenact;
 pub mod replay;
 pub mod said;
+mod sessions;
 
 use std::time::Duration;
 

@@ -7,7 +7,6 @@
 //! that are not MCP ([`Replay::service`]).
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +18,8 @@ use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
 use super::miss::{Miss, Nearest};
 use super::reenact::{Emit, Replies};
-use super::said::{Asides, Feed, Kinds, Standalone, Subscriptions};
+use super::said::{Asides, Feed, Kinds, Subscriptions};
+use super::sessions::Sessions;
 use super::{Answer, Call, Outcome, Outgoing, ServiceReply, Standing};
 use crate::agent365;
 use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status, StreamShape};
@@ -913,8 +913,8 @@ fn recorded_answer(
         if convert {
             let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
             match call.era {
-                Era::Stateless => to_stateless(call.method, &mut body, identity),
-                Era::Handshake => to_handshake(&mut body),
+                Era::Stateless => convert::message_to_stateless(call.method, &mut body, identity),
+                Era::Handshake => convert::message_to_handshake(&mut body),
             }
             json = body.to_string();
         }
@@ -994,109 +994,11 @@ fn miss_as_result(call: &Call, text: &str, identity: &Value) -> Option<Answer> {
     Some(Answer::result(call, Outcome::Miss, result, identity))
 }
 
-/// Brings a recorded message into the stateless era's shape.
-fn to_stateless(method: &str, body: &mut Value, identity: &Value) {
-    if let Some(result) = body.get_mut("result") {
-        convert::stateless_result(method, result, identity);
-    } else if let Some(code) = body.pointer_mut("/error/code")
-        && let Some(recorded) = ErrorCode::of(code)
-    {
-        *code = convert::error_code_for(Era::Stateless, recorded).0.into();
-    }
-}
-
-/// Takes the stateless era's own fields out of a recorded result for a
-/// handshake-era client.
-fn to_handshake(body: &mut Value) {
-    if let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) {
-        for field in ["resultType", "ttlMs", "cacheScope"] {
-            result.shift_remove(field);
-        }
-        if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-            meta.shift_remove(mcp::META_SERVER_INFO);
-            if meta.is_empty() {
-                result.shift_remove("_meta");
-            }
-        }
-    }
-}
-
 fn mock_answer(call: &Call, outcome: Outcome, identity: &Value) -> Answer {
     match fallback::answer(call.era, call.method, call.params()) {
         Ok(result) => Answer::result(call, outcome, result, identity),
         Err(error) => Answer::error(call, outcome, &error),
     }
-}
-
-/// One handshake-era replay session.
-struct Session {
-    cursors: Cursors,
-    /// Set by `logging/setLevel`.
-    log_level: Option<String>,
-    /// The server whose path opened it: only that path ends it.
-    server: Box<str>,
-    /// When it was last used, on [`Sessions`]'s clock.
-    used: u64,
-    /// Its standalone stream, and what the server says on its own there.
-    said: Standalone,
-}
-
-/// Handshake-era replay sessions. Bounded: past [`MAX_SESSIONS`], opening
-/// one ends the least recently used.
-#[derive(Default)]
-struct Sessions {
-    live: FastMap<Arc<str>, Session>,
-    /// Each use, oldest first: (the clock then, the session). An entry
-    /// older than its session's last use is stale and skipped.
-    uses: VecDeque<(u64, Arc<str>)>,
-    clock: u64,
-}
-
-impl Sessions {
-    /// Opens a session on `server`'s path and returns its id: 128 random
-    /// bits, hex.
-    fn open(&mut self, server: &str) -> String {
-        while self.live.len() >= MAX_SESSIONS {
-            let Some((when, id)) = self.uses.pop_front() else { break };
-            if self.live.get(&id).is_some_and(|session| session.used == when) {
-                self.live.remove(&id);
-            }
-        }
-        let id: Arc<str> = new_session_id().into();
-        let session = Session {
-            cursors: Cursors::default(),
-            log_level: None,
-            server: server.into(),
-            used: 0,
-            said: Standalone::default(),
-        };
-        self.live.insert(Arc::clone(&id), session);
-        self.touch(&id);
-        id.to_string()
-    }
-
-    /// Notes a use of session `id`; false if it is not live.
-    fn touch(&mut self, id: &str) -> bool {
-        let Some((id, _)) = self.live.get_key_value(id) else { return false };
-        let id = Arc::clone(id);
-        self.clock += 1;
-        if let Some(session) = self.live.get_mut(&id) {
-            session.used = self.clock;
-        }
-        self.uses.push_back((self.clock, id));
-        if self.uses.len() > 2 * MAX_SESSIONS {
-            let live = &self.live;
-            self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.used == *when));
-        }
-        true
-    }
-}
-
-fn new_session_id() -> String {
-    let mut bytes = [0u8; 16];
-    // The OS random source failing is not something to serve through.
-    getrandom::fill(&mut bytes).expect("the operating system's random source is unavailable");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -1222,34 +1124,5 @@ mod tests {
         let known = replay.answer(&call("mcp_Known", &id, &params, &facts)).unwrap();
         assert_eq!(known.outcome, Outcome::Hit);
         assert_eq!(lock(&replay.sessionless).len(), 1);
-    }
-
-    #[test]
-    fn sessions_are_unique_and_bounded() {
-        let mut sessions = Sessions::default();
-        let first = sessions.open("mcp_A");
-        assert_eq!(first.len(), 32);
-        for _ in 0..MAX_SESSIONS {
-            sessions.open("mcp_A");
-        }
-        assert_eq!(sessions.live.len(), MAX_SESSIONS);
-        assert!(!sessions.live.contains_key(first.as_str()), "the oldest session makes room");
-    }
-
-    /// A flood of `initialize` once ended every live session by age; a
-    /// session in use outlives any number of new ones.
-    #[test]
-    fn the_least_recently_used_session_makes_room() {
-        let mut sessions = Sessions::default();
-        let busy = sessions.open("mcp_A");
-        let idle = sessions.open("mcp_A");
-        for _ in 0..3 * MAX_SESSIONS {
-            assert!(sessions.touch(&busy));
-            sessions.open("mcp_A");
-        }
-        assert!(sessions.live.contains_key(busy.as_str()), "the session in use was ended");
-        assert!(!sessions.live.contains_key(idle.as_str()));
-        assert_eq!(sessions.live.len(), MAX_SESSIONS);
-        assert!(sessions.uses.len() <= 2 * MAX_SESSIONS + 1);
     }
 }

@@ -86,6 +86,34 @@ pub fn error_code_for(era: Era, code: ErrorCode) -> ErrorCode {
     }
 }
 
+/// Brings a recorded message (an answer or an error) into the stateless
+/// era's shape, `identity` being the server's `serverInfo`.
+pub fn message_to_stateless(method: &str, body: &mut Value, identity: &Value) {
+    if let Some(result) = body.get_mut("result") {
+        stateless_result(method, result, identity);
+    } else if let Some(code) = body.pointer_mut("/error/code")
+        && let Some(recorded) = ErrorCode::of(code)
+    {
+        *code = error_code_for(Era::Stateless, recorded).0.into();
+    }
+}
+
+/// Takes the stateless era's own fields out of a recorded result for a
+/// handshake-era client.
+pub fn message_to_handshake(body: &mut Value) {
+    if let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) {
+        for field in ["resultType", "ttlMs", "cacheScope"] {
+            result.shift_remove(field);
+        }
+        if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.shift_remove(META_SERVER_INFO);
+            if meta.is_empty() {
+                result.shift_remove("_meta");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
