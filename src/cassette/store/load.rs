@@ -291,15 +291,24 @@ const MESSAGE_QUERY: &str = "SELECT exchange_id, offset_ms, direction, body FROM
 /// One row of [`MESSAGE_QUERY`], with its exchange's id.
 fn message_of(row: &rusqlite::Row<'_>) -> Result<(i64, RecordedMessage<Text>), CassetteError> {
     let id: i64 = row.get(0)?;
+    Ok((id, recorded_message(row, id, 1)?))
+}
+
+/// The message in a row's offset, direction and body, the columns from
+/// `first` on, of exchange `id`.
+fn recorded_message(
+    row: &rusqlite::Row<'_>,
+    id: i64,
+    first: usize,
+) -> Result<RecordedMessage<Text>, CassetteError> {
     let damaged = |why: String| CassetteError::Damaged { id, why };
-    let body: String = row.get(3)?;
-    let message = RecordedMessage {
-        offset_ms: row.get::<_, i64>(1)?.max(0) as u64,
-        direction: row.get(2).map_err(|e| damaged(conversion(e)))?,
+    let body: String = row.get(first + 2)?;
+    Ok(RecordedMessage {
+        offset_ms: row.get::<_, i64>(first)?.max(0) as u64,
+        direction: row.get(first + 1).map_err(|e| damaged(conversion(e)))?,
         body: checked_json(body).map_err(damaged)?,
         spellings: Default::default(),
-    };
-    Ok((id, message))
+    })
 }
 
 /// The aside rows' columns (schema 6 on) as schema `version` has them.
@@ -312,18 +321,11 @@ fn aside_query(version: i64) -> String {
 /// One row of [`aside_query`], with its exchange's id.
 fn aside_of(row: &rusqlite::Row<'_>) -> Result<(i64, Aside<Text>), CassetteError> {
     let id: i64 = row.get(0)?;
-    let damaged = |why: String| CassetteError::Damaged { id, why };
-    let body: String = row.get(5)?;
     let aside = Aside {
         after: row.get(1)?,
         in_flight: row.get(6)?,
-        channel: row.get(2).map_err(|e| damaged(conversion(e)))?,
-        message: RecordedMessage {
-            offset_ms: row.get::<_, i64>(3)?.max(0) as u64,
-            direction: row.get(4).map_err(|e| damaged(conversion(e)))?,
-            body: checked_json(body).map_err(damaged)?,
-            spellings: Default::default(),
-        },
+        channel: row.get(2).map_err(|e| CassetteError::Damaged { id, why: conversion(e) })?,
+        message: recorded_message(row, id, 3)?,
     };
     Ok((id, aside))
 }
