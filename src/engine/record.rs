@@ -91,7 +91,7 @@ pub(super) struct Spot {
     /// What the exchange's request carried that must not be stored.
     secrets: Arc<[String]>,
     /// How far the exchange's answer has come.
-    pub(super) answer: Answer,
+    answer: Answer,
 }
 
 /// How far an exchange's answer has come, watched by what the server says
