@@ -65,16 +65,18 @@
 //!   the replay index with its per-session cursors ([`cassette::tape`]).
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
-//!   record ([`engine::record`]: flights, held
-//!   commits, which exchange a server message belongs to), re-enacting a
-//!   recorded stream ([`engine::reenact`]), what a replayed server says on
-//!   its own and each session's standalone stream ([`engine::said`]),
-//!   which recording a match rule
-//!   picks ([`engine::by_rule`], [`engine::nearest`]), what was worked out
-//!   for params read before ([`engine::memory`]), which fault rule fires
-//!   for a call ([`engine::inject`], before either mode is asked), a
-//!   request the recordings did not answer ([`engine::miss`]), and the
-//!   ledger of what a run exercised ([`engine::ledger`]).
+//!   record ([`engine::record`]: held commits, which exchange a server
+//!   message belongs to), what a door holds while record forwards
+//!   ([`engine::flight`]), what a door does for its engine, fixed when it
+//!   is built ([`engine::policy`]), re-enacting a recorded stream
+//!   ([`engine::reenact`]), what a replayed server says on its own and
+//!   each session's standalone stream ([`engine::said`]), which recording
+//!   a match rule picks ([`engine::by_rule`], [`engine::nearest`]), what
+//!   was worked out for params read before ([`engine::memory`]), which
+//!   fault rule fires for a call ([`engine::inject`], before either mode
+//!   is asked), a request the recordings did not answer
+//!   ([`engine::miss`]), and the ledger of what a run exercised
+//!   ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an
 //!   HTML page for a person (`report::html`).

@@ -24,7 +24,6 @@ use tokio::net::TcpListener;
 use crate::cassette::foreign::read_regular_file;
 use crate::config::{Command, Expired, Format, FrontDoor, MaxAge, Reports, RuleSources};
 use crate::engine::Engine;
-use crate::engine::replay::Replay;
 use crate::error::Error;
 use crate::faults::FaultRules;
 use crate::limits::{MAX_REPORT_BYTES, MAX_RULES_FILE_BYTES};
@@ -157,7 +156,7 @@ pub(super) fn on_stdio(mut faults: FaultRules) -> FaultRules {
 /// What a run exercised, over the recordings `engine` could use.
 pub(super) fn report_of<L>(engine: &Engine<L>, max_age: Option<MaxAge>) -> Report {
     let stale_fails = max_age.is_some_and(|age| age.expired == Expired::Error);
-    Report::new(engine.usage(), engine.replay().map(Replay::tape), stale_fails)
+    Report::new(engine.usage(), engine.recordings(), stale_fails)
 }
 
 /// Writes the reports `reports` asks for; `passed`: the run's verdict.

@@ -30,6 +30,7 @@ pub mod ledger;
 pub mod memory;
 pub mod miss;
 pub mod nearest;
+pub mod policy;
 pub mod record;
 pub mod reenact;
 pub mod replay;
@@ -42,17 +43,16 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::cassette::model::{Era, ServiceRoute, Status, StreamShape};
-use crate::config::Pace;
 use crate::error::{Fault, RequestError};
 use crate::faults::{Action, Effect, FaultRules};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, RequestId};
 use crate::mcp::{self, RoutingHeaders, convert};
 use inject::Injector;
 use ledger::Usage;
-use reenact::Live;
 use replay::Replay;
 
 pub use flight::{Arrived, Flight, Flights, Heard, Held, Listener, Said, ServiceFlight, Wait};
+pub use policy::{Headers, Policy};
 pub use record::Recorder;
 
 /// What the front door read about a request besides its message.
@@ -275,18 +275,6 @@ impl Answer {
             jsonrpc::error(Some(call.id), error),
         )
     }
-
-    /// Whether sending this answer takes time: its messages do
-    /// ([`takes_time`]), or a stream is held open.
-    pub fn needs_time(&self, pace: Pace) -> bool {
-        self.hold_open || takes_time(pace, &self.messages)
-    }
-}
-
-/// Whether sending `messages` at `pace` takes time: recorded gaps to keep,
-/// or client replies to wait for. Every door asks this one rule.
-pub fn takes_time(pace: Pace, messages: &[Outgoing]) -> bool {
-    pace == Pace::Recorded || messages.iter().any(|m| m.awaits_reply.is_some())
 }
 
 /// What the engine makes of a client message.
@@ -359,6 +347,8 @@ pub enum SessionAsk {
     OpenStream,
     /// The end of the session.
     End,
+    /// Something an MCP endpoint does not take.
+    Other,
 }
 
 /// What the engine makes of a [`SessionAsk`].
@@ -369,8 +359,23 @@ pub enum SessionStep<'e, L> {
     Stream(tokio::sync::mpsc::Receiver<reenact::Emit>),
     /// The session ended.
     Ended,
+    /// Not what the request's era takes.
+    NotAllowed,
     /// Forward it through `link`; a stream's messages go to the listener.
     Forward(&'e L, Option<Listener>),
+}
+
+/// What becomes of a session's `GET` that resumes a stream
+/// (`Last-Event-ID`).
+pub enum Resumption<'e, L> {
+    /// Recording: it goes through `link` (the upstream's answer stream it
+    /// closed early resumes there).
+    Forward(&'e L),
+    /// Replay: the session is live; the door resumes what it kept of the
+    /// stream, if it kept it.
+    Kept,
+    /// Nothing resumes in the request's era: the `GET` opens a stream.
+    Fresh,
 }
 
 /// The engine, shared by every connection: its mode, and the fault rules
@@ -617,27 +622,37 @@ impl<L> Engine<L> {
         }
     }
 
-    /// What to do with a handshake-era session's stream or end, asked on
-    /// `server`'s path (only the path that opened a session ends it).
+    /// What to do with a handshake-era session's stream, resumption or
+    /// end, asked in `era` on `server`'s path (only the path that opened a
+    /// session ends it). Recording, all of it goes to the upstream, the
+    /// standalone stream shown to a listener.
     ///
     /// # Errors
     ///
-    /// Replay: [`Fault::UnknownSession`] for a session we do not know,
-    /// [`Fault::MissingSessionHeader`] to end none.
+    /// A fault rule's lost session; replay: [`Fault::UnknownSession`] for
+    /// a session we do not know, [`Fault::MissingSessionHeader`] to end
+    /// none.
     pub fn session(
         &self,
         ask: SessionAsk,
+        era: Era,
         session: Option<&str>,
         server: &str,
     ) -> Result<SessionStep<'_, L>, RequestError> {
-        self.faults.check_session(session)?;
         let replay = match &self.mode {
             Mode::Replay(replay) => replay,
             Mode::Record { link, recorder } | Mode::Missing { link, recorder, .. } => {
-                let listener = (ask == SessionAsk::OpenStream).then(|| recorder.listener(session));
-                return Ok(SessionStep::Forward(link, listener));
+                if ask != SessionAsk::OpenStream {
+                    return Ok(SessionStep::Forward(link, None));
+                }
+                self.faults.check_session(session)?;
+                return Ok(SessionStep::Forward(link, Some(recorder.listener(session))));
             }
         };
+        if ask == SessionAsk::Other || era == Era::Stateless {
+            return Ok(SessionStep::NotAllowed);
+        }
+        self.faults.check_session(session)?;
         match ask {
             SessionAsk::OpenStream => match session {
                 Some(session) => Ok(SessionStep::Stream(replay.open_stream(session)?)),
@@ -647,20 +662,25 @@ impl<L> Engine<L> {
                 replay.end_session(session.ok_or(Fault::MissingSessionHeader)?, server)?;
                 Ok(SessionStep::Ended)
             }
+            SessionAsk::Other => Ok(SessionStep::NotAllowed),
         }
     }
 
-    /// Replay: whether `session` is live (issued, not ended, not lost to a
-    /// fault), as a request in it must be.
+    /// What becomes of a `GET` in `era` that resumes a stream of `session`.
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] when it is not.
-    pub fn check_live(&self, session: &str) -> Result<(), RequestError> {
-        self.faults.check_session(Some(session))?;
-        match self.replay() {
-            Some(replay) => replay.check_session(Some(session)),
-            None => Ok(()),
+    /// Replay: a session that is not live (ended by DELETE, lost to a fault,
+    /// never issued).
+    pub fn resume(&self, era: Era, session: &str) -> Result<Resumption<'_, L>, RequestError> {
+        match &self.mode {
+            Mode::Record { link, .. } | Mode::Missing { link, .. } => Ok(Resumption::Forward(link)),
+            Mode::Replay(_) if era == Era::Stateless => Ok(Resumption::Fresh),
+            Mode::Replay(replay) => {
+                self.faults.check_session(Some(session))?;
+                replay.check_session(Some(session))?;
+                Ok(Resumption::Kept)
+            }
         }
     }
 
@@ -671,32 +691,25 @@ impl<L> Engine<L> {
         }
     }
 
-    /// The upstream link, when recording: what is not an MCP message goes
-    /// through it as it is.
-    pub fn upstream(&self) -> Option<&L> {
+    /// The policy of a front door serving this engine.
+    pub fn policy(&self) -> Policy {
         match &self.mode {
-            Mode::Record { link, .. } | Mode::Missing { link, .. } => Some(link),
-            Mode::Replay(_) => None,
+            Mode::Replay(replay) => Policy::replaying(std::sync::Arc::clone(replay.replies()), replay.pace()),
+            Mode::Record { .. } | Mode::Missing { .. } => Policy::recording(),
         }
     }
 
-    /// What a re-enacted answer needs to keep time and wait for the
-    /// client's replies in `session`, at least `gap` between messages;
-    /// `None` when recording (answers from the cassette go at once).
-    pub fn live(&self, session: Option<String>, gap: std::time::Duration) -> Option<Live> {
-        self.replay().map(|replay| Live {
-            replies: std::sync::Arc::clone(replay.replies()),
-            session,
-            pace: replay.pace(),
-            gap,
-            delay: Duration::ZERO,
-            feed: None,
-        })
-    }
-
-    /// How replay paces answers; `None` when recording.
-    pub fn pace(&self) -> Option<Pace> {
-        self.replay().map(Replay::pace)
+    /// What becomes of a message the front door cannot read: recording, it
+    /// goes through the returned link as it is, for the upstream to judge.
+    ///
+    /// # Errors
+    ///
+    /// Replaying, `error`: the refusal.
+    pub fn unread(&self, error: RequestError) -> Result<&L, RequestError> {
+        match &self.mode {
+            Mode::Record { link, .. } | Mode::Missing { link, .. } => Ok(link),
+            Mode::Replay(_) => Err(error),
+        }
     }
 
     /// What the health endpoint says: replay's mode, exchanges and
@@ -711,8 +724,14 @@ impl<L> Engine<L> {
         }))
     }
 
+    /// The recordings a replay answers from (for its report); `None` when
+    /// recording.
+    pub fn recordings(&self) -> Option<&crate::cassette::tape::Tape> {
+        self.replay().map(Replay::tape)
+    }
+
     /// The replay engine, when replaying.
-    pub fn replay(&self) -> Option<&Replay> {
+    fn replay(&self) -> Option<&Replay> {
         match &self.mode {
             Mode::Replay(replay) => Some(replay),
             Mode::Record { .. } | Mode::Missing { .. } => None,

@@ -296,3 +296,32 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     assert_eq!(node_of(Path::new("engine/reenact.rs")).as_deref(), Some("engine"));
     assert_eq!(node_of(Path::new("transport/http/proxy.rs")).as_deref(), Some("transport"));
 }
+
+/// What the engine asks of a front door is fixed when the door is built
+/// (`engine::Policy`) or comes with each step: a door never asks which
+/// mode it serves, so a new door has no mode's branches to repeat.
+#[test]
+fn the_front_doors_ask_the_engine_no_mode() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/transport"), &mut files);
+    assert!(files.len() >= 10, "the source tree was not read: {files:?}");
+    for file in files {
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        for call in after(&code, "engine.") {
+            let method = call.split(['(', ' ', ';']).next().unwrap_or_default();
+            assert!(
+                !MODE_QUESTIONS.contains(&method),
+                "{} asks the engine `{method}()`: a door takes its policy instead",
+                file.display()
+            );
+        }
+    }
+    for asked in ["engine.upstream()", "app.engine.upstream()", "self.engine.upstream()"] {
+        assert!(after(asked, "engine.").any(|c| c.starts_with("upstream(")), "{asked} is not seen");
+    }
+    assert_eq!(after("my_engine.upstream()", "engine.").count(), 0);
+}
+
+/// Questions whose answer is the engine's mode, and which a front door
+/// must not ask.
+const MODE_QUESTIONS: [&str; 6] = ["upstream", "pace", "live", "replay", "recordings", "mode"];

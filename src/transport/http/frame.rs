@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -23,7 +24,7 @@ use super::server::Wire;
 use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
-use crate::engine::{Answer, Failure, Outgoing, ServiceReply, takes_time};
+use crate::engine::{Answer, Failure, Outgoing, Policy, ServiceReply};
 use crate::error::{Fault, RequestError};
 use crate::mcp;
 use crate::sse;
@@ -38,8 +39,9 @@ pub(super) struct Resume<'a> {
 }
 
 /// Turns an answer into JSON (its final message) or SSE (every message).
-/// With a `live` link, an SSE answer that must pace, wait for client replies
-/// or stay open is streamed as it is re-enacted; otherwise it is sent whole.
+/// An SSE answer that takes time (`policy`: it must pace, wait for the
+/// client's replies in `session` or stay open) is streamed as it is
+/// re-enacted; otherwise it is sent whole.
 /// A resumable stream numbers its events, opens with a priming event and
 /// closes before its answer where the recording shows the server did (for
 /// a client that takes priming events).
@@ -47,11 +49,12 @@ pub(super) fn answer(
     answer: Answer,
     accepts: Accepts,
     resume: Option<Resume<'_>>,
-    live: impl FnOnce() -> Option<Live>,
+    policy: &Policy,
+    session: Option<&str>,
 ) -> Response<Body> {
     let stream = (answer.recorded_as_stream && accepts.sse) || !accepts.json || answer.hold_open;
     let mut response = if stream {
-        let live = live().filter(|live| answer.needs_time(live.pace));
+        let live = policy.reenactment(&answer.messages, answer.hold_open, session, Duration::ZERO);
         let live = live.map(|live| Live { feed: answer.feed.as_ref().and_then(Feed::take), ..live });
         let (mut messages, mut prefix, mut numbering) = (answer.messages, String::new(), None);
         if let Some(resume) = resume {
@@ -86,8 +89,8 @@ pub(super) fn answer(
 
 /// The rest of a resumed stream ([`Rest`]): its messages from where the
 /// client resumes, numbered on; re-enacted when they take time.
-pub(super) fn resumed(rest: Rest, live: Option<Live>) -> Response<Body> {
-    let live = live.filter(|live| takes_time(live.pace, &rest.messages));
+pub(super) fn resumed(rest: Rest, policy: &Policy, session: &str) -> Response<Body> {
+    let live = policy.reenactment(&rest.messages, false, Some(session), Duration::ZERO);
     let numbering = Numbering { stream: rest.stream, next: rest.first + 1, kept_in: None };
     let mut response = Response::new(events(rest.messages, String::new(), Some(numbering), live, false));
     set_stream_headers(&mut response);

@@ -36,7 +36,8 @@ use crate::agent365;
 use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
 use crate::engine::{
-    Call, Engine, Facts, Failure, Flight, FromClient, Outcome, ServiceStep, SessionAsk, SessionStep, Step,
+    Call, Engine, Facts, Failure, Flight, FromClient, Headers, Outcome, Policy, Resumption, ServiceStep,
+    SessionAsk, SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
@@ -64,6 +65,8 @@ pub type Body = BoxBody<Bytes, Infallible>;
 /// the params read before.
 pub struct App {
     engine: Engine<Proxy>,
+    /// What this door does for its engine.
+    policy: Policy,
     front_door: FrontDoor,
     params: ParamsCache,
     /// Replayed streams a client can resume.
@@ -84,6 +87,7 @@ pub struct App {
 impl App {
     pub fn new(engine: Engine<Proxy>, front_door: FrontDoor) -> App {
         App {
+            policy: engine.policy(),
             engine,
             front_door,
             params: ParamsCache::default(),
@@ -278,18 +282,16 @@ async fn post(
     wire: Option<Wire>,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
-    let proxy = app.engine.upstream();
     let (parts, body) = request.into_parts();
     let body = read_body(body, app.front_door.idle_timeout).await?;
     // Reading, scrubbing and matching a large body take time in its size: off the async workers.
-    let stepped = util::sized_work(body.len(), || step(&parts, &body, app, proxy.is_some(), logged));
-    let (step, read) = match (stepped, proxy) {
-        (Ok(stepped), _) => stepped?,
-        (Err(_), Some(proxy)) => {
+    let (step, read) = match util::sized_work(body.len(), || step(&parts, &body, app, logged)) {
+        Ok(stepped) => stepped?,
+        Err(error) => {
+            let proxy = app.engine.unread(error)?;
             logged.outcome = Outcome::Forwarded;
             return proxy.relay(&parts, body).await;
         }
-        (Err(error), None) => return Err(error),
     };
     let PostHeaders { accepts, session, era, primable } = read;
     let post = Post { parts, body, accepts, session, era, primable, wire };
@@ -306,19 +308,18 @@ struct PostHeaders {
 }
 
 /// Reads a POST's message and hands it to the engine. The outer error is a
-/// message the front door cannot read (recording, it goes to the upstream
-/// as it is, for the upstream to judge); the inner one the engine's.
+/// message the front door cannot read (the engine says what becomes of
+/// it); the inner one the engine's.
 fn step<'a>(
     parts: &hyper::http::request::Parts,
     body: &[u8],
     app: &'a App,
-    recording: bool,
     logged: &mut Logged,
 ) -> Result<Stepped<'a>, RequestError> {
     let accepts = check_post_headers(&parts.headers)?;
     let message = super::parse_message(body, &app.params)?;
     let Context { era, session, facts } =
-        Context::read(&parts.headers, recording.then_some(&app.redact_headers[..]))?;
+        Context::read(&parts.headers, app.policy.headers, &app.redact_headers)?;
     // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
     let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version.as_deref());
     let mut primable = header_version.is_some_and(mcp::takes_priming_events);
@@ -395,15 +396,13 @@ async fn respond(
                 let _ = tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written).await;
             }
             // Replayed handshake-era streams in a session can be resumed.
-            let resume = in_session.filter(|_| app.engine.upstream().is_none() && post.era == Era::Handshake);
+            let resume = in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
             let resume = resume.map(|session| frame::Resume {
                 streams: &app.resumable,
                 session,
                 primable: post.primable,
             });
-            let response = frame::answer(answer, post.accepts, resume, || {
-                app.engine.live(session.clone(), Duration::ZERO)
-            });
+            let response = frame::answer(answer, post.accepts, resume, &app.policy, session.as_deref());
             // What it said after the answer goes once the answer has been written.
             Ok(match app.engine.say_after(in_session, said) {
                 Some(written) => frame::announce(response, written, post.wire.clone()),
@@ -467,25 +466,14 @@ struct Context {
 }
 
 impl Context {
-    /// Reads the headers. Replaying, a header that is not visible ASCII is
-    /// refused; recording (with the headers named credentials besides the
-    /// built-in ones), it is left for the upstream to judge (read as
-    /// absent), and the request's credentials are collected to be scrubbed.
-    fn read(headers: &HeaderMap, recording: Option<&[String]>) -> Result<Context, RequestError> {
-        let named = recording;
-        let recording = named.is_some();
+    /// Reads the headers as `policy` says (`named`: the headers that are
+    /// credentials besides the built-in ones).
+    fn read(headers: &HeaderMap, policy: Headers, named: &[String]) -> Result<Context, RequestError> {
+        let passed = policy == Headers::Passed;
         // Many requests carry no MCP header at all: one look at the names
         // spares the lookups below.
         let any_mcp = headers.keys().any(|name| name.as_str().starts_with("mcp-"));
-        let text = |name: &'static HeaderName| {
-            if !any_mcp {
-                return Ok(None);
-            }
-            match header_str(headers, name) {
-                Err(_) if recording => Ok(None),
-                read => read,
-            }
-        };
+        let text = |name| if any_mcp { header_as(headers, name, policy) } else { Ok(None) };
         let protocol_version = text(&PROTOCOL_VERSION)?;
         let era = mcp::era_of(protocol_version);
         let routing = RoutingHeaders {
@@ -493,8 +481,9 @@ impl Context {
             method: text(&METHOD)?.map(str::to_owned),
             name: text(&NAME)?.map(str::to_owned),
         };
-        // `Mcp-Param-{Name}` headers matter to replay's checks of stateless requests only.
-        let param_headers = if era == Era::Stateless && !recording {
+        // `Mcp-Param-{Name}` headers matter to the checks of stateless requests only, which are
+        // not made on headers passed on.
+        let param_headers = if era == Era::Stateless && !passed {
             headers
                 .iter()
                 .filter_map(|(name, value)| {
@@ -505,7 +494,7 @@ impl Context {
         } else {
             Vec::new()
         };
-        let credentials = named.map(|named| credentials(headers, named)).unwrap_or_default();
+        let credentials = if passed { credentials(headers, named) } else { Vec::new() };
         Ok(Context {
             era,
             session: text(&SESSION_ID)?.map(str::to_owned),
@@ -549,9 +538,10 @@ async fn service(
     }
 }
 
-/// Anything but a POST. Recording, it goes to the upstream as it is;
-/// replaying: health, the handshake era's GET stream (none is offered) and
-/// DELETE (ends the session).
+/// Anything but a POST: the health endpoint, a handshake-era session's
+/// standalone stream (resumed with `Last-Event-ID`), its end (DELETE), or
+/// what an MCP endpoint does not take. The engine says what becomes of each
+/// (recording: the upstream's, as it is).
 async fn other(
     request: Request<impl RequestBody>,
     app: &App,
@@ -559,31 +549,6 @@ async fn other(
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
-    if let Some(proxy) = engine.upstream() {
-        if request.method() == Method::GET {
-            let session = request.headers().get(&SESSION_ID).and_then(|v| v.to_str().ok());
-            // A recorded answer's stream the upstream closed early, resumed.
-            let resumed = request.headers().get(&LAST_EVENT_ID).and_then(|v| v.to_str().ok());
-            if let (Some(session), Some(last)) = (session, resumed)
-                && let Some(parked) = proxy.parked(session, last)
-            {
-                let (parts, body) = request.into_parts();
-                let body = read_body(body, idle).await?;
-                logged.outcome = Outcome::Resumed;
-                return proxy.resume(&parts, body, parked).await;
-            }
-            // The standalone stream: what the server says there is recorded.
-            if let SessionStep::Forward(_, Some(listener)) =
-                engine.session(SessionAsk::OpenStream, session, &logged.server)?
-            {
-                let (parts, body) = request.into_parts();
-                let body = read_body(body, idle).await?;
-                logged.outcome = Outcome::Forwarded;
-                return proxy.listen(&parts, body, listener).await;
-            }
-        }
-        return relay(request, proxy, idle, logged).await;
-    }
     if request.method() == Method::GET
         && request.uri().path().trim_end_matches('/') == "/health"
         && let Some(health) = engine.health()
@@ -591,47 +556,54 @@ async fn other(
         logged.outcome = Outcome::Health;
         return Ok(frame::json(StatusCode::OK, &health));
     }
-    let era = mcp::era_of(header_str(request.headers(), &PROTOCOL_VERSION)?);
-    let session = header_str(request.headers(), &SESSION_ID)?;
+    let read = |name| header_as(request.headers(), name, app.policy.headers);
+    let era = mcp::era_of(read(&PROTOCOL_VERSION)?);
+    let session = read(&SESSION_ID)?;
+    let method = request.method().clone();
     let mut resumed = None;
-    if request.method() == Method::GET
-        && era == Era::Handshake
+    if method == Method::GET
         && let Some(session) = session
-        && let Some(last) = header_str(request.headers(), &LAST_EVENT_ID)?
+        && let Some(last) = read(&LAST_EVENT_ID)?
     {
-        // Only a live session's streams resume: not one ended by DELETE or lost to a fault.
-        engine.check_live(session)?;
-        match app.resumable.after(session, last) {
-            Some(rest) if !rest.standalone => {
-                logged.outcome = Outcome::Resumed;
-                return Ok(frame::resumed(rest, engine.live(Some(session.to_owned()), Duration::ZERO)));
+        match engine.resume(era, session)? {
+            // A recorded answer's stream the upstream closed early.
+            Resumption::Forward(proxy) => {
+                if let Some(parked) = proxy.parked(session, last) {
+                    let (parts, body) = request.into_parts();
+                    let body = read_body(body, idle).await?;
+                    logged.outcome = Outcome::Resumed;
+                    return proxy.resume(&parts, body, parked).await;
+                }
             }
-            Some(rest) => resumed = Some(rest),
-            None => tracing::debug!(
-                "Last-Event-ID {} names no stream replay can resume; a new standalone stream opens",
-                printable(last)
-            ),
+            Resumption::Kept => match app.resumable.after(session, last) {
+                Some(rest) if !rest.standalone => {
+                    logged.outcome = Outcome::Resumed;
+                    return Ok(frame::resumed(rest, &app.policy, session));
+                }
+                Some(rest) => resumed = Some(rest),
+                None => tracing::debug!(
+                    "Last-Event-ID {} names no stream replay can resume; a new standalone stream opens",
+                    printable(last)
+                ),
+            },
+            Resumption::Fresh => {}
         }
     }
-    let ask = match *request.method() {
-        Method::GET if era == Era::Handshake => SessionAsk::OpenStream,
-        Method::DELETE if era == Era::Handshake => SessionAsk::End,
-        Method::GET | Method::DELETE => {
-            return Err(Fault::MethodNotAllowed {
-                allow: "POST",
-                why: "the stateless protocol era uses POST only",
-            }
-            .into());
-        }
-        _ => {
-            return Err(Fault::MethodNotAllowed {
-                allow: "GET, POST, DELETE",
-                why: "MCP endpoints take POST, GET and DELETE",
-            }
-            .into());
-        }
+    let ask = match method {
+        Method::GET => SessionAsk::OpenStream,
+        Method::DELETE => SessionAsk::End,
+        _ => SessionAsk::Other,
     };
-    match engine.session(ask, session, &logged.server)? {
+    match engine.session(ask, era, session, &logged.server)? {
+        SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
+            Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
+                .into())
+        }
+        SessionStep::NotAllowed => Err(Fault::MethodNotAllowed {
+            allow: "GET, POST, DELETE",
+            why: "MCP endpoints take POST, GET and DELETE",
+        }
+        .into()),
         SessionStep::NoStream => Err(Fault::MethodNotAllowed {
             allow: "POST, DELETE",
             why: "this server offers no standalone SSE stream",
@@ -646,7 +618,14 @@ async fn other(
             logged.outcome = Outcome::Ended;
             Ok(frame::empty(StatusCode::OK))
         }
-        SessionStep::Forward(proxy, _) => relay(request, proxy, idle, logged).await,
+        // The standalone stream: what the server says there is recorded.
+        SessionStep::Forward(proxy, Some(listener)) => {
+            let (parts, body) = request.into_parts();
+            let body = read_body(body, idle).await?;
+            logged.outcome = Outcome::Forwarded;
+            proxy.listen(&parts, body, listener).await
+        }
+        SessionStep::Forward(proxy, None) => relay(request, proxy, idle, logged).await,
     }
 }
 
@@ -791,6 +770,19 @@ fn header_str<'a>(
     match headers.get(name) {
         None => Ok(None),
         Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name.as_str()).into()),
+    }
+}
+
+/// A header's text, read as `policy` says: one that is not visible ASCII
+/// is refused, or read as absent (left for the upstream to judge).
+fn header_as<'a>(
+    headers: &'a HeaderMap,
+    name: &'static HeaderName,
+    policy: Headers,
+) -> Result<Option<&'a str>, RequestError> {
+    match (header_str(headers, name), policy) {
+        (Err(_), Headers::Passed) => Ok(None),
+        (read, _) => read,
     }
 }
 

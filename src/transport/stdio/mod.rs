@@ -32,9 +32,9 @@ use super::RequestLine;
 use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{
-    Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Step, takes_time,
+    Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Policy, Step,
 };
-use crate::error::{Fault, RequestError};
+use crate::error::Fault;
 use crate::jsonrpc::{Message, Params, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
@@ -163,6 +163,8 @@ impl ToClient {
 /// recording) is the child process.
 pub struct Door {
     engine: Engine<Link>,
+    /// What this door does for its engine.
+    policy: Policy,
     /// The server identity every message is addressed to.
     server: String,
     /// Constant for the stream: no routing headers; record's credentials.
@@ -173,7 +175,7 @@ pub struct Door {
 
 impl Door {
     pub fn new(engine: Engine<Link>, server: String, facts: Facts) -> Door {
-        Door { engine, server, facts, params: ParamsCache::default() }
+        Door { policy: engine.policy(), engine, server, facts, params: ParamsCache::default() }
     }
 
     pub fn engine(&self) -> &Engine<Link> {
@@ -196,7 +198,7 @@ pub enum Ended {
 
 /// What [`serve`] keeps between lines.
 struct Stream {
-    /// Replay's session, once `initialize` opened one; record's fixed one.
+    /// The session an answer opened (`initialize`), else the policy's.
     session: Option<String>,
     /// Re-enactments still sending.
     reenacting: JoinSet<()>,
@@ -215,10 +217,6 @@ impl Stream {
     }
 }
 
-/// The session key a recording stream uses: stdio is one connection, so
-/// one session, and the recorder ties replies and negotiated versions to it.
-const RECORDING_SESSION: &str = "stdio";
-
 /// Serves `door` on `input` (the client's lines) until the input ends,
 /// `stop` resolves or `child_gone` does, writing answers and what `output`
 /// queues through `writer`.
@@ -236,7 +234,7 @@ pub async fn serve(
 ) -> std::io::Result<Ended> {
     let mut lines = Lines::new(input, MAX_STDIO_LINE_BYTES);
     let mut stream = Stream {
-        session: door.engine.upstream().map(|_| RECORDING_SESSION.to_owned()),
+        session: door.policy.connection_session.map(str::to_owned),
         reenacting: JoinSet::new(),
         refusing: false,
         batch: Vec::new(),
@@ -286,13 +284,13 @@ impl Door {
     /// One line from the client.
     async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut ToClient, output: &Output) {
         let started = Instant::now();
-        let message = match (super::parse_message(&line, &self.params), self.engine.upstream()) {
-            (Ok(message), _) => message,
-            (Err(_), Some(link)) => {
+        let message = match super::parse_message(&line, &self.params).map_err(|e| self.engine.unread(e)) {
+            Ok(message) => message,
+            Err(Ok(link)) => {
                 self.log("-", None, Outcome::Forwarded, started);
                 return forward(link, Piece::Line(line), None, writer).await;
             }
-            (Err(error), None) => {
+            Err(Err(error)) => {
                 self.log("-", None, Outcome::of(&error.fault), started);
                 stream.reply(error.body().as_bytes());
                 return;
@@ -376,16 +374,18 @@ impl Door {
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
     async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut ToClient) {
-        if let Some(link) = self.engine.upstream() {
-            return forward(link, Piece::Overlong { bytes, end }, None, writer).await;
+        match self.engine.unread(Fault::LineTooLong { limit: MAX_STDIO_LINE_BYTES }.into()) {
+            Ok(link) => forward(link, Piece::Overlong { bytes, end }, None, writer).await,
+            Err(error) => {
+                if !stream.refusing {
+                    tracing::warn!(
+                        "a line longer than {MAX_STDIO_LINE_BYTES} bytes from the client was refused"
+                    );
+                    stream.reply(error.body().as_bytes());
+                }
+                stream.refusing = !end;
+            }
         }
-        if !stream.refusing {
-            tracing::warn!("a line longer than {MAX_STDIO_LINE_BYTES} bytes from the client was refused");
-            stream.reply(
-                RequestError::from(Fault::LineTooLong { limit: MAX_STDIO_LINE_BYTES }).body().as_bytes(),
-            );
-        }
-        stream.refusing = !end;
     }
 
     /// What a fault's delay holds back: an answer or a forward waits in a
@@ -422,10 +422,9 @@ impl Door {
         }
     }
 
-    /// Sends an answer, one line per message, `delay` after now; re-enacted
-    /// in its own task when it is delayed, has several messages (at least
-    /// [`STDIO_MESSAGE_GAP`] apart) or must keep time or wait for the
-    /// client's replies.
+    /// Sends an answer, one line per message, `delay` after now (then in a
+    /// task of its own); re-enacted when the policy says it takes time
+    /// (several messages go at least [`STDIO_MESSAGE_GAP`] apart).
     async fn answer(&self, mut answer: Answer, delay: Duration, stream: &mut Stream, output: &Output) {
         if let Some(session) = &answer.session_id {
             stream.session = Some(session.clone());
@@ -434,18 +433,21 @@ impl Door {
         // What the server said while the exchange was in flight comes first on the one stream.
         let first = std::mem::take(&mut answer.asides.first);
         answer.messages.splice(0..0, first);
-        // Most answers are one message sent at once: no re-enactment to set up.
-        let paced = !delay.is_zero()
-            || self.engine.pace().is_some_and(|pace| answer.messages.len() > 1 || answer.needs_time(pace));
-        let live = paced.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten();
-        let Some(live) = live.map(|live| live.after(delay)) else {
-            if delay.is_zero() {
+        let session = stream.session.as_deref();
+        match self.policy.reenactment(&answer.messages, answer.hold_open, session, STDIO_MESSAGE_GAP) {
+            Some(live) => {
+                answer.messages.extend(said);
+                self.reenact(answer.messages, live.after(delay), stream, output);
+            }
+            // Most answers are one message sent at once: no re-enactment to set up.
+            None if delay.is_zero() => {
                 for message in answer.messages {
                     stream.reply(message.json.as_bytes());
                 }
                 self.say(said, stream, output);
-            } else {
-                // Recording, a delayed answer from the cassette: no re-enactment to keep.
+            }
+            None => {
+                answer.messages.extend(said);
                 let output = output.clone();
                 stream.reenacting.spawn(async move {
                     tokio::time::sleep(delay).await;
@@ -456,10 +458,7 @@ impl Door {
                     }
                 });
             }
-            return;
-        };
-        answer.messages.extend(said);
-        self.reenact(answer.messages, live, stream, output);
+        }
     }
 
     /// Re-enacts `messages` in a task of its own, each line through `output`.
@@ -481,9 +480,10 @@ impl Door {
     /// What the server says on its own: at once, after what is being
     /// answered, unless it must keep time or wait for the client's replies.
     fn say(&self, said: Vec<Outgoing>, stream: &mut Stream, output: &Output) {
-        let needs_time = self.engine.pace().is_some_and(|pace| takes_time(pace, &said));
-        match needs_time.then(|| self.engine.live(stream.session.clone(), STDIO_MESSAGE_GAP)).flatten() {
-            Some(live) => self.reenact(said, live, stream, output),
+        // The gap is not asked for: several messages said at once go together, as they do after
+        // an answer sent at once; re-enacted, they keep it.
+        match self.policy.reenactment(&said, false, stream.session.as_deref(), Duration::ZERO) {
+            Some(live) => self.reenact(said, Live { gap: STDIO_MESSAGE_GAP, ..live }, stream, output),
             None => said.iter().for_each(|message| stream.reply(message.json.as_bytes())),
         }
     }
