@@ -5,8 +5,8 @@
 //!
 //! Usage: gen-cassette N PATH
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::normalize::Rules;
 use serde_json::{Value, json};
 

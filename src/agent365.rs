@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::ServiceRoute;
+use crate::model::ServiceRoute;
 
 /// The "Agent 365 Tools" resource app id: the audience of every V1 server.
 /// An SDK sees any other audience as a V2 server that needs a token

@@ -4,17 +4,20 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use std::time::Duration;
 
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, ForeignFormat,
-    Format, Front, FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, Normalization,
-    OnMiss, Pace, PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig,
-    TestConfig, TestMode, Timeouts, Upstream, VerifyConfig,
+    Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, OnMiss, Pace, PruneConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig, TestMode,
+    Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
+use crate::interchange::foreign::{self, Reader};
+use crate::normalize::Normalization;
 
 /// Record and replay MCP (Model Context Protocol) traffic.
 ///
@@ -613,13 +616,11 @@ struct ImportArgs {
     /// input), or with --from one or more recordings of another tool.
     #[arg(value_name = "FILE", required_unless_present = "a365_mocks", conflicts_with = "a365_mocks")]
     inputs: Vec<PathBuf>,
-    /// The FILEs are another tool's recordings: `har` (HAR 1.2, as
-    /// browsers, mitmproxy and Charles save it), `inspector` (the MCP
-    /// Inspector's protocol history export), `mcp-cassette`,
-    /// `mcp-recorder` or `mcp-vcr` (their cassettes). Secrets are scrubbed
-    /// as record scrubs them; all files go in together or none does.
-    #[arg(long, value_name = "FORMAT", value_parser = foreign_format)]
-    from: Option<ForeignFormat>,
+    /// The FILEs are another tool's recordings, in this format. Secrets
+    /// are scrubbed as record scrubs them; all files go in together or none
+    /// does.
+    #[arg(long, value_name = "FORMAT", value_parser = foreign_reader())]
+    from: Option<&'static Reader>,
     /// With --from: the server name for every exchange (else the Agent 365
     /// name or path in the file's URLs, else the file's name).
     #[arg(long, value_name = "NAME", requires = "from")]
@@ -644,12 +645,12 @@ struct ImportArgs {
     cassette: PathBuf,
 }
 
-/// `--from FORMAT`: one of [`ForeignFormat::ALL`], by name.
-fn foreign_format(name: &str) -> Result<ForeignFormat, String> {
-    ForeignFormat::parse(name).ok_or_else(|| {
-        let names: Vec<&str> = ForeignFormat::ALL.iter().map(|format| format.as_str()).collect();
-        format!("expected one of {}", names.join(", "))
-    })
+/// `--from FORMAT`: one of [`foreign::READERS`], by name (each listed in
+/// `--help` with what it reads).
+fn foreign_reader() -> impl TypedValueParser<Value = &'static Reader> {
+    let names = foreign::READERS.iter().map(|reader| PossibleValue::new(reader.name).help(reader.about));
+    PossibleValuesParser::new(names)
+        .try_map(|name| foreign::reader(&name).ok_or(format!("no reader is named {name}")))
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -769,8 +770,8 @@ impl Cli {
             CliCommand::Import(args) => Command::Import(ImportConfig {
                 source: match (args.a365_mocks, args.from, args.inputs) {
                     (Some(dir), ..) => ImportSource::A365Mocks { dir, seed: args.seed },
-                    (None, Some(format), files) => {
-                        ImportSource::Foreign { format, files, server: args.server }
+                    (None, Some(reader), files) => {
+                        ImportSource::Foreign { reader, files, server: args.server }
                     }
                     (None, None, mut inputs) if inputs.len() == 1 => {
                         ImportSource::JsonLines(inputs.pop().filter(|path| path.as_os_str() != "-"))

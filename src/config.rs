@@ -4,6 +4,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::interchange::foreign::Reader;
+use crate::normalize::Normalization;
+
 /// The port the Agent 365 mock tooling server uses, so mcp-tape drops in.
 pub const DEFAULT_PORT: u16 = 5309;
 
@@ -36,18 +39,6 @@ pub struct RuleSources {
     pub file: Option<PathBuf>,
     /// `--fault` specs, in order.
     pub faults: Vec<String>,
-}
-
-/// Settings shared by record and replay so that match keys agree.
-#[derive(Clone, Debug, Default)]
-pub struct Normalization {
-    /// Extra body keys whose values are redacted (`--redact-key`).
-    pub redact_keys: Vec<String>,
-    /// JSON pointers into params left out of the match key (`--ignore-param`).
-    pub ignore_params: Vec<String>,
-    /// Text shapes scrubbed from every stored string and before matching
-    /// (`--redact-pattern`: `builtin`, or a regular expression).
-    pub redact_patterns: Vec<String>,
 }
 
 /// The HTTP front door's rules, the same in every mode.
@@ -288,49 +279,7 @@ pub enum ImportSource {
     A365Mocks { dir: PathBuf, seed: u64 },
     /// Recordings of another tool, all in one transaction; `server` names
     /// the server of every exchange.
-    Foreign { format: ForeignFormat, files: Vec<PathBuf>, server: Option<String> },
-}
-
-/// The formats `import --from` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ForeignFormat {
-    /// HAR 1.2, as browsers, mitmproxy and Charles save it.
-    Har,
-    /// The MCP Inspector's protocol history export (`inspector-protocol-*.json`).
-    Inspector,
-    /// An mcp-cassette cassette (JSON Lines, format v1 or v2).
-    McpCassette,
-    /// An mcp-recorder cassette (JSON).
-    McpRecorder,
-    /// An mcp-vcr transcript (YAML or NDJSON).
-    McpVcr,
-}
-
-impl ForeignFormat {
-    /// Every format, in the order `--help` lists them: a new one is added
-    /// here (and to [`ForeignFormat::as_str`] and its reader's dispatch).
-    pub const ALL: [ForeignFormat; 5] = [
-        ForeignFormat::Har,
-        ForeignFormat::Inspector,
-        ForeignFormat::McpCassette,
-        ForeignFormat::McpRecorder,
-        ForeignFormat::McpVcr,
-    ];
-
-    /// The format `--from` names `name`.
-    pub fn parse(name: &str) -> Option<ForeignFormat> {
-        ForeignFormat::ALL.into_iter().find(|format| format.as_str() == name)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ForeignFormat::Har => "har",
-            ForeignFormat::Inspector => "inspector",
-            ForeignFormat::McpCassette => "mcp-cassette",
-            ForeignFormat::McpRecorder => "mcp-recorder",
-            ForeignFormat::McpVcr => "mcp-vcr",
-        }
-    }
+    Foreign { reader: &'static Reader, files: Vec<PathBuf>, server: Option<String> },
 }
 
 #[derive(Clone, Debug)]

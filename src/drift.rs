@@ -16,10 +16,10 @@ use std::fmt;
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{Direction, Exchange};
 use crate::config::FailOn;
 use crate::engine::ledger::CaseKey;
 use crate::jsonrpc::ErrorCode;
+use crate::model::{Direction, Exchange};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 
@@ -449,7 +449,7 @@ pub fn label(exchange: &Exchange) -> String {
         && let Some(arguments) = params.and_then(|p| p.get("arguments"))
     {
         label.push(' ');
-        label.push_str(&crate::cassette::model::canonical_json(arguments));
+        label.push_str(&crate::model::canonical_json(arguments));
     }
     label
 }

@@ -32,37 +32,39 @@
 //!   file written whole or not at all, long work run off the async
 //!   workers.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
-//! - [`cassette::model`]: the domain types every layer speaks, and JSON
-//!   as its sender spelled it ([`cassette::model::spelling`]); the rest of
-//!   [`cassette`] sits further up.
+//! - [`model`]: the domain types every layer speaks, and JSON as its
+//!   sender spelled it ([`model::spelling`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
 //!   `Params` (and the cache of params read before), `ErrorCode`,
 //!   `ErrorObject`; no MCP, no I/O.
 //! - [`error`]: start-up errors ([`error::Error`]) and the one request
 //!   error ([`error::RequestError`]): faults by side, mapped once to HTTP
 //!   status and JSON-RPC error.
-//! - [`config`]: plain validated settings.
-//! - [`cli`]: clap definitions, validated into a [`config::Command`].
+//! - [`secrets`]: secret shapes (provider key and token formats) and how
+//!   random a value looks: what `lint` finds and `--redact-pattern` scrubs.
+//! - [`redact`]: sensitive body keys and header credentials.
+//! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
+//!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
+//! - [`normalize`]: match keys, placeholders, field diffs, and the settings
+//!   record and replay share so that match keys agree.
 //! - [`matching`]: the match rules file (`mcp-tape.toml`, `--rules`):
 //!   `[[match]]` tables read and checked at start, globs, pointer patterns,
 //!   the `ignore` and `normalize` transforms.
 //! - [`faults`]: fault rules (`[[fault]]` tables, `--fault`, Agent 365
 //!   mocks' `errorRate`): which calls, when (`nth`, `every`, `after`,
 //!   `once`, a seeded `rate`), what happens; read and checked at start.
-//! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
-//!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
-//! - [`secrets`]: secret shapes (provider key and token formats) and how
-//!   random a value looks: what `lint` finds and `--redact-pattern` scrubs.
-//! - [`redact`]: sensitive body keys and header credentials.
-//! - [`normalize`]: match keys, placeholders, field diffs.
 //! - [`sse`]: the `text/event-stream` encoder and incremental parser.
 //! - [`agent365`]: the Agent 365 service endpoints that are not MCP
 //!   (gateway discovery, chat history): routes, listings, url rewriting;
 //!   the server name of an Agent 365 path.
 //! - [`cassette`]: SQLite cassettes (open, migrate, writer thread,
-//!   loader), answer templates, Agent 365 mock files and snapshots, JSON
-//!   Lines, other tools' recordings and HAR ([`cassette::foreign`]), and
-//!   the replay index with its per-session cursors ([`cassette::tape`]).
+//!   loader), answer templates, and the replay index with its per-session
+//!   cursors ([`cassette::tape`]).
+//! - [`interchange`]: cassettes in other forms, both ways: canonical JSON
+//!   Lines, HAR, other tools' recordings (one [`interchange::foreign::Reader`]
+//!   per format), Agent 365 mock files and snapshots.
+//! - [`config`]: plain validated settings.
+//! - [`cli`]: clap definitions, validated into a [`config::Command`].
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
 //!   record ([`engine::record`]: held commits, which exchange a server
@@ -82,18 +84,18 @@
 //!   HTML page for a person (`report::html`).
 //! - [`suggest`]: `rules suggest`: match rules from a report's misses,
 //!   checked against the cassette.
+//! - [`drift`]: answers and tool catalogues compared (same, changed, gone;
+//!   breaking, additive, cosmetic), and two cassettes (`diff`).
+//! - [`lint`]: stored cassettes searched for secrets.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, statuses, replayed streams a client can resume, the record
 //!   proxy, the accept loop, the upstream client and when its
 //!   connections' reads arrived) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
-//! - [`drift`]: answers and tool catalogues compared (same, changed, gone;
-//!   breaking, additive, cosmetic), and two cassettes (`diff`).
-//! - [`verify`]: recordings re-sent to the live server and compared.
-//! - [`lint`]: stored cassettes searched for secrets.
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
 //!   process group, the signals passed on).
+//! - [`verify`]: recordings re-sent to the live server and compared.
 //! - [`cmd`]: one module per command, each wiring its parts together
 //!   ([`cmd::run`] picks the command); `main.rs` parses the command line,
 //!   starts logging, maps the outcome to an exit code.
@@ -108,12 +110,14 @@ pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod faults;
+pub mod interchange;
 pub mod jsonrpc;
 pub mod limits;
 pub mod lint;
 pub mod logging;
 pub mod matching;
 pub mod mcp;
+pub mod model;
 pub mod normalize;
 pub mod redact;
 pub mod report;

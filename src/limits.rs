@@ -140,19 +140,19 @@ pub const MAX_SESSIONS: usize = 10_000;
 /// Longest line read (bytes, without its newline): the recorder's own
 /// bound on a stored answer. A longer line is refused, not read on.
 ///
-/// Enforced in [`crate::cassette::jsonl`].
+/// Enforced in [`crate::interchange::jsonl`].
 pub const MAX_IMPORT_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Largest mocks file read (they are a few KiB; the cap keeps a name that
 /// points at something endless from eating memory).
 ///
-/// Enforced in [`crate::cassette::a365_mocks`].
+/// Enforced in [`crate::interchange::a365_mocks`].
 pub const MAX_MOCKS_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Largest file `import --from` reads (HAR files of long sessions run to
 /// tens of MiB; it is held whole while it is read).
 ///
-/// Enforced in [`crate::cassette::foreign`].
+/// Enforced in [`crate::interchange::foreign`].
 pub const MAX_FOREIGN_FILE_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Deepest nesting of YAML flow collections (`[` and `{` inside one
@@ -160,7 +160,7 @@ pub const MAX_FOREIGN_FILE_BYTES: u64 = 256 * 1024 * 1024;
 /// whose work grows with the square of that depth (the YAML parser's own
 /// limit, 128, is met only after it).
 ///
-/// Enforced in [`crate::cassette::foreign`] (mcp-vcr's YAML).
+/// Enforced in [`crate::interchange::foreign`] (mcp-vcr's YAML).
 pub const MAX_YAML_FLOW_DEPTH: usize = 64;
 
 /// Cases a ledger counts one by one besides those the cassettes hold;

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cassette::model::Exchange;
 use crate::cassette::store;
 use crate::error::Error;
+use crate::model::Exchange;
 use crate::secrets::{self, Shapes};
 
 /// Where in a cassette a finding is.

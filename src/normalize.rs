@@ -15,13 +15,12 @@
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::cassette::model::{
-    Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
-};
-use crate::config::Normalization;
 use crate::error::Error;
 use crate::limits::MAX_DIFFERENCES_TOLD;
 use crate::mcp;
+use crate::model::{
+    Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
+};
 use crate::redact::Redactor;
 use crate::secrets::Shapes;
 
@@ -66,6 +65,18 @@ pub fn stamp(json: &str, id_at: Option<usize>, id: &str, progress_token: Option<
 /// Whether a stored message carries the progress-token placeholder.
 pub fn has_progress_placeholder(json: &str) -> bool {
     json.contains(PROGRESS_TOKEN_PLACEHOLDER)
+}
+
+/// Settings shared by record and replay so that match keys agree.
+#[derive(Clone, Debug, Default)]
+pub struct Normalization {
+    /// Extra body keys whose values are redacted (`--redact-key`).
+    pub redact_keys: Vec<String>,
+    /// JSON pointers into params left out of the match key (`--ignore-param`).
+    pub ignore_params: Vec<String>,
+    /// Text shapes scrubbed from every stored string and before matching
+    /// (`--redact-pattern`: `builtin`, or a regular expression).
+    pub redact_patterns: Vec<String>,
 }
 
 /// The user's normalization settings, shared by record and replay.
@@ -400,7 +411,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cassette::model::{Aside, Channel, Era, RecordedMessage, Status, StreamShape};
+    use crate::model::{Aside, Channel, Era, RecordedMessage, Status, StreamShape};
     use serde_json::json;
 
     /// A recorded `tools/call` of `tool` on `server` answered with one text block.

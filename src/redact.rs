@@ -8,8 +8,8 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
-use crate::cassette::model::RawExchange;
 use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
+use crate::model::RawExchange;
 use crate::secrets::Shapes;
 
 /// What a redacted value is replaced with.

@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::cassette::model::Era;
 use crate::cassette::store;
 use crate::cassette::tape::{Cursors, Recorded, Tape};
 use crate::engine::by_rule::{Asked, RuleIndex};
@@ -23,6 +22,7 @@ use crate::engine::ledger::CaseKey;
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules, Pointer};
 use crate::mcp;
+use crate::model::Era;
 use crate::normalize::{self, Difference, Rules};
 
 /// One miss the report lists: what was asked, and where the nearest

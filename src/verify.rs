@@ -14,12 +14,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use serde_json::{Value, json};
 
-use crate::cassette::model::{Era, Exchange, Source};
 use crate::cassette::store::{self, Cassette};
 use crate::config::VerifyConfig;
 use crate::drift::{self, Findings, Verdict};
 use crate::error::Error;
 use crate::mcp;
+use crate::model::{Era, Exchange, Source};
 use crate::normalize::{ID_PLACEHOLDER, Rules};
 use crate::redact;
 use crate::transport::http::upstream::UpstreamClient;

@@ -4,17 +4,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::cassette::foreign;
-use mcp_tape::config::ForeignFormat;
+use mcp_tape::interchange::foreign;
 use mcp_tape::normalize::Rules;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&pick, rest)) = data.split_first() else { return };
     let Ok(text) = std::str::from_utf8(rest) else { return };
-    let format = ForeignFormat::ALL[usize::from(pick) % ForeignFormat::ALL.len()];
-    if let Ok((exchanges, _)) = foreign::exchanges(format, text, "fuzz", false, &Rules::default()) {
+    let reader = &foreign::READERS[usize::from(pick) % foreign::READERS.len()];
+    if let Ok((exchanges, _)) = foreign::exchanges(reader, text, "fuzz", false, &Rules::default()) {
         for exchange in exchanges {
-            assert!(!exchange.messages.is_empty(), "{format:?}: an exchange without its answer");
+            assert!(!exchange.messages.is_empty(), "{}: an exchange without its answer", reader.name);
         }
     }
 });

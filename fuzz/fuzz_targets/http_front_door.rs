@@ -26,7 +26,7 @@ fn setup() -> &'static (tokio::runtime::Runtime, Arc<App>) {
     static SETUP: OnceLock<(tokio::runtime::Runtime, Arc<App>)> = OnceLock::new();
     SETUP.get_or_init(|| {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        mcp_tape::cassette::jsonl::import(CASSETTE.as_bytes(), &mut cassette).unwrap();
+        mcp_tape::interchange::jsonl::import(CASSETTE.as_bytes(), &mut cassette).unwrap();
         let rules = Rules::default();
         let tape = Tape::new(cassette.exchanges_as_text().unwrap(), &rules);
         let replay = Replay::new(tape, ServiceAnswers::default(), rules, OnMiss::Error, Pace::Instant);

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::cassette::jsonl;
+use mcp_tape::interchange::jsonl;
 use mcp_tape::cassette::store::Cassette;
 
 fuzz_target!(|data: &[u8]| {

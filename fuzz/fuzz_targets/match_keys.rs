@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_tape::cassette::model::canonical_json;
-use mcp_tape::config::Normalization;
+use mcp_tape::model::canonical_json;
+use mcp_tape::normalize::Normalization;
 use mcp_tape::normalize::{Rules, differences};
 use serde_json::Value;
 

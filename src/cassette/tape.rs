@@ -14,11 +14,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cassette::model::{
-    AnswerTemplate, Channel, Direction, Era, Exchange, MatchKey, Source, Status, StreamShape, Text,
-};
 use crate::jsonrpc::ErrorCode;
 use crate::mcp;
+use crate::model::{
+    AnswerTemplate, Channel, Direction, Era, Exchange, MatchKey, Source, Status, StreamShape, Text,
+};
 use crate::normalize::{self, Rules};
 use crate::util::FastMap;
 

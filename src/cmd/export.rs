@@ -4,9 +4,9 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::cassette::store::Cassette;
-use crate::cassette::{foreign, jsonl};
 use crate::config::ExportConfig;
 use crate::error::Error;
+use crate::interchange::{foreign, jsonl};
 use crate::util;
 
 /// Writes the JSON Lines (or the HAR) to `-o FILE` (whole or not at all) or stdout.

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use super::{discard, sibling};
 use crate::cassette::store::Cassette;
-use crate::cassette::{a365_mocks, foreign, jsonl};
 use crate::config::{ImportConfig, ImportSource};
 use crate::error::Error;
+use crate::interchange::{a365_mocks, foreign, jsonl};
 use crate::util;
 
 /// `mcp-tape import`: JSON Lines or Agent 365 mocks into a cassette. All
@@ -72,9 +72,9 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 config.cassette.display()
             );
         }
-        ImportSource::Foreign { format, files, server } => {
+        ImportSource::Foreign { reader, files, server } => {
             let mut cassette = Cassette::open(path)?;
-            let imported = foreign::import(*format, files, server.as_deref(), &mut cassette)?;
+            let imported = foreign::import(reader, files, server.as_deref(), &mut cassette)?;
             for (what, count) in &imported.skipped {
                 tracing::warn!("left out: {count} × {what}");
             }
@@ -84,7 +84,7 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 imported.exchanges,
                 plural(imported.exchanges),
                 files.len(),
-                format.as_str(),
+                reader.name,
                 plural(files.len()),
                 config.cassette.display()
             );

@@ -21,11 +21,11 @@ use std::pin::Pin;
 
 use tokio::net::TcpListener;
 
-use crate::cassette::foreign::read_regular_file;
 use crate::config::{Command, Expired, Format, FrontDoor, MaxAge, Reports, RuleSources};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::faults::FaultRules;
+use crate::interchange::foreign::read_regular_file;
 use crate::limits::{MAX_REPORT_BYTES, MAX_RULES_FILE_BYTES};
 use crate::matching::{self, MatchRules};
 use crate::report::{self, Report};

@@ -12,11 +12,12 @@ use super::{
 };
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
-use crate::config::{self, FrontDoor, HttpUpstream, Normalization, RecordConfig, RecordMode, Upstream};
+use crate::config::{self, FrontDoor, HttpUpstream, RecordConfig, RecordMode, Upstream};
 use crate::engine::replay::{Replay, ServiceAnswers};
 use crate::engine::{Engine, Facts, Mode, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
+use crate::normalize::Normalization;
 use crate::normalize::Rules as Normalizing;
 use crate::redact;
 use crate::transport::http::{self, App, Proxy, server};

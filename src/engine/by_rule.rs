@@ -17,11 +17,11 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::Call;
-use crate::cassette::model::{Era, MatchKey, canonical_json};
 use crate::cassette::tape::{ByEra, Cursors, Recorded, Tape};
 use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};
 use crate::mcp;
+use crate::model::{Era, MatchKey, canonical_json};
 use crate::normalize::{self, Difference, Rules};
 use crate::util::{self, FastMap};
 

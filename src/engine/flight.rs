@@ -20,14 +20,12 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
 use super::record::{Answer, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written};
-use crate::cassette::model::spelling::Spellings;
-use crate::cassette::model::{
-    Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, spelling,
-};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
+use crate::model::spelling::Spellings;
+use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, spelling};
 use crate::redact;
 use crate::util::lock;
 

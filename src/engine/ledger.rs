@@ -19,9 +19,9 @@ use serde_json::Value;
 use super::Outcome;
 use super::by_rule::RuleUse;
 use super::miss::Miss;
-use crate::cassette::model::Source;
 use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
+use crate::model::Source;
 use crate::normalize::Difference;
 use crate::util::{FastMap, clip, lock, printable};
 
@@ -473,7 +473,7 @@ mod tests {
     #[test]
     fn a_stale_recording_is_reported_once() {
         let key = CaseKey::of("s", "ping", None);
-        let stored = crate::cassette::model::MatchKey::from_digest([3; 32]);
+        let stored = crate::model::MatchKey::from_digest([3; 32]);
         let cassette = std::path::Path::new("c.sqlite").into();
         let source = Source { cassette, row: 3, key: stored, occurrence: 0 };
         let ledger = Ledger::default();

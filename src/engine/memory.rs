@@ -6,7 +6,7 @@
 //! at most [`PER_TEXT`] server, method and era combinations.
 
 use super::Call;
-use crate::cassette::model::Era;
+use crate::model::Era;
 use crate::util::Memo;
 
 /// Combinations of server, method and era remembered per params text (a

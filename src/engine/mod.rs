@@ -42,11 +42,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::cassette::model::{Era, ServiceRoute, Status, StreamShape};
 use crate::error::{Fault, RequestError};
 use crate::faults::{Action, Effect, FaultRules};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, RequestId};
 use crate::mcp::{self, RoutingHeaders, convert};
+use crate::model::{Era, ServiceRoute, Status, StreamShape};
 use inject::Injector;
 use ledger::Usage;
 use replay::Replay;

@@ -12,8 +12,8 @@
 
 use serde_json::Value;
 
-use crate::cassette::model::canonical_json;
 use crate::limits::MAX_TIE_BREAKS;
+use crate::model::canonical_json;
 use crate::normalize;
 use crate::util::FastMap;
 

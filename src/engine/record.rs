@@ -41,14 +41,14 @@ use tokio::sync::{oneshot, watch};
 use super::flight::{Arrived, Flight, Listener, Said, ServiceFlight};
 use super::ledger::Ledger;
 use super::{Call, Outcome};
-use crate::cassette::model::{
-    Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceRoute, Status,
-    StreamShape, canonical_json,
-};
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_TRACKED_SESSIONS};
 use crate::mcp;
+use crate::model::{
+    Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceRoute, Status,
+    StreamShape, canonical_json,
+};
 use crate::normalize::Rules;
 use crate::redact;
 use crate::util::{lock, printable};

@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Outgoing;
-use crate::cassette::model::canonical_json;
 use crate::config::Pace;
+use crate::model::canonical_json;
 use crate::util::lock;
 
 /// How long a replayed stream waits for the client's reply to a re-enacted

@@ -22,7 +22,6 @@ use super::said::{Asides, Feed, Kinds, Subscriptions};
 use super::sessions::Sessions;
 use super::{Answer, Call, Outcome, Outgoing, ServiceReply, Standing};
 use crate::agent365;
-use crate::cassette::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status, StreamShape};
 use crate::cassette::tape::{Cursors, Named, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
@@ -31,6 +30,7 @@ use crate::jsonrpc::{self, ErrorCode};
 use crate::limits::{MAX_MISS_COMPARED, MAX_MISS_COMPARED_LEAVES, MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
+use crate::model::{Direction, Era, MatchKey, ServiceAnswer, ServiceRoute, Status, StreamShape};
 use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, off_the_workers, printable};
 

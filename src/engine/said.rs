@@ -22,10 +22,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
-use crate::cassette::model::{Channel, Direction};
 use crate::cassette::tape::{ServedAside, ServedMessage};
 use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
 use crate::mcp::META_SUBSCRIPTION_ID;
+use crate::model::{Channel, Direction};
 use crate::util::lock;
 
 /// The asides of one replayed exchange.

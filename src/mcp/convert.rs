@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use super::{META_SERVER_INFO, RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_cacheable, negotiate, server_info};
-use crate::cassette::model::Era;
 use crate::jsonrpc::ErrorCode;
+use crate::model::Era;
 
 /// Capabilities with change notifications and subscriptions switched off:
 /// replay never sends either unprompted.

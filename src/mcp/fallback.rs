@@ -6,8 +6,8 @@
 use serde_json::{Value, json};
 
 use super::{RESOURCE_NOT_FOUND, STATELESS_VERSIONS, is_removed, negotiate, server_info};
-use crate::cassette::model::Era;
 use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::model::Era;
 
 /// The handshake era mock answers lists, tool/prompt lookups, resource reads
 /// and subscriptions, `logging/setLevel` and completions.

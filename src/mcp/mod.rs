@@ -14,8 +14,8 @@ pub mod fallback;
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{Era, Status};
 use crate::jsonrpc::{ErrorCode, ErrorObject};
+use crate::model::{Era, Status};
 
 /// Handshake-era versions we serve, oldest first.
 pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

@@ -16,11 +16,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{MatchKey, Source};
 use crate::cassette::tape::Tape;
 use crate::engine::ledger::{Case, CaseKey, Usage};
 use crate::error::Error;
 use crate::limits::MAX_OTHER_CASES;
+use crate::model::{MatchKey, Source};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 

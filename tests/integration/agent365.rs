@@ -6,8 +6,8 @@
 //! urls so the agent went around the recorder.
 
 use mcp_tape::agent365::TOOLS_AUDIENCE;
-use mcp_tape::cassette::model::ServiceRoute;
 use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::ServiceRoute;
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -10,14 +10,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Directories that group modules of their own: each module in one is a
-/// node of the graph (`cassette::model` sits below everything, the rest of
-/// `cassette` above the protocol modules).
-const GROUPS: [&str; 1] = ["cassette"];
-
 /// The node a source file belongs to: its top-level module under `src/`,
-/// `engine::record` / `engine::replay` for the engine's modes, or
-/// `cassette::store` and the like for a module of a group.
+/// or `engine::record` / `engine::replay` for the engine's modes.
 fn node_of(relative: &Path) -> Option<String> {
     let parts: Vec<String> =
         relative.iter().map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
@@ -25,9 +19,6 @@ fn node_of(relative: &Path) -> Option<String> {
         [root] if root == "lib" || root == "main" => None,
         [engine, mode] if engine == "engine" && (mode == "record" || mode == "replay") => {
             Some(format!("engine::{mode}"))
-        }
-        [group, module, ..] if GROUPS.contains(&group.as_str()) && module != "mod" => {
-            Some(format!("{group}::{module}"))
         }
         [first, ..] => Some(first.clone()),
         [] => None,
@@ -142,8 +133,7 @@ fn paths(text: &str) -> Vec<String> {
     }
 }
 
-/// The node a path names: its first module, or the engine's mode, or the
-/// group's module.
+/// The node a path names: its first module, or the engine's mode.
 fn node_named(path: &str) -> String {
     let mut segments = path.split("::").filter(|s| !s.is_empty());
     let first = segments.next().unwrap_or_default();
@@ -155,7 +145,6 @@ fn node_named(path: &str) -> String {
         Some(name) if first == "engine" && engine_reexports().contains_key(name) => {
             format!("engine::{}", engine_reexports()[name])
         }
-        Some(module) if GROUPS.contains(&first) => format!("{first}::{module}"),
         _ => first.to_owned(),
     }
 }
@@ -217,24 +206,23 @@ fn the_module_graph_has_no_cycle_and_the_modes_stay_apart() {
         println!("{node} → {}", if listed.is_empty() { "(nothing)".into() } else { listed.join(", ") });
     }
     assert!(edges.len() >= 15, "the source tree was not read: {edges:?}");
-    assert!(edges["engine::record"].contains("cassette::store"), "the reader misses references");
-    assert_eq!(cycle(&edges), None, "an import cycle");
+    assert!(edges["engine::record"].contains("cassette"), "the reader misses references");
+    // The unit is the top-level module (`src/<module>`): the engine's modes are the engine's.
+    let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let module = |node: &str| node.split("::").next().unwrap_or_default().to_owned();
+    for (node, targets) in &edges {
+        let from = module(node);
+        let into = modules.entry(from.clone()).or_default();
+        into.extend(targets.iter().map(|t| module(t)).filter(|t| *t != from));
+    }
+    assert_eq!(cycle(&modules), None, "an import cycle between top-level modules");
     assert!(!edges["engine::record"].contains("engine::replay"), "record reaches into replay");
     assert!(!edges["engine::replay"].contains("engine::record"), "replay reaches into record");
     assert!(
         !edges["transport"].contains("engine::record") && !edges["transport"].contains("engine::replay"),
         "a front door reaches into the engine's modes: it should speak only to crate::engine"
     );
-    for inner in [
-        "engine",
-        "engine::record",
-        "engine::replay",
-        "cassette::store",
-        "cassette::model",
-        "normalize",
-        "cassette::tape",
-        "mcp",
-    ] {
+    for inner in ["engine", "engine::record", "engine::replay", "cassette", "model", "normalize", "mcp"] {
         assert!(!edges[inner].contains("transport"), "{inner} reaches into a front door");
     }
 }
@@ -269,17 +257,14 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     assert_eq!(cycle(&edges), None);
     edges.entry("c".into()).or_default().insert("a".into());
     assert_eq!(cycle(&edges), Some(vec!["a".into(), "b".into(), "c".into(), "a".into()]));
-    assert_eq!(named("use crate::{util, cassette::model::Era};", false), ["util", "cassette::model"]);
+    assert_eq!(named("use crate::{util, model::Era};", false), ["util", "model"]);
     assert_eq!(
-        named("use crate::cassette::{jsonl, store::Writer};", false),
-        ["cassette::jsonl", "cassette::store"]
+        named("use crate::interchange::{jsonl, foreign::Reader};", false),
+        ["interchange", "interchange"]
     );
-    assert_eq!(
-        named("use crate::{cassette::{jsonl, tape}, mcp};", false),
-        ["cassette::jsonl", "cassette::tape", "mcp"]
-    );
-    assert_eq!(named("use crate::cassette::model::{", false), ["cassette::model"]);
-    assert_eq!(node_of(Path::new("cassette/store/writer.rs")).as_deref(), Some("cassette::store"));
+    assert_eq!(named("use crate::{cassette::{store, tape}, mcp};", false), ["cassette", "cassette", "mcp"]);
+    assert_eq!(named("use crate::model::{", false), ["model"]);
+    assert_eq!(node_of(Path::new("cassette/store/writer.rs")).as_deref(), Some("cassette"));
     assert_eq!(node_of(Path::new("cassette/mod.rs")).as_deref(), Some("cassette"));
     assert_eq!(named("let x = crate::engine::record::MAX;", false), ["engine::record"]);
     assert_eq!(named("use super::replay::Replay;", true), ["engine::replay"]);
@@ -325,3 +310,30 @@ fn the_front_doors_ask_the_engine_no_mode() {
 /// Questions whose answer is the engine's mode, and which a front door
 /// must not ask.
 const MODE_QUESTIONS: [&str; 6] = ["upstream", "pace", "live", "replay", "recordings", "mode"];
+
+/// `src/lib.rs` lists the modules bottom to top, each using only modules
+/// listed before it: the list is the graph's order, and names every module.
+#[test]
+fn the_module_map_lists_the_modules_bottom_to_top() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let listed: Vec<&str> = lib
+        .lines()
+        .filter_map(|line| line.strip_prefix("//! - [`")?.split('`').next())
+        .filter(|name| !name.contains("::"))
+        .collect();
+    let edges = graph();
+    let modules: BTreeSet<&str> =
+        edges.keys().map(|node| node.split("::").next().unwrap_or_default()).collect();
+    let named: BTreeSet<&str> = listed.iter().copied().collect();
+    assert_eq!(named, modules, "the map and src/ name different modules");
+    for (at, module) in listed.iter().enumerate() {
+        for (node, targets) in edges.iter().filter(|(node, _)| node.split("::").next() == Some(module)) {
+            for target in targets.iter().map(|t| t.split("::").next().unwrap_or_default()) {
+                assert!(
+                    target == *module || listed[..at].contains(&target),
+                    "{node} uses {target}, which src/lib.rs lists after it"
+                );
+            }
+        }
+    }
+}

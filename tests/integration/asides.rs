@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mcp_tape::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage};
 use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::{Aside, Channel, Direction, Era, RecordedMessage};
 use serde_json::{Value, json};
 
 use crate::stdio::Peer;

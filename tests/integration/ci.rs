@@ -92,7 +92,7 @@ pub(crate) fn text_of(answer: &Value) -> &str {
     answer["result"]["content"][0]["text"].as_str().unwrap_or_default()
 }
 
-fn exchanges(cassette: &Path) -> Vec<mcp_tape::cassette::model::Exchange> {
+fn exchanges(cassette: &Path) -> Vec<mcp_tape::model::Exchange> {
     mcp_tape::cassette::store::Cassette::open_read_only(cassette).unwrap().exchanges().unwrap()
 }
 

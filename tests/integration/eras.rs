@@ -7,7 +7,7 @@
 //! `subscriptions/listen` got `-32601` from a server whose recorded
 //! discover result advertised it.
 
-use mcp_tape::cassette::model::{Era, Status};
+use mcp_tape::model::{Era, Status};
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -20,7 +20,7 @@ fn answered(
     params: Value,
     status: u16,
     answer: Value,
-) -> mcp_tape::cassette::model::RawExchange {
+) -> mcp_tape::model::RawExchange {
     let request = json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params});
     let mut exchange = exchange("mcp_Dual", era, request, "application/json", vec![answer]);
     exchange.status = Status::new(status).unwrap();

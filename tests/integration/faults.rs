@@ -31,7 +31,7 @@ fn mail(cassettes: &Cassettes) -> std::path::PathBuf {
     };
     exchanges.push(exchange(
         "mail",
-        mcp_tape::cassette::model::Era::Handshake,
+        mcp_tape::model::Era::Handshake,
         json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                "params": {"name": "Stream", "arguments": {}, "_meta": {"progressToken": "p"}}}),
         "text/event-stream",

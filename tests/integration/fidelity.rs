@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::config::Pace;
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use serde_json::{Value, json};
 
 use crate::support::*;

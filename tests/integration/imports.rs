@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use mcp_tape::cassette::model::{Direction, Era};
 use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::{Direction, Era};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");

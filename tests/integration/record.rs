@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mcp_tape::cassette::model::Direction;
 use mcp_tape::cassette::store::Cassette;
 use mcp_tape::config::RecordMode;
 use mcp_tape::config::Timeouts;
+use mcp_tape::model::Direction;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 

@@ -2,15 +2,16 @@
 //! SSE framing, recorded order per session, misses that explain themselves,
 //! and the era conversions of `initialize`/`server/discover`.
 
-use mcp_tape::cassette::model::{Era, Status};
-use mcp_tape::config::{Normalization, OnMiss};
+use mcp_tape::config::OnMiss;
+use mcp_tape::model::{Era, Status};
+use mcp_tape::normalize::Normalization;
 use serde_json::{Value, json};
 
 use crate::support::*;
 
 const MAIL: &str = "/agents/servers/mcp_MailTools";
 
-fn progress_call() -> mcp_tape::cassette::model::RawExchange {
+fn progress_call() -> mcp_tape::model::RawExchange {
     exchange(
         "mcp_MailTools",
         Era::Handshake,

@@ -4,8 +4,8 @@
 //! opens with the recorded priming event, closes at the same point, and
 //! continues from any event id it sent, the standalone GET stream's too.
 
-use mcp_tape::cassette::model::StreamShape;
 use mcp_tape::config::Pace;
+use mcp_tape::model::StreamShape;
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -353,7 +353,7 @@ async fn listed_prompts_and_resources_with_unrecorded_arguments_are_misses_not_u
     let recorded = |method: &str, params: Value, result: Value| {
         exchange(
             server,
-            mcp_tape::cassette::model::Era::Handshake,
+            mcp_tape::model::Era::Handshake,
             request(method, params),
             "application/json",
             answer(result),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use mcp_tape::config::Normalization;
+use mcp_tape::normalize::Normalization;
 use serde_json::{Value, json};
 
 use crate::support::*;

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};

@@ -4,9 +4,10 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use mcp_tape::cassette::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
 use mcp_tape::cassette::store::Cassette;
-use mcp_tape::config::{Front, FrontDoor, Normalization, OnMiss, ReplayConfig};
+use mcp_tape::config::{Front, FrontDoor, OnMiss, ReplayConfig};
+use mcp_tape::model::{Direction, Era, RawExchange, RecordedMessage, Status, StreamShape};
+use mcp_tape::normalize::Normalization;
 use mcp_tape::normalize::Rules;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -357,7 +358,7 @@ impl Recorder {
 
     /// Stops the recorder (everything finished is committed by then) and
     /// returns the cassette's exchanges.
-    pub async fn stop(mut self) -> Vec<mcp_tape::cassette::model::Exchange> {
+    pub async fn stop(mut self) -> Vec<mcp_tape::model::Exchange> {
         let _ = self.stop.take().unwrap().send(());
         (&mut self.task).await.unwrap().unwrap();
         Cassette::open(&self.cassette).unwrap().exchanges().unwrap()

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::Cassette;
-use crate::cassette::model::{
+use crate::error::{CassetteError, Error};
+use crate::model::{
     AnswerTemplate, Aside, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, StreamShape,
     TemplateFailure, Text,
 };
-use crate::error::{CassetteError, Error};
 use crate::util;
 
 /// The cassette files that `paths` name: a directory stands for the

@@ -34,11 +34,9 @@ use rusqlite::{Connection, OpenFlags, params};
 pub use load::{Everything, Loaded, cassette_files, load, load_as_text};
 pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
-use crate::cassette::model::{
-    AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json,
-};
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
+use crate::model::{AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
 
 /// What [`Cassette::remove`] did: each row removed, and each row kept
 /// because it no longer holds what it was asked to remove (with what it
@@ -869,7 +867,7 @@ fn check_header(path: &Path) -> Result<(), CassetteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cassette::model::{
+    use crate::model::{
         Direction, Era, MatchKey, Provenance, RecordedMessage, ServiceRoute, Status, StreamShape,
     };
     use serde_json::json;

@@ -14,8 +14,8 @@ use std::thread;
 use tokio::sync::oneshot;
 
 use super::{Cassette, Entry, Tag};
-use crate::cassette::model::{Aside, Exchange, ServiceAnswer};
 use crate::error::Error;
+use crate::model::{Aside, Exchange, ServiceAnswer};
 
 enum Job {
     Write(Entry, oneshot::Sender<bool>),

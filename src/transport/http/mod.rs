@@ -33,7 +33,6 @@ use resume::Resumable;
 use self::server::Wire;
 use super::RequestLine;
 use crate::agent365;
-use crate::cassette::model::{Era, ServiceRoute};
 use crate::config::FrontDoor;
 use crate::engine::{
     Call, Engine, Facts, Failure, Flight, FromClient, Headers, Outcome, Policy, Resumption, ServiceStep,
@@ -46,6 +45,7 @@ use crate::limits::{
     MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE,
 };
 use crate::mcp::{self, RoutingHeaders};
+use crate::model::{Era, ServiceRoute};
 use crate::redact;
 use crate::util::{self, pieces, printable};
 

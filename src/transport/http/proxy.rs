@@ -43,13 +43,13 @@ use super::arrival::Arrival;
 use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
-use crate::cassette::model::ServiceRoute;
 use crate::engine::{Flight, Heard, Held, Listener, Outcome, Said, ServiceFlight, Wait};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
 };
 use crate::mcp;
+use crate::model::ServiceRoute;
 use crate::sse;
 use crate::util::{lock, printable};
 

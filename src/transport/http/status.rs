@@ -6,11 +6,11 @@
 
 use hyper::StatusCode;
 
-use crate::cassette::model::{Era, Status};
 use crate::engine::Standing;
 use crate::error::Fault;
 use crate::jsonrpc::ErrorCode;
 use crate::mcp::{HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION};
+use crate::model::{Era, Status};
 
 /// The status an answer to a request of `era` goes with.
 pub(super) fn of_answer(era: Era, standing: Standing) -> StatusCode {

@@ -29,7 +29,6 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::RequestLine;
-use crate::cassette::model::Era;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{
     Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Policy, Step,
@@ -38,6 +37,7 @@ use crate::error::Fault;
 use crate::jsonrpc::{Message, Params, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
+use crate::model::Era;
 use child::Link;
 use lines::{Lines, Piece};
 

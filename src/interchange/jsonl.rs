@@ -12,15 +12,15 @@ use std::io::{BufRead, Read, Write};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::spelling::{self, Spellings, Step};
-use crate::cassette::model::{
+use crate::cassette::store::Cassette;
+use crate::error::Error;
+use crate::limits::MAX_IMPORT_LINE_BYTES;
+use crate::model::spelling::{self, Spellings, Step};
+use crate::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
     ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
     canonical_json_keeping,
 };
-use crate::cassette::store::Cassette;
-use crate::error::Error;
-use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::normalize::Rules;
 
 /// Writes every exchange, service answer and template of `cassette` as one

@@ -19,14 +19,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cassette::model::{
-    Aside, Direction, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape,
-};
 use crate::cassette::store::Cassette;
-use crate::config::ForeignFormat;
 use crate::error::Error;
 use crate::limits::{MAX_FOREIGN_FILE_BYTES, MAX_SECRETS_PER_EXCHANGE};
 use crate::mcp;
+use crate::model::{Aside, Direction, Era, Provenance, RawExchange, RecordedMessage, Status, StreamShape};
 use crate::normalize::Rules;
 use crate::redact;
 
@@ -53,6 +50,59 @@ pub struct ReadExchange {
     pub era: Option<Era>,
     pub protocol_version: Option<String>,
     pub provenance: Provenance,
+}
+
+/// The formats `import --from` reads, in the order `--help` lists them: a
+/// new format is one entry here.
+pub const READERS: [Reader; 5] = [
+    Reader {
+        name: "har",
+        about: "HAR 1.2, as browsers, mitmproxy and Charles save it",
+        read: har::read,
+        server_of_name: None,
+    },
+    Reader {
+        name: "inspector",
+        about: "the MCP Inspector's protocol history export (inspector-protocol-*.json)",
+        read: transcript::inspector,
+        server_of_name: Some(transcript::inspector_server),
+    },
+    Reader {
+        name: "mcp-cassette",
+        about: "an mcp-cassette cassette (JSON Lines, format v1 or v2)",
+        read: transcript::mcp_cassette,
+        server_of_name: None,
+    },
+    Reader {
+        name: "mcp-recorder",
+        about: "an mcp-recorder cassette (JSON)",
+        read: transcript::mcp_recorder,
+        server_of_name: None,
+    },
+    Reader {
+        name: "mcp-vcr",
+        about: "an mcp-vcr transcript (YAML or NDJSON)",
+        read: transcript::mcp_vcr,
+        server_of_name: None,
+    },
+];
+
+/// The reader of one format of another tool's recordings.
+#[derive(Debug)]
+pub struct Reader {
+    /// What `--from` calls it.
+    pub name: &'static str,
+    /// What it reads, for `--help`.
+    pub about: &'static str,
+    read: fn(&str) -> Result<ReadFile, String>,
+    /// The server a file's name (without its extension) gives, where the
+    /// format names files after their server; else the name itself.
+    server_of_name: Option<fn(&str) -> Option<String>>,
+}
+
+/// The reader `--from` calls `name`.
+pub fn reader(name: &str) -> Option<&'static Reader> {
+    READERS.iter().find(|reader| reader.name == name)
 }
 
 /// What a reader made of one file: the requests, and what it left out and why.
@@ -112,7 +162,7 @@ pub struct Imported {
     pub skipped: BTreeMap<String, usize>,
 }
 
-/// Reads every file of `format`, and writes their exchanges into
+/// Reads every file with `reader`, and writes their exchanges into
 /// `cassette` in one transaction. `server` names the server of every
 /// exchange (else each file's own: its URLs, else its name).
 ///
@@ -122,7 +172,7 @@ pub struct Imported {
 /// be an exchange (named by file, entry and reason): then nothing is
 /// written. A store failure.
 pub fn import(
-    format: ForeignFormat,
+    reader: &Reader,
     files: &[PathBuf],
     server: Option<&str>,
     cassette: &mut Cassette,
@@ -133,15 +183,12 @@ pub fn import(
     // transaction commits after the last file, or not at all.
     cassette.import(|importing| {
         for file in files {
-            let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), format.as_str()));
+            let bad = |why: String| Error::Config(format!("{} ({}): {why}", file.display(), reader.name));
             let text = read_regular_file(file, MAX_FOREIGN_FILE_BYTES, "a recording")?;
             let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let file_server = match format {
-                ForeignFormat::Inspector => transcript::inspector_server(&stem).unwrap_or(stem),
-                _ => stem,
-            };
+            let file_server = reader.server_of_name.and_then(|server_of| server_of(&stem)).unwrap_or(stem);
             let (exchanges, skipped) =
-                exchanges(format, &text, server.unwrap_or(&file_server), server.is_some(), &rules)
+                exchanges(reader, &text, server.unwrap_or(&file_server), server.is_some(), &rules)
                     .map_err(bad)?;
             for (number, exchange) in exchanges.iter().enumerate() {
                 if let Some(why) = exchange.over_record_bounds() {
@@ -160,7 +207,7 @@ pub fn import(
     Ok(imported)
 }
 
-/// The exchanges of one file's `text` in `format`, normalized and
+/// The exchanges of one file's `text`, read by `reader`, normalized and
 /// scrubbed, and what was left out. `server` names them where the file
 /// does not (or always, when `overrides`).
 ///
@@ -169,19 +216,13 @@ pub fn import(
 /// Text that is not of the format, or an entry that cannot be an exchange
 /// (by entry or line, and reason).
 pub fn exchanges(
-    format: ForeignFormat,
+    reader: &Reader,
     text: &str,
     server: &str,
     overrides: bool,
     rules: &Rules,
-) -> Result<(Vec<crate::cassette::model::Exchange>, BTreeMap<String, usize>), String> {
-    let read = match format {
-        ForeignFormat::Har => har::read(text),
-        ForeignFormat::Inspector => transcript::inspector(text),
-        ForeignFormat::McpCassette => transcript::mcp_cassette(text),
-        ForeignFormat::McpRecorder => transcript::mcp_recorder(text),
-        ForeignFormat::McpVcr => transcript::mcp_vcr(text),
-    }?;
+) -> Result<(Vec<crate::model::Exchange>, BTreeMap<String, usize>), String> {
+    let read = (reader.read)(text)?;
     let file_server = read.server.filter(|_| !overrides).unwrap_or_else(|| server.to_owned());
     let mut versions = Versions::default();
     let mut exchanges = Vec::with_capacity(read.heard.len());
@@ -242,7 +283,7 @@ impl Versions {
         heard: ReadExchange,
         server: String,
         rules: &Rules,
-    ) -> Result<crate::cassette::model::Exchange, String> {
+    ) -> Result<crate::model::Exchange, String> {
         let method =
             heard.request.get("method").and_then(Value::as_str).ok_or("the request has no method")?;
         if heard.messages.is_empty() {

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cassette::model::{AnswerTemplate, TemplateFailure};
 use crate::error::Error;
 use crate::limits::MAX_MOCKS_FILE_BYTES;
+use crate::model::{AnswerTemplate, TemplateFailure};
 
 /// The mock server's answer text for a tool with none of its own.
 const DEFAULT_TEMPLATE: &str = "Mock response from {{name}}";

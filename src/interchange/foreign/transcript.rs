@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde_json::Value;
 
 use super::{ReadExchange, ReadFile};
-use crate::cassette::model::{Aside, Channel, Direction, Era, RecordedMessage, canonical_json};
 use crate::limits::MAX_YAML_FLOW_DEPTH;
+use crate::model::{Aside, Channel, Direction, Era, RecordedMessage, canonical_json};
 
 /// One message of a transcript: when (milliseconds, on the file's own
 /// clock), who sent it, and the message.

@@ -26,10 +26,8 @@ use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 
 use super::{ReadExchange, ReadFile, server_of_url};
-use crate::cassette::model::{
-    Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape,
-};
 use crate::cassette::store::Cassette;
+use crate::model::{Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape};
 use crate::sse;
 
 /// Host of an entry's URL when the cassette does not say where it was recorded.
@@ -236,11 +234,11 @@ fn extension(ours: &Value, heard: &mut ReadExchange) -> Result<(), String> {
         }
     }
     if let Some(line) = ours.get("asides") {
-        let rest = crate::cassette::jsonl::parse_asides(line, &Default::default())?;
+        let rest = crate::interchange::jsonl::parse_asides(line, &Default::default())?;
         heard.asides = rest;
     }
     if let Some(stream) = ours.get("stream") {
-        heard.stream = crate::cassette::jsonl::read_stream_shape(&json!({"stream": stream}))?;
+        heard.stream = crate::interchange::jsonl::read_stream_shape(&json!({"stream": stream}))?;
     }
     heard.provenance = Provenance {
         recorded_at: ours.get("recordedAt").and_then(Value::as_i64),
@@ -366,10 +364,10 @@ fn entry(exchange: &Exchange) -> Value {
         ours.insert("clientMessages".into(), replies.into());
     }
     if !exchange.asides.is_empty() {
-        ours.insert("asides".into(), crate::cassette::jsonl::asides_line(&exchange.asides));
+        ours.insert("asides".into(), crate::interchange::jsonl::asides_line(&exchange.asides));
     }
     if exchange.stream != StreamShape::default() {
-        ours.insert("stream".into(), crate::cassette::jsonl::stream_shape(&exchange.stream));
+        ours.insert("stream".into(), crate::interchange::jsonl::stream_shape(&exchange.stream));
     }
     let known = &exchange.provenance;
     if let Some(at) = known.recorded_at {
