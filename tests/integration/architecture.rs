@@ -17,7 +17,7 @@ fn node_of(relative: &Path) -> Option<String> {
         relative.iter().map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
     match parts.as_slice() {
         [root] if root == "lib" || root == "main" => None,
-        [engine, mode] if engine == "engine" && (mode == "record" || mode == "replay") => {
+        [engine, mode, ..] if engine == "engine" && (mode == "record" || mode == "replay") => {
             Some(format!("engine::{mode}"))
         }
         [first, ..] => Some(first.clone()),
@@ -279,6 +279,7 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     );
     assert_eq!(named("let b = base64::engine::general_purpose::STANDARD;", false), Vec::<String>::new());
     assert_eq!(node_of(Path::new("engine/reenact.rs")).as_deref(), Some("engine"));
+    assert_eq!(node_of(Path::new("engine/replay/misses.rs")).as_deref(), Some("engine::replay"));
     assert_eq!(node_of(Path::new("transport/http/proxy.rs")).as_deref(), Some("transport"));
 }
 
