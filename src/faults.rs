@@ -203,7 +203,7 @@ struct RawFile {
 ///
 /// [`Error::Rules`] naming the line and what is wrong there.
 pub fn parse_rules_file(file: &Path, text: &str) -> Result<(MatchRules, FaultRules), Error> {
-    let lines = matching::Lines::of(text);
+    let lines = matching::LineStarts::of(text);
     let raw: RawFile = toml::from_str(text).map_err(|e| lines.refuse(file, e.span(), e.message()))?;
     let matches = MatchRules::from_tables(file, &lines, raw.matches)?;
     Ok((matches, FaultRules::from_tables(file, &lines, raw.faults)?))
@@ -219,7 +219,7 @@ struct RawSpec {
 impl FaultRules {
     fn from_tables(
         file: &Path,
-        lines: &matching::Lines,
+        lines: &matching::LineStarts,
         tables: Vec<Spanned<RawFault>>,
     ) -> Result<FaultRules, Error> {
         let mut rules = Vec::with_capacity(tables.len());

@@ -134,7 +134,7 @@ impl MatchRules {
     ///
     /// [`Error::Rules`] naming the line and what is wrong there.
     pub fn parse(file: &Path, text: &str) -> Result<MatchRules, Error> {
-        let lines = Lines::of(text);
+        let lines = LineStarts::of(text);
         let raw: RawFile = toml::from_str(text).map_err(|e| lines.refuse(file, e.span(), e.message()))?;
         MatchRules::from_tables(file, &lines, raw.rules)
     }
@@ -147,7 +147,7 @@ impl MatchRules {
     /// [`Error::Rules`] naming the line and what is wrong there.
     pub(crate) fn from_tables(
         file: &Path,
-        lines: &Lines,
+        lines: &LineStarts,
         tables: Vec<Spanned<RawRule>>,
     ) -> Result<MatchRules, Error> {
         let mut rules = Vec::with_capacity(tables.len());
@@ -401,11 +401,11 @@ fn as_number(value: f64) -> Option<Number> {
 
 /// Where the lines of a text start, to tell the line of any byte in it
 /// in logarithmic time (a rules file of many tables names each one's line).
-pub struct Lines(Vec<usize>);
+pub struct LineStarts(Vec<usize>);
 
-impl Lines {
-    pub fn of(text: &str) -> Lines {
-        Lines(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(at, _)| at).collect())
+impl LineStarts {
+    pub fn of(text: &str) -> LineStarts {
+        LineStarts(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(at, _)| at).collect())
     }
 
     /// The line (from 1) that byte `at` is on.
@@ -917,7 +917,7 @@ uri = "file:///docs/**"
     #[test]
     fn lines_tell_the_line_of_every_byte() {
         let text = "a\n\nbc\nd";
-        let lines = Lines::of(text);
+        let lines = LineStarts::of(text);
         for at in 0..=text.len() {
             let counted = text.as_bytes()[..at].iter().filter(|b| **b == b'\n').count() + 1;
             assert_eq!(lines.line_of(at), counted, "byte {at}");

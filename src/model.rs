@@ -535,7 +535,7 @@ struct Keeping<'a> {
 }
 
 /// [`write_canonical`] that knows where it is, for [`canonical_json_keeping`].
-fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::Step>, out: &mut Vec<u8>) {
+fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::Hop>, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -547,7 +547,7 @@ fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::
                 }
                 let _ = serde_json::to_writer(&mut *out, key);
                 out.push(b':');
-                path.push(spelling::Step::Key(key.as_str().into()));
+                path.push(spelling::Hop::Key(key.as_str().into()));
                 if key == keeping.kept {
                     out.extend(spelling::as_sent(inner, &keeping.spellings.under(path)).into_bytes());
                 } else {
@@ -563,7 +563,7 @@ fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::
                 if i > 0 {
                     out.push(b',');
                 }
-                path.push(spelling::Step::Index(i));
+                path.push(spelling::Hop::Index(i));
                 write_keeping(item, keeping, path, out);
                 path.pop();
             }
@@ -671,7 +671,7 @@ mod tests {
         );
         let line = serde_json::json!({"b": 1, "body": value, "a": {"d": 1, "c": 2}});
         let mut in_line = Spellings::default();
-        in_line.add_under(&[spelling::Step::Key("body".into())], &spellings);
+        in_line.add_under(&[spelling::Hop::Key("body".into())], &spellings);
         assert_eq!(
             canonical_json_keeping(&line, "body", &in_line),
             format!(r#"{{"a":{{"c":2,"d":1}},"b":1,"body":{sent}}}"#)

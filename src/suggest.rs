@@ -28,7 +28,7 @@ use crate::normalize::{self, Difference, Rules};
 /// One miss the report lists: what was asked, and where the nearest
 /// recording differed.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Miss {
+pub struct ReportedMiss {
     pub server: String,
     pub method: String,
     /// The requested params as compared (redacted, `_meta` out).
@@ -37,7 +37,7 @@ pub struct Miss {
     pub differences: Vec<Difference>,
 }
 
-impl Miss {
+impl ReportedMiss {
     /// The case this miss is of.
     pub fn case(&self) -> CaseKey {
         CaseKey::of(&self.server, &self.method, Some(&self.params))
@@ -49,7 +49,7 @@ impl Miss {
 /// # Errors
 ///
 /// [`Error::Config`] for a report that is not an mcp-tape usage report.
-pub fn misses(report: &Value) -> Result<Vec<Miss>, Error> {
+pub fn misses(report: &Value) -> Result<Vec<ReportedMiss>, Error> {
     if report.get("mcpTape").is_none() {
         return Err(Error::Config("not an mcp-tape usage report (written by --report)".into()));
     }
@@ -57,7 +57,7 @@ pub fn misses(report: &Value) -> Result<Vec<Miss>, Error> {
     let found = cases.filter_map(|case| {
         let data = case.pointer("/firstMiss/data")?;
         let differences = data.pointer("/nearest/0/differences").and_then(Value::as_array);
-        Some(Miss {
+        Some(ReportedMiss {
             server: data.get("server")?.as_str()?.to_owned(),
             method: data.get("method")?.as_str()?.to_owned(),
             params: data.get("params").cloned().unwrap_or(Value::Null),
@@ -74,7 +74,11 @@ pub fn misses(report: &Value) -> Result<Vec<Miss>, Error> {
 /// # Errors
 ///
 /// Cassettes that cannot be read.
-pub fn suggest(misses: &[Miss], cassettes: &[PathBuf], normalization: &Rules) -> Result<String, Error> {
+pub fn suggest(
+    misses: &[ReportedMiss],
+    cassettes: &[PathBuf],
+    normalization: &Rules,
+) -> Result<String, Error> {
     let loaded = store::load_as_text(&store::cassette_files(cassettes)?)?;
     let tape = Tape::new(loaded.exchanges, normalization);
     // Each suggested table names one server, method and name: its check looks at their recordings.
@@ -118,7 +122,7 @@ fn toml_string(text: &str) -> String {
 }
 
 /// The `[[match]]` table for one miss.
-fn table(miss: &Miss) -> String {
+fn table(miss: &ReportedMiss) -> String {
     let quote = toml_string;
     let mut lines = vec!["[[match]]".to_owned(), format!("server = {}", quote(&Glob::escape(&miss.server)))];
     let key = match miss.method.as_str() {
@@ -158,7 +162,7 @@ fn table(miss: &Miss) -> String {
 /// What `table` would do with `miss` over `recordings` (those of its
 /// server, method and name): which recording it would answer with, or why
 /// none.
-fn check(table: &str, miss: &Miss, recordings: &[&Arc<Recorded>], normalization: &Rules) -> String {
+fn check(table: &str, miss: &ReportedMiss, recordings: &[&Arc<Recorded>], normalization: &Rules) -> String {
     let rules = match MatchRules::parse(std::path::Path::new("(suggested)"), table) {
         Ok(rules) => rules,
         Err(error) => return format!("not checked: {error}"),
@@ -189,7 +193,7 @@ mod tests {
 
     #[test]
     fn differences_become_folds_where_folds_join_them_else_ignores() {
-        let miss = Miss {
+        let miss = ReportedMiss {
             server: "mcp_Me*".into(),
             method: "tools/call".into(),
             params: json!({"name": "Find", "arguments": {}}),
@@ -226,7 +230,7 @@ mod tests {
 
     #[test]
     fn any_name_makes_valid_toml_and_a_literal_star_stays_literal() {
-        let miss = Miss {
+        let miss = ReportedMiss {
             server: "mcp_\u{7f}Odd".into(),
             method: "tools/call".into(),
             params: json!({"name": "Del\u{7f}ete", "arguments": {}}),

@@ -17,7 +17,7 @@ use crate::{suggest, util};
 /// A report that cannot be read or is not a usage report; cassettes that
 /// cannot be.
 pub(super) fn suggest(config: &SuggestConfig) -> Result<u8, Error> {
-    let mut misses: Vec<suggest::Miss> = Vec::new();
+    let mut misses: Vec<suggest::ReportedMiss> = Vec::new();
     for path in report_files(&config.report)? {
         let report = read_report(&path)?;
         let found =

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::cassette::store::Cassette;
 use crate::error::Error;
 use crate::limits::MAX_IMPORT_LINE_BYTES;
-use crate::model::spelling::{self, Spellings, Step};
+use crate::model::spelling::{self, Hop, Spellings};
 use crate::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
     ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
@@ -137,8 +137,7 @@ fn write_exchange(exchange: &Exchange, out: &mut (impl Write + ?Sized)) -> std::
             Member::Asides(asides) => {
                 let mut spellings = Spellings::default();
                 for (i, aside) in asides.iter().enumerate() {
-                    spellings
-                        .add_under(&[Step::Index(i), Step::Key("body".into())], &aside.message.spellings);
+                    spellings.add_under(&[Hop::Index(i), Hop::Key("body".into())], &aside.message.spellings);
                 }
                 out.write_all(canonical_json_keeping(&asides_line(asides), "body", &spellings).as_bytes())?;
             }
@@ -372,12 +371,12 @@ fn parse_line(value: &Value, spellings: &Spellings) -> Result<RawExchange, Strin
         return Err("\"messages\" is empty: an exchange needs its answer".into());
     }
     for (i, message) in listed.iter().enumerate() {
-        let place = [Step::Key("messages".into()), Step::Index(i), Step::Key("body".into())];
+        let place = [Hop::Key("messages".into()), Hop::Index(i), Hop::Key("body".into())];
         messages.push(recorded_message(message, spellings.under(&place))?);
     }
     let asides = match value.get("asides") {
         None => Vec::new(),
-        Some(asides) => parse_asides(asides, &spellings.under(&[Step::Key("asides".into())]))?,
+        Some(asides) => parse_asides(asides, &spellings.under(&[Hop::Key("asides".into())]))?,
     };
     Ok(RawExchange {
         server: text("server")?.to_owned(),
@@ -414,7 +413,7 @@ pub(crate) fn parse_asides(value: &Value, spellings: &Spellings) -> Result<Vec<A
             in_flight,
             channel: Channel::parse(channel)
                 .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
-            message: recorded_message(aside, spellings.under(&[Step::Index(i), Step::Key("body".into())]))?,
+            message: recorded_message(aside, spellings.under(&[Hop::Index(i), Hop::Key("body".into())]))?,
         });
     }
     Ok(asides)

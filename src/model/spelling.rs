@@ -13,9 +13,9 @@ use std::collections::HashMap;
 
 use serde_json::{Number, Value};
 
-/// One step from a JSON value to a member or item of it.
+/// One hop from a JSON value to a member or item of it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Step {
+pub enum Hop {
     Key(Box<str>),
     Index(usize),
 }
@@ -23,7 +23,7 @@ pub enum Step {
 /// The numbers of one message whose sender spelled them otherwise than
 /// serde_json writes them: each one's place and its text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Spellings(Vec<(Box<[Step]>, Box<str>)>);
+pub struct Spellings(Vec<(Box<[Hop]>, Box<str>)>);
 
 impl Spellings {
     /// The numbers of the JSON `text` spelled otherwise than serde_json
@@ -42,7 +42,7 @@ impl Spellings {
     }
 
     /// Those under `prefix`, with their places from there.
-    pub fn under(&self, prefix: &[Step]) -> Spellings {
+    pub fn under(&self, prefix: &[Hop]) -> Spellings {
         Spellings(
             self.0
                 .iter()
@@ -52,7 +52,7 @@ impl Spellings {
     }
 
     /// Adds `inner`'s, which are from `prefix` on.
-    pub fn add_under(&mut self, prefix: &[Step], inner: &Spellings) {
+    pub fn add_under(&mut self, prefix: &[Hop], inner: &Spellings) {
         for (place, text) in &inner.0 {
             self.0.push((prefix.iter().chain(place.iter()).cloned().collect(), text.clone()));
         }
@@ -60,7 +60,7 @@ impl Spellings {
 }
 
 /// The spellings of one message by place, looked up once per number written.
-type ByPlace<'a> = HashMap<&'a [Step], &'a str>;
+type ByPlace<'a> = HashMap<&'a [Hop], &'a str>;
 
 /// `value` as compact JSON text in its own member order, each number
 /// `spellings` names (and `value` still holds) as its sender spelled it.
@@ -76,13 +76,13 @@ pub fn as_sent(value: &Value, spellings: &Spellings) -> String {
 }
 
 /// The spelling at `place`, if there is one and it spells `number`.
-fn spelled_at<'a>(by_place: &ByPlace<'a>, place: &[Step], number: &Number) -> Option<&'a str> {
+fn spelled_at<'a>(by_place: &ByPlace<'a>, place: &[Hop], number: &Number) -> Option<&'a str> {
     let text = *by_place.get(place)?;
     let spelled: Number = serde_json::from_str(text).ok()?;
     (spelled == *number).then_some(text)
 }
 
-fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Step>, out: &mut String) {
+fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Hop>, out: &mut String) {
     match value {
         Value::Number(number) => match spelled_at(by_place, path, number) {
             Some(spelled) => out.push_str(spelled),
@@ -94,7 +94,7 @@ fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Step>, out: &mut 
                 if index > 0 {
                     out.push(',');
                 }
-                path.push(Step::Index(index));
+                path.push(Hop::Index(index));
                 write(item, by_place, path, out);
                 path.pop();
             }
@@ -108,7 +108,7 @@ fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Step>, out: &mut 
                 }
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                path.push(Step::Key(key.as_str().into()));
+                path.push(Hop::Key(key.as_str().into()));
                 write(member, by_place, path, out);
                 path.pop();
             }
@@ -123,8 +123,8 @@ fn write(value: &Value, by_place: &ByPlace<'_>, path: &mut Vec<Step>, out: &mut 
 struct Scan<'a, 'f> {
     text: &'a [u8],
     at: usize,
-    path: Vec<Step>,
-    found: &'f mut Vec<(Box<[Step]>, Box<str>)>,
+    path: Vec<Hop>,
+    found: &'f mut Vec<(Box<[Hop]>, Box<str>)>,
 }
 
 impl Scan<'_, '_> {
@@ -159,7 +159,7 @@ impl Scan<'_, '_> {
             self.skip_space();
             (self.text.get(self.at) == Some(&b':')).then_some(())?;
             self.at += 1;
-            self.path.push(Step::Key(key.into()));
+            self.path.push(Hop::Key(key.into()));
             self.value()?;
             self.path.pop();
             self.skip_space();
@@ -183,7 +183,7 @@ impl Scan<'_, '_> {
         }
         let mut index = 0;
         loop {
-            self.path.push(Step::Index(index));
+            self.path.push(Hop::Index(index));
             self.value()?;
             self.path.pop();
             index += 1;
@@ -277,7 +277,7 @@ mod tests {
         let spellings = Spellings::of(sent);
         let value: Value = serde_json::from_str(sent).unwrap();
         assert_eq!(as_sent(&value, &spellings), r#"{"a\"b":[1,{"c":1.0e0}],"d":[[],{},5E1]}"#);
-        let under = spellings.under(&[Step::Key("d".into())]);
+        let under = spellings.under(&[Hop::Key("d".into())]);
         assert_eq!(as_sent(&value["d"], &under), "[[],{},5E1]");
     }
 

@@ -422,13 +422,9 @@ async fn a_request_whose_client_hangs_up_still_gets_its_log_line() {
     );
     peer.write_all(request.as_bytes()).await.unwrap();
     // Hang up once the upstream holds the request (it never answers "silent").
-    tokio::time::timeout(PATIENCE, async {
-        while upstream.state.calls("tools/call") == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the request reached the upstream");
+    tokio::time::timeout(PATIENCE, upstream.state.until_called("tools/call"))
+        .await
+        .expect("the request reached the upstream");
     drop(peer);
     let (_, log) = daemon.stop("TERM").await;
     let line = log.lines().find(|l| l.contains("POST server=mcp_Gone method=tools/call"));
@@ -461,13 +457,9 @@ async fn a_request_still_waiting_when_the_grace_ends_gets_503_with_its_id() {
     let body =
         json!({"jsonrpc": "2.0", "id": 42, "method": "tools/call", "params": {"name": "silent"}}).to_string();
     let waiting = tokio::spawn(async move { post(&url, &[("authorization", &auth)], &body).await });
-    tokio::time::timeout(PATIENCE, async {
-        while upstream.state.calls("tools/call") == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the request reached the upstream");
+    tokio::time::timeout(PATIENCE, upstream.state.until_called("tools/call"))
+        .await
+        .expect("the request reached the upstream");
     let (status, log) = daemon.stop("TERM").await;
     let answer = waiting.await.unwrap();
     assert_eq!(answer.status, 503, "{answer:?}");
@@ -760,8 +752,6 @@ async fn a_killed_recorder_leaves_no_grandchild_running() {
 /// recorder sat blocked on the full queue and ignored SIGTERM.
 #[tokio::test]
 async fn sigterm_ends_a_recorder_whose_server_never_reads() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().unwrap();
     let cassettes = dir.path().to_str().unwrap();
@@ -784,9 +774,9 @@ async fn sigterm_ends_a_recorder_whose_server_never_reads() {
         .spawn()
         .unwrap();
     let mut stdin = record.stdin.take().unwrap();
-    let sent = Arc::new(AtomicUsize::new(0));
-    let counted = Arc::clone(&sent);
+    let (ten_sent, sent) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
+        let mut ten_sent = Some(ten_sent);
         let padding = "x".repeat(100 * 1024);
         for id in 0..400 {
             let line = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -794,16 +784,17 @@ async fn sigterm_ends_a_recorder_whose_server_never_reads() {
             if stdin.write_all(format!("{line}\n").as_bytes()).await.is_err() {
                 return; // the recorder is gone
             }
-            counted.fetch_add(1, Ordering::Relaxed);
+            if id == 9
+                && let Some(ten_sent) = ten_sent.take()
+            {
+                let _ = ten_sent.send(());
+            }
         }
     });
-    tokio::time::timeout(PATIENCE, async {
-        while sent.load(Ordering::Relaxed) < 10 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the client's lines went out");
+    tokio::time::timeout(PATIENCE, sent)
+        .await
+        .expect("the client's lines went out")
+        .expect("ten lines were written before the recorder stopped reading");
     let pid = record.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let mut log = String::new();

@@ -464,15 +464,24 @@ async fn silent_and_stalled_connections_are_closed() {
     );
     for sent in ["", "PRI * HTTP/2.0\r\n", prelude.as_str()] {
         let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let began = std::time::Instant::now();
         peer.write_all(sent.as_bytes()).await.unwrap();
         let mut answer = Vec::new();
         tokio::time::timeout(patience, peer.read_to_end(&mut answer))
             .await
-            .unwrap_or_else(|_| panic!("still open after sending {sent:?}"))
+            .unwrap_or_else(|_| panic!("still open {patience:?} after sending {sent:?}"))
             .unwrap();
+        // Closed by the idle limit: not before it, and not by a refusal of what was sent.
+        assert!(
+            began.elapsed() >= idle,
+            "{sent:?}: closed after {:?}, before the idle limit",
+            began.elapsed()
+        );
         let answer = String::from_utf8_lossy(&answer);
         if sent.starts_with("POST") {
             assert!(answer.starts_with("HTTP/1.1 408"), "a stalled body gets 408: {answer}");
+        } else {
+            assert!(answer.is_empty(), "{sent:?}: closed with no answer, got {answer}");
         }
     }
     let ping = call(&replay.url("/mcp"), &[], "ping", json!({})).await;
@@ -503,11 +512,16 @@ async fn a_request_head_that_trickles_in_is_cut_off() {
         Ok::<_, std::io::Error>(())
     });
     let mut answer = Vec::new();
-    tokio::time::timeout(std::time::Duration::from_secs(5), from_server.read_to_end(&mut answer))
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), from_server.read_to_end(&mut answer))
         .await
-        .expect("a trickling request head was cut off")
-        .ok();
+        .expect("a trickling request head is cut off within 5 s");
     assert!(began.elapsed() >= idle, "cut off after {:?}, before the limit", began.elapsed());
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "the connection ends, not reset: {read:?}");
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "cut off with a 408 or nothing: {answer}"
+    );
     trickle.abort();
     let ping = call(&replay.url("/mcp"), &[], "ping", json!({})).await;
     assert_eq!(ping.status, 200, "the daemon serves on");

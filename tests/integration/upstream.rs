@@ -41,6 +41,8 @@ pub struct Seen {
 #[derive(Default)]
 pub struct State {
     pub seen: Mutex<Vec<Seen>>,
+    /// Told each time a request is seen.
+    arrived: Notify,
     /// Released by a test to let the `gated` tool finish (or `break` break).
     pub gate: Notify,
     /// The client's reply to the `elicit` tool's server request.
@@ -56,6 +58,19 @@ pub struct State {
 impl State {
     pub fn calls(&self, method: &str) -> usize {
         self.seen.lock().unwrap().iter().filter(|s| s.body["method"] == method).count()
+    }
+
+    /// Returns once a request of `method` has been seen.
+    pub async fn until_called(&self, method: &str) {
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            if self.calls(method) > 0 {
+                return;
+            }
+            arrived.await;
+        }
     }
 
     /// Ends the bodies kept open (cut short of what they announced).
@@ -224,6 +239,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
         headers: parts.headers.clone(),
         body: body.clone(),
     });
+    state.arrived.notify_waiters();
     let auth =
         parts.headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     if let Some(answer) = agent365_service(&parts, &body, &auth) {
