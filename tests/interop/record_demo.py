@@ -8,7 +8,7 @@ import secrets
 import sys
 
 import clients
-from interop import UPSTREAM, Daemon
+from harness import UPSTREAM, Daemon
 
 # Calls beyond the round-trip flow, so the demo answers more of each catalogue.
 MORE_CALLS = {
