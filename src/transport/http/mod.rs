@@ -18,7 +18,6 @@ pub mod upstream;
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -667,20 +666,13 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
     let mut pieces: Option<bytes::BytesMut> = None;
     let done = |whole: Bytes, pieces: Option<bytes::BytesMut>| pieces.map_or(whole, bytes::BytesMut::freeze);
     loop {
-        // A piece that is already there is taken without arming a timer.
-        let mut next = std::pin::pin!(body.frame());
-        let ready = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx).map(Ok))).await;
         let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
         let deadline = started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
-        let piece = match ready {
-            Poll::Ready(piece) => piece,
-            Poll::Pending => {
-                let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-                match tokio::time::timeout(wait, next).await {
-                    Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
-                    piece => piece,
-                }
-            }
+        let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        // A piece that is already there is taken before the timer is armed (the timeout polls first).
+        let piece = match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
+            piece => piece,
         };
         match piece {
             Err(_) => return Err(Fault::BodyStalled { idle }.into()),
