@@ -146,7 +146,7 @@ def soak(args, checks, replay, recorder):
             for name, daemon in [("replay", replay), ("record", recorder)]:
                 if daemon.proc.poll() is None:
                     peaks[name] = max(peaks[name], rss_mib(daemon.proc.pid))
-            time.sleep(0.25)
+            stop.wait(0.25)
 
     def work(name, daemon, worker):
         n = 0
