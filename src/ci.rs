@@ -1,16 +1,16 @@
 //! The command `mcp-tape test` wraps: spawned with the tape's URL in its
-//! environment, in a process group of its own (so that it and everything
-//! it starts get the signals mcp-tape passes on, and nothing else does),
-//! never outliving mcp-tape: when it exits, what it left running is ended
-//! ([`child::end_descendants`]); a signal is passed on, and a command still
-//! running [`INTERRUPT_GRACE`] later, or at a second signal, gets SIGKILL.
+//! environment, in a process tree of its own ([`Tree`]: on Unix a process
+//! group, so that it and everything it starts get the signals mcp-tape
+//! passes on, and nothing else does), never outliving mcp-tape: when it
+//! exits, what it left running is ended ([`Tree::end`]); a stop is passed
+//! on, and a command still running [`INTERRUPT_GRACE`] later, or at a
+//! second stop, is ended (SIGKILL).
 
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use tokio::signal::unix::{SignalKind, signal};
-
 use crate::error::Error;
+use crate::os::{Stop, Stops, Tree};
 use crate::transport::stdio::child;
 
 /// Where an agent finds the tape: mcp-tape's own variable.
@@ -19,21 +19,22 @@ pub const URL_VARIABLE: &str = "MCP_TAPE_URL";
 /// too, so they use it with no code change.
 pub const PLATFORM_VARIABLE: &str = "MCP_PLATFORM_ENDPOINT";
 
-/// After a signal is passed on, how long the command gets to exit before
-/// its process group gets SIGKILL.
+/// After a stop is passed on, how long the command gets to exit before
+/// its tree is ended.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
-/// How the command ended: its status, and the signal that interrupted the
-/// run, if one did (the run then ends with 128 + it, whatever the status).
+/// How the command ended: its status, and the stop that interrupted the
+/// run, if one did (the run then ends with 128 + its number, whatever the
+/// status).
 #[derive(Debug)]
 pub struct Ran {
     pub status: ExitStatus,
-    pub interrupted: Option<libc::c_int>,
+    pub interrupted: Option<Stop>,
 }
 
 /// Runs `command` with `url` in its environment until it exits, passing
-/// SIGINT and SIGTERM on to its process group (SIGKILL after
-/// [`INTERRUPT_GRACE`] or at a second signal), then ends what it left
+/// SIGINT and SIGTERM (Ctrl-C, Ctrl-Break) on to its tree (ended after
+/// [`INTERRUPT_GRACE`] or at a second stop), then ends what it left
 /// running.
 ///
 /// # Errors
@@ -46,50 +47,39 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
         return Err(failed(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no command to run")));
     };
     let mut spawning = tokio::process::Command::new(program);
-    spawning
-        .args(arguments)
-        .env(URL_VARIABLE, url)
-        .env(PLATFORM_VARIABLE, url)
-        .kill_on_drop(true)
-        .process_group(0);
-    child::die_with_parent(&mut spawning);
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(failed)?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(failed)?;
-    child::become_subreaper();
-    let mut process = spawning.spawn().map_err(failed)?;
-    let group = process.id().and_then(|pid| i32::try_from(pid).ok());
-    let guard = group.and_then(child::Guard::watch);
+    spawning.args(arguments).env(URL_VARIABLE, url).env(PLATFORM_VARIABLE, url).kill_on_drop(true);
+    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate]);
+    let (mut process, tree) = Tree::spawn(&mut spawning).map_err(failed)?;
     let mut interrupted = None;
     let escalation = tokio::time::sleep(Duration::MAX);
     tokio::pin!(escalation);
     let status = loop {
         let received = tokio::select! {
             status = process.wait() => break status.map_err(failed)?,
-            _ = interrupt.recv() => libc::SIGINT,
-            _ = terminate.recv() => libc::SIGTERM,
-            () = &mut escalation, if interrupted.is_some() => libc::SIGKILL,
+            stop = stops.next() => Some(stop),
+            () = &mut escalation, if interrupted.is_some() => None,
         };
-        let passed_on = match interrupted {
-            None => {
-                interrupted = Some(received);
+        match (interrupted, received) {
+            (None, Some(stop)) => {
+                interrupted = Some(stop);
                 escalation.as_mut().reset(tokio::time::Instant::now() + INTERRUPT_GRACE);
-                received
+                if let Some(tree) = &tree {
+                    tracing::info!("passing {} on to {}", stop.name(), crate::util::printable(&shown));
+                    tree.pass_on(stop);
+                }
             }
-            Some(_) => {
-                tracing::warn!("{} is still running: SIGKILL", crate::util::printable(&shown));
+            _ => {
+                tracing::warn!("{} is still running: ending it", crate::util::printable(&shown));
                 escalation.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(3600));
-                libc::SIGKILL
-            }
-        };
-        if let Some(group) = group {
-            tracing::info!("passing signal {passed_on} on to {}", crate::util::printable(&shown));
-            // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
-            unsafe {
-                libc::kill(-group, passed_on);
+                if let Some(tree) = &tree {
+                    tree.kill();
+                }
             }
         }
     };
-    if child::end_descendants(group, guard.as_ref(), child::TERM_GRACE).await > 0 {
+    if let Some(tree) = &tree
+        && tree.end(child::TERM_GRACE).await > 0
+    {
         tracing::info!("{} left processes running; ended them", crate::util::printable(&shown));
     }
     Ok(Ran { status, interrupted })

@@ -32,6 +32,9 @@
 //!   file written whole or not at all, long work run off the async
 //!   workers.
 //! - [`logging`]: where log lines go (one buffer, one writer thread).
+//! - [`os`]: what differs by operating system: a spawned command's process
+//!   tree (a process group, a Job Object), the stops that reach mcp-tape
+//!   (signals, console events), exit codes, one file by two paths.
 //! - [`model`]: the domain types every layer speaks, and JSON as its
 //!   sender spelled it ([`model::spelling`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
@@ -119,6 +122,7 @@ pub mod matching;
 pub mod mcp;
 pub mod model;
 pub mod normalize;
+pub mod os;
 pub mod redact;
 pub mod report;
 pub mod secrets;

@@ -10,7 +10,10 @@ use clap::Parser;
 use mcp_tape::cli::Cli;
 
 /// Requests allocate many small, short-lived objects (JSON trees, header
-/// maps); mimalloc serves those faster than the system allocator.
+/// maps); mimalloc serves those faster than the system allocator. Not on
+/// macOS, where its C needs the SDK's headers to build (a cross build has
+/// none) and the system allocator serves.
+#[cfg(not(target_os = "macos"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,7 +1,6 @@
 //! `mcp-tape export`: a cassette as canonical JSON Lines, or as HAR 1.2.
 
 use std::io::Write as _;
-use std::path::Path;
 
 use crate::cassette::store::Cassette;
 use crate::config::ExportConfig;
@@ -17,7 +16,7 @@ use crate::util;
 /// output that cannot be written.
 pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
     if let Some(output) = &config.output
-        && same_file(output, &config.cassette)
+        && crate::os::same_file(output, &config.cassette)
     {
         return Err(Error::Usage(format!(
             "-o {}: that is the cassette being exported; name another file",
@@ -46,14 +45,4 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
             Error::Write { path: config.output.clone().unwrap_or_else(|| "(standard output)".into()), source }
         }
     })
-}
-
-/// Whether `a` and `b` name one existing file (same device and inode,
-/// through links).
-fn same_file(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
 }

@@ -217,5 +217,5 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     tracing::info!("the stdio server ended: {status}");
     write_reports(&report, &config.reports, failed == 0)?;
     all_stored(failed)?;
-    Ok(stdio::child::exit_code(status))
+    Ok(crate::os::exit_code(status))
 }

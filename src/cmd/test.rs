@@ -15,7 +15,6 @@ use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::transport::http::{App, server};
-use crate::transport::stdio;
 use crate::{ci, util};
 
 /// `mcp-tape test`: serves the tape on loopback for as long as the
@@ -97,10 +96,10 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             return Err(error);
         }
     };
-    let mut code = stdio::child::exit_code(ran.status);
-    if let Some(signal) = ran.interrupted {
-        // An interrupted run did not pass, whatever the command made of the signal.
-        code = (128 + signal).clamp(1, 255) as u8;
+    let mut code = crate::os::exit_code(ran.status);
+    if let Some(stop) = ran.interrupted {
+        // An interrupted run did not pass, whatever the command made of the stop.
+        code = (128 + stop.number()).clamp(1, 255) as u8;
     }
     if let Some(writer) = writer {
         let failed = summarize_recording(writer);
@@ -137,7 +136,12 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     };
     eprintln!("mcp-tape: {}", report.summary());
     match ran.interrupted {
-        Some(signal) => eprintln!("mcp-tape: {}; interrupted by signal {signal}; exit {verdict}", ran.status),
+        Some(stop) => eprintln!(
+            "mcp-tape: {}; interrupted by signal {} ({}); exit {verdict}",
+            ran.status,
+            stop.number(),
+            stop.name()
+        ),
         None => eprintln!("mcp-tape: {}; exit {verdict}", ran.status),
     }
     write_reports(&report, &config.reports, verdict == 0)?;

@@ -72,7 +72,7 @@ impl Writer {
     pub fn start(mut cassette: Cassette) -> Result<Writer, Error> {
         let (jobs, queue) = mpsc::channel();
         let thread = thread::Builder::new().name(THREAD_NAME.into()).spawn(move || {
-            yield_to_the_runtime();
+            crate::os::batch_thread();
             let mut report = WriterReport { path: cassette.path().to_owned(), ..WriterReport::default() };
             let mut stopping = false;
             while !stopping {
@@ -149,24 +149,6 @@ impl Writer {
             tracing::error!("the cassette writer panicked");
             WriterReport::default()
         })
-    }
-}
-
-/// Marks the calling thread `SCHED_BATCH`: woken by a queued entry, it no
-/// longer preempts the runtime thread that queued it, which goes on reading
-/// and queueing other connections' exchanges first. Where both share a core
-/// the batches grow and the wakes per exchange fall (32 connections on one
-/// core: 17-18k exchanges a second against 14-15k, measured when 6c3cc0d
-/// added it; not measured again since). It takes
-/// no privilege; should the kernel refuse, the thread keeps its policy.
-fn yield_to_the_runtime() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param for the call; pid 0 is this thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
-        tracing::debug!(
-            "the cassette writer keeps its scheduling policy: {}",
-            std::io::Error::last_os_error()
-        );
     }
 }
 

@@ -38,6 +38,7 @@ use super::frame::Holding;
 use super::{App, Body, handle};
 
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
+use crate::os::{Stop, Stops};
 use crate::util::lock;
 
 /// In-flight requests get this long to finish after a shutdown signal.
@@ -146,33 +147,17 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     }
 }
 
-/// Resolves on the first of SIGINT, SIGTERM, SIGHUP (the terminal went away)
-/// or SIGQUIT: each ends the daemon the same clean way, summary included.
-/// The handlers are installed when this is called, before the daemon says
-/// it is listening, so a signal right after that line is never missed.
+/// Resolves on the first stop from outside (SIGINT, SIGTERM, SIGHUP: the
+/// terminal went away, SIGQUIT; on Windows Ctrl-C, Ctrl-Break, the console
+/// closing, the system shutting down): each ends the daemon the same clean
+/// way, summary included. They are listened for when this is called,
+/// before the daemon says it is listening, so a stop right after that line
+/// is never missed.
 pub fn shutdown_signal() -> impl Future<Output = ()> {
-    use tokio::signal::unix::{Signal, SignalKind, signal};
-    /// Waits for one signal; forever if it could not be watched.
-    async fn arrival(watched: &mut Option<Signal>) {
-        match watched {
-            Some(watched) => {
-                watched.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
-    let mut interrupt = signal(SignalKind::interrupt()).ok();
-    let mut terminate = signal(SignalKind::terminate()).ok();
-    let mut hangup = signal(SignalKind::hangup()).ok();
-    let mut quit = signal(SignalKind::quit()).ok();
+    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit]);
     async move {
-        let name = tokio::select! {
-            () = arrival(&mut interrupt) => "SIGINT",
-            () = arrival(&mut terminate) => "SIGTERM",
-            () = arrival(&mut hangup) => "SIGHUP",
-            () = arrival(&mut quit) => "SIGQUIT",
-        };
-        tracing::info!("{name}: shutting down");
+        let stop = stops.next().await;
+        tracing::info!("{}: shutting down", stop.name());
     }
 }
 

@@ -1,5 +1,5 @@
 //! mcp-tape's own stdin and stdout as async byte streams. When they are
-//! pipes or sockets (a client spawned mcp-tape: the usual case) they are
+//! pipes or sockets on Unix (a client spawned mcp-tape: the usual case) they are
 //! switched to non-blocking mode and driven by the runtime's reactor, so a
 //! message costs a read or write call and no thread hand-off (tokio's own
 //! stdin/stdout hand every call to its blocking pool). Anything else (a
@@ -12,136 +12,153 @@
 //! requests in flight, six rounds).
 
 use std::io::Read;
-use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 
 /// Standard input as an async byte stream.
 pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
-    match Pipe::open(libc::STDIN_FILENO) {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(read_on_a_thread()),
+    #[cfg(unix)]
+    if let Some(pipe) = reactor::Pipe::open(libc::STDIN_FILENO) {
+        return Box::new(pipe);
     }
+    Box::new(read_on_a_thread())
 }
 
 /// Standard output as an async byte stream.
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
-    match Pipe::open(libc::STDOUT_FILENO) {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdout()),
+    #[cfg(unix)]
+    if let Some(pipe) = reactor::Pipe::open(libc::STDOUT_FILENO) {
+        return Box::new(pipe);
     }
+    Box::new(tokio::io::stdout())
 }
 
-/// A descriptor the reactor can wait on.
-struct Fd(RawFd);
+/// A pipe or socket in non-blocking mode (Unix), driven by the reactor.
+#[cfg(unix)]
+mod reactor {
+    use std::os::fd::{AsRawFd, RawFd};
+    use std::pin::Pin;
+    use std::task::{Context, Poll, ready};
 
-impl AsRawFd for Fd {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+    /// A descriptor the reactor can wait on.
+    struct Fd(RawFd);
+
+    impl AsRawFd for Fd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0
+        }
     }
-}
 
-/// A pipe or socket in non-blocking mode, driven by the reactor.
-struct Pipe {
-    fd: AsyncFd<Fd>,
-    /// The descriptor's flags before, restored on drop.
-    flags: libc::c_int,
-}
+    /// A pipe or socket in non-blocking mode, driven by the reactor.
+    pub(super) struct Pipe {
+        fd: AsyncFd<Fd>,
+        /// The descriptor's flags before, restored on drop.
+        flags: libc::c_int,
+    }
 
-impl Pipe {
-    /// `fd` as a [`Pipe`] if it is a pipe or a socket the reactor takes.
-    fn open(fd: RawFd) -> Option<Pipe> {
-        // SAFETY: fstat and fcntl on a descriptor this process holds; the
-        // stat buffer is ours. `register` needs the descriptor open and the
-        // same file for as long as the `AsyncFd` lives: stdin and stdout
-        // are never closed by mcp-tape.
-        unsafe {
-            let mut stat: libc::stat = std::mem::zeroed();
-            if libc::fstat(fd, &mut stat) != 0 {
-                return None;
-            }
-            let kind = stat.st_mode & libc::S_IFMT;
-            if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
-                return None;
-            }
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
-                return None;
-            }
-            match AsyncFd::register(Fd(fd)) {
-                Ok(fd) => Some(Pipe { fd, flags }),
-                Err(_) => {
-                    libc::fcntl(fd, libc::F_SETFL, flags);
-                    None
+    impl Pipe {
+        /// `fd` as a [`Pipe`] if it is a pipe or a socket the reactor takes.
+        pub(super) fn open(fd: RawFd) -> Option<Pipe> {
+            // SAFETY: fstat and fcntl on a descriptor this process holds; the
+            // stat buffer is ours. `register` needs the descriptor open and the
+            // same file for as long as the `AsyncFd` lives: stdin and stdout
+            // are never closed by mcp-tape.
+            unsafe {
+                let mut stat: libc::stat = std::mem::zeroed();
+                if libc::fstat(fd, &mut stat) != 0 {
+                    return None;
+                }
+                let kind = stat.st_mode & libc::S_IFMT;
+                if kind != libc::S_IFIFO && kind != libc::S_IFSOCK {
+                    return None;
+                }
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+                    return None;
+                }
+                match AsyncFd::register(Fd(fd)) {
+                    Ok(fd) => Some(Pipe { fd, flags }),
+                    Err(_) => {
+                        libc::fcntl(fd, libc::F_SETFL, flags);
+                        None
+                    }
                 }
             }
         }
     }
-}
 
-impl Drop for Pipe {
-    fn drop(&mut self) {
-        // SAFETY: fcntl on the descriptor this process holds.
-        unsafe {
-            libc::fcntl(self.fd.get_ref().0, libc::F_SETFL, self.flags);
+    impl Drop for Pipe {
+        fn drop(&mut self) {
+            // SAFETY: fcntl on the descriptor this process holds.
+            unsafe {
+                libc::fcntl(self.fd.get_ref().0, libc::F_SETFL, self.flags);
+            }
         }
     }
-}
 
-/// The result of a read(2) or write(2) call.
-fn outcome(n: isize) -> std::io::Result<usize> {
-    if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
-}
+    /// The result of a read(2) or write(2) call.
+    fn outcome(n: isize) -> std::io::Result<usize> {
+        if n < 0 { Err(std::io::Error::last_os_error()) } else { Ok(n as usize) }
+    }
 
-impl AsyncRead for Pipe {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        loop {
-            let mut ready = ready!(self.fd.poll_read_ready(cx))?;
-            let unfilled = buf.initialize_unfilled();
-            // SAFETY: read(2) into the unfilled part of the buffer, at most its length.
-            let read = ready.try_io(|fd| {
-                outcome(unsafe { libc::read(fd.get_ref().0, unfilled.as_mut_ptr().cast(), unfilled.len()) })
-            });
-            match read {
-                Ok(Ok(n)) => {
-                    buf.advance(n);
-                    return Poll::Ready(Ok(()));
+    impl AsyncRead for Pipe {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            loop {
+                let mut ready = ready!(self.fd.poll_read_ready(cx))?;
+                let unfilled = buf.initialize_unfilled();
+                // SAFETY: read(2) into the unfilled part of the buffer, at most its length.
+                let read = ready.try_io(|fd| {
+                    outcome(unsafe {
+                        libc::read(fd.get_ref().0, unfilled.as_mut_ptr().cast(), unfilled.len())
+                    })
+                });
+                match read {
+                    Ok(Ok(n)) => {
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
+                    Ok(Err(e)) => return Poll::Ready(Err(e)),
+                    Err(_would_block) => {}
                 }
-                Ok(Err(e)) => return Poll::Ready(Err(e)),
-                Err(_would_block) => {}
-            }
-        }
-    }
-}
-
-impl AsyncWrite for Pipe {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
-        loop {
-            let mut ready = ready!(self.fd.poll_write_ready(cx))?;
-            // SAFETY: write(2) from `data`, at most its length.
-            let written = ready.try_io(|fd| {
-                outcome(unsafe { libc::write(fd.get_ref().0, data.as_ptr().cast(), data.len()) })
-            });
-            if let Ok(result) = written {
-                return Poll::Ready(result);
             }
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(())) // nothing is buffered here
-    }
+    impl AsyncWrite for Pipe {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            data: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            loop {
+                let mut ready = ready!(self.fd.poll_write_ready(cx))?;
+                // SAFETY: write(2) from `data`, at most its length.
+                let written = ready.try_io(|fd| {
+                    outcome(unsafe { libc::write(fd.get_ref().0, data.as_ptr().cast(), data.len()) })
+                });
+                if let Ok(result) = written {
+                    return Poll::Ready(result);
+                }
+            }
+        }
 
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(())) // nothing is buffered here
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
     }
 }
 

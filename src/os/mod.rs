@@ -1,0 +1,86 @@
+//! What differs by operating system, behind one interface, so that the
+//! rest of the crate names no platform:
+//!
+//! - [`Tree`]: a spawned command and whatever it starts, ended together and
+//!   never outliving mcp-tape. Unix: a process group of its own, a watcher
+//!   that ends it if mcp-tape is killed outright, and on Linux the
+//!   parent-death signal and a child subreaper. Windows: a Job Object that
+//!   kills every process in it when mcp-tape's handle closes, however
+//!   mcp-tape ends.
+//! - [`Stops`]: the requests to stop that reach mcp-tape from outside.
+//!   Unix: SIGINT, SIGTERM, SIGHUP, SIGQUIT. Windows: Ctrl-C, Ctrl-Break, the
+//!   console closing, the system shutting down.
+//! - [`exit_code`], [`same_file`], [`batch_thread`]: how a process's end
+//!   reads as an exit code, whether two paths are one file, a thread that
+//!   yields to the runtime (Linux only).
+
+#[cfg(unix)]
+mod unix;
+#[cfg(unix)]
+use unix as imp;
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as imp;
+
+use std::task::Poll;
+
+pub use imp::{Tree, batch_thread, exit_code, same_file};
+
+/// A request to stop that comes from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT; Ctrl-C.
+    Interrupt,
+    /// SIGTERM; Ctrl-Break.
+    Terminate,
+    /// SIGHUP (the terminal went away); the console window closing.
+    HangUp,
+    /// SIGQUIT; the system shutting down.
+    Quit,
+}
+
+impl Stop {
+    /// What it is called where it comes from.
+    pub fn name(self) -> &'static str {
+        imp::name(self)
+    }
+
+    /// Its number, for an exit code of 128 + it: the signal's on Unix, the C
+    /// runtime's `SIGINT` and `SIGBREAK` on Windows.
+    pub fn number(self) -> i32 {
+        imp::number(self)
+    }
+}
+
+/// The stops being listened for.
+pub struct Stops(Vec<(Stop, imp::Listener)>);
+
+impl Stops {
+    /// Listens for `which` from now on, so that one arriving right after
+    /// this returns is not missed; one that cannot be listened for (logged)
+    /// is never heard.
+    pub fn listen(which: &[Stop]) -> Stops {
+        let listening = which.iter().filter_map(|&stop| match imp::listen(stop) {
+            Ok(listener) => Some((stop, listener)),
+            Err(e) => {
+                tracing::debug!("cannot listen for {}: {e}", stop.name());
+                None
+            }
+        });
+        Stops(listening.collect())
+    }
+
+    /// The next stop that arrives; never, when none is listened for.
+    pub async fn next(&mut self) -> Stop {
+        std::future::poll_fn(|cx| {
+            for (stop, listener) in &mut self.0 {
+                if listener.poll_recv(cx).is_ready() {
+                    return Poll::Ready(*stop);
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}

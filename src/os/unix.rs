@@ -1,0 +1,310 @@
+//! Unix: process groups and signals (Linux adds the parent-death signal,
+//! a child subreaper and `SCHED_BATCH`).
+
+use std::io;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::Stop;
+
+pub fn name(stop: Stop) -> &'static str {
+    match stop {
+        Stop::Interrupt => "SIGINT",
+        Stop::Terminate => "SIGTERM",
+        Stop::HangUp => "SIGHUP",
+        Stop::Quit => "SIGQUIT",
+    }
+}
+
+pub fn number(stop: Stop) -> i32 {
+    signal_of(stop)
+}
+
+fn signal_of(stop: Stop) -> libc::c_int {
+    match stop {
+        Stop::Interrupt => libc::SIGINT,
+        Stop::Terminate => libc::SIGTERM,
+        Stop::HangUp => libc::SIGHUP,
+        Stop::Quit => libc::SIGQUIT,
+    }
+}
+
+/// One signal listened for.
+pub struct Listener(Signal);
+
+impl Listener {
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+pub fn listen(stop: Stop) -> io::Result<Listener> {
+    signal(SignalKind::from_raw(signal_of(stop))).map(Listener)
+}
+
+/// A spawned command's process group (its pid), and the watcher that ends
+/// the group if mcp-tape is killed outright.
+pub struct Tree {
+    group: libc::pid_t,
+    guard: Option<Guard>,
+}
+
+/// How often the end of a process group is looked for.
+const GONE_POLL: Duration = Duration::from_millis(20);
+
+impl Tree {
+    /// Spawns `command` in a process group of its own, which gets SIGKILL
+    /// if mcp-tape dies however it dies (Linux's parent-death signal).
+    ///
+    /// # Errors
+    ///
+    /// The program cannot be started.
+    pub fn spawn(command: &mut tokio::process::Command) -> io::Result<(tokio::process::Child, Option<Tree>)> {
+        command.process_group(0);
+        die_with_parent(command);
+        become_subreaper();
+        let process = command.spawn()?;
+        let tree = process
+            .id()
+            .and_then(|pid| libc::pid_t::try_from(pid).ok())
+            .map(|group| Tree { group, guard: Guard::watch(group) });
+        Ok((process, tree))
+    }
+
+    /// Passes `stop` on to every process of the tree.
+    pub fn pass_on(&self, stop: Stop) {
+        signal_group(self.group, signal_of(stop));
+    }
+
+    /// Asks every process of the tree to end (SIGTERM).
+    pub fn terminate(&self) {
+        signal_group(self.group, libc::SIGTERM);
+    }
+
+    /// Ends every process of the tree at once (SIGKILL).
+    pub fn kill(&self) {
+        signal_group(self.group, libc::SIGKILL);
+    }
+
+    /// Ends what the command left behind once it has exited: its process
+    /// group gets SIGTERM, then SIGKILL if anything of it is still there
+    /// after `grace`; then the same for the processes reparented to
+    /// mcp-tape (a subreaper, on Linux) that left the group, each reaped,
+    /// but the guard's watcher. Returns how many processes were still
+    /// running.
+    pub async fn end(&self, grace: Duration) -> usize {
+        let mut left = 0;
+        // Members reparented here stay in the group as zombies until reaped.
+        let gone = |group| {
+            while reap_any() {}
+            !signal_group(group, 0)
+        };
+        let group = self.group;
+        if group > 1 && !gone(group) {
+            left += 1;
+            signal_group(group, libc::SIGTERM);
+            let deadline = tokio::time::Instant::now() + grace;
+            while !gone(group) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(GONE_POLL).await;
+            }
+            if !gone(group) {
+                tracing::warn!("processes of the group ignored SIGTERM for {grace:?}: SIGKILL");
+                signal_group(group, libc::SIGKILL);
+            }
+        }
+        let watcher = self.guard.as_ref().and_then(Guard::pid);
+        let orphans: Vec<libc::pid_t> =
+            reparented().into_iter().filter(|pid| Some(*pid) != watcher).collect();
+        if !orphans.is_empty() {
+            left += orphans.len();
+            for &pid in &orphans {
+                signal_process(pid, libc::SIGTERM);
+            }
+            let deadline = tokio::time::Instant::now() + grace;
+            let mut running = orphans;
+            while !running.is_empty() && tokio::time::Instant::now() < deadline {
+                running.retain(|&pid| !reaped(pid));
+                tokio::time::sleep(GONE_POLL).await;
+            }
+            for &pid in &running {
+                signal_process(pid, libc::SIGKILL);
+            }
+        }
+        // Whatever was reparented here and has exited is reaped, not left a zombie.
+        while reap_any() {}
+        left
+    }
+}
+
+/// A watcher of a process group for the case mcp-tape cannot act on: its
+/// own sudden death (`kill -9`). A small shell in a group of its own waits
+/// for end of file on a pipe only mcp-tape writes to, which its death
+/// closes; then it sends the group SIGTERM and, two seconds later, SIGKILL.
+/// Dropped (mcp-tape ending the usual way), the watcher is killed first.
+struct Guard {
+    watcher: tokio::process::Child,
+}
+
+impl Guard {
+    /// Starts watching `group`; `None` (logged) if the shell cannot start.
+    fn watch(group: libc::pid_t) -> Option<Guard> {
+        let script =
+            format!("read -r _; kill -TERM -{group} 2>/dev/null; sleep 2; kill -KILL -{group} 2>/dev/null");
+        let started = tokio::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .process_group(0)
+            .spawn();
+        match started {
+            Ok(watcher) => Some(Guard { watcher }),
+            Err(e) => {
+                tracing::debug!("no guard for process group {group}: {e}");
+                None
+            }
+        }
+    }
+
+    /// The watcher's process id: a child of mcp-tape that is not one the
+    /// command left behind.
+    fn pid(&self) -> Option<libc::pid_t> {
+        self.watcher.id().and_then(|pid| libc::pid_t::try_from(pid).ok())
+    }
+}
+
+/// Makes mcp-tape a child subreaper (Linux): a process its children
+/// started that outlives its own parent is reparented to mcp-tape, not to
+/// init, so [`Tree::end`] finds it.
+#[cfg(target_os = "linux")]
+fn become_subreaper() {
+    // SAFETY: prctl(2) on this process; no memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) } == -1 {
+        tracing::debug!("could not become a child subreaper: {}", io::Error::last_os_error());
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn become_subreaper() {}
+
+/// The child gets SIGKILL when the thread that spawned it ends (the
+/// runtime's, which lives as long as mcp-tape); if mcp-tape died before
+/// that was set, the child exits at once.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: between fork and exec only async-signal-safe calls are made
+    // (prctl, getppid, _exit), touching no memory of the parent.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut tokio::process::Command) {}
+
+/// Sends `signal` (0: none, only a check) to process group `group`;
+/// whether any process of it is there.
+fn signal_group(group: libc::pid_t, signal: libc::c_int) -> bool {
+    // SAFETY: kill(2) with a negative pid; no memory is shared.
+    unsafe { libc::kill(-group, signal) == 0 }
+}
+
+fn signal_process(pid: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill(2); no memory is shared.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Whether child `pid` has exited (and is now reaped).
+fn reaped(pid: libc::pid_t) -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) on one child, without blocking; `status` is ours.
+    let got = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
+    got == pid || got == -1
+}
+
+/// Reaps one exited child, if any; whether one was.
+fn reap_any() -> bool {
+    let mut status = 0;
+    // SAFETY: waitpid(2) without blocking; `status` is ours. Called once
+    // the children mcp-tape spawned itself are reaped, so it takes only
+    // processes reparented to it.
+    unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) > 0 }
+}
+
+/// The processes whose parent is mcp-tape now, its own children excepted
+/// (they are reaped before this is asked): descendants reparented to it.
+/// Read from `/proc`; none where there is no `/proc` (macOS).
+fn reparented() -> Vec<libc::pid_t> {
+    let me = std::process::id();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| parent_of(*pid) == Some(me))
+        .collect()
+}
+
+/// A process's parent, from `/proc/PID/stat` (its fourth field, after the
+/// command name in parentheses, which may hold anything).
+fn parent_of(pid: libc::pid_t) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The exit code mcp-tape ends with for a process that ended with
+/// `status`: its own code, or 128 + the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code.clamp(0, 255) as u8,
+        (None, Some(signal)) => (128 + signal).clamp(0, 255) as u8,
+        (None, None) => 1,
+    }
+}
+
+/// Whether `a` and `b` name one existing file (same device and inode,
+/// through links).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Marks the calling thread `SCHED_BATCH` (Linux): woken by a queued
+/// entry, it no longer preempts the runtime thread that queued it, which
+/// goes on reading and queueing other connections' exchanges first. Where
+/// both share a core the batches grow and the wakes per exchange fall
+/// (BENCHMARKS.md has the figure). It takes no privilege; should the
+/// kernel refuse, the thread keeps its policy.
+#[cfg(target_os = "linux")]
+pub fn batch_thread() {
+    // SAFETY: a plain C struct; all zeroes is a valid value (priority 0, as SCHED_BATCH needs).
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
+    // The system call, not libc's wrapper, which musl leaves unimplemented.
+    // SAFETY: `param` is a valid sched_param for the call; pid 0 is this thread.
+    let set = unsafe { libc::syscall(libc::SYS_sched_setscheduler, 0, libc::SCHED_BATCH, &raw const param) };
+    if set != 0 {
+        tracing::debug!("the cassette writer keeps its scheduling policy: {}", io::Error::last_os_error());
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn batch_thread() {}
