@@ -232,15 +232,145 @@ impl Message {
         // Checked as UTF-8 once here, so that the members read as their
         // text are not checked again one by one.
         let text = std::str::from_utf8(bytes).map_err(|e| Unreadable::NotJson(e.to_string()))?;
+        match scan(text, cache) {
+            Some(message) => Ok(message),
+            None => Message::read_by_serde(text, cache),
+        }
+    }
+
+    /// Any message object, read by serde.
+    fn read_by_serde(text: &str, cache: Option<&ParamsCache>) -> Result<Message, Unreadable> {
         let envelope: Envelope =
             serde_json::from_str(text).map_err(|e| Unreadable::NotJson(e.to_string()))?;
         envelope.classify(cache)
     }
 }
 
+/// The usual request or notification read by a byte scan, without serde's
+/// machinery: an object of `jsonrpc` (exactly `"2.0"`), `method` (a string
+/// without escapes), `params` (an object or array) and, for a request, an
+/// `id`, each once, member names without escapes. `None` for anything else,
+/// which serde then reads (and judges). Nothing is taken on the scan's
+/// word: the id and params are read by serde (params unless the cache holds
+/// their very text, read before), and whatever does not read is left to
+/// serde's path too.
+fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
+    let bytes = text.as_bytes();
+    let mut at = skip_space(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    let [mut jsonrpc, mut id, mut method, mut params]: [Option<&'a str>; 4] = [None; 4];
+    at = skip_space(bytes, at + 1);
+    loop {
+        let name_end = string_end(bytes, at)?;
+        let name = &text[at + 1..name_end - 1];
+        if name.contains('\\') {
+            return None;
+        }
+        at = skip_space(bytes, name_end);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        let value_at = skip_space(bytes, at + 1);
+        let value_end = value_end(bytes, value_at)?;
+        let member = match name {
+            "jsonrpc" => &mut jsonrpc,
+            "id" => &mut id,
+            "method" => &mut method,
+            "params" => &mut params,
+            _ => return None,
+        };
+        if member.replace(&text[value_at..value_end]).is_some() {
+            return None;
+        }
+        at = skip_space(bytes, value_end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_space(bytes, at + 1),
+            Some(b'}') if skip_space(bytes, at + 1) == bytes.len() => break,
+            _ => return None,
+        }
+    }
+    // A string scanned, so quoted; without escapes, its text is the method.
+    let method = method.filter(|m| m.starts_with('"') && !m.contains('\\'))?;
+    let method = method[1..method.len() - 1].to_owned();
+    if jsonrpc != Some(r#""2.0""#) {
+        return None;
+    }
+    let params = match params {
+        Some(text) if text.starts_with(['{', '[']) => Some(read_params(text, cache).ok()?),
+        Some(_) => return None,
+        None => None,
+    };
+    match id {
+        None => Some(Message::Notification { method, params }),
+        Some(id) => Some(Message::Request { id: RequestId::from_text(id)?, method, params }),
+    }
+}
+
 /// Params from their text, through `cache` when there is one.
 fn read_params(text: &str, cache: Option<&ParamsCache>) -> serde_json::Result<Params> {
     cache.map_or_else(|| Params::from_text(text), |cache| read_cached(text, cache))
+}
+
+/// Where the JSON whitespace from `at` ends.
+fn skip_space(bytes: &[u8], mut at: usize) -> usize {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// Just past the string that starts at `at` (escapes skipped, not
+/// checked); `None` when no string starts there or it does not end.
+fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let mut at = at + 1;
+    loop {
+        match *bytes.get(at)? {
+            b'"' => return Some(at + 1),
+            b'\\' => at += 2,
+            b if b < 0x20 => return None,
+            _ => at += 1,
+        }
+    }
+}
+
+/// Just past the value that starts at `at`: a string, an object or array
+/// (brackets counted, strings skipped), or a bare word (number, literal).
+fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
+    match *bytes.get(at)? {
+        b'"' => string_end(bytes, at),
+        b'{' | b'[' => {
+            let (mut depth, mut at) = (0usize, at);
+            loop {
+                match *bytes.get(at)? {
+                    b'"' => {
+                        at = string_end(bytes, at)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+        }
+        _ => {
+            let end = at
+                + bytes[at..]
+                    .iter()
+                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))?;
+            (end > at).then_some(end)
+        }
+    }
 }
 
 fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
@@ -529,11 +659,10 @@ mod tests {
         assert_eq!(cache.len(), held, "a text over the limit is not kept");
     }
 
-    /// Params read through the cache of params read before give what a
-    /// plain read gives, the first time and the next: never another answer,
-    /// whatever the members, their order, spacing, escapes, repeats and
-    /// values (well-formed or not).
-    mod the_params_cache_agrees_with_a_plain_read {
+    /// The byte scan reads a message exactly as serde does, or leaves it
+    /// to serde: never another answer, whatever the members, their order,
+    /// spacing, escapes, repeats and values (well-formed or not).
+    mod scan_agrees_with_serde {
         use super::*;
         use proptest::prelude::*;
 
@@ -610,6 +739,23 @@ mod tests {
                 end in 0..5usize,
             ) {
                 let text = message(&members, end);
+                let cache = ParamsCache::default();
+                let scanned = Message::read(text.as_bytes(), Some(&cache));
+                let by_serde = Message::read_by_serde(&text, None);
+                prop_assert_eq!(format!("{scanned:?}"), format!("{by_serde:?}"), "{}", text);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+            /// Params read through the cache of params read before give what
+            /// a plain read gives, the first time and the next.
+            #[test]
+            fn the_params_cache_agrees_with_a_plain_read(
+                members in prop::collection::vec((0..7usize, 0..12usize, 0..4usize, 0..4usize), 0..6),
+                end in 0..5usize,
+            ) {
+                let text = message(&members, end);
                 let plain = format!("{:?}", Message::from_slice(text.as_bytes()));
                 let cache = ParamsCache::default();
                 for _ in 0..2 {
@@ -617,6 +763,17 @@ mod tests {
                     prop_assert_eq!(format!("{cached:?}"), plain.clone(), "{}", text);
                 }
             }
+        }
+
+        #[test]
+        fn on_the_usual_request() {
+            let text =
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#;
+            assert!(scan(text, None).is_some(), "the usual request is scanned");
+            assert_eq!(
+                format!("{:?}", Message::from_slice(text.as_bytes())),
+                format!("{:?}", Message::read_by_serde(text, None))
+            );
         }
     }
 
