@@ -1,21 +1,62 @@
 #!/usr/bin/env bash
-# Builds what users install, from this checkout, into DIR (default: dist/):
-# - the Python wheel mcp_tape-VERSION-py3-none-manylinux_2_17_x86_64.whl: the release binary (linked
-#   with zig against glibc 2.17, so it runs on any x86-64 Linux of the last decade) and the pytest
-#   plugin (maturin, pinned in packaging/requirements.txt);
-# - the npm tarballs mcp-tape-VERSION.tgz (the `mcp-tape` command, startTape, the vitest helper) and
-#   mcp-tape-linux-x64-VERSION.tgz (@mcp-tape/linux-x64: the same binary).
+# Builds what users install, from this checkout, for one platform or all of them:
+#
+#   packaging/build.sh [--profile NAME] [--out DIR] [all | PLATFORM ...]
+#
+# PLATFORM is a name in packaging/platforms.txt; the default is this machine's. For each, DIR
+# (default dist/) gets the Python wheel (the binary and the pytest plugin, built by maturin with zig,
+# pinned in packaging/requirements.txt) and the npm package @mcp-tape/PLATFORM
+# (mcp-tape-PLATFORM-VERSION.tgz, the same binary, packed by packaging/npm-pack.sh); once, the npm
+# package mcp-tape (mcp-tape-VERSION.tgz: the `mcp-tape` command, startTape, the vitest helper). --profile is cargo's
+# (default release). A platform whose standard library rustup cannot fetch is left out, with
+# rustup's words; one that fails to build is reported and the rest are still built; the script
+# ends with a line per platform and exits 1 if any failed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=${1:-$root/dist}
+
+PLATFORMS=$(grep -v '^#' "$root/packaging/platforms.txt")
+
+usage() {
+    echo "usage: packaging/build.sh [--profile NAME] [--out DIR] [all | PLATFORM ...]" >&2
+    echo "platforms: $(awk 'NF { printf "%s ", $1 }' <<< "$PLATFORMS")" >&2
+    exit 2
+}
+
+profile=release
+out=$root/dist
+wanted=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --profile) [ $# -ge 2 ] || usage; profile=$2; shift 2 ;;
+        --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
+        all) wanted+=($(awk 'NF { print $1 }' <<< "$PLATFORMS")); shift ;;
+        -*) usage ;;
+        *) grep -q "^$1 " <<< "$PLATFORMS" || { echo "packaging: no platform $1" >&2; usage; }
+           wanted+=("$1"); shift ;;
+    esac
+done
+if [ ${#wanted[@]} -eq 0 ]; then
+    case "$(uname -s)-$(uname -m)" in
+        Linux-x86_64) wanted=(linux-x64) ;;
+        Linux-aarch64) wanted=(linux-arm64) ;;
+        Darwin-x86_64) wanted=(darwin-x64) ;;
+        Darwin-arm64) wanted=(darwin-arm64) ;;
+        *) echo "packaging: name a platform; this machine is $(uname -s)-$(uname -m)" >&2; usage ;;
+    esac
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$root"
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
-for manifest in packaging/npm/*/package.json; do
-    if ! grep -q "\"version\": \"$version\"" "$manifest"; then
-        echo "packaging: $manifest does not say version $version (Cargo.toml's)" >&2
+main_manifest=packaging/npm/mcp-tape/package.json
+if ! grep -q "\"version\": \"$version\"" "$main_manifest"; then
+    echo "packaging: $main_manifest does not say version $version (Cargo.toml's)" >&2
+    exit 1
+fi
+for platform in $(awk 'NF { print $1 }' <<< "$PLATFORMS"); do
+    if ! grep -q "\"@mcp-tape/$platform\": \"$version\"" "$main_manifest"; then
+        echo "packaging: $main_manifest does not list @mcp-tape/$platform $version as an optional dependency" >&2
         exit 1
     fi
 done
@@ -28,24 +69,60 @@ if ! cmp -s packaging/requirements.txt "$venv/requirements.stamp"; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r packaging/requirements.txt >&2
     cp packaging/requirements.txt "$venv/requirements.stamp"
 fi
-
-rm -f "$out"/mcp_tape-*.whl "$out"/mcp-tape-*.tgz
-echo "packaging: building the wheel (maturin, zig, manylinux2014)" >&2
-target=x86_64-unknown-linux-gnu
-PATH="$venv/bin:$PATH" maturin build --release --locked --zig --compatibility manylinux2014 \
-    --target "$target" --out "$out" >&2
-# Where cargo (and so maturin) put the build: CARGO_TARGET_DIR when set, as cargo honours it.
+# Where cargo (and so maturin) puts a build: CARGO_TARGET_DIR when set, as cargo honours it.
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 case "$target_dir" in /*) ;; *) target_dir="$root/$target_dir" ;; esac
-binary="$target_dir/$target/release/mcp-tape"
+# cargo's own profiles keep their builds in debug/ (dev) and release/; the others under their name.
+profile_dir=$profile
+[ "$profile" = dev ] && profile_dir=debug
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-echo "packaging: packing the npm packages" >&2
-cp -r packaging/npm/linux-x64 packaging/npm/mcp-tape "$stage/"
-mkdir -p "$stage/linux-x64/bin"
-cp "$binary" "$stage/linux-x64/bin/mcp-tape"
-for package in linux-x64 mcp-tape; do
-    (cd "$stage/$package" && npm pack --silent --pack-destination "$out" >/dev/null)
+
+# Builds one platform's wheel and npm package; says why not on stderr and returns 1 if it cannot.
+build_platform() {
+    local platform=$1 target=$2 compatibility=$3 os=$4
+    if ! rustup target list --installed | grep -qx "$target"; then
+        echo "packaging: $platform: adding the standard library for $target (rustup)" >&2
+        if ! rustup target add "$target" > "$stage/rustup-$platform.log" 2>&1; then
+            echo "packaging: $platform: not to be had here: $(tail -1 "$stage/rustup-$platform.log")" >&2
+            return 3
+        fi
+    fi
+    local args=(build --locked --zig --profile "$profile" --target "$target" --out "$out")
+    [ "$compatibility" != - ] && args+=(--compatibility "$compatibility")
+    echo "packaging: $platform: building the wheel (maturin, zig, $target, profile $profile)" >&2
+    if ! PATH="$venv/bin:$PATH" maturin "${args[@]}" > "$stage/build-$platform.log" 2>&1; then
+        grep -E "^(error|  Caused by)" "$stage/build-$platform.log" | head -20 >&2 || true
+        tail -5 "$stage/build-$platform.log" >&2
+        return 1
+    fi
+    local exe=mcp-tape
+    [ "$os" = win32 ] && exe=mcp-tape.exe
+    packaging/npm-pack.sh "$platform" "$target_dir/$target/$profile_dir/$exe" "$out"
+}
+
+rm -f "$out"/mcp_tape-*.whl "$out"/mcp-tape-*.tgz
+summary=()
+failed=0
+for platform in "${wanted[@]}"; do
+    read -r _ target compatibility os _ <<< "$(grep "^$platform " <<< "$PLATFORMS")"
+    started=$SECONDS
+    status=0
+    build_platform "$platform" "$target" "$compatibility" "$os" || status=$?
+    case $status in
+        0) summary+=("$platform: built in $((SECONDS - started)) s") ;;
+        3) summary+=("$platform: not built: rustup cannot add $target here (above)") ;;
+        *) summary+=("$platform: FAILED to build (above)"); failed=1 ;;
+    esac
 done
+
+echo "packaging: packing the npm package mcp-tape" >&2
+cp -r packaging/npm/mcp-tape "$stage/main"
+if [ -n "${REPOSITORY_URL:-}" ]; then
+    (cd "$stage/main" && npm pkg set "repository.type=git" "repository.url=git+$REPOSITORY_URL.git")
+fi
+(cd "$stage/main" && npm pack --silent --pack-destination "$out" >/dev/null)
+printf 'packaging: %s\n' "${summary[@]}" >&2
 ls -l "$out" >&2
+exit "$failed"

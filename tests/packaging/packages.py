@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
+import platforms  # noqa: E402
 from interop import Checks, Daemon  # noqa: E402
 
 UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
@@ -106,8 +107,18 @@ def clean_env(extra_path, **variables):
     return env
 
 
+def verdict_program_works(command, work, env):
+    """`mcp-tape test` around `command` (the program a tape gives it on Windows): it prints the tape's
+    URL, and the run ends with the verdict written to it, 1 when none is."""
+    for verdict, code in (("0\n", 0), ("1\n", 1), ("", 1)):
+        result = subprocess.run(["mcp-tape", "test", str(work / "no-cassette.sqlite"), "--", *command], cwd=work,
+                                env=env, input=verdict, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert result.stdout.startswith("http://127.0.0.1:"), (result.stdout, result.stderr[-2000:])
+        assert result.returncode == code, (verdict, result.returncode, result.stderr[-2000:])
+
+
 def python_package(args, work, checks):
-    wheels = sorted(Path(args.dist).glob("mcp_tape-*.whl"))
+    wheels = sorted(Path(args.dist).glob("mcp_tape-*manylinux_2_17_x86_64*.whl"))
     assert len(wheels) == 1, f"one wheel expected in {args.dist}: {wheels}"
     wheel = wheels[0]
     venv = work / "venv"
@@ -127,6 +138,15 @@ def python_package(args, work, checks):
 
     checks.run(f"wheel {wheel.name}: a fresh venv with no Rust on PATH installs it; "
                "mcp-tape --version and python -m mcp_tape --version", installs)
+
+    def windows_verdict_program():
+        command = json.loads(must(["python", "-c", "import json, mcp_tape; "
+                                   "print(json.dumps(mcp_tape._verdict_command(windows=True)))"], work, env))
+        assert command[0] == str(venv / "bin" / "python") and "-c" in command, command
+        verdict_program_works(command, work, env)
+
+    checks.run("Tape: the Python program a tape runs under `mcp-tape test` on Windows (no shell there) prints "
+               "the URL and ends the run with the verdict", windows_verdict_program)
 
     project.mkdir()
     shutil.copy(ROOT / "examples" / "pytest" / "test_agent.py", project)
@@ -287,7 +307,7 @@ def python_package(args, work, checks):
 
 def node_package(args, work, checks):
     tarballs = {name: sorted(Path(args.dist).glob(pattern)) for name, pattern in
-                [("main", "mcp-tape-[0-9]*.tgz"), ("platform", "mcp-tape-linux-x64-*.tgz")]}
+                [("main", "mcp-tape-[0-9]*.tgz"), ("platform", "mcp-tape-linux-x64-[0-9]*.tgz")]}
     assert all(len(found) == 1 for found in tarballs.values()), tarballs
     project = work / "npm-project"
     project.mkdir()
@@ -307,6 +327,16 @@ def node_package(args, work, checks):
 
     checks.run("npm: a fresh project installs both tarballs; npx mcp-tape --version runs the platform's binary",
                installs)
+
+    def windows_verdict_program():
+        command = json.loads(must([args.node, "--input-type=module", "-e", "import { verdictCommand } from 'mcp-tape'; "
+                                   "console.log(JSON.stringify(verdictCommand(true)))"], project, env))
+        assert command[0] == args.node and command[1] == "-e", command
+        bin_dir = project / "node_modules" / "@mcp-tape" / "linux-x64" / "bin"
+        verdict_program_works(command, work, dict(env, PATH=f"{bin_dir}{os.pathsep}{env['PATH']}"))
+
+    checks.run("startTape: the Node program a tape runs under `mcp-tape test` on Windows (no shell there) prints "
+               "the URL and ends the run with the verdict", windows_verdict_program)
 
     def alone_says_what_is_missing():
         alone = work / "npm-alone"
@@ -502,6 +532,7 @@ def main():
         work = Path(scratch)
         for part in (python_package, node_package):
             checks.run(f"{part.__name__}: every step ran", lambda part=part: part(args, work, checks))
+        platforms.check_all(args, work, checks)
     print(f"packaging: {checks.passed} passed, {checks.failed} failed", flush=True)
     sys.exit(1 if checks.failed else 0)
 

@@ -45,9 +45,13 @@ export interface Tape {
 }
 
 export declare function binary(): string;
+/** The command a tape gives `mcp-tape test`: a shell program, or this Node's on Windows. */
+export declare function verdictCommand(windows?: boolean): string[];
 export declare function fileName(text: string): string;
 export declare function faultSpec(fault: string | Record<string, unknown>): string;
 export declare function missingPlatformPackage(name?: string): string;
+/** The package holding the binary for a machine (this one by default): `@mcp-tape/<platform>-<arch>[-musl]`. */
+export declare function platformPackage(machine?: { platform?: string; arch?: string; glibc?: string | null }): string;
 export declare function startTape(options: TapeOptions): Promise<Tape>;
 export declare function describeMisses(misses: Miss[], cassette: string, html?: string): string;
 /** Writes `index.html` under `directory`: each test's HTML page (as `html` wrote it) with its verdict, failed first. */

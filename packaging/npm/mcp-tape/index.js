@@ -1,5 +1,5 @@
 // mcp-tape for Node: where the binary is, and a tape for the length of one
-// test. A tape wraps `mcp-tape test`, whose command is a tiny shell that
+// test. A tape wraps `mcp-tape test`, whose command is a tiny shell program that
 // prints the tape's URL and waits for the test's verdict on its standard
 // input, so modes, match rules, reports and "a failing test never changes
 // its cassette" are exactly those of `mcp-tape test`.
@@ -21,28 +21,76 @@ import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
 
-const VERSION = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")).version;
+const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
+const VERSION = PACKAGE.version;
 
 // mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 export const MODES = ["replay", "missing", "all", "once", "none", "new_episodes"];
 
-const WAIT_FOR_VERDICT = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"';
+// The command a tape runs under `mcp-tape test`: it prints the tape's URL, then
+// exits with the verdict's first line (1 if there is none). A POSIX shell where
+// there is one (it starts in a millisecond); on Windows, this Node.
+const WAIT_FOR_VERDICT_SH = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"';
+const WAIT_FOR_VERDICT_NODE = `
+process.stdout.write(process.env.MCP_TAPE_URL + "\\n");
+let text = "";
+const verdict = () => {
+  const line = text.split("\\n")[0].trim();
+  process.exit(/^[0-9]+$/.test(line) ? Number(line) : 1);
+};
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (piece) => {
+  text += piece;
+  if (text.includes("\\n")) verdict();
+});
+process.stdin.on("end", verdict);
+`;
+
+/** The command a tape gives `mcp-tape test`. */
+export function verdictCommand(windows = process.platform === "win32") {
+  return windows ? [process.execPath, "-e", WAIT_FOR_VERDICT_NODE] : ["sh", "-c", WAIT_FOR_VERDICT_SH];
+}
 
 /** The mcp-tape executable: $MCP_TAPE_BIN, else the one in this platform's package. */
 export function binary() {
   if (process.env.MCP_TAPE_BIN) return process.env.MCP_TAPE_BIN;
-  const name = `@mcp-tape/${process.platform}-${process.arch}`;
+  const name = platformPackage();
+  const file = process.platform === "win32" ? "mcp-tape.exe" : "mcp-tape";
   try {
-    return createRequire(import.meta.url).resolve(`${name}/bin/mcp-tape`);
+    return createRequire(import.meta.url).resolve(`${name}/bin/${file}`);
   } catch {
     throw new Error(missingPlatformPackage(name));
   }
 }
 
-/** What to do when this platform's package is not installed. */
-export function missingPlatformPackage(name = `@mcp-tape/${process.platform}-${process.arch}`) {
+/**
+ * The package that holds the binary for a machine (this one by default):
+ * `@mcp-tape/<platform>-<arch>`, with `-musl` on a Linux whose C library is
+ * not glibc (Alpine). `glibc` is the machine's glibc version, null for none.
+ */
+export function platformPackage({ platform = process.platform, arch = process.arch, glibc = glibcVersion() } = {}) {
+  return `@mcp-tape/${platform}-${arch}${platform === "linux" && !glibc ? "-musl" : ""}`;
+}
+
+/** The version of glibc this process runs with; undefined on a musl Linux and off Linux. */
+function glibcVersion() {
+  if (process.platform !== "linux") return undefined;
+  if (process.report && "excludeNetwork" in process.report) process.report.excludeNetwork = true;
+  return process.report?.getReport().header.glibcVersionRuntime;
+}
+
+/** What to do when this platform's package is not installed, or there is none. */
+export function missingPlatformPackage(name = platformPackage()) {
+  const offered = Object.keys(PACKAGE.optionalDependencies ?? {});
+  if (!offered.includes(name)) {
+    return (
+      `no mcp-tape binary for this machine: looked for ${name}, and mcp-tape ${VERSION} has no such package ` +
+      `(it has ${offered.join(", ")}). Set MCP_TAPE_BIN to an mcp-tape binary built for it ` +
+      "(cargo install --locked --path . in a checkout of mcp-tape)."
+    );
+  }
   return (
-    `no mcp-tape binary for ${process.platform}-${process.arch}: ${name} is not installed. ` +
+    `no mcp-tape binary for this machine: looked for ${name}, which is not installed. ` +
     `Install it beside mcp-tape (npm install --save-dev ${name}@${VERSION}); npm leaves it out when ` +
     "optional dependencies are omitted (--omit=optional, or a lockfile made on another platform). " +
     "Or set MCP_TAPE_BIN to an mcp-tape binary."
@@ -96,7 +144,7 @@ export async function startTape({ cassette, mode, upstream, rules, faults, onMis
     mkdirSync(dirname(html), { recursive: true });
     args.push("--html", html);
   }
-  args.push("--", "sh", "-c", WAIT_FOR_VERDICT);
+  args.push("--", ...verdictCommand());
   const logFd = openSync(log, "w");
   const child = spawn(bin ?? binary(), args, { stdio: ["pipe", "pipe", logFd] });
   closeSync(logFd);

@@ -2,9 +2,9 @@
 
 The wheel carries the `mcp-tape` binary; `binary()` finds it. `Tape` runs one
 tape for the length of one test (what the pytest plugin does per test): it
-wraps `mcp-tape test`, whose command is a tiny shell that prints the tape's
-URL and then waits for the test's verdict on its standard input. So the
-modes, the rules file, the reports and "a failing test never changes its
+wraps `mcp-tape test`, whose command is a tiny shell (on Windows, Python)
+program that prints the tape's URL and then waits for the test's verdict on its
+standard input. So the modes, the rules file, the reports and "a failing test never changes its
 cassette" are exactly those of `mcp-tape test`.
 """
 
@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import tempfile
 from pathlib import Path
@@ -21,9 +22,23 @@ __all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec"]
 # mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 MODES = ("replay", "missing", "all", "once", "none", "new_episodes")
 
-# The command `mcp-tape test` runs for a Tape: tells the tape's URL, then
-# waits for the verdict (0 passed, 1 failed; end of input counts as failed).
-_WAIT_FOR_VERDICT = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"'
+# The command `mcp-tape test` runs for a Tape: tells the tape's URL, then waits
+# for the verdict (0 passed, 1 failed; end of input counts as failed). A POSIX
+# shell where there is one (it starts in a millisecond); on Windows, this Python.
+_WAIT_FOR_VERDICT_SH = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"'
+_WAIT_FOR_VERDICT_PY = """
+import os, sys
+print(os.environ["MCP_TAPE_URL"], flush=True)
+verdict = sys.stdin.readline().strip()
+sys.exit(int(verdict) if verdict.isdigit() else 1)
+"""
+
+
+def _verdict_command(windows=os.name == "nt"):
+    """The command a Tape gives `mcp-tape test`."""
+    if windows:
+        return [sys.executable, "-I", "-S", "-c", _WAIT_FOR_VERDICT_PY]
+    return ["sh", "-c", _WAIT_FOR_VERDICT_SH]
 
 
 class TapeError(Exception):
@@ -35,7 +50,7 @@ def binary():
     chosen = os.environ.get("MCP_TAPE_BIN")
     if chosen:
         return chosen
-    name = "mcp-tape"
+    name = "mcp-tape.exe" if os.name == "nt" else "mcp-tape"
     schemes = [None, f"{os.name}_user"]
     for scheme in schemes:
         try:
@@ -127,7 +142,7 @@ class Tape:
         if self.html:
             Path(self.html).parent.mkdir(parents=True, exist_ok=True)
             command += ["--html", str(self.html)]
-        command += ["--", "sh", "-c", _WAIT_FOR_VERDICT]
+        command += ["--", *_verdict_command()]
         self._process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True
         )
