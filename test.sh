@@ -17,9 +17,12 @@ part() {
 
 # The packages of every platform (packaging/build.sh all) build in the background from the start, at
 # the lowest priority: the parts before the packaging part leave a core idle much of the time. The
-# packaging part waits for them; an early failure ends them.
+# packaging part waits for them; an early failure ends them (a session of their own, so one kill
+# reaches every process). The kernel schedules a session as one group (autogroup) whatever its
+# processes' nice values, so the group is lowered too.
 mkdir -p .interop
-setsid nice -n 19 packaging/build.sh --profile quick --out .interop/dist all > .interop/build-all.log 2>&1 &
+setsid --wait bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$@"' build \
+    packaging/build.sh --profile quick --out .interop/dist all > .interop/build-all.log 2>&1 &
 builder=$!
 builder_started=$SECONDS
 trap 'kill -- -"$builder" 2>/dev/null || true' EXIT
