@@ -15,17 +15,19 @@ part() {
     echo "test.sh: '$*' took $((SECONDS - started)) s" >&2
 }
 
-# The packages of every platform (packaging/build.sh all) build in the background from the start, at
-# the lowest priority: the parts before the packaging part leave a core idle much of the time. The
-# packaging part waits for them; an early failure ends them (a session of their own, so one kill
-# reaches every process). The kernel schedules a session as one group (autogroup) whatever its
-# processes' nice values, so the group is lowered too.
-mkdir -p .interop
-setsid --wait bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$@"' build \
-    packaging/build.sh --profile quick --out .interop/dist all > .interop/build-all.log 2>&1 &
-builder=$!
-builder_started=$SECONDS
-trap 'kill -- -"$builder" 2>/dev/null || true' EXIT
+# The packages of every platform (packaging/build.sh all) build in the background while the interop
+# part runs, at the lowest priority: its clients leave a core idle much of the time, where the parts
+# before it keep both busy. The packaging part waits for them; an early failure ends them (a session
+# of their own, so one kill reaches every process). The kernel schedules a session as one group
+# (autogroup) whatever its processes' nice values, so the group is lowered too.
+start_packages_build() {
+    mkdir -p .interop
+    setsid --wait bash -c 'echo 19 > /proc/self/autogroup 2>/dev/null || true; exec nice -n 19 "$@"' build \
+        packaging/build.sh --profile quick --out .interop/dist all > .interop/build-all.log 2>&1 &
+    builder=$!
+    builder_started=$SECONDS
+    trap 'kill -- -"$builder" 2>/dev/null || true' EXIT
+}
 packages_built() {
     local status=0 waited=$SECONDS
     wait "$builder" || status=$?
@@ -41,6 +43,7 @@ part cargo clippy --locked --workspace --all-targets -- -D warnings
 part cargo test --locked
 part cargo package --locked --allow-dirty --quiet
 part fuzz/run-short.sh
+start_packages_build
 part tests/interop/run.sh
 packages_built
 PACKAGES="$PWD/.interop/dist" part tests/packaging/run.sh

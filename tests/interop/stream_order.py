@@ -14,11 +14,13 @@ and after the one before]], ...] and ["after the last", [...]] (read until
 the stream has been quiet for QUIET_S), session ids removed from the text.
 """
 
+import contextlib
 import json
 import re
 import select
 import socket
 import struct
+import time
 import urllib.parse
 
 PROTOCOL = "2025-06-18"
@@ -162,6 +164,29 @@ class Stream:
                     self.heard.append((at, json.loads(b"\n".join(data))))
 
 
+@contextlib.contextmanager
+def timestamps_on():
+    """Linux stamps received packets only while some socket asks for it, and when the first one asks
+    it switches stamping on a moment later, from a kernel worker (later still on a busy machine):
+    until then a TCP socket's bytes come with no time. This keeps a loopback TCP pair that asks, and
+    returns once a byte sent over it comes back stamped; stamping stays on until the pair closes."""
+    with socket.create_server(("127.0.0.1", 0)) as listener, \
+            socket.create_connection(listener.getsockname(), timeout=TIMEOUT_S) as sender:
+        receiver, _ = listener.accept()
+        with receiver:
+            receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:
+                sender.sendall(b"t")
+                _, ancillary, _, _ = receiver.recvmsg(1, socket.CMSG_SPACE(16))
+                if any(kind == SO_TIMESTAMPNS for _, kind, _ in ancillary):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no receive timestamps after {TIMEOUT_S} s")
+                time.sleep(0.01)  # nothing tells when the kernel's worker has run
+            yield
+
+
 def log_text(data):
     """A log message's data as text, without the session it names."""
     return re.sub(r"\s*from session \S+", "", str(data)).strip()
@@ -172,6 +197,11 @@ def logged(messages):
 
 
 def order(base_url, steps):
+    with timestamps_on():
+        return ordered(base_url, steps)
+
+
+def ordered(base_url, steps):
     session = Session(base_url)
     session.call("initialize", {"protocolVersion": PROTOCOL, "capabilities": {},
                                 "clientInfo": {"name": "stream-order", "version": "1"}})
