@@ -1,6 +1,12 @@
 """Two builds of mcp-tape side by side, in interleaved rounds, on loopback.
 
-    python3 bench/compare.py --old OLD_BINARY --new NEW_BINARY --bin target/release
+    python3 bench/compare.py --new NEW_BINARY --bin target/release [--old OLD_BINARY | --baseline REV]
+
+Without --old, the old build is the release build of a fixed baseline,
+--baseline (default 310e202, the commit issue 48 measures against), built
+once in a git worktree under target/baseline/ and kept: each change is then
+seen against the same yardstick, so that a run of small costs shows as the
+sum it is. --old compares against any binary (the previous commit's, say).
 
 For a change that should not change speed (a refactoring), or one that
 should: each round measures the old build, then the new, then the old
@@ -28,6 +34,25 @@ from bench import (BENCH_PATH, LOAD_CORE, LOOKUP, Server, paired_rounds, post, s
 
 ROUNDS = 6
 SECONDS = 3
+BASELINE = "310e202"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def baseline_build(rev):
+    """The release binaries of `rev` (mcp-tape and its gen-cassette, whose cassettes that mcp-tape
+    reads), built once in a worktree under target/baseline/ and kept; their directory."""
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", f"{rev}^{{commit}}"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    place = os.path.join(ROOT, "target", "baseline", commit)
+    built = os.path.join(place, "target", "release")
+    if not os.path.exists(os.path.join(built, "gen-cassette")):
+        if not os.path.isdir(place):
+            subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", place, commit], check=True)
+        print(f"compare: building the baseline {rev} ({commit[:12]}) in {place}", flush=True)
+        subprocess.run(["cargo", "build", "--release", "--locked", "--workspace", "--bin", "mcp-tape",
+                        "--bin", "gen-cassette"],
+                       cwd=place, check=True, env=dict(os.environ, CARGO_TARGET_DIR=os.path.join(place, "target")))
+    return built
 
 
 def compare(emit, name, rounds, old, new, higher_is_better=True):
@@ -41,7 +66,10 @@ def compare(emit, name, rounds, old, new, higher_is_better=True):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--old", required=True, help="the mcp-tape binary before the change")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--old", help="the mcp-tape binary to compare with")
+    chosen.add_argument("--baseline", default=BASELINE,
+                        help=f"the commit whose release build to compare with (default {BASELINE})")
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
     parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
@@ -49,17 +77,25 @@ def main():
                         help="which of replay, record (throughput and latency), stdio to measure")
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
+    # Each build replays a cassette its own gen-cassette wrote (the baseline's reads an older schema).
+    if args.old:
+        builds = {"old": (args.old, tool("gen-cassette")), "new": (args.new, tool("gen-cassette"))}
+    else:
+        built = baseline_build(args.baseline)
+        builds = {"old": (os.path.join(built, "mcp-tape"), os.path.join(built, "gen-cassette")),
+                  "new": (args.new, tool("gen-cassette"))}
     emit = lambda line="": print(line, flush=True)  # noqa: E731
 
     with tempfile.TemporaryDirectory() as scratch:
         log = lambda name: os.path.join(scratch, f"{name}.log")  # noqa: E731
-        cassettes = os.path.join(scratch, "cassettes")
-        os.makedirs(cassettes)
-        cassette = os.path.join(cassettes, "bench.sqlite")
-        subprocess.run([tool("gen-cassette"), "1000", cassette], check=True)
-        builds = {"old": args.old, "new": args.new}
+        cassettes = {}
+        for key, (_, gen) in builds.items():
+            cassettes[key] = os.path.join(scratch, f"cassettes-{key}")
+            os.makedirs(cassettes[key])
+            subprocess.run([gen, "1000", os.path.join(cassettes[key], "bench.sqlite")], check=True)
+        builds = {key: binary for key, (binary, _) in builds.items()}
 
-        emit(f"new build against old, {args.rounds} rounds (old, new, old), {SECONDS} s each; "
+        emit(f"new build against {args.old or args.baseline}, {args.rounds} rounds (old, new, old), {SECONDS} s each; "
              "the ratio is new / mean of the two old runs")
         emit()
         emit("| measure | median ratio | range | new is (higher is better) |")
@@ -71,14 +107,14 @@ def main():
         if "record" in only:
             record_rounds(emit, args, builds, scratch, log, tool)
         if "stdio" in only:
-            stdio = {key: (lambda b=binary: stdio_load(tool("stdio-load"),
-                                                        [b, "replay", "--stdio", cassette], SECONDS))
+            stdio = {key: (lambda b=binary, c=os.path.join(cassettes[key], "bench.sqlite"):
+                           stdio_load(tool("stdio-load"), [b, "replay", "--stdio", c], SECONDS))
                      for key, binary in builds.items()}
             compare(emit, "stdio replay, 32 in flight, messages/s", args.rounds, stdio["old"], stdio["new"])
 
 
 def replay_rounds(emit, args, builds, cassettes, scratch, log):
-    replays = {key: Server([binary, "replay", cassettes, "--port", "0"], log(f"replay-{key}"))
+    replays = {key: Server([binary, "replay", cassettes[key], "--port", "0"], log(f"replay-{key}"))
                for key, binary in builds.items()}
     for server in replays.values():
         post(server.base + BENCH_PATH, LOOKUP(500))
