@@ -31,27 +31,14 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
 import platforms  # noqa: E402
+from running import TIMEOUT_S, must, run  # noqa: E402
 from interop import Checks, Daemon  # noqa: E402
 
 UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
-TIMEOUT_S = 300
 CHANGED_QUESTION = "holiday plans"
 MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
 # A rules file that lets any question through to the mailbox cassette's recording.
 LENIENT_RULES = '[[match]]\nserver = "mcp_MailTools"\ntool = "SearchMessages"\nignore = ["/arguments/message"]\n'
-
-
-def run(command, cwd, env, timeout=TIMEOUT_S):
-    """Runs `command`; its exit code and output (stdout and stderr)."""
-    result = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            timeout=timeout)
-    return result.returncode, result.stdout + result.stderr
-
-
-def must(command, cwd, env, timeout=TIMEOUT_S):
-    code, output = run(command, cwd, env, timeout)
-    assert code == 0, f"{command[:4]} exited {code}:\n{output[-6000:]}"
-    return output
 
 
 @contextlib.contextmanager

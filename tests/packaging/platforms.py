@@ -31,6 +31,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
 from harness import DEMO_JSONL, SHIPPED_CASSETTES, START_TIMEOUT_S, Daemon  # noqa: E402
+from running import must, run  # noqa: E402
 
 DEMO_SQLITE = os.path.join(SHIPPED_CASSETTES, "agent365-demo.sqlite")
 PLATFORMS_TXT = ROOT / "packaging" / "platforms.txt"
@@ -185,20 +186,6 @@ def answers_over_stdio(command, env):
         log.seek(0)
         assert code == 0, f"exited {code}:\n{log.read().decode(errors='replace')[-3000:]}"
     return b"".join(written)
-
-
-def run(command, cwd=None, env=None):
-    """Runs `command`; its exit code and output (stdout and stderr)."""
-    result = subprocess.run(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            timeout=300)
-    return result.returncode, result.stdout + result.stderr
-
-
-def must(command, env=None):
-    """The output of `command`, which must succeed."""
-    code, output = run(command, env=env)
-    assert code == 0, f"{command[:4]} exited {code}:\n{output[-3000:]}"
-    return output
 
 
 def elf_checks(binary, platform):

@@ -15,6 +15,12 @@ fi
 # What runs the other platforms' binaries, and looks into them: Debian's qemu-user-static (aarch64),
 # the aarch64 glibc for its dynamic binary, wine64 (Windows) and llvm (llvm-objdump for Mach-O and
 # PE).
+# Installs Debian packages ("$@": apt-get install's options and names), reading the package lists
+# first only when the install cannot do without.
+debian_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2 ||
+        { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2; }
+}
 missing=()
 [ -x /usr/bin/qemu-aarch64-static ] || missing+=(qemu-user-static)
 [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || missing+=(libc6-arm64-cross)
@@ -22,14 +28,12 @@ missing=()
 command -v llvm-objdump > /dev/null || missing+=(llvm)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "packaging: installing Debian's ${missing[*]}" >&2
-    apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+    debian_install --no-install-recommends "${missing[@]}"
 fi
 chromium=$(command -v chromium || true)
 if [ -z "$chromium" ]; then
     echo "packaging: installing Debian's chromium for the HTML report check" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2 ||
-        { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >&2; }
+    debian_install chromium
     chromium=$(command -v chromium)
 fi
 echo "packaging: $("$chromium" --version 2>/dev/null)" >&2

@@ -4,8 +4,8 @@ The wheel carries the `mcp-tape` binary; `binary()` finds it. `Tape` runs one
 tape for the length of one test (what the pytest plugin does per test): it
 wraps `mcp-tape test`, whose command is a tiny shell (on Windows, Python)
 program that prints the tape's URL and then waits for the test's verdict on its
-standard input. So the modes, the rules file, the reports and "a failing test never changes its
-cassette" are exactly those of `mcp-tape test`.
+standard input. So the modes, the rules file, the reports and "a failing test
+never changes its cassette" are exactly those of `mcp-tape test`.
 """
 
 import json
