@@ -159,10 +159,12 @@ end
 FRESH = "@FRESH@"
 
 
-def wrk(url, body, connections, seconds, scratch):
+def wrk(url, body, connections, seconds, scratch, headers=None):
+    """wrk's figures for `body` POSTed to `url`, with `headers` (a dict) besides the JSON ones."""
     script = os.path.join(scratch, "load.lua")
+    extra = "".join(f'wrk.headers["{name}"] = "{value}"\n' for name, value in (headers or {}).items())
     with open(script, "w") as f:
-        f.write(LUA % body + (FRESH_LUA if FRESH in body else ""))
+        f.write(LUA % body + extra + (FRESH_LUA if FRESH in body else ""))
     output = subprocess.run(
         pinned(LOAD_CORE, ["wrk", "-t1", "-c", str(connections), "-d", f"{seconds}s", "-s", script, url]),
         capture_output=True, text=True, timeout=seconds + 60, check=True,

@@ -15,20 +15,33 @@ again, and takes the new build's ratio to the mean of the two old runs
 and range of the ratios for
 
 - replay of a recorded `tools/call` at 32 connections (requests/s);
+- issue 48's scenario: replay of a `tools/call` recorded (by the old
+  build) from a server on the official Python SDK (tests/interop's
+  agent365_upstream.py, `GetMessage` of `mcp_MailTools`, an SSE answer),
+  asked in a session by a client of each protocol version at 32
+  connections (requests/s, and p99 latency); both builds replay the same
+  cassette. Each build's answer is also served by the floor, for the
+  ratio to the floor and p99 against the floor's;
 - record in front of the floor at 32 connections (requests/s), each build
   writing its own fresh cassette;
 - record's p50 latency at 1 connection;
 - stdio replay with 32 requests in flight (messages/s).
 
 Servers are pinned to core 1 and the load to core 0, as in bench.py;
---bin names the directory with gen-cassette, floor and stdio-load.
+--bin names the directory with gen-cassette, floor and stdio-load;
+--python an interpreter with the Python SDK (tests/interop/setup.sh
+makes .interop/venv).
 """
 
 import argparse
+import json
 import os
+import re
+import shutil
 import subprocess
 import statistics
 import tempfile
+import urllib.request
 
 from bench import (BENCH_PATH, LOAD_CORE, LOOKUP, Server, paired_rounds, post, stdio_load, wrk)
 
@@ -73,8 +86,11 @@ def main():
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
     parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--only", default="replay,record,stdio",
-                        help="which of replay, record (throughput and latency), stdio to measure")
+    parser.add_argument("--only", default="replay,session,record,stdio",
+                        help="which of replay, session (issue 48's scenario), record (throughput and latency), "
+                             "stdio to measure")
+    parser.add_argument("--python", default=os.path.join(ROOT, ".interop", "venv", "bin", "python"),
+                        help="a Python with the MCP Python SDK, for the session scenario's upstream")
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     # Each build replays a cassette its own gen-cassette wrote (the baseline's reads an older schema).
@@ -104,6 +120,8 @@ def main():
         only = set(args.only.split(","))
         if "replay" in only:
             replay_rounds(emit, args, builds, cassettes, scratch, log)
+        if "session" in only:
+            session_rounds(emit, args, builds, scratch, log, tool)
         if "record" in only:
             record_rounds(emit, args, builds, scratch, log, tool)
         if "stdio" in only:
@@ -123,6 +141,83 @@ def replay_rounds(emit, args, builds, cassettes, scratch, log):
     compare(emit, "replay, recorded JSON answer, 32 conns, requests/s", args.rounds, load["old"], load["new"])
     for server in replays.values():
         server.stop()
+
+
+MAIL_PATH = "/agents/servers/mcp_MailTools"
+CLIENT_VERSIONS = ("2025-06-18", "2025-11-25")
+GET_MESSAGE = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                          "params": {"name": "GetMessage", "arguments": {"id": "AAMkAGI2TG93AAA=", "bodyPreviewOnly": True}}})
+
+
+def mcp_post(url, body, headers=None):
+    """POSTs one JSON-RPC message; the answer's headers and body."""
+    asked = urllib.request.Request(url, data=body.encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    with urllib.request.urlopen(asked, timeout=60) as answer:
+        return answer.headers, answer.read()
+
+
+def open_session(url, version):
+    """Initializes a session speaking `version` at `url`; the headers its requests carry."""
+    initialize = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "compare", "version": "1"}}})
+    answered, _ = mcp_post(url, initialize)
+    headers = {"Mcp-Session-Id": answered["mcp-session-id"], "MCP-Protocol-Version": version}
+    mcp_post(url, json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), headers)
+    return headers
+
+
+def session_rounds(emit, args, builds, scratch, log, tool):
+    """Issue 48's scenario: a session's `tools/call`, recorded by the old build from a Python SDK
+    server, replayed by both builds from copies of that one cassette."""
+    upstream_script = os.path.join(ROOT, "tests", "interop", "agent365_upstream.py")
+    upstream = Server([args.python, upstream_script, "--no-auth"], log("python-upstream"), core=LOAD_CORE)
+    recorded = os.path.join(scratch, "session-old")
+    os.makedirs(recorded)
+    record = Server([builds["old"], "record", "--upstream", upstream.base, "--cassettes", recorded, "--name", "mail",
+                     "--port", "0"], log("session-record"))
+    for version in CLIENT_VERSIONS:
+        _, said = mcp_post(record.base + MAIL_PATH, GET_MESSAGE, open_session(record.base + MAIL_PATH, version))
+        if b'"result"' not in said:
+            raise RuntimeError(f"the Python SDK server did not answer GetMessage: {said[:300]!r}")
+    record.stop()
+    upstream.stop()
+    shutil.copytree(recorded, os.path.join(scratch, "session-new"))
+    replays = {key: Server([binary, "replay", os.path.join(scratch, f"session-{key}"), "--port", "0"],
+                           log(f"session-replay-{key}")) for key, binary in builds.items()}
+    for version in CLIENT_VERSIONS:
+        urls = {key: server.base + MAIL_PATH for key, server in replays.items()}
+        sessions = {key: open_session(url, version) for key, url in urls.items()}
+        floors = {}
+        for key, url in urls.items():
+            answered, body = mcp_post(url, GET_MESSAGE, sessions[key])
+            if not re.search(rb'"result"', body):
+                raise RuntimeError(f"{key} replay did not answer GetMessage ({version}): {body[:300]!r}")
+            path = os.path.join(scratch, f"answer-{key}-{version}")
+            with open(path, "wb") as out:
+                out.write(body)
+            floors[key] = Server([tool("floor"), "0", path, answered["content-type"]], log(f"floor-{key}-{version}"))
+        load = {key: (lambda u=url, h=sessions[key]: wrk(u, GET_MESSAGE, 32, SECONDS, scratch, h))
+                for key, url in urls.items()}
+        rps = {key: (lambda run=run: run()["rps"]) for key, run in load.items()}
+        compare(emit, f"replay in a session, SSE answer, {version} client, 32 conns, requests/s", args.rounds,
+                rps["old"], rps["new"])
+        for key, floor in floors.items():
+            floor_load = lambda f=floor: wrk(f.base + MAIL_PATH, GET_MESSAGE, 32, SECONDS, scratch)  # noqa: E731
+            against_floor(emit, f"{key} build ({version} client) against the floor", args.rounds, floor_load, load[key])
+            floor.stop()
+    for server in replays.values():
+        server.stop()
+
+
+def against_floor(emit, name, rounds, floor, replay):
+    """Replay between two floor runs serving its bytes: the ratio of requests/s and of p99 latency."""
+    ratios, p99s = [], []
+    for _, before, measured, after in paired_rounds(rounds, floor, replay):
+        ratios.append(measured["rps"] / ((before["rps"] + after["rps"]) / 2))
+        p99s.append(measured["p99"] / ((before["p99"] + after["p99"]) / 2))
+    emit(f"| {name}: requests/s | {statistics.median(ratios):.1%} | {min(ratios):.1%} to {max(ratios):.1%} | |")
+    emit(f"| {name}: p99 latency | {statistics.median(p99s):.2f}x | {min(p99s):.2f}x to {max(p99s):.2f}x | |")
 
 
 def record_rounds(emit, args, builds, scratch, log, tool):

@@ -4,16 +4,18 @@
 //! notifications first, as an SSE stream, so it also serves as the fast
 //! upstream for measuring record's overhead.
 //!
-//! Usage: floor [PORT [BODY_FILE]]   (prints "listening on http://127.0.0.1:PORT")
+//! Usage: floor [PORT [BODY_FILE [CONTENT_TYPE]]]   (prints "listening on http://127.0.0.1:PORT")
 //!
 //! With `BODY_FILE`, a plain POST is answered with that file's bytes (the
-//! bench passes the very answer replay gives, so both write the same bytes).
+//! bench passes the very answer replay gives, so both write the same bytes),
+//! as `CONTENT_TYPE` (default `application/json`).
 
 use std::convert::Infallible;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::header::HeaderValue;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -33,13 +35,23 @@ fn sse() -> String {
     body
 }
 
-async fn answer(request: Request<Incoming>, fixed: Bytes) -> Result<Response<Full<Bytes>>, Infallible> {
+/// The answer to a plain POST: its bytes and content type.
+#[derive(Clone)]
+struct Fixed {
+    body: Bytes,
+    content_type: HeaderValue,
+}
+
+async fn answer(request: Request<Incoming>, fixed: Fixed) -> Result<Response<Full<Bytes>>, Infallible> {
     let streamed = request.uri().path() == "/sse";
     let _ = request.into_body().collect().await;
-    let (content_type, body) =
-        if streamed { ("text/event-stream", Bytes::from(sse())) } else { ("application/json", fixed) };
+    let (content_type, body) = if streamed {
+        (HeaderValue::from_static("text/event-stream"), Bytes::from(sse()))
+    } else {
+        (fixed.content_type, fixed.body)
+    };
     let mut response = Response::new(Full::new(body));
-    response.headers_mut().insert("content-type", content_type.parse().expect("a valid header value"));
+    response.headers_mut().insert("content-type", content_type);
     Ok(response)
 }
 
@@ -47,10 +59,15 @@ async fn answer(request: Request<Incoming>, fixed: Bytes) -> Result<Response<Ful
 async fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let port: u16 = args.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let fixed = match args.next() {
+    let body = match args.next() {
         Some(path) => Bytes::from(std::fs::read(path)?),
         None => Bytes::from_static(RESULT.as_bytes()),
     };
+    let content_type = args.next().unwrap_or_else(|| "application/json".to_owned());
+    let content_type = HeaderValue::from_str(&content_type).map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{content_type:?}: {e}"))
+    })?;
+    let fixed = Fixed { body, content_type };
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("listening on http://{}", listener.local_addr()?);
     loop {
