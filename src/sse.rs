@@ -3,6 +3,8 @@
 //! encodes one; [`Parser`] splits a byte stream into events, keeping each
 //! event's raw bytes so a proxy can relay exactly what it received.
 
+use std::fmt::{self, Write as _};
+
 use bytes::{Bytes, BytesMut};
 
 use crate::limits::MAX_SSE_EVENT_BYTES;
@@ -10,26 +12,25 @@ use crate::limits::MAX_SSE_EVENT_BYTES;
 /// One `event: message` event carrying `data`. Multi-line data becomes one
 /// `data:` line per line, as the format requires.
 pub fn message_event(data: &str) -> String {
-    message_event_with_id(None, data)
+    let mut event = String::with_capacity(data.len() + 32);
+    push_message_event(&mut event, None, data);
+    event
 }
 
-/// One `event: message` event carrying `data`, with an `id:` when given
-/// (ids are ours: no line break in them).
-pub fn message_event_with_id(id: Option<&str>, data: &str) -> String {
-    let mut event = String::with_capacity(data.len() + 48);
-    event.push_str("event: message\n");
+/// [`message_event`] appended to `out`, with an `id:` when given (ids are
+/// ours: no line break in them).
+pub fn push_message_event(out: &mut String, id: Option<&dyn fmt::Display>, data: &str) {
+    out.push_str("event: message\n");
     if let Some(id) = id {
-        event.push_str("id: ");
-        event.push_str(id);
-        event.push('\n');
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "id: {id}");
     }
     for line in data.split('\n') {
-        event.push_str("data: ");
-        event.push_str(line.strip_suffix('\r').unwrap_or(line));
-        event.push('\n');
+        out.push_str("data: ");
+        out.push_str(line.strip_suffix('\r').unwrap_or(line));
+        out.push('\n');
     }
-    event.push('\n');
-    event
+    out.push('\n');
 }
 
 /// A priming event (SEP-1699): an id and empty data, so the client has an
@@ -196,8 +197,8 @@ mod tests {
 
     #[test]
     fn priming_events_and_ids_round_trip() {
-        let stream =
-            format!("{}{}", priming_event("3-0", Some(500)), message_event_with_id(Some("3-1"), "{}"));
+        let mut stream = priming_event("3-0", Some(500));
+        push_message_event(&mut stream, Some(&"3-1"), "{}");
         let found = events(&[stream.as_bytes()]);
         assert_eq!(found.len(), 2);
         assert_eq!(

@@ -56,22 +56,32 @@ pub(super) fn answer(
     let mut response = if stream {
         let live = policy.reenactment(&answer.messages, answer.hold_open, session, Duration::ZERO);
         let live = live.map(|live| Live { feed: answer.feed.as_ref().and_then(Feed::take), ..live });
-        let (mut messages, mut prefix, mut numbering) = (answer.messages, String::new(), None);
+        let (mut messages, mut prefix, mut numbering, mut kept) =
+            (answer.messages, String::new(), None, None);
         if let Some(resume) = resume {
-            let stream = resume.streams.open(resume.session, &messages);
+            let stream = resume.streams.number();
             let shape = answer.stream;
             let primed = shape.primed && resume.primable;
             if primed {
                 prefix = sse::priming_event(&resume::event_id(stream, 0), shape.retry_ms);
             }
             let close = shape.closed_after.map(|k| k as usize);
-            if let Some(close) = close.filter(|&k| resume.primable && k < messages.len() && (k > 0 || primed))
-            {
-                messages.truncate(close);
-            }
+            // What follows the close is kept for the client to resume, not sent.
+            let held_back =
+                match close.filter(|&k| resume.primable && k < messages.len() && (k > 0 || primed)) {
+                    Some(close) => messages.split_off(close),
+                    None => Vec::new(),
+                };
             numbering = Some(Numbering { stream, next: 1, kept_in: None });
+            // A client resumes after an event it got: the first it can get is the priming
+            // event, else the first message. Nothing follows that in a stream of one message
+            // without a priming event, and such a stream is not kept.
+            let first_resumable = usize::from(!primed);
+            if messages.len() + held_back.len() > first_resumable {
+                kept = Some(Keep { streams: resume.streams, session: resume.session, stream, held_back });
+            }
         }
-        let mut response = Response::new(events(messages, prefix, numbering, live, answer.hold_open));
+        let mut response = Response::new(events(messages, prefix, numbering, live, answer.hold_open, kept));
         *response.status_mut() = status::of_answer(answer.era, answer.standing);
         set_stream_headers(&mut response);
         response
@@ -87,27 +97,48 @@ pub(super) fn answer(
     response
 }
 
+/// Where an answer stream's messages are kept for the client to resume:
+/// what it sends, then what it holds back.
+struct Keep<'a> {
+    streams: &'a Resumable,
+    session: &'a str,
+    stream: u64,
+    held_back: Vec<Outgoing>,
+}
+
+impl Keep<'_> {
+    fn keep(self, mut sent: Vec<Outgoing>) {
+        sent.extend(self.held_back);
+        self.streams.keep(self.stream, self.session, sent);
+    }
+}
+
 /// The rest of a resumed stream ([`Rest`]): its messages from where the
 /// client resumes, numbered on; re-enacted when they take time.
 pub(super) fn resumed(rest: Rest, policy: &Policy, session: &str) -> Response<Body> {
     let live = policy.reenactment(&rest.messages, false, Some(session), Duration::ZERO);
     let numbering = Numbering { stream: rest.stream, next: rest.first + 1, kept_in: None };
-    let mut response = Response::new(events(rest.messages, String::new(), Some(numbering), live, false));
+    let mut response =
+        Response::new(events(rest.messages, String::new(), Some(numbering), live, false, None));
     set_stream_headers(&mut response);
     response
 }
 
 /// The SSE body of `messages` after `prefix`: re-enacted with `live`, else
-/// whole.
+/// whole; the messages are then kept where `kept` says.
 fn events(
     messages: Vec<Outgoing>,
     prefix: String,
     mut numbering: Option<Numbering>,
     live: Option<Live>,
     hold_open: bool,
+    kept: Option<Keep<'_>>,
 ) -> Body {
     match live {
         Some(live) => {
+            if let Some(kept) = kept {
+                kept.keep(messages.clone());
+            }
             let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
             Channel {
                 emitted: reenact::reenact(messages, live, hold_open),
@@ -120,8 +151,12 @@ fn events(
         }
         None => {
             let mut body = prefix;
+            body.reserve(messages.iter().map(|m| m.json.len() + 48).sum());
             for message in &messages {
-                body.push_str(&Numbering::event(&mut numbering, &message.json));
+                Numbering::push_event(&mut body, &mut numbering, &message.json);
+            }
+            if let Some(kept) = kept {
+                kept.keep(messages);
             }
             full(Bytes::from(body))
         }
@@ -139,16 +174,23 @@ pub(super) struct Numbering {
 impl Numbering {
     /// `json` as a message event, with the next id when numbered.
     fn event(numbering: &mut Option<Numbering>, json: &str) -> String {
+        let mut event = String::with_capacity(json.len() + 48);
+        Numbering::push_event(&mut event, numbering, json);
+        event
+    }
+
+    /// [`Numbering::event`], appended to `out`.
+    fn push_event(out: &mut String, numbering: &mut Option<Numbering>, json: &str) {
         match numbering {
             Some(numbering) => {
-                let id = resume::event_id(numbering.stream, numbering.next);
+                let id = resume::EventId(numbering.stream, numbering.next);
                 numbering.next += 1;
                 if let Some(streams) = &numbering.kept_in {
                     streams.sent(numbering.stream, json);
                 }
-                sse::message_event_with_id(Some(&id), json)
+                sse::push_message_event(out, Some(&id), json);
             }
-            None => sse::message_event(json),
+            None => sse::push_message_event(out, None, json),
         }
     }
 }

@@ -4,23 +4,34 @@
 //! `i + 1` for the stream's `i`-th message, and stream numbers are never
 //! reused in a run, so ids are unique across a session's streams and say
 //! which stream they belong to. The messages of each such stream are kept
-//! (an answer's when it starts, a standalone stream's as they are sent;
+//! (an answer's as it is sent, a standalone stream's as they are sent; an
+//! answer of one message without a priming event has nothing after any
+//! event a client can get, and is not kept;
 //! bounded by [`MAX_RESUMABLE_STREAMS`] and [`MAX_RESUMABLE_BYTES`], and
 //! [`MAX_RESUMABLE_STREAMS_PER_SESSION`] for each session, oldest forgotten
 //! first, so that no session can push out every other's), so a `GET` with a `Last-Event-ID` of one gets what
 //! followed that event, whether replay closed the stream there as the
 //! recording shows or the client lost its connection.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use crate::engine::Outgoing;
 use crate::limits::{MAX_RESUMABLE_BYTES, MAX_RESUMABLE_STREAMS, MAX_RESUMABLE_STREAMS_PER_SESSION};
-use crate::util::lock;
+use crate::util::{FastMap, lock};
 
 /// The id of event `n` of stream `stream`.
 pub(super) fn event_id(stream: u64, n: usize) -> String {
-    format!("{stream}-{n}")
+    EventId(stream, n).to_string()
+}
+
+/// The id of event `.1` of stream `.0`, written as `{stream}-{n}`.
+pub(super) struct EventId(pub u64, pub usize);
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
 }
 
 /// What follows an event a client resumes from.
@@ -37,88 +48,113 @@ pub(super) struct Rest {
 #[derive(Default)]
 pub(super) struct Resumable(Mutex<Streams>);
 
+/// Every operation takes time in the log of the streams kept, or in the
+/// streams of one session (at most [`MAX_RESUMABLE_STREAMS_PER_SESSION`]):
+/// a request never walks the streams of other sessions.
 #[derive(Default)]
 struct Streams {
+    /// The next stream number.
     next: u64,
-    kept: HashMap<u64, Kept>,
-    /// Stream numbers kept, oldest first.
-    order: VecDeque<u64>,
+    /// The next age: a stream gets a new one when it is kept and each time
+    /// it grows, and the oldest is forgotten first.
+    next_age: u64,
+    kept: FastMap<u64, Kept>,
+    /// Stream numbers kept, by age.
+    by_age: BTreeMap<u64, u64>,
     bytes: usize,
-    /// How many streams each session has kept.
-    per_session: HashMap<String, usize>,
+    /// The streams each session has kept, oldest first.
+    per_session: FastMap<Arc<str>, VecDeque<u64>>,
 }
 
 struct Kept {
-    session: String,
+    session: Arc<str>,
+    age: u64,
     messages: Vec<Outgoing>,
     bytes: usize,
     standalone: bool,
 }
 
 impl Streams {
-    /// A new stream number, and room for `bytes` more (the oldest streams
-    /// forgotten); false when `bytes` alone are over the bound.
+    /// A new stream number.
+    fn number(&mut self) -> u64 {
+        self.next += 1;
+        self.next - 1
+    }
+
+    /// Room for `bytes` more, the oldest streams forgotten; false when
+    /// `bytes` alone are over the bound.
     fn make_room(&mut self, bytes: usize) -> bool {
         if bytes > MAX_RESUMABLE_BYTES {
             return false;
         }
         while self.kept.len() >= MAX_RESUMABLE_STREAMS || self.bytes + bytes > MAX_RESUMABLE_BYTES {
-            let Some(oldest) = self.order.pop_front() else { break };
+            let Some((_, oldest)) = self.by_age.pop_first() else { break };
             self.remove(oldest);
         }
         true
     }
 
-    /// Keeps `kept` as stream `stream`, the newest.
-    fn insert(&mut self, stream: u64, kept: Kept) {
-        self.bytes += kept.bytes;
-        *self.per_session.entry(kept.session.clone()).or_default() += 1;
-        self.order.push_back(stream);
-        self.kept.insert(stream, kept);
+    /// Keeps `messages` as stream `stream` of `session`, the newest (its
+    /// session's oldest forgotten when it has kept its share).
+    fn insert(&mut self, stream: u64, session: &str, messages: Vec<Outgoing>, standalone: bool) {
+        let bytes = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
+        let full = self.per_session.get(session).and_then(|streams| {
+            (streams.len() >= MAX_RESUMABLE_STREAMS_PER_SESSION).then(|| streams.front().copied()).flatten()
+        });
+        if let Some(oldest) = full {
+            self.remove(oldest);
+        }
+        if !self.make_room(bytes) {
+            return;
+        }
+        let session = match self.per_session.get_key_value(session) {
+            Some((shared, _)) => Arc::clone(shared),
+            None => Arc::from(session),
+        };
+        self.per_session.entry(Arc::clone(&session)).or_default().push_back(stream);
+        let age = self.next_age;
+        self.next_age += 1;
+        self.by_age.insert(age, stream);
+        self.bytes += bytes;
+        self.kept.insert(stream, Kept { session, age, messages, bytes, standalone });
     }
 
-    /// Forgets stream `stream` (its place in `order` is the caller's).
+    /// Forgets stream `stream`.
     fn remove(&mut self, stream: u64) -> Option<Kept> {
         let gone = self.kept.remove(&stream)?;
         self.bytes -= gone.bytes;
-        if let Some(count) = self.per_session.get_mut(&gone.session) {
-            *count -= 1;
-            if *count == 0 {
-                self.per_session.remove(&gone.session);
+        self.by_age.remove(&gone.age);
+        if let Some(streams) = self.per_session.get_mut(&*gone.session) {
+            if let Some(at) = streams.iter().position(|s| *s == stream) {
+                streams.remove(at);
+            }
+            if streams.is_empty() {
+                self.per_session.remove(&*gone.session);
             }
         }
         Some(gone)
     }
-
-    fn keep(&mut self, session: &str, messages: Vec<Outgoing>, standalone: bool) -> u64 {
-        let stream = self.next;
-        self.next += 1;
-        let bytes: usize = messages.iter().map(|m| m.json.len()).sum::<usize>() + session.len();
-        if self.per_session.get(session).is_some_and(|count| *count >= MAX_RESUMABLE_STREAMS_PER_SESSION) {
-            let kept = &self.kept;
-            let oldest = self.order.iter().position(|s| kept.get(s).is_some_and(|k| k.session == session));
-            if let Some(stream) = oldest.and_then(|at| self.order.remove(at)) {
-                self.remove(stream);
-            }
-        }
-        if self.make_room(bytes) {
-            self.insert(stream, Kept { session: session.to_owned(), messages, bytes, standalone });
-        }
-        stream
-    }
 }
 
 impl Resumable {
-    /// Numbers a new answer stream of `session` that sends `messages`, and
-    /// keeps them unless they alone are over the bound.
-    pub(super) fn open(&self, session: &str, messages: &[Outgoing]) -> u64 {
-        lock(&self.0).keep(session, messages.to_vec(), false)
+    /// Numbers a new answer stream; [`Resumable::keep`] keeps what it sends.
+    pub(super) fn number(&self) -> u64 {
+        lock(&self.0).number()
+    }
+
+    /// Keeps the `messages` of answer stream `stream` of `session`, unless
+    /// they alone are over the bound.
+    pub(super) fn keep(&self, stream: u64, session: &str, messages: Vec<Outgoing>) {
+        lock(&self.0).insert(stream, session, messages, false);
     }
 
     /// Numbers a new standalone stream of `session`, whose messages are
     /// kept as they are sent ([`Resumable::sent`]).
     pub(super) fn open_standalone(&self, session: &str) -> u64 {
-        lock(&self.0).keep(session, Vec::new(), true)
+        let mut streams = lock(&self.0);
+        let stream = streams.number();
+        streams.insert(stream, session, Vec::new(), true);
+        stream
     }
 
     /// Standalone stream `stream` sent `json`: kept, unless that would pass
@@ -126,33 +162,22 @@ impl Resumable {
     pub(super) fn sent(&self, stream: u64, json: &str) {
         let mut streams = lock(&self.0);
         let Some(mut kept) = streams.remove(stream) else { return };
-        streams.order.retain(|s| *s != stream);
-        kept.bytes += json.len();
-        if streams.make_room(kept.bytes) {
-            kept.messages.push(Outgoing {
-                json: json.to_owned(),
-                is_answer: false,
-                offset_ms: 0,
-                awaits_reply: None,
-            });
-            streams.insert(stream, kept);
-        }
+        kept.messages.push(Outgoing {
+            json: json.to_owned(),
+            is_answer: false,
+            offset_ms: 0,
+            awaits_reply: None,
+        });
+        streams.insert(stream, &kept.session, kept.messages, kept.standalone);
     }
 
     /// Forgets the streams of `session`, which has ended.
     pub(super) fn forget(&self, session: &str) {
         let mut streams = lock(&self.0);
-        let gone: Vec<u64> = streams
-            .kept
-            .iter()
-            .filter(|(_, kept)| kept.session == session)
-            .map(|(stream, _)| *stream)
-            .collect();
+        let gone = streams.per_session.get(session).cloned().unwrap_or_default();
         for stream in gone {
             streams.remove(stream);
         }
-        let Streams { order, kept, .. } = &mut *streams;
-        order.retain(|stream| kept.contains_key(stream));
     }
 
     /// What follows event `last_event_id` on a stream of `session`; `None`
@@ -161,7 +186,7 @@ impl Resumable {
         let (stream, n) = last_event_id.trim().split_once('-')?;
         let (stream, n) = (stream.parse::<u64>().ok()?, n.parse::<usize>().ok()?);
         let streams = lock(&self.0);
-        let kept = streams.kept.get(&stream).filter(|kept| kept.session == session)?;
+        let kept = streams.kept.get(&stream).filter(|kept| *kept.session == *session)?;
         let messages = kept.messages.get(n..)?.to_vec();
         Some(Rest { stream, first: n, messages, standalone: kept.standalone })
     }
@@ -178,6 +203,13 @@ mod tests {
             .collect()
     }
 
+    /// A new answer stream of `session` sending `messages`, kept.
+    fn opened(resumable: &Resumable, session: &str, messages: Vec<Outgoing>) -> u64 {
+        let stream = resumable.number();
+        resumable.keep(stream, session, messages);
+        stream
+    }
+
     fn jsons(rest: Option<Rest>) -> Option<(u64, usize, Vec<String>)> {
         rest.map(|r| (r.stream, r.first, r.messages.into_iter().map(|m| m.json).collect()))
     }
@@ -185,8 +217,8 @@ mod tests {
     #[test]
     fn resumes_after_any_event_of_its_own_session_only() {
         let resumable = Resumable::default();
-        let one = resumable.open("s", &messages(&["a", "b", "c"]));
-        let two = resumable.open("s", &messages(&["d"]));
+        let one = opened(&resumable, "s", messages(&["a", "b", "c"]));
+        let two = opened(&resumable, "s", messages(&["d"]));
         assert_ne!(one, two);
         assert_eq!(
             jsons(resumable.after("s", &event_id(one, 0))),
@@ -209,14 +241,14 @@ mod tests {
     #[test]
     fn the_oldest_are_forgotten_at_the_bound() {
         let resumable = Resumable::default();
-        let first = resumable.open("s", &messages(&["a"]));
+        let first = opened(&resumable, "s", messages(&["a"]));
         for n in 0..MAX_RESUMABLE_STREAMS {
-            resumable.open(&format!("s{n}"), &messages(&["b"]));
+            opened(&resumable, &format!("s{n}"), messages(&["b"]));
         }
         assert!(resumable.after("s", &event_id(first, 0)).is_none());
         assert!(resumable.after("s0", &event_id(first + 1, 0)).is_some());
         let huge = "x".repeat(MAX_RESUMABLE_BYTES);
-        let big = resumable.open("s", &messages(&[&huge]));
+        let big = opened(&resumable, "s", messages(&[&huge]));
         assert!(resumable.after("s", &event_id(big, 0)).is_none(), "one over the byte bound is not kept");
         assert!(resumable.after("s0", &event_id(first + 1, 0)).is_some(), "and evicts nothing");
         let standalone = resumable.open_standalone("s");
@@ -232,10 +264,10 @@ mod tests {
     #[test]
     fn no_session_pushes_out_anothers_streams() {
         let resumable = Resumable::default();
-        let other = resumable.open("other", &messages(&["a"]));
-        let first = resumable.open("greedy", &messages(&["b"]));
+        let other = opened(&resumable, "other", messages(&["a"]));
+        let first = opened(&resumable, "greedy", messages(&["b"]));
         for _ in 0..2 * MAX_RESUMABLE_STREAMS {
-            resumable.open("greedy", &messages(&["c"]));
+            opened(&resumable, "greedy", messages(&["c"]));
         }
         assert!(resumable.after("other", &event_id(other, 0)).is_some(), "another session's stream stays");
         assert!(resumable.after("greedy", &event_id(first, 0)).is_none(), "the greedy session's oldest go");
