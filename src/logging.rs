@@ -5,7 +5,9 @@
 //! per request) pays for a short lock and a copy per line, not a write to
 //! stderr or a thread wake-up each. Lossless: past [`MAX_PENDING_LOG_BYTES`]
 //! bytes a logging thread waits for the writer rather than drop a line, and
-//! the [`Flusher`] waits for every line to be written.
+//! the [`Flusher`] waits for every line to be written. The line every HTTP
+//! request leaves skips the subscriber's event machinery: [`write_direct`]
+//! appends the same line to the same buffer.
 //!
 //! Why not `tracing-appender`: its non-blocking writer is lossless only
 //! while the process runs. Its guard waits one second for the backlog at
@@ -13,16 +15,16 @@
 //! queue is full): with stderr taking 1 ms a write, 937 of 5,000 lines were
 //! out when the guard returned.
 
+use std::cell::{Cell, RefCell};
 use std::fmt::{self, Write as _};
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -171,7 +173,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        SystemTime.format_time(&mut writer)?;
+        write_time(&mut writer, std::time::SystemTime::now())?;
         writer.write_char(' ')?;
         let ansi = writer.has_ansi_escapes();
         push_level(&mut writer, *event.metadata().level(), ansi)?;
@@ -180,6 +182,107 @@ where
         fields.result?;
         writer.write_char('\n')
     }
+}
+
+/// Where [`write_direct`] writes: the daemon's sink, and whether its lines
+/// are coloured (a terminal).
+static DIRECT: OnceLock<(Sink, bool)> = OnceLock::new();
+
+/// Lets [`write_direct`] append lines to `sink` itself, coloured when
+/// `ansi`, as the subscriber that writes to the same sink with
+/// [`LineFormat`] would. Once per process; later calls change nothing.
+pub fn write_directly_to(sink: Sink, ansi: bool) {
+    let _ = DIRECT.set((sink, ansi));
+}
+
+/// Appends `message` at `level` to the sink [`write_directly_to`] named,
+/// as the line [`LineFormat`] makes of an event with that message: the
+/// request line every request leaves, without the event's way through
+/// the subscriber. False, with nothing written, when no sink was named
+/// (the caller logs it as an event). The caller checks that `level` is
+/// enabled where it logs.
+pub fn write_direct(level: Level, message: &dyn fmt::Display) -> bool {
+    thread_local! {
+        static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    let Some((sink, ansi)) = DIRECT.get() else { return false };
+    LINE.with_borrow_mut(|line| {
+        line.clear();
+        let formatted = write_time(line, std::time::SystemTime::now())
+            .and_then(|()| line.write_char(' '))
+            .and_then(|()| push_level(line, level, *ansi))
+            .and_then(|()| write!(Escaped(line), "{message}"));
+        if formatted.is_ok() {
+            line.push('\n');
+            // Appending to the sink's buffer fails only once stderr is gone.
+            let _ = sink.make_writer().write_all(line.as_bytes());
+        }
+    });
+    true
+}
+
+/// `time` in UTC to the microsecond, as `2026-11-23T20:17:41.823637Z`
+/// (a time before 1970 as 1970's first instant). The part to the second
+/// is worked out once a second on each thread: a busy daemon writes a line
+/// per request.
+fn write_time(out: &mut impl fmt::Write, time: std::time::SystemTime) -> fmt::Result {
+    thread_local! {
+        static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+    }
+    let since = time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let seconds = since.as_secs();
+    let (shown, mut text) = SECOND.get();
+    if shown != seconds {
+        text = to_the_second(seconds);
+        SECOND.set((seconds, text));
+    }
+    let mut micros = since.subsec_micros();
+    let mut fraction = *b"000000Z";
+    for digit in fraction[..6].iter_mut().rev() {
+        *digit = b'0' + (micros % 10) as u8;
+        micros /= 10;
+    }
+    out.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)?;
+    out.write_str(std::str::from_utf8(&fraction).map_err(|_| fmt::Error)?)
+}
+
+/// `seconds` after 1970 in UTC as `YYYY-MM-DDTHH:MM:SS.` (years past 9999
+/// are not shown right).
+fn to_the_second(seconds: u64) -> [u8; 20] {
+    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
+    let (year, month, day) = civil_date(days);
+    let mut text = *b"0000-00-00T00:00:00.";
+    let mut put = |at: usize, width: usize, mut value: u64| {
+        for digit in text[at..at + width].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, month);
+    put(8, 2, day);
+    put(11, 2, of_day / 3600);
+    put(14, 2, of_day / 60 % 60);
+    put(17, 2, of_day % 60);
+    text
+}
+
+/// The proleptic Gregorian (year, month, day) of `days` after 1970-01-01:
+/// counted in 400-year eras from 0000-03-01, so that the leap day ends
+/// each year.
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    const DAYS_TO_1970_FROM_0000_03_01: u64 = 719_468;
+    const DAYS_PER_ERA: u64 = 146_097;
+    let days = days + DAYS_TO_1970_FROM_0000_03_01;
+    let (era, of_era) = (days / DAYS_PER_ERA, days % DAYS_PER_ERA);
+    let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    // Months from March, each 30 or 31 days in a five-month rhythm.
+    let month_from_march = (5 * of_year + 2) / 153;
+    let day = of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
+    let year = era * 400 + year_of_era + u64::from(month <= 2);
+    (year, month, day)
 }
 
 /// A level's name, right-aligned, and the space after it; coloured for a
@@ -264,6 +367,30 @@ mod tests {
         assert_eq!(rest, " INFO hello\n");
     }
 
+    /// The time at known instants: the epoch, a leap day of a year divisible
+    /// by 400, the last second of a year divisible by 100 but not by 400's
+    /// February, a year's last microsecond.
+    #[test]
+    fn times_are_utc_civil_dates() {
+        let at = |seconds: u64, micros: u64| {
+            let mut text = String::new();
+            let time = std::time::UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(micros);
+            write_time(&mut text, time).unwrap();
+            text
+        };
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(at(951_782_400, 42), "2000-02-29T00:00:00.000042Z");
+        assert_eq!(at(951_868_800, 0), "2000-03-01T00:00:00.000000Z");
+        assert_eq!(at(4_107_542_399, 0), "2100-02-28T23:59:59.000000Z");
+        assert_eq!(at(4_107_542_400, 0), "2100-03-01T00:00:00.000000Z");
+        assert_eq!(at(1_798_761_599, 999_999), "2026-12-31T23:59:59.999999Z");
+        assert_eq!(at(1_795_726_661, 823_637), "2026-11-26T20:57:41.823637Z");
+        let before = std::time::UNIX_EPOCH - Duration::from_secs(5);
+        let mut text = String::new();
+        write_time(&mut text, before).unwrap();
+        assert_eq!(text, "1970-01-01T00:00:00.000000Z");
+    }
+
     /// What a subscriber with [`LineFormat`] writes while `log` runs.
     fn formatted(ansi: bool, log: impl FnOnce()) -> String {
         let out = Arc::new(Mutex::new(Vec::new()));
@@ -290,6 +417,25 @@ mod tests {
         assert!(lines[0].ends_with(r"  WARN method=x\nINFO forged\u{1b}[2J\u{9b}1m done"), "{}", lines[0]);
         assert!(lines[1].ends_with(r"  INFO plain peer=a\rb"), "{}", lines[1]);
         assert_eq!(lines[0].as_bytes()[10], b'T');
+    }
+
+    /// A line written directly is the line the subscriber writes for the
+    /// same message, control characters escaped, the time aside; and it
+    /// goes through the sink.
+    #[test]
+    fn direct_lines_are_the_subscribers_lines() {
+        let message = "POST server=a\nINFO forged\u{1b}[2J method=-";
+        let through_subscriber = formatted(false, || tracing::info!("{message}"));
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let (sink, flusher) = start(Capture(Arc::clone(&out))).unwrap();
+        write_directly_to(sink, false);
+        assert!(write_direct(Level::INFO, &message));
+        drop(flusher);
+        let direct = String::from_utf8(lock(&out).clone()).unwrap();
+        let after_time = |line: &str| line.split_once(' ').map(|(_, rest)| rest.to_owned());
+        assert_eq!(after_time(&direct), after_time(&through_subscriber), "{direct}");
+        assert_eq!(direct.lines().count(), 1, "{direct}");
+        assert!(direct.ends_with(" INFO POST server=a\\nINFO forged\\u{1b}[2J method=-\n"), "{direct}");
     }
 
     struct Capture(Arc<Mutex<Vec<u8>>>);

@@ -35,6 +35,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    mcp_tape::logging::write_directly_to(writer.clone(), ansi);
     tracing_subscriber::fmt()
         .with_ansi(ansi)
         .event_format(mcp_tape::logging::LineFormat)

@@ -277,12 +277,15 @@ struct State {
 
 impl State {
     fn case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
-        let admitted = (!self.holds(server, method, subject))
-            .then(|| self.admit(CaseKey::named(server, method, subject)));
-        let (server, method, subject) = match &admitted {
-            Some(key) => (key.server.as_str(), key.method.as_str(), key.subject.as_deref()),
-            None => (server, method, subject),
-        };
+        if self.holds(server, method, subject) {
+            let subjects = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
+            let case = subjects
+                .and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject));
+            return &mut case.expect("held, as just seen").1;
+        }
+        let admitted = self.admit(CaseKey::named(server, method, subject));
+        let (server, method, subject) =
+            (admitted.server.as_str(), admitted.method.as_str(), admitted.subject.as_deref());
         if !self.cases.contains_key(server) {
             self.cases.insert(server.to_owned(), FastMap::default());
         }

@@ -16,7 +16,7 @@
 pub mod http;
 pub mod stdio;
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::Instant;
 
 use crate::engine::Outcome;
@@ -60,27 +60,34 @@ struct RequestLine<'a> {
 }
 
 impl fmt::Display for RequestLine<'_> {
+    /// Written as one piece: the log format escapes what it is given piece
+    /// by piece, and a line is written for every request.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let method = if self.method.is_empty() { "-" } else { self.method };
-        write!(
-            f,
-            "{} server={} method={}",
-            self.door,
-            clip(self.server, MAX_SHOWN_BYTES),
-            clip(method, MAX_SHOWN_BYTES),
-        )?;
+        let mut line = String::with_capacity(96 + self.server.len() + method.len() + self.note.len());
+        line.push_str(self.door);
+        line.push_str(" server=");
+        line.push_str(&clip(self.server, MAX_SHOWN_BYTES));
+        line.push_str(" method=");
+        line.push_str(&clip(method, MAX_SHOWN_BYTES));
         if let Some(subject) = self.subject {
-            let kind = match method {
-                "tools/call" => "tool",
-                "prompts/get" => "prompt",
-                _ => "resource",
-            };
-            write!(f, " {kind}={}", clip(subject, MAX_SHOWN_BYTES))?;
+            line.push_str(match method {
+                "tools/call" => " tool=",
+                "prompts/get" => " prompt=",
+                _ => " resource=",
+            });
+            line.push_str(&clip(subject, MAX_SHOWN_BYTES));
         }
-        write!(f, " {}", self.outcome.as_str())?;
+        line.push(' ');
+        line.push_str(self.outcome.as_str());
         if let Some(status) = self.status {
-            write!(f, " status={status}")?;
+            line.push_str(" status=");
+            line.push_str(status);
         }
-        write!(f, " {:.1}ms{}", self.started.elapsed().as_secs_f64() * 1e3, self.note)
+        // Milliseconds to a tenth, rounded half up.
+        let tenths = (self.started.elapsed().as_micros() + 50) / 100;
+        let _ = write!(line, " {}.{}ms", tenths / 10, tenths % 10);
+        line.push_str(self.note);
+        f.write_str(&line)
     }
 }

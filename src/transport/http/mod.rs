@@ -45,8 +45,8 @@ use crate::limits::{
 };
 use crate::mcp::{self, RoutingHeaders};
 use crate::model::{Era, ServiceRoute};
-use crate::redact;
 use crate::util::{self, pieces, printable};
+use crate::{logging, redact};
 
 /// The MCP headers, named once: a lookup by `&str` parses the name on
 /// every request.
@@ -219,7 +219,9 @@ impl RequestLog {
             started: self.started,
             note,
         };
-        tracing::info!("{line}");
+        if tracing::enabled!(tracing::Level::INFO) && !logging::write_direct(tracing::Level::INFO, &line) {
+            tracing::info!("{line}");
+        }
     }
 }
 
@@ -250,13 +252,15 @@ async fn dispatch(
     if !request.uri().path().starts_with('/') {
         return Err(Fault::NotAPath.into());
     }
+    // The futures of the rarer doors are boxed: a future is as large as its largest
+    // branch, and a replayed POST's is moved whole as hyper takes it.
     if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
-        return service(request, route, app, logged).await;
+        return Box::pin(service(request, route, app, logged)).await;
     }
     if request.method() == Method::POST {
         return post(request, app, wire, logged).await;
     }
-    other(request, app, wire, logged).await
+    Box::pin(other(request, app, wire, logged)).await
 }
 
 /// Forwards a request that is not an MCP message, as it is.
@@ -289,7 +293,7 @@ async fn post(
         Err(error) => {
             let proxy = app.engine.unread(error)?;
             logged.outcome = Outcome::Forwarded;
-            return proxy.relay(&parts, body).await;
+            return Box::pin(proxy.relay(&parts, body)).await;
         }
     };
     let PostHeaders { accepts, session, era, primable } = read;
@@ -420,7 +424,8 @@ async fn respond(
         Step::Forward { link, flight } => {
             // What the server says on its GET stream after this answer waits for it to be written.
             let written = flight.as_ref().map(Flight::when_written);
-            let response = link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome).await?;
+            let exchange = link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome);
+            let response = Box::pin(exchange).await?;
             Ok(match written {
                 Some(written) => frame::announce(response, written, post.wire.clone()),
                 None => response,
