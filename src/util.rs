@@ -117,6 +117,22 @@ pub fn may_hold_controls(text: &str) -> bool {
         .fold(false, |seen, b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2) | (b == 0xd8) | (b == 0xe2))
 }
 
+/// `number` in decimal, written into the end of `digits` without the
+/// formatting machinery (for what every request writes).
+pub fn decimal(mut number: u64, digits: &mut [u8; 20]) -> &str {
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (number % 10) as u8;
+        number /= 10;
+        if number == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(&digits[start..]).unwrap_or_default()
+}
+
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in
 /// one request must not take every later request down with it, and the maps
 /// behind these locks stay usable.

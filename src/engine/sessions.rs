@@ -19,6 +19,8 @@ pub(super) struct Session {
     pub(super) server: Box<str>,
     /// When it was last used, on [`Sessions`]'s clock.
     used: u64,
+    /// Its id, as `live` holds it.
+    id: Arc<str>,
     /// Its standalone stream, and what the server says on its own there.
     pub(super) said: Standalone,
 }
@@ -50,6 +52,7 @@ impl Sessions {
             log_level: None,
             server: server.into(),
             used: 0,
+            id: Arc::clone(&id),
             said: Standalone::default(),
         };
         self.live.insert(Arc::clone(&id), session);
@@ -59,13 +62,10 @@ impl Sessions {
 
     /// Notes a use of session `id`; false if it is not live.
     pub(super) fn touch(&mut self, id: &str) -> bool {
-        let Some((id, _)) = self.live.get_key_value(id) else { return false };
-        let id = Arc::clone(id);
+        let Some(session) = self.live.get_mut(id) else { return false };
         self.clock += 1;
-        if let Some(session) = self.live.get_mut(&id) {
-            session.used = self.clock;
-        }
-        self.uses.push_back((self.clock, id));
+        session.used = self.clock;
+        self.uses.push_back((self.clock, Arc::clone(&session.id)));
         if self.uses.len() > 2 * MAX_SESSIONS {
             let live = &self.live;
             self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.used == *when));

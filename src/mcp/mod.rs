@@ -340,12 +340,25 @@ pub fn subject_of<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
         _ => return None,
     };
-    params?.get(field)?.as_str()
+    member(params?, field)?.as_str()
 }
 
 /// The progress token a request asked for, if any.
 pub fn progress_token(params: Option<&Value>) -> Option<&Value> {
-    params?.get("_meta")?.get("progressToken")
+    member(member(params?, "_meta")?, "progressToken")
+}
+
+/// Member `key` of `value`, when it is an object that has one: what
+/// `value.get(key)` finds. The objects a request's params hold have a few
+/// members, and comparing their keys in order is cheaper than hashing
+/// `key` (the map hashes with SipHash); a larger object is looked up.
+pub fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
+    const SEARCHED_IN_ORDER: usize = 8;
+    let object = value.as_object()?;
+    if object.len() > SEARCHED_IN_ORDER {
+        return object.get(key);
+    }
+    object.iter().find_map(|(name, member)| (name == key).then_some(member))
 }
 
 /// This daemon's own identity, for synthesized answers.
@@ -356,6 +369,24 @@ pub fn server_info() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The member search finds what the map's lookup finds, in objects
+        /// under and over the size it searches in order.
+        #[test]
+        fn member_is_get(
+            keys in prop::collection::vec("[a-c_]{0,3}", 0..20),
+            key in "[a-c_]{0,3}",
+        ) {
+            let object: serde_json::Map<String, Value> =
+                keys.iter().enumerate().map(|(at, k)| (k.clone(), json!(at))).collect();
+            let value = Value::Object(object);
+            prop_assert_eq!(member(&value, &key), value.get(&key));
+            let array = json!([key.clone()]);
+            prop_assert_eq!(member(&array, &key), None);
+        }
+    }
 
     #[test]
     fn negotiation_follows_the_rule() {

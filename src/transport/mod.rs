@@ -16,14 +16,14 @@
 pub mod http;
 pub mod stdio;
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::time::Instant;
 
 use crate::engine::Outcome;
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache, Unreadable};
 use crate::limits::MAX_SHOWN_BYTES;
-use crate::util::clip;
+use crate::util::{self, clip};
 
 /// One framed message (an HTTP body, a stdio line) as JSON-RPC, a
 /// request's id as the client wrote it; params read before from the same
@@ -85,8 +85,13 @@ impl fmt::Display for RequestLine<'_> {
             line.push_str(status);
         }
         // Milliseconds to a tenth, rounded half up.
-        let tenths = (self.started.elapsed().as_micros() + 50) / 100;
-        let _ = write!(line, " {}.{}ms", tenths / 10, tenths % 10);
+        let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let tenths = micros.saturating_add(50) / 100;
+        line.push(' ');
+        line.push_str(util::decimal(tenths / 10, &mut [0; 20]));
+        line.push('.');
+        line.push_str(util::decimal(tenths % 10, &mut [0; 20]));
+        line.push_str("ms");
         line.push_str(self.note);
         f.write_str(&line)
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Frame;
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -183,12 +183,12 @@ impl Numbering {
     fn push_event(out: &mut String, numbering: &mut Option<Numbering>, json: &str) {
         match numbering {
             Some(numbering) => {
-                let id = resume::EventId(numbering.stream, numbering.next);
+                let id = resume::EventId::new(numbering.stream, numbering.next);
                 numbering.next += 1;
                 if let Some(streams) = &numbering.kept_in {
                     streams.sent(numbering.stream, json);
                 }
-                sse::push_message_event(out, Some(&id), json);
+                sse::push_message_event(out, Some(id.text()), json);
             }
             None => sse::push_message_event(out, None, json),
         }
@@ -376,8 +376,11 @@ fn set_stream_headers(response: &mut Response<Body>) {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
 }
+
+/// Named once: a name given as text is parsed at every insert.
+static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// A whole body.
 pub(super) fn full(bytes: Bytes) -> Body {

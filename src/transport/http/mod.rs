@@ -175,6 +175,9 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
     let answered = {
         let dispatching = dispatch(request, app, wire, &mut line.logged);
         tokio::select! {
+            // The request first: one answered at its first poll (a replayed answer) never
+            // subscribes to the shutdown signal.
+            biased;
             answered = dispatching => answered,
             () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
         }
@@ -480,10 +483,12 @@ impl Context {
         let text = |name| if any_mcp { header_as(headers, name, policy) } else { Ok(None) };
         let protocol_version = text(&PROTOCOL_VERSION)?;
         let era = mcp::era_of(protocol_version);
+        // `Mcp-Method` and `Mcp-Name` belong to the stateless era: checked there only.
+        let stateless = |name| if era == Era::Stateless { text(name) } else { Ok(None) };
         let routing = RoutingHeaders {
             protocol_version: protocol_version.map(str::to_owned),
-            method: text(&METHOD)?.map(str::to_owned),
-            name: text(&NAME)?.map(str::to_owned),
+            method: stateless(&METHOD)?.map(str::to_owned),
+            name: stateless(&NAME)?.map(str::to_owned),
         };
         // `Mcp-Param-{Name}` headers matter to the checks of stateless requests only, which are
         // not made on headers passed on.

@@ -22,15 +22,33 @@ use crate::util::{FastMap, lock};
 
 /// The id of event `n` of stream `stream`.
 pub(super) fn event_id(stream: u64, n: usize) -> String {
-    EventId(stream, n).to_string()
+    EventId::new(stream, n).text().to_owned()
 }
 
-/// The id of event `.1` of stream `.0`, written as `{stream}-{n}`.
-pub(super) struct EventId(pub u64, pub usize);
+/// The id of an event, `{stream}-{n}`, written without the formatting
+/// machinery (an answer's events each get one).
+pub(super) struct EventId {
+    text: [u8; 41],
+    len: usize,
+}
 
-impl std::fmt::Display for EventId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.0, self.1)
+impl EventId {
+    pub(super) fn new(stream: u64, n: usize) -> EventId {
+        let mut id = EventId { text: [0; 41], len: 0 };
+        id.push(crate::util::decimal(stream, &mut [0; 20]));
+        id.push("-");
+        id.push(crate::util::decimal(n as u64, &mut [0; 20]));
+        id
+    }
+
+    fn push(&mut self, piece: &str) {
+        self.text[self.len..self.len + piece.len()].copy_from_slice(piece.as_bytes());
+        self.len += piece.len();
+    }
+
+    pub(super) fn text(&self) -> &str {
+        // Only ASCII digits and '-' were written.
+        std::str::from_utf8(&self.text[..self.len]).unwrap_or_default()
     }
 }
 
@@ -212,6 +230,13 @@ mod tests {
 
     fn jsons(rest: Option<Rest>) -> Option<(u64, usize, Vec<String>)> {
         rest.map(|r| (r.stream, r.first, r.messages.into_iter().map(|m| m.json).collect()))
+    }
+
+    #[test]
+    fn event_ids_are_stream_dash_number() {
+        assert_eq!(event_id(0, 0), "0-0");
+        assert_eq!(event_id(37, 1), "37-1");
+        assert_eq!(event_id(u64::MAX, usize::MAX), format!("{}-{}", u64::MAX, usize::MAX));
     }
 
     #[test]

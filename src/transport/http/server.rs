@@ -98,7 +98,10 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             let busy = InFlight::start(&served);
             let wire = Wire(Arc::clone(&served));
             async move {
-                Ok::<_, Infallible>(handle(request, &app, Some(wire)).await.map(|body| busy.guard(body)))
+                // Boxed: hyper keeps and moves this future, which would otherwise hold the
+                // handler's whole state (kilobytes) inline.
+                let answered = Box::pin(handle(request, &app, Some(wire))).await;
+                Ok::<_, Infallible>(answered.map(|body| busy.guard(body)))
             }
         });
         let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
