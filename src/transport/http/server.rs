@@ -32,7 +32,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::frame::Holding;
 use super::{App, Body, handle};
@@ -87,7 +87,8 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             () = &mut shutdown => break,
         };
         let app = Arc::clone(&app);
-        let activity = Arc::new(Activity::default());
+        let (reclaim, reclaimed) = oneshot::channel();
+        let activity = Arc::new(Activity { reclaim: Mutex::new(Some(reclaim)), ..Activity::default() });
         if open.len() >= 2 * MAX_CONNECTIONS {
             open.retain(|activity| activity.strong_count() > 0);
         }
@@ -119,7 +120,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                         tracing::debug!("connection ended with an error: {e}");
                     }
                 },
-                why = activity.watch(limits) => match why {
+                why = activity.watch(limits, reclaimed) => match why {
                     Closed::Idle => tracing::debug!(
                         "{peer}: closed after {:?} idle with no request in flight", limits.idle
                     ),
@@ -174,8 +175,10 @@ async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> O
     }
     open.retain(|activity| activity.strong_count() > 0);
     let idle = open.iter().filter_map(Weak::upgrade).find(|a| a.in_flight.load(Ordering::Relaxed) == 0);
-    if let Some(activity) = idle {
-        activity.reclaim.notify_one();
+    if let Some(activity) = idle
+        && let Some(reclaim) = lock(&activity.reclaim).take()
+    {
+        let _ = reclaim.send(()); // a connection closing on its own has nothing to reclaim
     }
     Arc::clone(connections).acquire_owned().await.ok()
 }
@@ -190,7 +193,9 @@ struct Activity {
     /// where pings and settings frames move bytes with no request.
     requests: AtomicU64,
     /// Told to close: the cap is reached and this connection is idle.
-    reclaim: Notify,
+    /// A oneshot, not a `Notify`: the watcher is polled each time its
+    /// connection wakes, and a `Notify` takes a lock at every poll.
+    reclaim: Mutex<Option<oneshot::Sender<()>>>,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
     /// nothing in flight are a request head on its way.
@@ -265,10 +270,10 @@ impl Activity {
     /// the connection's start. Each is seen so at [`CHECKS`] looks in a
     /// row, a quarter of the shorter limit apart, so it is noticed within a
     /// quarter of that limit after it passed.
-    async fn watch(&self, limits: Limits) -> Closed {
+    async fn watch(&self, limits: Limits, reclaimed: oneshot::Receiver<()>) -> Closed {
         tokio::select! {
             closed = self.limit(limits) => closed,
-            () = self.reclaim.notified() => Closed::Reclaimed,
+            Ok(()) = reclaimed => Closed::Reclaimed,
         }
     }
 
