@@ -427,7 +427,7 @@ impl Replay {
         };
         self.note_use(call, &recorded);
         let identity = self.identity(call.server);
-        let mut answer = recorded_answer(call, &recorded, Outcome::Ruled, self.log_filter(call), identity);
+        let mut answer = recorded_answer(call, &recorded, Outcome::Ruled, || self.log_filter(call), identity);
         answer.rule = Some(used);
         Some(Ok(answer))
     }
@@ -464,12 +464,12 @@ impl Replay {
                 .and_then(|p| p.pointer("/_meta"))
                 .and_then(|m| m.get(mcp::META_CLIENT_CAPABILITIES));
             if let Some(refusal) = self.tape.capability_refusal(key, declared) {
-                return Some(recorded_answer(call, &refusal, Outcome::Hit, LogFilter::Nothing, identity));
+                return Some(recorded_answer(call, &refusal, Outcome::Hit, || LogFilter::Nothing, identity));
             }
         }
         let exchange = self.next_recorded(call, key)?;
         self.note_use(call, &exchange);
-        Some(recorded_answer(call, &exchange, Outcome::Hit, self.log_filter(call), identity))
+        Some(recorded_answer(call, &exchange, Outcome::Hit, || self.log_filter(call), identity))
     }
 
     /// Notes that `recorded` answers `call`, warning the first time a
@@ -539,7 +539,8 @@ impl Replay {
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
             let identity = self.identity(call.server);
-            let mut answer = recorded_answer(call, exchange, Outcome::Hit, LogFilter::Everything, identity);
+            let mut answer =
+                recorded_answer(call, exchange, Outcome::Hit, || LogFilter::Everything, identity);
             if let Some(last) = answer.messages.last_mut() {
                 let mut message = last.parsed();
                 // A result that is not an object (a damaged recording) goes out as recorded.
@@ -568,7 +569,7 @@ impl Replay {
     /// from a recorded `initialize`, else the mock's.
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
-            recorded_answer(call, exchange, Outcome::Hit, LogFilter::Nothing, self.identity(call.server))
+            recorded_answer(call, exchange, Outcome::Hit, || LogFilter::Nothing, self.identity(call.server))
         } else if let Some(initialize) = self
             .recorded_result(call.server, "initialize")
             .or_else(|| self.templated_initialize(call.server, None))
@@ -646,9 +647,12 @@ fn recorded_answer(
     call: &Call,
     exchange: &Recorded,
     outcome: Outcome,
-    logs: LogFilter,
+    logs: impl FnOnce() -> LogFilter,
     identity: &Value,
 ) -> Answer {
+    // Which log notifications the caller takes is asked only of a recording that has any.
+    let has_logs = exchange.messages.iter().any(|m| m.method.as_deref() == Some("notifications/message"));
+    let logs = if has_logs { logs() } else { LogFilter::Everything };
     let id = call.id.json_text();
     let token = mcp::progress_token(call.params()).map(Value::to_string);
     let replied = ServedMessage::replied(&exchange.messages);

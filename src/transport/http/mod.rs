@@ -348,7 +348,7 @@ fn step<'a>(
             let step = app.engine.request(&call);
             logged.params = params;
             logged.mcp_method = method;
-            logged.id = Some(id.clone());
+            logged.id = Some(id);
             step
         }
         Message::Notification { method, .. } => {
