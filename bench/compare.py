@@ -86,6 +86,7 @@ def main():
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
     parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--seconds", type=int, default=SECONDS, help="each run's length (issue 48 used 5)")
     parser.add_argument("--only", default="replay,session,record,stdio",
                         help="which of replay, session (issue 48's scenario), record (throughput and latency), "
                              "stdio to measure")
@@ -111,7 +112,7 @@ def main():
             subprocess.run([gen, "1000", os.path.join(cassettes[key], "bench.sqlite")], check=True)
         builds = {key: binary for key, (binary, _) in builds.items()}
 
-        emit(f"new build against {args.old or args.baseline}, {args.rounds} rounds (old, new, old), {SECONDS} s each; "
+        emit(f"new build against {args.old or args.baseline}, {args.rounds} rounds (old, new, old), {args.seconds} s each; "
              "the ratio is new / mean of the two old runs")
         emit()
         emit("| measure | median ratio | range | new is (higher is better) |")
@@ -126,7 +127,7 @@ def main():
             record_rounds(emit, args, builds, scratch, log, tool)
         if "stdio" in only:
             stdio = {key: (lambda b=binary, c=os.path.join(cassettes[key], "bench.sqlite"):
-                           stdio_load(tool("stdio-load"), [b, "replay", "--stdio", c], SECONDS))
+                           stdio_load(tool("stdio-load"), [b, "replay", "--stdio", c], args.seconds))
                      for key, binary in builds.items()}
             compare(emit, "stdio replay, 32 in flight, messages/s", args.rounds, stdio["old"], stdio["new"])
 
@@ -136,7 +137,7 @@ def replay_rounds(emit, args, builds, cassettes, scratch, log):
                for key, binary in builds.items()}
     for server in replays.values():
         post(server.base + BENCH_PATH, LOOKUP(500))
-    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(500), 32, SECONDS, scratch)["rps"])
+    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(500), 32, args.seconds, scratch)["rps"])
             for key, server in replays.items()}
     compare(emit, "replay, recorded JSON answer, 32 conns, requests/s", args.rounds, load["old"], load["new"])
     for server in replays.values():
@@ -197,13 +198,13 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             with open(path, "wb") as out:
                 out.write(body)
             floors[key] = Server([tool("floor"), "0", path, answered["content-type"]], log(f"floor-{key}-{version}"))
-        load = {key: (lambda u=url, h=sessions[key]: wrk(u, GET_MESSAGE, 32, SECONDS, scratch, h))
+        load = {key: (lambda u=url, h=sessions[key]: wrk(u, GET_MESSAGE, 32, args.seconds, scratch, h))
                 for key, url in urls.items()}
         rps = {key: (lambda run=run: run()["rps"]) for key, run in load.items()}
         compare(emit, f"replay in a session, SSE answer, {version} client, 32 conns, requests/s", args.rounds,
                 rps["old"], rps["new"])
         for key, floor in floors.items():
-            floor_load = lambda f=floor: wrk(f.base + MAIL_PATH, GET_MESSAGE, 32, SECONDS, scratch)  # noqa: E731
+            floor_load = lambda f=floor: wrk(f.base + MAIL_PATH, GET_MESSAGE, 32, args.seconds, scratch)  # noqa: E731
             against_floor(emit, f"{key} build ({version} client) against the floor", args.rounds, floor_load, load[key])
             floor.stop()
     for server in replays.values():
@@ -225,10 +226,10 @@ def record_rounds(emit, args, builds, scratch, log, tool):
     records = {key: Server([binary, "record", "--upstream", upstream.base, "--cassettes", scratch,
                             "--name", f"record-{key}", "--port", "0"], log(f"record-{key}"))
                for key, binary in builds.items()}
-    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 32, SECONDS, scratch)["rps"])
+    load = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 32, args.seconds, scratch)["rps"])
             for key, server in records.items()}
     compare(emit, "record, 32 conns, requests/s", args.rounds, load["old"], load["new"])
-    latency = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 1, SECONDS, scratch)["p50"])
+    latency = {key: (lambda s=server: wrk(s.base + BENCH_PATH, LOOKUP(1), 1, args.seconds, scratch)["p50"])
                for key, server in records.items()}
     compare(emit, "record, 1 conn, p50 latency", args.rounds, latency["old"], latency["new"],
             higher_is_better=False)
