@@ -36,7 +36,6 @@ makes .interop/venv).
 import argparse
 import json
 import os
-import re
 import shutil
 import subprocess
 import statistics
@@ -192,7 +191,7 @@ def session_rounds(emit, args, builds, scratch, log, tool):
         floors = {}
         for key, url in urls.items():
             answered, body = mcp_post(url, GET_MESSAGE, sessions[key])
-            if not re.search(rb'"result"', body):
+            if b'"result"' not in body:
                 raise RuntimeError(f"{key} replay did not answer GetMessage ({version}): {body[:300]!r}")
             path = os.path.join(scratch, f"answer-{key}-{version}")
             with open(path, "wb") as out:

@@ -236,12 +236,8 @@ fn write_time(out: &mut impl fmt::Write, time: std::time::SystemTime) -> fmt::Re
         text = to_the_second(seconds);
         SECOND.set((seconds, text));
     }
-    let mut micros = since.subsec_micros();
     let mut fraction = *b"000000Z";
-    for digit in fraction[..6].iter_mut().rev() {
-        *digit = b'0' + (micros % 10) as u8;
-        micros /= 10;
-    }
+    put_digits(&mut fraction[..6], u64::from(since.subsec_micros()));
     out.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)?;
     out.write_str(std::str::from_utf8(&fraction).map_err(|_| fmt::Error)?)
 }
@@ -252,19 +248,21 @@ fn to_the_second(seconds: u64) -> [u8; 20] {
     let (days, of_day) = (seconds / 86_400, seconds % 86_400);
     let (year, month, day) = civil_date(days);
     let mut text = *b"0000-00-00T00:00:00.";
-    let mut put = |at: usize, width: usize, mut value: u64| {
-        for digit in text[at..at + width].iter_mut().rev() {
-            *digit = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    };
-    put(0, 4, year);
-    put(5, 2, month);
-    put(8, 2, day);
-    put(11, 2, of_day / 3600);
-    put(14, 2, of_day / 60 % 60);
-    put(17, 2, of_day % 60);
+    put_digits(&mut text[0..4], year);
+    put_digits(&mut text[5..7], month);
+    put_digits(&mut text[8..10], day);
+    put_digits(&mut text[11..13], of_day / 3600);
+    put_digits(&mut text[14..16], of_day / 60 % 60);
+    put_digits(&mut text[17..19], of_day % 60);
     text
+}
+
+/// The last `digits.len()` decimal digits of `value`, zero-padded, into `digits`.
+fn put_digits(digits: &mut [u8], mut value: u64) {
+    for digit in digits.iter_mut().rev() {
+        *digit = b'0' + (value % 10) as u8;
+        value /= 10;
+    }
 }
 
 /// The proleptic Gregorian (year, month, day) of `days` after 1970-01-01:
