@@ -211,7 +211,7 @@ pub enum Standing {
 }
 
 /// The answer to one request, before framing.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Answer {
     pub outcome: Outcome,
     /// The era of the request answered.
@@ -237,6 +237,9 @@ pub struct Answer {
     pub feed: Option<said::Feed>,
     /// How the recorded stream was framed for a client to resume it.
     pub stream: StreamShape,
+    /// Fires once what the server said after the session's previous answer
+    /// is on the client's connection: this answer follows it (replay).
+    pub behind: Option<oneshot::Receiver<()>>,
 }
 
 impl Answer {
@@ -254,6 +257,7 @@ impl Answer {
             asides: said::Asides::default(),
             feed: None,
             stream: StreamShape::default(),
+            behind: None,
         }
     }
 

@@ -78,6 +78,9 @@ pub struct Standalone {
     held: VecDeque<String>,
     /// The open GET stream.
     stream: Option<mpsc::Sender<Emit>>,
+    /// Fires once what was said after the last answer is on the client's
+    /// connection: the session's next answer waits for it.
+    unwritten: Option<oneshot::Receiver<()>>,
 }
 
 impl Standalone {
@@ -125,16 +128,35 @@ impl Standalone {
     /// fires once they have been written to the client's connection.
     pub fn say_before(&mut self, messages: Vec<Outgoing>) -> Option<oneshot::Receiver<()>> {
         self.say(messages);
+        self.when_written()
+    }
+
+    /// [`Standalone::say`] once the answer they follow has been written:
+    /// when `answered` fires (or is dropped), if the open stream took them.
+    /// The session's next answer waits until they are out (see
+    /// [`Standalone::unwritten`]): it follows them in the recording.
+    pub fn say_after(&mut self, messages: Vec<Outgoing>, answered: oneshot::Receiver<()>) {
+        self.emit(Emit::After { answered, messages: messages.into_iter().map(|m| m.json).collect() });
+        self.unwritten = self.when_written();
+    }
+
+    /// What fires once what the open stream took so far has been written
+    /// to the client's connection (`None` with no stream taking it).
+    fn when_written(&self) -> Option<oneshot::Receiver<()>> {
         let stream = self.stream.as_ref().filter(|_| self.held.is_empty())?;
         let (written, told) = oneshot::channel();
         stream.try_send(Emit::Written(written)).ok()?;
         Some(told)
     }
 
-    /// [`Standalone::say`] once the answer they follow has been written:
-    /// when `answered` fires (or is dropped), if the open stream took them.
-    pub fn say_after(&mut self, messages: Vec<Outgoing>, answered: oneshot::Receiver<()>) {
-        self.emit(Emit::After { answered, messages: messages.into_iter().map(|m| m.json).collect() });
+    /// What was said after the last answer and is not yet on the client's
+    /// connection: what fires once it is (`None` when it is out already).
+    pub fn unwritten(&mut self) -> Option<oneshot::Receiver<()>> {
+        let mut unwritten = self.unwritten.take()?;
+        match unwritten.try_recv() {
+            Err(oneshot::error::TryRecvError::Empty) => Some(unwritten),
+            Ok(()) | Err(oneshot::error::TryRecvError::Closed) => None,
+        }
     }
 
     fn hold_emitted(&mut self, emit: Emit) {
@@ -346,6 +368,7 @@ mod tests {
         assert!(standalone.say_before(vec![said("held")]).is_none(), "no stream: nothing to wait for");
         let (answered, told) = oneshot::channel();
         standalone.say_after(vec![said("held after")], told);
+        assert!(standalone.unwritten().is_none(), "held: the next answer does not wait");
         drop(answered);
         let mut stream = standalone.open();
         assert_eq!(stream.recv().await.and_then(Emit::message).as_deref(), Some("held"));
@@ -363,8 +386,14 @@ mod tests {
             panic!("not held for the answer")
         };
         assert_eq!(messages, ["after"]);
+        let mut next = standalone.unwritten().expect("the next answer waits for what came after this one");
+        assert!(next.try_recv().is_err(), "not written yet");
         answered.send(()).unwrap();
         waits.await.expect("told once the answer is written");
+        let Some(Emit::Written(ack)) = stream.recv().await else { panic!("no mark after what followed") };
+        ack.send(()).unwrap();
+        next.await.expect("the next answer is told");
+        assert!(standalone.unwritten().is_none(), "taken once");
     }
 
     #[tokio::test]

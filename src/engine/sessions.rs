@@ -60,17 +60,17 @@ impl Sessions {
         id.to_string()
     }
 
-    /// Notes a use of session `id`; false if it is not live.
-    pub(super) fn touch(&mut self, id: &str) -> bool {
-        let Some(session) = self.live.get_mut(id) else { return false };
-        self.clock += 1;
-        session.used = self.clock;
-        self.uses.push_back((self.clock, Arc::clone(&session.id)));
-        if self.uses.len() > 2 * MAX_SESSIONS {
+    /// Notes a use of session `id`: the session, `None` if it is not live.
+    pub(super) fn touch(&mut self, id: &str) -> Option<&mut Session> {
+        if self.uses.len() >= 2 * MAX_SESSIONS {
             let live = &self.live;
             self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.used == *when));
         }
-        true
+        let session = self.live.get_mut(id)?;
+        self.clock += 1;
+        session.used = self.clock;
+        self.uses.push_back((self.clock, Arc::clone(&session.id)));
+        Some(session)
     }
 }
 
@@ -105,7 +105,7 @@ mod tests {
         let busy = sessions.open("mcp_A");
         let idle = sessions.open("mcp_A");
         for _ in 0..3 * MAX_SESSIONS {
-            assert!(sessions.touch(&busy));
+            assert!(sessions.touch(&busy).is_some());
             sessions.open("mcp_A");
         }
         assert!(sessions.live.contains_key(busy.as_str()), "the session in use was ended");

@@ -350,3 +350,89 @@ async fn what_the_server_says_while_a_call_is_in_flight_is_replayed_before_its_a
     assert_eq!(said[0]["params"]["data"], "while you wait");
     replay.stop().await.unwrap();
 }
+
+/// A notification of a resource update, `uri` padded with `padding` bytes.
+fn resource_updated(uri: &str, padding: usize) -> RecordedMessage {
+    RecordedMessage {
+        offset_ms: 1,
+        direction: Direction::Server,
+        body: json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "padding": "p".repeat(padding)}}),
+        spellings: Default::default(),
+    }
+}
+
+/// Opens the GET stream of `session` at `path` with a small receive
+/// buffer and reads up to the end of its headers.
+async fn small_get_stream(addr: std::net::SocketAddr, path: &str, session: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nhost: {addr}\r\naccept: text/event-stream\r\nmcp-session-id: {session}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let byte = tokio::time::timeout(PATIENCE, stream.read_u8()).await.expect("headers in time");
+        head.push(byte.expect("the GET stream's headers"));
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+    stream
+}
+
+/// Root cause: what a recording's server said after an answer went out on
+/// the GET stream's task once that answer was written, racing the client's
+/// next request, whose answer could reach the client first (the official
+/// Python SDK then saw a log message one answer late). The session's next
+/// answer now waits until what was said is on the client's connection
+/// (for a while: a client that does not read its GET stream is not held up
+/// for good). Here the client reads its GET stream late, after a message
+/// larger than the socket holds: the next answer waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_server_said_after_an_answer_reaches_the_client_before_the_next_answer() {
+    use tokio::io::AsyncReadExt;
+    // Larger than the kernel lets the replay's socket buffer: twice the most
+    // it grows to (Linux says; 4 MiB where it does not).
+    let most = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem").ok();
+    let most = most.and_then(|t| t.split_whitespace().nth(2)?.parse::<usize>().ok()).unwrap_or(4 << 20);
+    let large = 2 * most;
+    let cassettes = Cassettes::new();
+    let mut telling = tool_call("mcp_Telling", "tells_after", json!({}), "told");
+    for message in [resource_updated("file:///large", large), resource_updated("file:///last", 0)] {
+        telling.asides.push(Aside { after: None, in_flight: false, channel: Channel::Standalone, message });
+    }
+    cassettes.write("telling", vec![telling, tool_call("mcp_Telling", "next", json!({}), "next")]);
+    let replay = Replayer::start(&[cassettes.path()]).await;
+    let path = "/agents/servers/mcp_Telling";
+    let url = replay.url(path);
+    let session = crate::support::initialize(&url).await;
+    let mut stream = small_get_stream(replay.addr, path, &session).await;
+    let headers = [("mcp-session-id", session.as_str())];
+    let told = call(&url, &headers, "tools/call", json!({"name": "tells_after", "arguments": {}})).await;
+    assert_eq!(told.json()["result"]["content"][0]["text"], "told", "{told:?}");
+
+    let (next_url, next_session) = (url.clone(), session.clone());
+    let mut next = tokio::spawn(async move {
+        let headers = [("mcp-session-id", next_session.as_str())];
+        call(&next_url, &headers, "tools/call", json!({"name": "next", "arguments": {}})).await
+    });
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut next).await;
+    assert!(early.is_err(), "the next answer came before what was said after the first: {early:?}");
+    let last = b"file:///last";
+    let (mut read, mut looked) = (Vec::new(), 0);
+    let mut buffer = vec![0u8; 1 << 16];
+    while !read[looked..].windows(last.len()).any(|w| w == last) {
+        looked = read.len().saturating_sub(last.len());
+        let got =
+            tokio::time::timeout(PATIENCE, stream.read(&mut buffer)).await.expect("the GET stream in time");
+        let got = got.expect("the GET stream goes on");
+        assert!(got > 0, "the GET stream ended early");
+        read.extend_from_slice(&buffer[..got]);
+    }
+    assert!(read.len() > large, "the large message came first");
+    let next = tokio::time::timeout(PATIENCE, next).await.expect("the next answer in time").unwrap();
+    assert_eq!(next.json()["result"]["content"][0]["text"], "next", "{next:?}");
+    replay.stop().await.unwrap();
+}

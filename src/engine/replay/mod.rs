@@ -165,9 +165,17 @@ impl Replay {
     /// [`Fault::UnknownSession`] (404, as the spec requires, so the client
     /// starts a new session).
     pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
-        match session {
-            Some(id) if !lock(&self.sessions).touch(id) => Err(Fault::UnknownSession.into()),
-            _ => Ok(()),
+        self.enter_session(session).map(drop)
+    }
+
+    /// [`Replay::check_session`] for a request to answer: what fires once
+    /// what the session's server said after its last answer is on the
+    /// client's connection (`None` when it is out already).
+    fn enter_session(&self, session: Option<&str>) -> Result<Option<oneshot::Receiver<()>>, RequestError> {
+        let Some(id) = session else { return Ok(None) };
+        match lock(&self.sessions).touch(id) {
+            Some(state) => Ok(state.said.unwritten()),
+            None => Err(Fault::UnknownSession.into()),
         }
     }
 
@@ -229,8 +237,19 @@ impl Replay {
     /// [`Fault::Stateless`] for a stateless request that does not hold
     /// together; either carries the request's id.
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
+        let behind = match call.era {
+            Era::Handshake if call.method != "initialize" => {
+                self.enter_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?
+            }
+            Era::Handshake => None,
+            Era::Stateless => {
+                self.check_stateless(call)?;
+                None
+            }
+        };
         let mut answered = self.answer_unnoted(call);
         if let Ok(answer) = &mut answered {
+            answer.behind = behind;
             self.ledger.note(call.server, call.method, call.params(), answer.outcome, answer.rule.as_ref());
             if !answer.asides.subscribed.is_empty() {
                 self.subscriptions.publish(call.server, &std::mem::take(&mut answer.asides.subscribed));
@@ -315,25 +334,15 @@ impl Replay {
     ///
     /// [`Fault::UnknownSession`] for a session we do not know.
     pub fn open_stream(&self, session: &str) -> Result<mpsc::Receiver<Emit>, RequestError> {
-        let mut sessions = lock(&self.sessions);
-        if !sessions.touch(session) {
-            return Err(Fault::UnknownSession.into());
+        match lock(&self.sessions).touch(session) {
+            Some(state) => Ok(state.said.open()),
+            None => Err(Fault::UnknownSession.into()),
         }
-        sessions
-            .live
-            .get_mut(session)
-            .map(|state| state.said.open())
-            .ok_or_else(|| Fault::UnknownSession.into())
     }
 
+    /// The answer to a request that passed the session's or the stateless
+    /// era's checks.
     fn answer_unnoted(&self, call: &Call) -> Result<Answer, RequestError> {
-        match call.era {
-            Era::Handshake if call.method != "initialize" => {
-                self.check_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?;
-            }
-            Era::Handshake => {}
-            Era::Stateless => self.check_stateless(call)?,
-        }
         let identity = self.identity(call.server);
         if let Unrecorded::Miss { absent } = &self.unrecorded
             && !self.tape.holds(call.server)
@@ -700,6 +709,7 @@ fn recorded_answer(
         asides: Asides::of(&exchange.asides),
         feed: None,
         stream: if exchange.era == call.era { exchange.stream } else { StreamShape::default() },
+        behind: None,
     }
 }
 
@@ -723,6 +733,7 @@ fn listen_answer(call: &Call, kinds: Kinds, feed: Option<Feed>) -> Answer {
         asides: Asides::default(),
         feed,
         stream: StreamShape::default(),
+        behind: None,
     }
 }
 

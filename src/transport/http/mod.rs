@@ -395,10 +395,12 @@ async fn respond(
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
             let in_session = opened.as_deref().or(session.as_deref());
-            // What the server said while the exchange was in flight goes out before its answer:
-            // the answer waits until it has been written (for a while: a client that does not
-            // read its GET stream does not hold up its answers).
-            if let Some(written) = app.engine.say_before(in_session, first) {
+            // What the server said while the exchange was in flight goes out before its answer,
+            // after what it said after the session's previous answer: the answer waits until
+            // they have been written (for a while: a client that does not read its GET stream
+            // does not hold up its answers).
+            let before = app.engine.say_before(in_session, first);
+            if let Some(written) = before.or_else(|| answer.behind.take()) {
                 let _ = tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written).await;
             }
             // Replayed handshake-era streams in a session can be resumed.
