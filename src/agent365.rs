@@ -141,6 +141,16 @@ pub fn rewrite_urls(listing: &mut Value, from: &str, to: &str) -> usize {
 /// `/mcp-mock/agents/servers/{name}` that older Agent 365 SDKs and samples
 /// use), else the path itself. A trailing slash does not matter.
 pub fn server_name(path: &str) -> String {
+    // The path every request to a server takes, without the walk over every spelling below.
+    let usual = path.strip_prefix("/agents/servers/").map(|rest| rest.trim_end_matches('/'));
+    match usual {
+        Some(name) if !name.is_empty() && !name.contains('/') => name.to_owned(),
+        _ => named_in(path),
+    }
+}
+
+/// [`server_name`], every spelling walked.
+fn named_in(path: &str) -> String {
     let trimmed = path.trim_end_matches('/');
     let mut segments = crate::util::path_segments(trimmed);
     let mut next = || segments.next();
@@ -176,6 +186,23 @@ mod tests {
         assert_eq!(server_name("/mcp"), "/mcp");
         assert_eq!(server_name("/mcp/"), "/mcp");
         assert_eq!(server_name("/"), "/");
+    }
+
+    proptest::proptest! {
+        /// The usual path's shortcut names what the walk over every spelling does.
+        #[test]
+        fn the_usual_paths_shortcut_agrees_with_the_walk(
+            segments in proptest::collection::vec(
+                proptest::sample::select(vec!["agents", "servers", "tenants", "t", "mcp-mock", "mcp", "environments", "mcp_X", ""]),
+                0..7,
+            ),
+            usual in proptest::bool::ANY,
+            trailing in 0usize..3,
+        ) {
+            let lead = if usual { "agents/servers/" } else { "" };
+            let path = format!("/{lead}{}{}", segments.join("/"), "/".repeat(trailing));
+            proptest::prop_assert_eq!(server_name(&path), named_in(&path), "{}", path);
+        }
     }
 
     #[test]

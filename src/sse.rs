@@ -24,10 +24,20 @@ pub fn push_message_event(out: &mut String, id: Option<&str>, data: &str) {
         out.push_str(id);
         out.push('\n');
     }
-    for line in data.split('\n') {
+    // One `data:` line per line of `data` (memchr: a recorded answer is read through once).
+    let mut rest = data;
+    loop {
+        let (line, after) = match memchr::memchr(b'\n', rest.as_bytes()) {
+            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+            None => (rest, None),
+        };
         out.push_str("data: ");
         out.push_str(line.strip_suffix('\r').unwrap_or(line));
         out.push('\n');
+        match after {
+            Some(after) => rest = after,
+            None => break,
+        }
     }
     out.push('\n');
 }
@@ -154,6 +164,24 @@ fn parse_event(raw: &[u8]) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The lines found with memchr are those a plain split finds.
+        #[test]
+        fn data_lines_are_those_a_split_finds(data in "[a-z\r\n{}\"é]{0,40}", id in proptest::option::of("[0-9-]{1,8}")) {
+            let mut plain = String::from("event: message\n");
+            if let Some(id) = &id {
+                plain.push_str(&format!("id: {id}\n"));
+            }
+            for line in data.split('\n') {
+                plain.push_str(&format!("data: {}\n", line.strip_suffix('\r').unwrap_or(line)));
+            }
+            plain.push('\n');
+            let mut found = String::new();
+            push_message_event(&mut found, id.as_deref(), &data);
+            proptest::prop_assert_eq!(found, plain);
+        }
+    }
 
     #[test]
     fn one_data_line_per_line() {

@@ -304,6 +304,16 @@ impl State {
         &mut subjects[at].1
     }
 
+    /// Runs `count` on [`State::case`] of these names, found with one
+    /// lookup a level when they are counted already (every request counts).
+    fn count(&mut self, server: &str, method: &str, subject: Option<&str>, count: impl FnOnce(&mut Case)) {
+        let known = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
+        match known.and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject)) {
+            Some((_, case)) => count(case),
+            None => count(self.case(server, method, subject)),
+        }
+    }
+
     /// Whether these names are counted already, as they are.
     fn holds(&self, server: &str, method: &str, subject: Option<&str>) -> bool {
         let subjects = self.cases.get(server).and_then(|methods| methods.get(method));
@@ -355,19 +365,20 @@ impl Ledger {
         let mut state = lock(&self.state);
         let timed = state.moments < MOMENTS_KEPT;
         state.moments += usize::from(timed);
-        let case = state.case(server, method, mcp::subject_of(method, params));
-        if timed {
-            case.moments.push(Moment { at_ms, answer });
-        }
-        match answer {
-            AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),
-            AnsweredBy::Recording => case.hits += 1,
-            AnsweredBy::Template => case.templates += 1,
-            AnsweredBy::Mock => case.mocks += 1,
-            AnsweredBy::Miss => case.misses += 1,
-            AnsweredBy::Forwarded => case.forwarded += 1,
-            AnsweredBy::Fault => case.faulted += 1,
-        }
+        state.count(server, method, mcp::subject_of(method, params), |case| {
+            if timed {
+                case.moments.push(Moment { at_ms, answer });
+            }
+            match answer {
+                AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),
+                AnsweredBy::Recording => case.hits += 1,
+                AnsweredBy::Template => case.templates += 1,
+                AnsweredBy::Mock => case.mocks += 1,
+                AnsweredBy::Miss => case.misses += 1,
+                AnsweredBy::Forwarded => case.forwarded += 1,
+                AnsweredBy::Fault => case.faulted += 1,
+            }
+        });
     }
 
     /// Counts fault rule `rule`'s injection into a request of `method` with
