@@ -361,12 +361,13 @@ impl Ledger {
             (None, Outcome::Recorded | Outcome::Streaming | Outcome::Forwarded) => AnsweredBy::Forwarded,
             (None, _) => return,
         };
-        let at_ms = u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut state = lock(&self.state);
         let timed = state.moments < MOMENTS_KEPT;
         state.moments += usize::from(timed);
+        // The clock is read only for a moment the timeline keeps.
+        let at_ms = timed.then(|| u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX));
         state.count(server, method, mcp::subject_of(method, params), |case| {
-            if timed {
+            if let Some(at_ms) = at_ms {
                 case.moments.push(Moment { at_ms, answer });
             }
             match answer {

@@ -17,7 +17,9 @@ mod status;
 pub mod upstream;
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -666,25 +668,37 @@ fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
 /// 413 over the limit, 408 for a stalled or too slow body, 400 when it
 /// cannot be read.
 async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, RequestError> {
-    let started = tokio::time::Instant::now();
     let too_large = || RequestError::from(Fault::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
     // A body announced (Content-Length) over the limit is refused before any of it is read.
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
         return Err(too_large());
     }
+    // The usual body came with its head: its piece is taken at a first look, and the clock is
+    // read (for the deadlines) only when the body must be waited for.
+    let mut there =
+        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)).map(Some)).await;
+    let mut started = None;
     // The usual body comes in one piece, kept as it is; only a body in
     // several pieces is copied into one.
     let mut whole = Bytes::new();
     let mut pieces: Option<bytes::BytesMut> = None;
     let done = |whole: Bytes, pieces: Option<bytes::BytesMut>| pieces.map_or(whole, bytes::BytesMut::freeze);
     loop {
-        let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
-        let deadline = started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
-        let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-        // A piece that is already there is taken before the timer is armed (the timeout polls first).
-        let piece = match tokio::time::timeout(wait, body.frame()).await {
-            Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
-            piece => piece,
+        let piece = match there.take() {
+            Some(Poll::Ready(piece)) => Ok(piece),
+            _ => {
+                let now = tokio::time::Instant::now();
+                let started = *started.get_or_insert(now);
+                let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
+                let deadline =
+                    started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
+                let wait = idle.min(deadline.saturating_duration_since(now));
+                // A piece that is already there is taken before the timer is armed (the timeout polls first).
+                match tokio::time::timeout(wait, body.frame()).await {
+                    Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
+                    piece => piece,
+                }
+            }
         };
         match piece {
             Err(_) => return Err(Fault::BodyStalled { idle }.into()),

@@ -7,9 +7,8 @@
 //! shutdown path (stop accepting, let in-flight requests finish within a
 //! grace period).
 //!
-//! Both limits are watched by one timer per connection, in a task of its
-//! own, that looks at counts of the connection's reads and requests;
-//! nothing is timed per request.
+//! Both limits are watched by one timer per connection that looks at counts
+//! of the connection's reads and requests; nothing is timed per request.
 //! hyper-util's own builder timeouts do not do this: its `auto` builder
 //! waits for the protocol preface with no timer, so a connection that
 //! sends nothing stays open (with `header_read_timeout` and HTTP/2
@@ -108,20 +107,6 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         });
         let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
-        // The limits are watched by a task of their own, woken by its timer, which tells the
-        // connection why to close: the connection's task, woken for every read and write,
-        // then polls only a oneshot besides the connection.
-        let (close, closing) = oneshot::channel();
-        tokio::spawn(async move {
-            let mut close = close;
-            let why = tokio::select! {
-                why = activity.watch(limits, reclaimed) => Some(why),
-                () = close.closed() => None, // the connection ended first
-            };
-            if let Some(why) = why {
-                let _ = close.send(why);
-            }
-        });
         tokio::spawn(async move {
             tokio::select! {
                 biased; // in order: no random draw each time the connection wakes
@@ -135,7 +120,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                         tracing::debug!("connection ended with an error: {e}");
                     }
                 },
-                Ok(why) = closing => match why {
+                why = activity.watch(limits, reclaimed) => match why {
                     Closed::Idle => tracing::debug!(
                         "{peer}: closed after {:?} idle with no request in flight", limits.idle
                     ),
@@ -208,7 +193,8 @@ struct Activity {
     /// where pings and settings frames move bytes with no request.
     requests: AtomicU64,
     /// Told to close: the cap is reached and this connection is idle.
-    /// Its watcher waits on this beside its timer.
+    /// A oneshot, not a `Notify`: the watcher is polled each time its
+    /// connection wakes, and a `Notify` takes a lock at every poll.
     reclaim: Mutex<Option<oneshot::Sender<()>>>,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
