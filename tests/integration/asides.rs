@@ -414,12 +414,17 @@ async fn what_the_server_said_after_an_answer_reaches_the_client_before_the_next
     assert_eq!(told.json()["result"]["content"][0]["text"], "told", "{told:?}");
 
     let (next_url, next_session) = (url.clone(), session.clone());
+    let asked = std::time::Instant::now();
     let mut next = tokio::spawn(async move {
         let headers = [("mcp-session-id", next_session.as_str())];
         call(&next_url, &headers, "tools/call", json!({"name": "next", "arguments": {}})).await
     });
-    let early = tokio::time::timeout(Duration::from_millis(300), &mut next).await;
-    assert!(early.is_err(), "the next answer came before what was said after the first: {early:?}");
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut next).await.ok();
+    // Past the wait's cap the answer goes anyway: a machine that stalled this long tells nothing.
+    assert!(
+        early.is_none() || asked.elapsed() >= mcp_tape::limits::MAX_ASIDE_WRITE_WAIT,
+        "the next answer came before what was said after the first: {early:?}"
+    );
     let last = b"file:///last";
     let (mut read, mut looked) = (Vec::new(), 0);
     let mut buffer = vec![0u8; 1 << 16];
@@ -432,7 +437,10 @@ async fn what_the_server_said_after_an_answer_reaches_the_client_before_the_next
         read.extend_from_slice(&buffer[..got]);
     }
     assert!(read.len() > large, "the large message came first");
-    let next = tokio::time::timeout(PATIENCE, next).await.expect("the next answer in time").unwrap();
+    let next = match early {
+        Some(answered) => answered.unwrap(),
+        None => tokio::time::timeout(PATIENCE, next).await.expect("the next answer in time").unwrap(),
+    };
     assert_eq!(next.json()["result"]["content"][0]["text"], "next", "{next:?}");
     replay.stop().await.unwrap();
 }
