@@ -412,6 +412,9 @@ async fn what_the_server_said_after_an_answer_reaches_the_client_before_the_next
     let headers = [("mcp-session-id", session.as_str())];
     let told = call(&url, &headers, "tools/call", json!({"name": "tells_after", "arguments": {}})).await;
     assert_eq!(told.json()["result"]["content"][0]["text"], "told", "{told:?}");
+    // A notification between the two calls does not let the next answer go first.
+    let noted = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    assert_eq!(post(&url, &headers, &noted.to_string()).await.status, 202);
 
     let (next_url, next_session) = (url.clone(), session.clone());
     let asked = std::time::Instant::now();

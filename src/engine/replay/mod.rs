@@ -165,12 +165,17 @@ impl Replay {
     /// [`Fault::UnknownSession`] (404, as the spec requires, so the client
     /// starts a new session).
     pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
-        self.enter_session(session).map(drop)
+        match session {
+            Some(id) if lock(&self.sessions).touch(id).is_none() => Err(Fault::UnknownSession.into()),
+            _ => Ok(()),
+        }
     }
 
     /// [`Replay::check_session`] for a request to answer: what fires once
     /// what the session's server said after its last answer is on the
-    /// client's connection (`None` when it is out already).
+    /// client's connection (`None` when it is out already). Only an answer
+    /// takes it: a notification or a GET between two calls leaves it for
+    /// the next answer.
     fn enter_session(&self, session: Option<&str>) -> Result<Option<oneshot::Receiver<()>>, RequestError> {
         let Some(id) = session else { return Ok(None) };
         match lock(&self.sessions).touch(id) {
