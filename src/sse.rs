@@ -25,19 +25,13 @@ pub fn push_message_event(out: &mut String, id: Option<&str>, data: &str) {
         out.push('\n');
     }
     // One `data:` line per line of `data` (memchr: a recorded answer is read through once).
-    let mut rest = data;
-    loop {
-        let (line, after) = match memchr::memchr(b'\n', rest.as_bytes()) {
-            Some(at) => (&rest[..at], Some(&rest[at + 1..])),
-            None => (rest, None),
-        };
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', data.as_bytes()).chain([data.len()]) {
+        let line = &data[start..end];
         out.push_str("data: ");
         out.push_str(line.strip_suffix('\r').unwrap_or(line));
         out.push('\n');
-        match after {
-            Some(after) => rest = after,
-            None => break,
-        }
+        start = end + 1;
     }
     out.push('\n');
 }

@@ -675,8 +675,7 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
     }
     // The usual body came with its head: its piece is taken at a first look, and the clock is
     // read (for the deadlines) only when the body must be waited for.
-    let mut there =
-        std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx)).map(Some)).await;
+    let mut there = Some(std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await);
     let mut started = None;
     // The usual body comes in one piece, kept as it is; only a body in
     // several pieces is copied into one.
