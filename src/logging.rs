@@ -195,13 +195,48 @@ pub fn write_directly_to(sink: Sink, ansi: bool) {
     let _ = DIRECT.set((sink, ansi));
 }
 
-/// Appends `message` at `level` to the sink [`write_directly_to`] named,
-/// as the line [`LineFormat`] makes of an event with that message: the
-/// request line every request leaves, without the event's way through
-/// the subscriber. False, with nothing written, when no sink was named
-/// (the caller logs it as an event). The caller checks that `level` is
-/// enabled where it logs.
-pub fn write_direct(level: Level, message: &dyn fmt::Display) -> bool {
+/// A line [`write_direct`] writes, piece by piece: mcp-tape's own text as it
+/// is, text from outside (a client, a cassette) with its control characters
+/// escaped, as [`LineFormat`] escapes every message. Only the outside pieces
+/// are looked at: a line per request is written this way.
+pub struct Direct<'a>(&'a mut String);
+
+impl<'a> Direct<'a> {
+    /// Pieces appended to `text` (for a line also logged as an event:
+    /// escaping twice changes nothing, an escape has no control character).
+    pub fn new(text: &'a mut String) -> Direct<'a> {
+        Direct(text)
+    }
+
+    /// mcp-tape's own text, which holds no control character.
+    pub fn push(&mut self, text: &str) {
+        self.0.push_str(text);
+    }
+
+    /// A character of mcp-tape's own (a digit, say).
+    pub fn push_char(&mut self, c: char) {
+        self.0.push(c);
+    }
+
+    /// Text from outside, its control characters escaped.
+    pub fn push_outside(&mut self, text: &str) {
+        // The usual short name is printable ASCII: seen so in one early-exit pass.
+        if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
+            self.0.push_str(text);
+        } else {
+            // Writing to a String does not fail.
+            let _ = Escaped(&mut *self.0).write_str(text);
+        }
+    }
+}
+
+/// Appends the line `write` makes at `level` to the sink
+/// [`write_directly_to`] named, as the line [`LineFormat`] makes of an
+/// event with that message: the request line every request leaves,
+/// without the event's way through the subscriber. False, with nothing
+/// written, when no sink was named (the caller logs it as an event). The
+/// caller checks that `level` is enabled where it logs.
+pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
     thread_local! {
         static LINE: RefCell<String> = const { RefCell::new(String::new()) };
     }
@@ -210,9 +245,9 @@ pub fn write_direct(level: Level, message: &dyn fmt::Display) -> bool {
         line.clear();
         let formatted = write_time(line, std::time::SystemTime::now())
             .and_then(|()| line.write_char(' '))
-            .and_then(|()| push_level(line, level, *ansi))
-            .and_then(|()| write!(Escaped(line), "{message}"));
+            .and_then(|()| push_level(line, level, *ansi));
         if formatted.is_ok() {
+            write(&mut Direct(line));
             line.push('\n');
             // Appending to the sink's buffer fails only once stderr is gone.
             let _ = sink.make_writer().write_all(line.as_bytes());
@@ -417,6 +452,21 @@ mod tests {
         assert_eq!(lines[0].as_bytes()[10], b'T');
     }
 
+    proptest::proptest! {
+        /// Outside text pushed onto a line is what the plain escaping writer makes of it:
+        /// printable ASCII (taken as it is) with at most one character of another kind.
+        #[test]
+        fn outside_text_is_escaped_as_the_plain_writer_escapes(
+            text in "[ -~]{0,12}[\\x00-\\x1f\\x7f-\\u{a0}\\u{61c}\\u{200e}\\u{202a}-\\u{202e}\\u{2066}-\\u{2069}é]?[ -~]{0,12}"
+        ) {
+            let mut pushed = String::new();
+            Direct::new(&mut pushed).push_outside(&text);
+            let mut plain = String::new();
+            Escaped(&mut plain).write_str(&text).unwrap();
+            proptest::prop_assert_eq!(pushed, plain);
+        }
+    }
+
     /// A line written directly is the line the subscriber writes for the
     /// same message, control characters escaped, the time aside; and it
     /// goes through the sink.
@@ -427,7 +477,7 @@ mod tests {
         let out = Arc::new(Mutex::new(Vec::new()));
         let (sink, flusher) = start(Capture(Arc::clone(&out))).unwrap();
         write_directly_to(sink, false);
-        assert!(write_direct(Level::INFO, &message));
+        assert!(write_direct(Level::INFO, |line| line.push_outside(message)));
         drop(flusher);
         let direct = String::from_utf8(lock(&out).clone()).unwrap();
         let after_time = |line: &str| line.split_once(' ').map(|(_, rest)| rest.to_owned());

@@ -117,9 +117,9 @@ pub fn may_hold_controls(text: &str) -> bool {
         .fold(false, |seen, b| seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2) | (b == 0xd8) | (b == 0xe2))
 }
 
-/// `number` in decimal, written into the end of `digits` without the
-/// formatting machinery (for what every request writes).
-pub fn decimal(mut number: u64, digits: &mut [u8; 20]) -> &str {
+/// `number`'s decimal digits (ASCII), written into the end of `digits`
+/// without the formatting machinery (for what every request writes).
+pub fn digits(mut number: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut start = digits.len();
     loop {
         start -= 1;
@@ -129,8 +129,7 @@ pub fn decimal(mut number: u64, digits: &mut [u8; 20]) -> &str {
             break;
         }
     }
-    // Only ASCII digits were written.
-    std::str::from_utf8(&digits[start..]).unwrap_or_default()
+    &digits[start..]
 }
 
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in

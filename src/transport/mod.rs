@@ -23,6 +23,7 @@ use crate::engine::Outcome;
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::{Message, ParamsCache, Unreadable};
 use crate::limits::MAX_SHOWN_BYTES;
+use crate::logging::Direct;
 use crate::util::{self, clip};
 
 /// One framed message (an HTTP body, a stdio line) as JSON-RPC, a
@@ -59,40 +60,86 @@ struct RequestLine<'a> {
     note: &'a str,
 }
 
-impl fmt::Display for RequestLine<'_> {
-    /// Written as one piece: the log format escapes what it is given piece
-    /// by piece, and a line is written for every request.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RequestLine<'_> {
+    /// The line, piece by piece: what a client or a cassette named (server,
+    /// method, subject) escaped, cut to [`MAX_SHOWN_BYTES`].
+    fn write(&self, out: &mut Direct<'_>) {
         let method = if self.method.is_empty() { "-" } else { self.method };
-        let mut line = String::with_capacity(96 + self.server.len() + method.len() + self.note.len());
-        line.push_str(self.door);
-        line.push_str(" server=");
-        line.push_str(&clip(self.server, MAX_SHOWN_BYTES));
-        line.push_str(" method=");
-        line.push_str(&clip(method, MAX_SHOWN_BYTES));
+        out.push(self.door);
+        out.push(" server=");
+        out.push_outside(&clip(self.server, MAX_SHOWN_BYTES));
+        out.push(" method=");
+        out.push_outside(&clip(method, MAX_SHOWN_BYTES));
         if let Some(subject) = self.subject {
-            line.push_str(match method {
+            out.push(match method {
                 "tools/call" => " tool=",
                 "prompts/get" => " prompt=",
                 _ => " resource=",
             });
-            line.push_str(&clip(subject, MAX_SHOWN_BYTES));
+            out.push_outside(&clip(subject, MAX_SHOWN_BYTES));
         }
-        line.push(' ');
-        line.push_str(self.outcome.as_str());
+        out.push_char(' ');
+        out.push(self.outcome.as_str());
         if let Some(status) = self.status {
-            line.push_str(" status=");
-            line.push_str(status);
+            out.push(" status=");
+            out.push(status);
         }
         // Milliseconds to a tenth, rounded half up.
         let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let tenths = micros.saturating_add(50) / 100;
-        line.push(' ');
-        line.push_str(util::decimal(tenths / 10, &mut [0; 20]));
-        line.push('.');
-        line.push_str(util::decimal(tenths % 10, &mut [0; 20]));
-        line.push_str("ms");
-        line.push_str(self.note);
+        out.push_char(' ');
+        for digit in util::digits(tenths / 10, &mut [0; 20]) {
+            out.push_char(char::from(*digit));
+        }
+        out.push_char('.');
+        out.push_char(char::from(b'0' + (tenths % 10) as u8));
+        out.push("ms");
+        out.push(self.note);
+    }
+}
+
+impl fmt::Display for RequestLine<'_> {
+    /// The same line, for a door that logs it as an event.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut line = String::with_capacity(128);
+        self.write(&mut Direct::new(&mut line));
         f.write_str(&line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// What a client or a cassette named is escaped; the rest is the line's own.
+    #[test]
+    fn request_lines_escape_what_came_from_outside() {
+        let line = RequestLine {
+            door: "POST",
+            server: "mcp_A\nINFO forged",
+            method: "tools/call",
+            subject: Some("Get\u{1b}[2J"),
+            outcome: Outcome::Hit,
+            status: Some("200"),
+            started: Instant::now().checked_sub(Duration::from_micros(1_250)).unwrap_or_else(Instant::now),
+            note: " (a note)",
+        };
+        let mut text = String::new();
+        line.write(&mut Direct::new(&mut text));
+        let (head, tail) = text.split_once(" status=200 ").unwrap();
+        assert_eq!(head, "POST server=mcp_A\\nINFO forged method=tools/call tool=Get\\u{1b}[2J hit");
+        let shown: f64 = tail.strip_suffix("ms (a note)").unwrap().parse().unwrap();
+        assert!(shown >= 1.3, "1.25 ms rounds half up to a tenth: {tail}");
+        let event = line.to_string();
+        assert!(
+            event.starts_with(head) && event.ends_with("ms (a note)"),
+            "as an event, the same line: {event}"
+        );
+        let mut bare = String::new();
+        RequestLine { method: "", subject: None, status: None, note: "", ..line }
+            .write(&mut Direct::new(&mut bare));
+        assert!(bare.starts_with("POST server=mcp_A\\nINFO forged method=- hit "), "{bare}");
     }
 }

@@ -224,7 +224,9 @@ impl RequestLog {
             started: self.started,
             note,
         };
-        if tracing::enabled!(tracing::Level::INFO) && !logging::write_direct(tracing::Level::INFO, &line) {
+        if tracing::enabled!(tracing::Level::INFO)
+            && !logging::write_direct(tracing::Level::INFO, |out| line.write(out))
+        {
             tracing::info!("{line}");
         }
     }

@@ -35,14 +35,14 @@ pub(super) struct EventId {
 impl EventId {
     pub(super) fn new(stream: u64, n: usize) -> EventId {
         let mut id = EventId { text: [0; 41], len: 0 };
-        id.push(crate::util::decimal(stream, &mut [0; 20]));
-        id.push("-");
-        id.push(crate::util::decimal(n as u64, &mut [0; 20]));
+        id.push(crate::util::digits(stream, &mut [0; 20]));
+        id.push(b"-");
+        id.push(crate::util::digits(n as u64, &mut [0; 20]));
         id
     }
 
-    fn push(&mut self, piece: &str) {
-        self.text[self.len..self.len + piece.len()].copy_from_slice(piece.as_bytes());
+    fn push(&mut self, piece: &[u8]) {
+        self.text[self.len..self.len + piece.len()].copy_from_slice(piece);
         self.len += piece.len();
     }
 
