@@ -348,7 +348,8 @@ impl Replay {
     /// The answer to a request that passed the session's or the stateless
     /// era's checks.
     fn answer_unnoted(&self, call: &Call) -> Result<Answer, RequestError> {
-        let identity = self.identity(call.server);
+        // The server's identity is looked up only where an answer carries it: not for a recorded one.
+        let identity = || self.identity(call.server);
         if let Unrecorded::Miss { absent } = &self.unrecorded
             && !self.tape.holds(call.server)
         {
@@ -360,14 +361,14 @@ impl Replay {
                     format!("the cassettes hold nothing for server {}", clip(call.server, MAX_SHOWN_BYTES))
                 }
             };
-            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity));
+            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity()));
         }
         match (call.era, call.method) {
             (Era::Handshake, "initialize") => return Ok(self.initialize(call)),
             (Era::Stateless, "server/discover") => return Ok(self.discover(call)),
             (Era::Stateless, "subscriptions/listen") => return Ok(self.listen(call)),
             (era, method) if mcp::is_removed(era, method) => {
-                return Ok(mock_answer(call, Outcome::Mock, identity));
+                return Ok(mock_answer(call, Outcome::Mock, identity()));
             }
             _ => {}
         }
@@ -388,13 +389,13 @@ impl Replay {
             return Ok(answer);
         }
         if let Some(miss) = self.miss(call, params, refusal.as_ref()) {
-            return Ok(self.miss_answer(call, miss, identity));
+            return Ok(self.miss_answer(call, miss, identity()));
         }
         if self.unrecorded != Unrecorded::Mock && !mcp::is_housekeeping(call.method) {
             let why = self.unrecorded_subject(call, params);
-            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity));
+            return Ok(self.miss_answer(call, self.unrecorded_miss(call, &why), identity()));
         }
-        Ok(mock_answer(call, Outcome::Mock, identity))
+        Ok(mock_answer(call, Outcome::Mock, identity()))
     }
 
     /// The recorded answer to `call`, exact or by a match rule, if the tape
@@ -440,7 +441,7 @@ impl Replay {
             Err(refusal) => return Some(Err(refusal)),
         };
         self.note_use(call, &recorded);
-        let identity = self.identity(call.server);
+        let identity = || self.identity(call.server);
         let mut answer = recorded_answer(call, &recorded, Outcome::Ruled, || self.log_filter(call), identity);
         answer.rule = Some(used);
         Some(Ok(answer))
@@ -471,7 +472,7 @@ impl Replay {
     /// for a stateless client lacking what it names, else the next
     /// recording in order.
     fn answer_from_tape(&self, call: &Call, key: &MatchKey) -> Option<Answer> {
-        let identity = self.identity(call.server);
+        let identity = || self.identity(call.server);
         if call.era == Era::Stateless {
             let declared = call
                 .params
@@ -552,7 +553,7 @@ impl Replay {
         let requested = call.params().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
         let recorded = self.tape.recorded(call.server, "initialize").first();
         let mut answer = if let Some(exchange) = recorded {
-            let identity = self.identity(call.server);
+            let identity = || self.identity(call.server);
             let mut answer =
                 recorded_answer(call, exchange, Outcome::Hit, || LogFilter::Everything, identity);
             if let Some(last) = answer.messages.last_mut() {
@@ -583,7 +584,13 @@ impl Replay {
     /// from a recorded `initialize`, else the mock's.
     fn discover(&self, call: &Call) -> Answer {
         if let Some(exchange) = self.tape.recorded(call.server, "server/discover").first() {
-            recorded_answer(call, exchange, Outcome::Hit, || LogFilter::Nothing, self.identity(call.server))
+            recorded_answer(
+                call,
+                exchange,
+                Outcome::Hit,
+                || LogFilter::Nothing,
+                || self.identity(call.server),
+            )
         } else if let Some(initialize) = self
             .recorded_result(call.server, "initialize")
             .or_else(|| self.templated_initialize(call.server, None))
@@ -657,12 +664,12 @@ impl Replay {
 /// server→client request the recording shows answered marked as awaiting
 /// the client's reply. `identity` is the `serverInfo` a result converted to
 /// the stateless era carries.
-fn recorded_answer(
+fn recorded_answer<'v>(
     call: &Call,
     exchange: &Recorded,
     outcome: Outcome,
     logs: impl FnOnce() -> LogFilter,
-    identity: &Value,
+    identity: impl FnOnce() -> &'v Value,
 ) -> Answer {
     // Which log notifications the caller takes is asked only of a recording that has any.
     let has_logs = exchange.messages.iter().any(|m| m.method.as_deref() == Some("notifications/message"));
@@ -672,6 +679,7 @@ fn recorded_answer(
     let replied = ServedMessage::replied(&exchange.messages);
     // Era conversions need the structure; the usual case is plain text work.
     let convert = call.era == Era::Stateless || exchange.era == Era::Stateless;
+    let identity = (call.era == Era::Stateless).then(identity);
     let mut messages = Vec::with_capacity(exchange.messages.len());
     for message in exchange.messages.iter().filter(|m| m.direction == Direction::Server) {
         if token.is_none() && message.has_progress_token {
@@ -683,9 +691,9 @@ fn recorded_answer(
         let mut json = normalize::stamp(&message.json, message.id_at, id, token.as_deref());
         if convert {
             let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
-            match call.era {
-                Era::Stateless => convert::message_to_stateless(call.method, &mut body, identity),
-                Era::Handshake => convert::message_to_handshake(&mut body),
+            match identity {
+                Some(identity) => convert::message_to_stateless(call.method, &mut body, identity),
+                None => convert::message_to_handshake(&mut body),
             }
             json = body.to_string();
         }
