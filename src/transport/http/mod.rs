@@ -404,8 +404,10 @@ async fn respond(
             // they have been written (for a while: a client that does not read its GET stream
             // does not hold up its answers).
             let before = app.engine.say_before(in_session, first);
+            // Boxed, as the other waits below: they are rare, and each timer would otherwise
+            // add its size to every request's state.
             if let Some(written) = before.or_else(|| answer.behind.take()) {
-                let _ = tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written).await;
+                let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
             }
             // Replayed handshake-era streams in a session can be resumed.
             let resume = in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
@@ -442,7 +444,7 @@ async fn respond(
         }
         Step::Delayed { by, then } => {
             logged.outcome = Outcome::Injected;
-            tokio::time::sleep(by).await;
+            Box::pin(tokio::time::sleep(by)).await;
             Box::pin(respond(*then, app, post, logged)).await
         }
         Step::Fail(failure) => {
@@ -461,7 +463,7 @@ async fn respond(
                             post.accepts,
                         ));
                     };
-                    tokio::time::sleep(MAX_HANG).await;
+                    Box::pin(tokio::time::sleep(MAX_HANG)).await;
                     Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
                 }
                 failure => Ok(frame::failure(failure, post.accepts)),
@@ -695,7 +697,8 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
                     started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
                 let wait = idle.min(deadline.saturating_duration_since(now));
                 // A piece that is already there is taken before the timer is armed (the timeout polls first).
-                match tokio::time::timeout(wait, body.frame()).await {
+                // Boxed: the timer would otherwise make every request's state larger.
+                match Box::pin(tokio::time::timeout(wait, body.frame())).await {
                     Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
                     piece => piece,
                 }

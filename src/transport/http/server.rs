@@ -9,6 +9,9 @@
 //!
 //! Both limits are watched by one timer per connection that looks at counts
 //! of the connection's reads and requests; nothing is timed per request.
+//! The same watcher hears when its connection is to close at once (to make
+//! room) or gracefully (shutdown): one message a connection, so that a
+//! connection's wake-ups poll nothing more for shutdown.
 //! hyper-util's own builder timeouts do not do this: its `auto` builder
 //! waits for the protocol preface with no timer, so a connection that
 //! sends nothing stays open (with `header_read_timeout` and HTTP/2
@@ -30,7 +33,6 @@ use tokio::net::TcpStream;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
@@ -52,7 +54,6 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains.
 pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
-    let graceful = GracefulShutdown::new();
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let builder = auto::Builder::new(TokioExecutor::new());
     let limits = Limits {
@@ -87,8 +88,8 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             () = &mut shutdown => break,
         };
         let app = Arc::clone(&app);
-        let (reclaim, reclaimed) = oneshot::channel();
-        let activity = Arc::new(Activity { reclaim: Mutex::new(Some(reclaim)), ..Activity::default() });
+        let (close, told) = oneshot::channel();
+        let activity = Arc::new(Activity { close: Mutex::new(Some(close)), ..Activity::default() });
         if open.len() >= 2 * MAX_CONNECTIONS {
             open.retain(|activity| activity.strong_count() > 0);
         }
@@ -100,37 +101,51 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             let wire = Wire(Arc::clone(&served));
             async move {
                 // Boxed: hyper keeps and moves this future, which would otherwise hold the
-                // handler's whole state (kilobytes) inline.
-                let answered = Box::pin(handle(request, &app, Some(wire))).await;
+                // handler's whole state (kilobytes) inline. Made in its box's room, not made
+                // and then copied in whole.
+                let handling = Box::write(Box::new_uninit(), handle(request, &app, Some(wire)));
+                let answered = Box::into_pin(handling).await;
                 Ok::<_, Infallible>(answered.map(|body| busy.guard(body)))
             }
         });
         let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
-        let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
+        let connection = builder.serve_connection(io, service).into_owned();
         tokio::spawn(async move {
-            tokio::select! {
+            tokio::pin!(connection);
+            let ended = tokio::select! {
                 biased; // in order: no random draw each time the connection wakes
-                ended = connection => if let Err(e) = ended {
-                    // A request hyper refused before it reached us (400, 414,
-                    // 431) gets a log line like every other request.
-                    let refused = e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
-                    if refused {
-                        tracing::info!("{peer} rejected by the HTTP layer: {e}");
-                    } else {
-                        tracing::debug!("connection ended with an error: {e}");
+                ended = connection.as_mut() => ended,
+                why = activity.watch(limits, told) => match why {
+                    Closed::Shutdown => {
+                        // The requests under way are answered, then the connection closes.
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                    Closed::Idle => {
+                        tracing::debug!("{peer}: closed after {:?} idle with no request in flight", limits.idle);
+                        Ok(())
+                    }
+                    Closed::SlowHead => {
+                        tracing::info!("{peer} rejected: request head not complete within {:?}", limits.head);
+                        Ok(())
+                    }
+                    Closed::Reclaimed => {
+                        tracing::debug!(
+                            "{peer}: idle, closed to make room for a new connection ({MAX_CONNECTIONS} open)"
+                        );
+                        Ok(())
                     }
                 },
-                why = activity.watch(limits, reclaimed) => match why {
-                    Closed::Idle => tracing::debug!(
-                        "{peer}: closed after {:?} idle with no request in flight", limits.idle
-                    ),
-                    Closed::SlowHead => tracing::info!(
-                        "{peer} rejected: request head not complete within {:?}", limits.head
-                    ),
-                    Closed::Reclaimed => tracing::debug!(
-                        "{peer}: idle, closed to make room for a new connection ({MAX_CONNECTIONS} open)"
-                    ),
-                },
+            };
+            if let Err(e) = ended {
+                // A request hyper refused before it reached us (400, 414,
+                // 431) gets a log line like every other request.
+                let refused = e.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_parse);
+                if refused {
+                    tracing::info!("{peer} rejected by the HTTP layer: {e}");
+                } else {
+                    tracing::debug!("connection ended with an error: {e}");
+                }
             }
             drop(permit);
         });
@@ -138,10 +153,14 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
     drop(listener);
     // Standalone streams would otherwise stay open for the whole grace.
     app.engine().end_streams();
-    let drained = graceful.shutdown();
+    for activity in open.iter().filter_map(Weak::upgrade) {
+        activity.tell(Close::Shutdown);
+    }
+    // Every connection has ended once each has given its permit back.
+    let drained = connections.acquire_many(MAX_CONNECTIONS as u32);
     tokio::pin!(drained);
     tokio::select! {
-        () = &mut drained => return,
+        _ = &mut drained => return,
         () = tokio::time::sleep(SHUTDOWN_GRACE) => {}
     }
     // Requests still waiting for an answer get 503 with their id, not a cut connection.
@@ -175,10 +194,8 @@ async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> O
     }
     open.retain(|activity| activity.strong_count() > 0);
     let idle = open.iter().filter_map(Weak::upgrade).find(|a| a.in_flight.load(Ordering::Relaxed) == 0);
-    if let Some(activity) = idle
-        && let Some(reclaim) = lock(&activity.reclaim).take()
-    {
-        let _ = reclaim.send(()); // a connection closing on its own has nothing to reclaim
+    if let Some(activity) = idle {
+        activity.tell(Close::Reclaim);
     }
     Arc::clone(connections).acquire_owned().await.ok()
 }
@@ -192,10 +209,11 @@ struct Activity {
     /// Requests started and ended: what counts as activity on HTTP/2,
     /// where pings and settings frames move bytes with no request.
     requests: AtomicU64,
-    /// Told to close: the cap is reached and this connection is idle.
-    /// A oneshot, not a `Notify`: the watcher is polled each time its
-    /// connection wakes, and a `Notify` takes a lock at every poll.
-    reclaim: Mutex<Option<oneshot::Sender<()>>>,
+    /// Told to close: at once (the cap is reached and this connection is
+    /// idle) or gracefully (shutdown). A oneshot, not a `Notify` or a watch
+    /// channel: the watcher is polled each time its connection wakes, and
+    /// those take a lock at every poll.
+    close: Mutex<Option<oneshot::Sender<Close>>>,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
     /// nothing in flight are a request head on its way.
@@ -242,9 +260,27 @@ enum Closed {
     Idle,
     SlowHead,
     Reclaimed,
+    /// The daemon is stopping: the connection closes once its requests are answered.
+    Shutdown,
+}
+
+/// What a connection is told to do.
+enum Close {
+    /// Close now, to make room for a new client.
+    Reclaim,
+    /// Close once the requests under way are answered.
+    Shutdown,
 }
 
 impl Activity {
+    /// Tells the connection's watcher to close it; once (a connection told
+    /// already, or gone, hears nothing more).
+    fn tell(&self, close: Close) {
+        if let Some(told) = lock(&self.close).take() {
+            let _ = told.send(close);
+        }
+    }
+
     fn touch(&self) {
         self.moves.fetch_add(1, Ordering::Relaxed);
     }
@@ -263,17 +299,20 @@ impl Activity {
         self.settled.store(self.reads.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
-    /// Resolves once a limit is passed, or the connection is reclaimed: no
+    /// Resolves once a limit is passed, or the connection is told to close: no
     /// request in flight and nothing moved (on HTTP/2: no request started or
     /// ended) for `limits.idle`; an HTTP/1 request head begun and not
     /// finished for `limits.head`; no first request within `limits.head` of
     /// the connection's start. Each is seen so at [`CHECKS`] looks in a
     /// row, a quarter of the shorter limit apart, so it is noticed within a
     /// quarter of that limit after it passed.
-    async fn watch(&self, limits: Limits, reclaimed: oneshot::Receiver<()>) -> Closed {
+    async fn watch(&self, limits: Limits, told: oneshot::Receiver<Close>) -> Closed {
         tokio::select! {
             closed = self.limit(limits) => closed,
-            Ok(()) = reclaimed => Closed::Reclaimed,
+            Ok(close) = told => match close {
+                Close::Reclaim => Closed::Reclaimed,
+                Close::Shutdown => Closed::Shutdown,
+            },
         }
     }
 
