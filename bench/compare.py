@@ -19,9 +19,11 @@ and range of the ratios for
   build) from a server on the official Python SDK (tests/interop's
   agent365_upstream.py, `GetMessage` of `mcp_MailTools`, an SSE answer),
   asked in a session by a client of each protocol version at 32
-  connections (requests/s, and p99 latency); both builds replay the same
-  cassette. Each build's answer is also served by the floor, for the
-  ratio to the floor and p99 against the floor's;
+  connections (requests/s, p99 latency, and the server's CPU time per
+  request, user and system, from /proc: steadier than requests/s on a
+  machine whose speed drifts); both builds replay the same cassette.
+  Each build's answer is also served by the floor, for the ratios to the
+  floor and p99 against the floor's;
 - record in front of the floor at 32 connections (requests/s), each build
   writing its own fresh cassette;
 - record's p50 latency at 1 connection;
@@ -68,12 +70,36 @@ def baseline_build(rev):
 
 
 def compare(emit, name, rounds, old, new, higher_is_better=True):
-    ratios = []
+    compare_figures(emit, rounds, old, new, [(name, lambda figure: figure, higher_is_better)])
+
+
+def compare_figures(emit, rounds, old, new, measures):
+    """Paired rounds of `old` and `new`, each run giving figures that every one of `measures`
+    (name, how its number is read from a run's figures, whether higher is better) is read from."""
+    ratios = [[] for _ in measures]
     for _, before, measured, after in paired_rounds(rounds, old, new):
-        ratios.append(measured / ((before + after) / 2))
-    median = statistics.median(ratios)
-    verdict = median if higher_is_better else 1 / median
-    emit(f"| {name} | {median:.1%} | {min(ratios):.1%} to {max(ratios):.1%} | {verdict:.1%} |")
+        for (_, read, _), kept in zip(measures, ratios):
+            kept.append(read(measured) / ((read(before) + read(after)) / 2))
+    for (name, _, higher_is_better), kept in zip(measures, ratios):
+        median = statistics.median(kept)
+        verdict = median if higher_is_better else 1 / median
+        emit(f"| {name} | {median:.1%} | {min(kept):.1%} to {max(kept):.1%} | {verdict:.1%} |")
+
+
+def cpu_seconds(pid):
+    """The CPU time (user and system, all threads) process `pid` has used so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk_with_cpu(server, url, headers, seconds, scratch):
+    """wrk's figures for issue 48's request against `server`, with the server's CPU microseconds per
+    request during the run ("cpu_us")."""
+    before = cpu_seconds(server.proc.pid)
+    figures = wrk(url, GET_MESSAGE, 32, seconds, scratch, headers)
+    figures["cpu_us"] = (cpu_seconds(server.proc.pid) - before) / figures["requests"] * 1e6
+    return figures
 
 
 def main():
@@ -197,13 +223,15 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             with open(path, "wb") as out:
                 out.write(body)
             floors[key] = Server([tool("floor"), "0", path, answered["content-type"]], log(f"floor-{key}-{version}"))
-        load = {key: (lambda u=url, h=sessions[key]: wrk(u, GET_MESSAGE, 32, args.seconds, scratch, h))
+        load = {key: (lambda s=replays[key], u=url, h=sessions[key]: wrk_with_cpu(s, u, h, args.seconds, scratch))
                 for key, url in urls.items()}
-        rps = {key: (lambda run=run: run()["rps"]) for key, run in load.items()}
-        compare(emit, f"replay in a session, SSE answer, {version} client, 32 conns, requests/s", args.rounds,
-                rps["old"], rps["new"])
+        scenario = f"replay in a session, SSE answer, {version} client, 32 conns"
+        compare_figures(emit, args.rounds, load["old"], load["new"], [
+            (f"{scenario}, requests/s", lambda figures: figures["rps"], True),
+            (f"{scenario}, CPU per request", lambda figures: figures["cpu_us"], False),
+        ])
         for key, floor in floors.items():
-            floor_load = lambda f=floor: wrk(f.base + MAIL_PATH, GET_MESSAGE, 32, args.seconds, scratch)  # noqa: E731
+            floor_load = lambda f=floor: wrk_with_cpu(f, f.base + MAIL_PATH, {}, args.seconds, scratch)  # noqa: E731
             against_floor(emit, f"{key} build ({version} client) against the floor", args.rounds, floor_load, load[key])
             floor.stop()
     for server in replays.values():
@@ -211,13 +239,17 @@ def session_rounds(emit, args, builds, scratch, log, tool):
 
 
 def against_floor(emit, name, rounds, floor, replay):
-    """Replay between two floor runs serving its bytes: the ratio of requests/s and of p99 latency."""
-    ratios, p99s = [], []
+    """Replay between two floor runs serving its bytes: the ratio of requests/s, of p99 latency and
+    of CPU per request (the floor's to replay's: the share of the floor's speed replay's CPU allows)."""
+    ratios, p99s, cpus = [], [], []
     for _, before, measured, after in paired_rounds(rounds, floor, replay):
         ratios.append(measured["rps"] / ((before["rps"] + after["rps"]) / 2))
         p99s.append(measured["p99"] / ((before["p99"] + after["p99"]) / 2))
+        cpus.append(((before["cpu_us"] + after["cpu_us"]) / 2) / measured["cpu_us"])
     emit(f"| {name}: requests/s | {statistics.median(ratios):.1%} | {min(ratios):.1%} to {max(ratios):.1%} | |")
     emit(f"| {name}: p99 latency | {statistics.median(p99s):.2f}x | {min(p99s):.2f}x to {max(p99s):.2f}x | |")
+    emit(f"| {name}: floor's CPU per request / replay's | {statistics.median(cpus):.1%} | "
+         f"{min(cpus):.1%} to {max(cpus):.1%} | |")
 
 
 def record_rounds(emit, args, builds, scratch, log, tool):
