@@ -276,13 +276,20 @@ struct State {
 }
 
 impl State {
-    fn case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
-        if self.holds(server, method, subject) {
-            let subjects = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
-            let case = subjects
-                .and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject));
-            return &mut case.expect("held, as just seen").1;
+    /// Runs `count` on the case of these names: found with one lookup a
+    /// level when they are counted already as they are (every request
+    /// counts), else [`State::admitted_case`].
+    fn count(&mut self, server: &str, method: &str, subject: Option<&str>, count: impl FnOnce(&mut Case)) {
+        let known = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
+        match known.and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject)) {
+            Some((_, case)) => count(case),
+            None => count(self.admitted_case(server, method, subject)),
         }
+    }
+
+    /// The case of names not counted as they are: their own (names cut)
+    /// while the bound allows, else [`CaseKey::others`]; added if new.
+    fn admitted_case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
         let admitted = self.admit(CaseKey::named(server, method, subject));
         let (server, method, subject) =
             (admitted.server.as_str(), admitted.method.as_str(), admitted.subject.as_deref());
@@ -302,16 +309,6 @@ impl State {
             }
         };
         &mut subjects[at].1
-    }
-
-    /// Runs `count` on [`State::case`] of these names, found with one
-    /// lookup a level when they are counted already (every request counts).
-    fn count(&mut self, server: &str, method: &str, subject: Option<&str>, count: impl FnOnce(&mut Case)) {
-        let known = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
-        match known.and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject)) {
-            Some((_, case)) => count(case),
-            None => count(self.case(server, method, subject)),
-        }
     }
 
     /// Whether these names are counted already, as they are.
@@ -389,28 +386,30 @@ impl Ledger {
         let mut state = lock(&self.state);
         let timed = replaced && state.moments < MOMENTS_KEPT;
         state.moments += usize::from(timed);
-        let case = state.case(server, method, mcp::subject_of(method, params));
-        if timed {
-            case.moments.push(Moment { at_ms, answer: AnsweredBy::Fault });
-        }
-        *case.faults.entry(rule).or_default() += 1;
-        case.faulted += u64::from(replaced);
+        state.count(server, method, mcp::subject_of(method, params), |case| {
+            if timed {
+                case.moments.push(Moment { at_ms, answer: AnsweredBy::Fault });
+            }
+            *case.faults.entry(rule).or_default() += 1;
+            case.faulted += u64::from(replaced);
+        });
     }
 
     /// Keeps the first miss of `key`.
     pub fn missed(&self, key: &CaseKey, miss: &Miss) {
         let mut state = lock(&self.state);
-        let case = state.case(&key.server, &key.method, key.subject.as_deref());
-        if case.first_miss.is_none() {
-            case.first_miss = Some(miss.clone());
-        }
+        state.count(&key.server, &key.method, key.subject.as_deref(), |case| {
+            if case.first_miss.is_none() {
+                case.first_miss = Some(miss.clone());
+            }
+        });
     }
 
     /// Notes that a recording older than `--max-age` answered a request of
     /// `key`; true the first time that recording does (to warn once).
     pub fn stale(&self, key: &CaseKey, source: Option<&Source>) -> bool {
         let mut state = lock(&self.state);
-        state.case(&key.server, &key.method, key.subject.as_deref()).stale += 1;
+        state.count(&key.server, &key.method, key.subject.as_deref(), |case| case.stale += 1);
         source.is_some_and(|source| state.stale.insert(source.clone()))
     }
 
