@@ -9,15 +9,16 @@
 //!
 //! Both limits are watched by one timer per connection that looks at counts
 //! of the connection's reads and requests; nothing is timed per request.
-//! The same watcher hears when its connection is to close at once (to make
-//! room) or gracefully (shutdown): one message a connection, so that a
-//! connection's wake-ups poll nothing more for shutdown.
 //! hyper-util's own builder timeouts do not do this: its `auto` builder
 //! waits for the protocol preface with no timer, so a connection that
 //! sends nothing stays open (with `header_read_timeout` and HTTP/2
 //! keep-alive pings in place of this watcher,
 //! `silent_and_stalled_connections_are_closed` fails: still open after
 //! 30 s), and HTTP/2 has no idle timeout at all.
+//!
+//! The same watcher hears when its connection is to close at once (to make
+//! room) or gracefully (shutdown): one message a connection, so that a
+//! connection's wake-ups poll nothing more for shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -116,7 +117,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                 biased; // in order: no random draw each time the connection wakes
                 ended = connection.as_mut() => ended,
                 why = activity.watch(limits, told) => match why {
-                    Closed::Shutdown => {
+                    Closed::Told(Close::Shutdown) => {
                         // The requests under way are answered, then the connection closes.
                         connection.as_mut().graceful_shutdown();
                         connection.await
@@ -129,7 +130,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                         tracing::info!("{peer} rejected: request head not complete within {:?}", limits.head);
                         Ok(())
                     }
-                    Closed::Reclaimed => {
+                    Closed::Told(Close::Reclaim) => {
                         tracing::debug!(
                             "{peer}: idle, closed to make room for a new connection ({MAX_CONNECTIONS} open)"
                         );
@@ -259,9 +260,7 @@ struct Limits {
 enum Closed {
     Idle,
     SlowHead,
-    Reclaimed,
-    /// The daemon is stopping: the connection closes once its requests are answered.
-    Shutdown,
+    Told(Close),
 }
 
 /// What a connection is told to do.
@@ -309,10 +308,7 @@ impl Activity {
     async fn watch(&self, limits: Limits, told: oneshot::Receiver<Close>) -> Closed {
         tokio::select! {
             closed = self.limit(limits) => closed,
-            Ok(close) = told => match close {
-                Close::Reclaim => Closed::Reclaimed,
-                Close::Shutdown => Closed::Shutdown,
-            },
+            Ok(close) = told => Closed::Told(close),
         }
     }
 
