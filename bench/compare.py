@@ -20,8 +20,10 @@ and range of the ratios for
   agent365_upstream.py, `GetMessage` of `mcp_MailTools`, an SSE answer),
   asked in a session by a client of each protocol version at 32
   connections (requests/s, p99 latency, and the server's CPU time per
-  request, user and system, from /proc: steadier than requests/s on a
-  machine whose speed drifts); both builds replay the same cassette.
+  request, user and system, from /proc in the same runs: the work a
+  request costs, apart from how the load and the server were scheduled;
+  on this VM it spreads about as widely); both builds replay the same
+  cassette.
   Each build's answer is also served by the floor, for the ratios to the
   floor and p99 against the floor's;
 - record in front of the floor at 32 connections (requests/s), each build
