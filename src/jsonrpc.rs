@@ -74,6 +74,10 @@ impl RequestId {
     /// The id written as `text`, if that is a JSON string or an integer
     /// (MCP allows no other; `1e2` is one, `1.5` is not).
     fn from_text(text: &str) -> Option<RequestId> {
+        // The usual id, a small natural number, read without serde.
+        if let Some(n) = natural(text) {
+            return Some(RequestId { value: Value::from(n), text: text.into() });
+        }
         match serde_json::from_str(text).ok()? {
             Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0) => None,
             value @ (Value::String(_) | Value::Number(_)) => Some(RequestId { value, text: text.into() }),
@@ -329,13 +333,38 @@ fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     }
     let mut at = at + 1;
     loop {
+        at = plain_text_end(bytes, at);
         match *bytes.get(at)? {
             b'"' => return Some(at + 1),
             b'\\' => at += 2,
-            b if b < 0x20 => return None,
-            _ => at += 1,
+            _ => return None, // a control character
         }
     }
+}
+
+/// Where the plain text of a string from `at` ends: its first quote,
+/// backslash or control character, else `bytes.len()` (or `at`, past it).
+/// Eight bytes are looked at a time: a request's text is mostly strings.
+fn plain_text_end(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    // The high bit of each byte of `word` below `limit` (<= 0x80), and maybe of bytes above the
+    // lowest such byte (a borrow carries): the lowest bit set is always a true one.
+    let below = |word: u64, limit: u8| word.wrapping_sub(ONES * u64::from(limit)) & !word & HIGHS;
+    while let Some(eight) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(eight.try_into().unwrap_or_default());
+        let found = below(word ^ (ONES * u64::from(b'"')), 1)
+            | below(word ^ (ONES * u64::from(b'\\')), 1)
+            | below(word, 0x20);
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while bytes.get(at).is_some_and(|&b| b != b'"' && b != b'\\' && b >= 0x20) {
+        at += 1;
+    }
+    at
 }
 
 /// Just past the value that starts at `at`: a string, an object or array
@@ -371,6 +400,19 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
             (end > at).then_some(end)
         }
     }
+}
+
+/// `text` as JSON's natural number (`0`, or digits without a leading
+/// zero) that fits a `u64`, as serde reads it; `None` for anything else.
+fn natural(text: &str) -> Option<u64> {
+    let digits = text.as_bytes();
+    if digits.is_empty() || digits.len() > 1 && digits[0] == b'0' {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &digit| {
+        let digit = digit.checked_sub(b'0').filter(|d| *d <= 9)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 fn invalid(id: Option<RequestId>, why: &str) -> Unreadable {
@@ -659,6 +701,40 @@ mod tests {
         assert_eq!(cache.len(), held, "a text over the limit is not kept");
     }
 
+    /// The shortcuts of the byte scan against what they stand for.
+    mod shortcuts {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// [`plain_text_end`] a byte at a time.
+        fn plain_text_end_bytewise(bytes: &[u8], mut at: usize) -> usize {
+            while bytes.get(at).is_some_and(|&b| b != b'"' && b != b'\\' && b >= 0x20) {
+                at += 1;
+            }
+            at
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #[test]
+            fn plain_text_ends_where_a_bytewise_look_says(
+                bytes in prop::collection::vec(
+                    prop::sample::select(vec![b'a', b'"', b'\\', b' ', 0x00, 0x1f, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xff]),
+                    0..40,
+                ),
+                at in 0..44usize,
+            ) {
+                prop_assert_eq!(plain_text_end(&bytes, at), plain_text_end_bytewise(&bytes, at), "{:?} from {}", bytes, at);
+            }
+
+            #[test]
+            fn natural_numbers_are_read_as_serde_reads_them(text in "-?[0-9]{0,22}|[0-9.eE+-]{0,6}") {
+                let by_serde = serde_json::from_str::<Value>(&text).ok().and_then(|value| value.as_u64());
+                prop_assert_eq!(natural(&text), by_serde, "{}", text);
+            }
+        }
+    }
+
     /// The byte scan reads a message exactly as serde does, or leaves it
     /// to serde: never another answer, whatever the members, their order,
     /// spacing, escapes, repeats and values (well-formed or not).
@@ -682,6 +758,11 @@ mod tests {
                 "1.",
                 "tru",
                 "123456789012345678901234567890",
+                "0",
+                "00",
+                "-5",
+                "18446744073709551615",
+                "18446744073709551616",
             ],
             &[
                 r#""m""#,
