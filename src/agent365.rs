@@ -139,18 +139,19 @@ pub fn rewrite_urls(listing: &mut Value, from: &str, to: &str) -> usize {
 /// (`/agents/servers/{name}`, `/agents/tenants/{tid}/servers/{name}`,
 /// `/mcp/environments/{env}/servers/{name}`, and the mock server's
 /// `/mcp-mock/agents/servers/{name}` that older Agent 365 SDKs and samples
-/// use), else the path itself. A trailing slash does not matter.
-pub fn server_name(path: &str) -> String {
+/// use), else the path itself. A trailing slash does not matter. A part of
+/// `path`, but for the root's name (`/`).
+pub fn server_name(path: &str) -> &str {
     // The path every request to a server takes, without the walk over every spelling below.
     let usual = path.strip_prefix("/agents/servers/").map(|rest| rest.trim_end_matches('/'));
     match usual {
-        Some(name) if !name.is_empty() && !name.contains('/') => name.to_owned(),
+        Some(name) if !name.is_empty() && !name.contains('/') => name,
         _ => named_in(path),
     }
 }
 
 /// [`server_name`], every spelling walked.
-fn named_in(path: &str) -> String {
+fn named_in(path: &str) -> &str {
     let trimmed = path.trim_end_matches('/');
     let mut segments = crate::util::path_segments(trimmed);
     let mut next = || segments.next();
@@ -162,9 +163,9 @@ fn named_in(path: &str) -> String {
         _ => None,
     };
     match named {
-        Some(name) => name.to_owned(),
-        None if trimmed.is_empty() => "/".to_owned(),
-        None => trimmed.to_owned(),
+        Some(name) => name,
+        None if trimmed.is_empty() => "/",
+        None => trimmed,
     }
 }
 

@@ -152,7 +152,7 @@ impl ReadFile {
 fn server_of_url(url: &str) -> String {
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path = after_scheme.find('/').map_or("/", |at| &after_scheme[at..]);
-    crate::agent365::server_name(path.split(['?', '#']).next().unwrap_or("/"))
+    crate::agent365::server_name(path.split(['?', '#']).next().unwrap_or("/")).to_owned()
 }
 
 /// What an import wrote.

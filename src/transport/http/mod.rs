@@ -134,9 +134,33 @@ impl App {
     }
 }
 
+/// The server a request's path names ([`agent365::server_name`]), kept
+/// as where it lies in the path: the path's buffer is shared, not copied.
+struct ServerName {
+    uri: hyper::Uri,
+    /// Where in the path; `None` for the root's name, which is no part of it.
+    at: Option<std::ops::Range<usize>>,
+}
+
+impl ServerName {
+    fn of(uri: &hyper::Uri) -> ServerName {
+        let path = uri.path();
+        let name = agent365::server_name(path);
+        // Where the name starts in the path, checked: the range kept always reads the name.
+        let start = name.as_ptr().addr().wrapping_sub(path.as_ptr().addr());
+        let at = start.checked_add(name.len()).map(|end| start..end);
+        let at = at.filter(|at| path.get(at.clone()) == Some(name));
+        ServerName { uri: uri.clone(), at }
+    }
+
+    fn as_str(&self) -> &str {
+        self.at.clone().map_or("/", |at| &self.uri.path()[at])
+    }
+}
+
 /// What the log line says about a request besides its status.
 struct Logged {
-    server: String,
+    server: ServerName,
     mcp_method: String,
     /// The request's params, once read: the line names the tool, prompt or
     /// resource in them.
@@ -166,7 +190,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
         http_method: request.method().clone(),
         started: Instant::now(),
         logged: Logged {
-            server: crate::agent365::server_name(request.uri().path()),
+            server: ServerName::of(request.uri()),
             mcp_method: String::new(),
             params: None,
             outcome: Outcome::Rejected,
@@ -216,7 +240,7 @@ impl RequestLog {
         let logged = &self.logged;
         let line = RequestLine {
             door: self.http_method.as_str(),
-            server: &logged.server,
+            server: logged.server.as_str(),
             method: &logged.mcp_method,
             subject: mcp::subject_of(&logged.mcp_method, logged.params.as_ref().map(Params::value)),
             outcome: logged.outcome,
@@ -336,7 +360,7 @@ fn step<'a>(
     let step = match message {
         Message::Request { id, method, params } => {
             let call = Call {
-                server: &logged.server,
+                server: logged.server.as_str(),
                 era,
                 session: session.as_deref(),
                 id: &id,
@@ -611,7 +635,7 @@ async fn other(
         Method::DELETE => SessionAsk::End,
         _ => SessionAsk::Other,
     };
-    match engine.session(ask, era, session, &logged.server)? {
+    match engine.session(ask, era, session, logged.server.as_str())? {
         SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
             Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
                 .into())
@@ -856,6 +880,24 @@ fn origin(headers: &HeaderMap, uri: &hyper::Uri) -> String {
 mod tests {
     use super::*;
     use hyper::header::HeaderValue;
+
+    /// The name kept as a part of the path reads as the name the path gives.
+    #[test]
+    fn server_names_are_read_from_the_path() {
+        for target in [
+            "/agents/servers/mcp_MailTools",
+            "/agents/servers/mcp_MailTools/?x=1",
+            "/agents/tenants/t/servers/mcp_Me/",
+            "/mcp",
+            "/",
+            "//",
+            "*",
+            "127.0.0.1:80",
+        ] {
+            let uri: hyper::Uri = target.parse().unwrap();
+            assert_eq!(ServerName::of(&uri).as_str(), agent365::server_name(uri.path()), "{target}");
+        }
+    }
 
     #[test]
     fn loopback_hosts_only_unless_allowed() {
