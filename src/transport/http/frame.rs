@@ -158,7 +158,7 @@ fn events(
             if let Some(kept) = kept {
                 kept.keep(messages);
             }
-            full(Bytes::from(body))
+            full_text(body)
         }
     }
 }
@@ -387,12 +387,20 @@ pub(super) fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed()
 }
 
+/// `text` as a body. Fitted to its length first (in place: the room it has
+/// is at most a guess larger), so that `Bytes` takes its buffer as it is
+/// rather than allocating a shared count beside it.
+fn full_text(mut text: String) -> Body {
+    text.shrink_to_fit();
+    full(Bytes::from(text))
+}
+
 pub(super) fn json(status: StatusCode, body: &Value) -> Response<Body> {
     json_text(status, body.to_string())
 }
 
 pub(super) fn json_text(status: StatusCode, json: String) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::from(json)));
+    let mut response = Response::new(full_text(json));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
