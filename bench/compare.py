@@ -24,8 +24,9 @@ and range of the ratios for
   request costs, apart from how the load and the server were scheduled;
   on this VM it spreads about as widely); both builds replay the same
   cassette.
-  Each build's answer is also served by the floor, for the ratios to the
-  floor and p99 against the floor's;
+  Each build's answer (its body and headers) is also served by the floor,
+  asked with the same request (the session's headers too), for the ratios
+  to the floor and p99 against the floor's;
 - record in front of the floor at 32 connections (requests/s), each build
   writing its own fresh cassette;
 - record's p50 latency at 1 connection;
@@ -49,6 +50,8 @@ import urllib.request
 from bench import (BENCH_PATH, LOAD_CORE, LOOKUP, Server, paired_rounds, post, stdio_load, wrk)
 
 ROUNDS = 6
+# The headers of replay's answer the floor writes of its own accord (or from its arguments).
+OWN_HEADERS = {"content-type", "content-length", "date", "transfer-encoding", "connection"}
 SECONDS = 3
 BASELINE = "310e202"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,7 +227,10 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             path = os.path.join(scratch, f"answer-{key}-{version}")
             with open(path, "wb") as out:
                 out.write(body)
-            floors[key] = Server([tool("floor"), "0", path, answered["content-type"]], log(f"floor-{key}-{version}"))
+            # The floor answers with replay's head too, and is asked with the session's headers.
+            head = [f"{name}:{value}" for name, value in answered.items() if name.lower() not in OWN_HEADERS]
+            floors[key] = Server([tool("floor"), "0", path, answered["content-type"], *head],
+                                 log(f"floor-{key}-{version}"))
         load = {key: (lambda s=replays[key], u=url, h=sessions[key]: wrk_with_cpu(s, u, h, args.seconds, scratch))
                 for key, url in urls.items()}
         scenario = f"replay in a session, SSE answer, {version} client, 32 conns"
@@ -233,7 +239,8 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             (f"{scenario}, CPU per request", lambda figures: figures["cpu_us"], False),
         ])
         for key, floor in floors.items():
-            floor_load = lambda f=floor: wrk_with_cpu(f, f.base + MAIL_PATH, {}, args.seconds, scratch)  # noqa: E731
+            floor_load = lambda f=floor, h=sessions[key]: wrk_with_cpu(  # noqa: E731
+                f, f.base + MAIL_PATH, h, args.seconds, scratch)
             against_floor(emit, f"{key} build ({version} client) against the floor", args.rounds, floor_load, load[key])
             floor.stop()
     for server in replays.values():

@@ -4,18 +4,21 @@
 //! notifications first, as an SSE stream, so it also serves as the fast
 //! upstream for measuring record's overhead.
 //!
-//! Usage: floor [PORT [BODY_FILE [CONTENT_TYPE]]]   (prints "listening on http://127.0.0.1:PORT")
+//! Usage: floor [PORT [BODY_FILE [CONTENT_TYPE [NAME:VALUE]...]]]   (prints "listening on http://127.0.0.1:PORT")
 //!
 //! With `BODY_FILE`, a plain POST is answered with that file's bytes (the
 //! bench passes the very answer replay gives, so both write the same bytes),
-//! as `CONTENT_TYPE` (default `application/json`).
+//! as `CONTENT_TYPE` (default `application/json`), with the headers named
+//! after it besides (the bench passes replay's own, so that the answer's head
+//! is the same too).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::HeaderValue;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
@@ -35,24 +38,36 @@ fn sse() -> String {
     body
 }
 
-/// The answer to a plain POST: its bytes and content type.
+/// The answer to a plain POST: its bytes, content type and other headers.
 #[derive(Clone)]
 struct Fixed {
     body: Bytes,
     content_type: HeaderValue,
+    headers: Arc<[(HeaderName, HeaderValue)]>,
 }
 
 async fn answer(request: Request<Incoming>, fixed: Fixed) -> Result<Response<Full<Bytes>>, Infallible> {
     let streamed = request.uri().path() == "/sse";
     let _ = request.into_body().collect().await;
-    let (content_type, body) = if streamed {
-        (HeaderValue::from_static("text/event-stream"), Bytes::from(sse()))
+    let (content_type, body, headers) = if streamed {
+        (HeaderValue::from_static("text/event-stream"), Bytes::from(sse()), Arc::from([]))
     } else {
-        (fixed.content_type, fixed.body)
+        (fixed.content_type, fixed.body, fixed.headers)
     };
     let mut response = Response::new(Full::new(body));
     response.headers_mut().insert("content-type", content_type);
+    response.headers_mut().extend(headers.iter().map(|(name, value)| (Some(name.clone()), value.clone())));
     Ok(response)
+}
+
+/// `NAME:VALUE` as a header.
+fn header_of(text: &str) -> std::io::Result<(HeaderName, HeaderValue)> {
+    let invalid =
+        |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{text:?}: {why}"));
+    let (name, value) = text.split_once(':').ok_or_else(|| invalid("not NAME:VALUE".into()))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|e| invalid(e.to_string()))?;
+    let value = HeaderValue::from_str(value.trim()).map_err(|e| invalid(e.to_string()))?;
+    Ok((name, value))
 }
 
 #[tokio::main]
@@ -67,7 +82,8 @@ async fn main() -> std::io::Result<()> {
     let content_type = HeaderValue::from_str(&content_type).map_err(|e| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{content_type:?}: {e}"))
     })?;
-    let fixed = Fixed { body, content_type };
+    let headers = args.map(|header| header_of(&header)).collect::<std::io::Result<_>>()?;
+    let fixed = Fixed { body, content_type, headers };
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("listening on http://{}", listener.local_addr()?);
     loop {
