@@ -1010,7 +1010,9 @@ mod tests {
         let mut policies = Vec::new();
         for task in std::fs::read_dir("/proc/self/task").unwrap() {
             let task = task.unwrap().path();
-            if std::fs::read_to_string(task.join("comm")).unwrap().trim_end() == "cassette-writer" {
+            // Another test's thread may end between the listing and this read.
+            let Ok(name) = std::fs::read_to_string(task.join("comm")) else { continue };
+            if name.trim_end() == "cassette-writer" {
                 let stat = std::fs::read_to_string(task.join("stat")).unwrap();
                 let after_name = &stat[stat.rfind(')').unwrap() + 2..];
                 policies.push(after_name.split(' ').nth(41 - 3).unwrap().to_owned());
