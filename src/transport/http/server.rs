@@ -17,15 +17,16 @@
 //! 30 s), and HTTP/2 has no idle timeout at all.
 //!
 //! The same watcher hears when its connection is to close at once (to make
-//! room) or gracefully (shutdown): one message a connection, so that a
-//! connection's wake-ups poll nothing more for shutdown.
+//! room) or gracefully (shutdown): one message a connection. The watcher is
+//! polled at its own wake-ups only (its timer, that message), not at each of
+//! its connection's.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -113,17 +114,21 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         let connection = builder.serve_connection(io, service).into_owned();
         tokio::spawn(async move {
             tokio::pin!(connection);
-            let ended = tokio::select! {
-                biased; // in order: no random draw each time the connection wakes
-                ended = connection.as_mut() => ended,
-                why = activity.watch(limits, told) => match why {
+            let watch = activity.watch(limits, told);
+            tokio::pin!(watch);
+            let ended = match Watched::new(connection.as_mut(), watch).await {
+                Ended::Connection(ended) => ended,
+                Ended::Watcher(why) => match why {
                     Closed::Told(Close::Shutdown) => {
                         // The requests under way are answered, then the connection closes.
                         connection.as_mut().graceful_shutdown();
                         connection.await
                     }
                     Closed::Idle => {
-                        tracing::debug!("{peer}: closed after {:?} idle with no request in flight", limits.idle);
+                        tracing::debug!(
+                            "{peer}: closed after {:?} idle with no request in flight",
+                            limits.idle
+                        );
                         Ok(())
                     }
                     Closed::SlowHead => {
@@ -212,8 +217,7 @@ struct Activity {
     requests: AtomicU64,
     /// Told to close: at once (the cap is reached and this connection is
     /// idle) or gracefully (shutdown). A oneshot, not a `Notify` or a watch
-    /// channel: the watcher is polled each time its connection wakes, and
-    /// those take a lock at every poll.
+    /// channel, which take a lock at every poll.
     close: Mutex<Option<oneshot::Sender<Close>>>,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
@@ -351,6 +355,77 @@ impl Activity {
     }
 }
 
+/// A connection and its watcher as one future: the connection polled at
+/// every wake of the task, the watcher only at its own (its timer, its close
+/// message) and at first, not at each of its connection's.
+struct Watched<'a, C, W> {
+    connection: Pin<&'a mut C>,
+    watcher: Pin<&'a mut W>,
+    wakes: Arc<OwnWakes>,
+}
+
+/// What ended a [`Watched`] first.
+enum Ended<C, W> {
+    Connection(C),
+    Watcher(W),
+}
+
+impl<'a, C, W> Watched<'a, C, W> {
+    fn new(connection: Pin<&'a mut C>, watcher: Pin<&'a mut W>) -> Watched<'a, C, W> {
+        let wakes = OwnWakes { woken: AtomicBool::new(true), task: Mutex::new(None) };
+        Watched { connection, watcher, wakes: Arc::new(wakes) }
+    }
+}
+
+impl<C: Future, W: Future> Future for Watched<'_, C, W> {
+    type Output = Ended<C::Output, W::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let Poll::Ready(ended) = this.connection.as_mut().poll(cx) {
+            return Poll::Ready(Ended::Connection(ended));
+        }
+        this.wakes.follow(cx.waker());
+        if this.wakes.woken.swap(false, Ordering::AcqRel) {
+            let waker = Waker::from(Arc::clone(&this.wakes));
+            if let Poll::Ready(why) = this.watcher.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return Poll::Ready(Ended::Watcher(why));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// The waker a [`Watched`] watcher is polled with: notes that the watcher
+/// was woken, and wakes the task.
+struct OwnWakes {
+    woken: AtomicBool,
+    /// The task's waker, as of the last poll.
+    task: Mutex<Option<Waker>>,
+}
+
+impl OwnWakes {
+    fn follow(&self, waker: &Waker) {
+        let mut task = lock(&self.task);
+        if !task.as_ref().is_some_and(|task| task.will_wake(waker)) {
+            *task = Some(waker.clone());
+        }
+    }
+}
+
+impl Wake for OwnWakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        if let Some(task) = lock(&self.task).as_ref() {
+            task.wake_by_ref();
+        }
+    }
+}
+
 /// How an HTTP/2 connection opens (RFC 9113, section 3.4).
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
@@ -443,5 +518,47 @@ impl Drop for InFlight {
         self.0.touch();
         self.0.settle();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+
+    /// The watcher is looked at first, then at its own wakes only, and
+    /// ends the pair when it resolves; the connection at every poll.
+    #[test]
+    fn a_watcher_is_polled_at_its_own_wakes_only() {
+        let (connection_polls, watcher_polls) = (Cell::new(0), Cell::new(0));
+        let (watcher_waker, watcher_done) = (RefCell::new(None::<Waker>), Cell::new(false));
+        let connection = std::future::poll_fn(|_| {
+            connection_polls.set(connection_polls.get() + 1);
+            Poll::<()>::Pending
+        });
+        let watcher = std::future::poll_fn(|cx| {
+            watcher_polls.set(watcher_polls.get() + 1);
+            *watcher_waker.borrow_mut() = Some(cx.waker().clone());
+            if watcher_done.get() { Poll::Ready("done") } else { Poll::Pending }
+        });
+        let (connection, watcher) = (std::pin::pin!(connection), std::pin::pin!(watcher));
+        let mut watched = std::pin::pin!(Watched::new(connection, watcher));
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..3 {
+            assert!(watched.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(
+            (connection_polls.get(), watcher_polls.get()),
+            (3, 1),
+            "the connection's wakes are not the watcher's"
+        );
+        let wake = || watcher_waker.borrow().as_ref().expect("the watcher was polled").wake_by_ref();
+        wake();
+        assert!(watched.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(watcher_polls.get(), 2, "polled at its own wake");
+        watcher_done.set(true);
+        wake();
+        assert!(matches!(watched.as_mut().poll(&mut cx), Poll::Ready(Ended::Watcher("done"))));
     }
 }
