@@ -7,14 +7,14 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Frame;
-use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -371,16 +371,19 @@ impl hyper::body::Body for Announced {
     }
 }
 
-/// The headers of an SSE answer.
+/// The headers of an SSE answer, on a response that has none yet: a copy
+/// of a map made once (a copy is cheaper than hashing each name in).
 fn set_stream_headers(response: &mut Response<Body>) {
-    let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(X_ACCEL_BUFFERING.clone(), HeaderValue::from_static("no"));
+    static STREAM_HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
+        HeaderMap::from_iter([
+            (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (HeaderName::from_static("x-accel-buffering"), HeaderValue::from_static("no")),
+        ])
+    });
+    debug_assert!(response.headers().is_empty(), "stream headers replace none");
+    *response.headers_mut() = STREAM_HEADERS.clone();
 }
-
-/// Named once: a name given as text is parsed at every insert.
-static X_ACCEL_BUFFERING: HeaderName = HeaderName::from_static("x-accel-buffering");
 
 /// A whole body.
 pub(super) fn full(bytes: Bytes) -> Body {
@@ -467,5 +470,26 @@ impl hyper::body::Body for Channel {
             };
             return Poll::Ready(Some(Ok(Frame::data(bytes))));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An SSE answer says what it is, and that nothing on the way may hold it back.
+    #[test]
+    fn stream_answers_carry_the_stream_headers() {
+        let response = failure(Failure::Cut { messages: Vec::new() }, Accepts { json: false, sse: true });
+        let headers: Vec<(&str, &str)> =
+            response.headers().iter().map(|(name, value)| (name.as_str(), value.to_str().unwrap())).collect();
+        assert_eq!(
+            headers,
+            [
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+                ("x-accel-buffering", "no")
+            ]
+        );
     }
 }
