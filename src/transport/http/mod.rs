@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use hyper::header::{self, HeaderMap, HeaderName};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 pub use proxy::Proxy;
@@ -509,18 +509,16 @@ impl Context {
     /// credentials besides the built-in ones).
     fn read(headers: &HeaderMap, policy: Headers, named: &[String]) -> Result<Context, RequestError> {
         let passed = policy == Headers::Passed;
-        // Many requests carry no MCP header at all: one look at the names
-        // spares the lookups below.
-        let any_mcp = headers.keys().any(|name| name.as_str().starts_with("mcp-"));
-        let text = |name| if any_mcp { header_as(headers, name, policy) } else { Ok(None) };
-        let protocol_version = text(&PROTOCOL_VERSION)?;
+        let found = McpHeaders::of(headers);
+        let protocol_version = value_as(found.protocol_version, &PROTOCOL_VERSION, policy)?;
         let era = mcp::era_of(protocol_version);
         // `Mcp-Method` and `Mcp-Name` belong to the stateless era: checked there only.
-        let stateless = |name| if era == Era::Stateless { text(name) } else { Ok(None) };
+        let stateless =
+            |value, name| if era == Era::Stateless { value_as(value, name, policy) } else { Ok(None) };
         let routing = RoutingHeaders {
             protocol_version: protocol_version.map(str::to_owned),
-            method: stateless(&METHOD)?.map(str::to_owned),
-            name: stateless(&NAME)?.map(str::to_owned),
+            method: stateless(found.method, &METHOD)?.map(str::to_owned),
+            name: stateless(found.name, &NAME)?.map(str::to_owned),
         };
         // `Mcp-Param-{Name}` headers matter to the checks of stateless requests only, which are
         // not made on headers passed on.
@@ -538,9 +536,37 @@ impl Context {
         let credentials = if passed { credentials(headers, named) } else { Vec::new() };
         Ok(Context {
             era,
-            session: text(&SESSION_ID)?.map(str::to_owned),
+            session: value_as(found.session, &SESSION_ID, policy)?.map(str::to_owned),
             facts: Facts { routing: Some(routing), param_headers, credentials },
         })
+    }
+}
+
+/// The first value of each MCP header a POST's [`Context`] reads, found in
+/// one pass over its headers rather than a lookup (which hashes the name)
+/// for each.
+#[derive(Default)]
+struct McpHeaders<'a> {
+    protocol_version: Option<&'a HeaderValue>,
+    session: Option<&'a HeaderValue>,
+    method: Option<&'a HeaderValue>,
+    name: Option<&'a HeaderValue>,
+}
+
+impl McpHeaders<'_> {
+    fn of(headers: &HeaderMap) -> McpHeaders<'_> {
+        let mut found = McpHeaders::default();
+        for (name, value) in headers {
+            let first = match name.as_str() {
+                mcp::HEADER_PROTOCOL_VERSION => &mut found.protocol_version,
+                mcp::HEADER_SESSION_ID => &mut found.session,
+                mcp::HEADER_METHOD => &mut found.method,
+                mcp::HEADER_NAME => &mut found.name,
+                _ => continue,
+            };
+            first.get_or_insert(value);
+        }
+        found
     }
 }
 
@@ -804,16 +830,16 @@ fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
         || allowed.iter().any(|name| name.eq_ignore_ascii_case(host))
 }
 
-/// A header's value as text; `None` when absent.
+/// A header's value, found already, as text; `None` when absent.
 ///
 /// # Errors
 ///
 /// 400 for a value that is not visible ASCII.
-fn header_str<'a>(
-    headers: &'a HeaderMap,
+fn value_str<'a>(
+    value: Option<&'a HeaderValue>,
     name: &'static HeaderName,
 ) -> Result<Option<&'a str>, RequestError> {
-    match headers.get(name) {
+    match value {
         None => Ok(None),
         Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name.as_str()).into()),
     }
@@ -826,7 +852,16 @@ fn header_as<'a>(
     name: &'static HeaderName,
     policy: Headers,
 ) -> Result<Option<&'a str>, RequestError> {
-    match (header_str(headers, name), policy) {
+    value_as(headers.get(name), name, policy)
+}
+
+/// [`header_as`] of a value found already.
+fn value_as<'a>(
+    value: Option<&'a HeaderValue>,
+    name: &'static HeaderName,
+    policy: Headers,
+) -> Result<Option<&'a str>, RequestError> {
+    match (value_str(value, name), policy) {
         (Err(_), Headers::Passed) => Ok(None),
         (read, _) => read,
     }
@@ -879,7 +914,34 @@ fn origin(headers: &HeaderMap, uri: &hyper::Uri) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hyper::header::HeaderValue;
+
+    /// One pass over the headers finds what a lookup of each MCP header
+    /// finds: the first value of each, whatever the other headers.
+    #[test]
+    fn mcp_headers_are_found_as_lookups_find_them() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("content-length", "12"),
+            ("Mcp-Session-Id", "s-1"),
+            ("mcp-param-region", "eu"),
+            ("mcp-session-id", "s-2"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("user-agent", "t"),
+            ("mcp-name", "GetMessage"),
+        ] {
+            headers.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_static(value));
+        }
+        let found = McpHeaders::of(&headers);
+        for (value, name) in [
+            (found.protocol_version, &PROTOCOL_VERSION),
+            (found.session, &SESSION_ID),
+            (found.method, &METHOD),
+            (found.name, &NAME),
+        ] {
+            assert_eq!(value, headers.get(name), "{name}");
+        }
+        assert_eq!(found.session.map(HeaderValue::as_bytes), Some(&b"s-1"[..]), "the first of two");
+    }
 
     /// The name kept as a part of the path reads as the name the path gives.
     #[test]
