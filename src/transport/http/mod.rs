@@ -199,12 +199,11 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
         written: false,
     };
     let answered = {
-        let dispatching = dispatch(request, app, wire, &mut line.logged);
         tokio::select! {
             // The request first: one answered at its first poll (a replayed answer) never
             // subscribes to the shutdown signal.
             biased;
-            answered = dispatching => answered,
+            answered = dispatch(request, app, wire, &mut line.logged) => answered,
             () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
         }
     };
