@@ -145,7 +145,7 @@ pub fn server_name(path: &str) -> &str {
     // The path every request to a server takes, without the walk over every spelling below.
     let usual = path.strip_prefix("/agents/servers/").map(|rest| rest.trim_end_matches('/'));
     match usual {
-        Some(name) if !name.is_empty() && !name.contains('/') => name,
+        Some(name) if !name.is_empty() && !name.bytes().any(|b| b == b'/') => name,
         _ => named_in(path),
     }
 }

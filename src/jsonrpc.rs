@@ -267,22 +267,19 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
     let [mut jsonrpc, mut id, mut method, mut params]: [Option<&'a str>; 4] = [None; 4];
     at = skip_space(bytes, at + 1);
     loop {
-        let name_end = string_end(bytes, at)?;
+        let name_end = plain_string_end(bytes, at)?;
         let name = &text[at + 1..name_end - 1];
-        if name.contains('\\') {
-            return None;
-        }
         at = skip_space(bytes, name_end);
         if bytes.get(at) != Some(&b':') {
             return None;
         }
         let value_at = skip_space(bytes, at + 1);
-        let value_end = value_end(bytes, value_at)?;
-        let member = match name {
-            "jsonrpc" => &mut jsonrpc,
-            "id" => &mut id,
-            "method" => &mut method,
-            "params" => &mut params,
+        let (member, value_end) = match name {
+            "jsonrpc" => (&mut jsonrpc, value_end(bytes, value_at)?),
+            "id" => (&mut id, value_end(bytes, value_at)?),
+            // Its text is the method: a string without escapes.
+            "method" => (&mut method, plain_string_end(bytes, value_at)?),
+            "params" => (&mut params, value_end(bytes, value_at)?),
             _ => return None,
         };
         if member.replace(&text[value_at..value_end]).is_some() {
@@ -295,8 +292,7 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
             _ => return None,
         }
     }
-    // A string scanned, so quoted; without escapes, its text is the method.
-    let method = method.filter(|m| m.starts_with('"') && !m.contains('\\'))?;
+    let method = method?;
     let method = method[1..method.len() - 1].to_owned();
     if jsonrpc != Some(r#""2.0""#) {
         return None;
@@ -340,6 +336,16 @@ fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
             _ => return None, // a control character
         }
     }
+}
+
+/// Just past the string without escapes that starts at `at`; `None` when
+/// no such string starts there.
+fn plain_string_end(bytes: &[u8], at: usize) -> Option<usize> {
+    if bytes.get(at) != Some(&b'"') {
+        return None;
+    }
+    let end = plain_text_end(bytes, at + 1);
+    (bytes.get(end) == Some(&b'"')).then_some(end + 1)
 }
 
 /// Where the plain text of a string from `at` ends: its first quote,

@@ -15,7 +15,7 @@
 //! queue is full): with stderr taking 1 ms a write, 937 of 5,000 lines were
 //! out when the guard returned.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -262,18 +262,20 @@ pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
 /// per request.
 fn write_time(out: &mut impl fmt::Write, time: std::time::SystemTime) -> fmt::Result {
     thread_local! {
-        static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
     let since = time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let seconds = since.as_secs();
-    let (shown, mut text) = SECOND.get();
-    if shown != seconds {
-        text = to_the_second(seconds);
-        SECOND.set((seconds, text));
-    }
+    // Kept as text, not checked as UTF-8 again at each line.
+    SECOND.with_borrow_mut(|(shown, text)| {
+        if *shown != seconds {
+            *text = String::from_utf8_lossy(&to_the_second(seconds)).into_owned();
+            *shown = seconds;
+        }
+        out.write_str(text)
+    })?;
     let mut fraction = *b"000000Z";
     put_digits(&mut fraction[..6], u64::from(since.subsec_micros()));
-    out.write_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?)?;
     out.write_str(std::str::from_utf8(&fraction).map_err(|_| fmt::Error)?)
 }
 

@@ -17,21 +17,27 @@ pub(super) struct Session {
     pub(super) log_level: Option<String>,
     /// The server whose path opened it: only that path ends it.
     pub(super) server: Box<str>,
-    /// When it was last used, on [`Sessions`]'s clock.
-    used: u64,
+    /// When a use of it was last noted in [`Sessions::uses`], on its clock.
+    noted: u64,
     /// Its id, as `live` holds it.
     id: Arc<str>,
     /// Its standalone stream, and what the server says on its own there.
     pub(super) said: Standalone,
 }
 
+/// A session's use is noted again only once this many uses of sessions
+/// have passed since its last note: a busy session's every request does
+/// not add to [`Sessions::uses`].
+const NOTED_AGAIN_AFTER: u64 = 64;
+
 /// Handshake-era replay sessions. Bounded: past [`MAX_SESSIONS`], opening
-/// one ends the least recently used.
+/// one ends the least recently used (near enough: a session used within
+/// the last `MAX_SESSIONS - NOTED_AGAIN_AFTER` uses is never the one ended).
 #[derive(Default)]
 pub(super) struct Sessions {
     pub(super) live: FastMap<Arc<str>, Session>,
-    /// Each use, oldest first: (the clock then, the session). An entry
-    /// older than its session's last use is stale and skipped.
+    /// Uses noted, oldest first: (the clock then, the session). An entry
+    /// older than its session's last note is stale and skipped.
     uses: VecDeque<(u64, Arc<str>)>,
     clock: u64,
 }
@@ -42,7 +48,7 @@ impl Sessions {
     pub(super) fn open(&mut self, server: &str) -> String {
         while self.live.len() >= MAX_SESSIONS {
             let Some((when, id)) = self.uses.pop_front() else { break };
-            if self.live.get(&id).is_some_and(|session| session.used == when) {
+            if self.live.get(&id).is_some_and(|session| session.noted == when) {
                 self.live.remove(&id);
             }
         }
@@ -51,7 +57,7 @@ impl Sessions {
             cursors: Cursors::default(),
             log_level: None,
             server: server.into(),
-            used: 0,
+            noted: 0,
             id: Arc::clone(&id),
             said: Standalone::default(),
         };
@@ -64,12 +70,14 @@ impl Sessions {
     pub(super) fn touch(&mut self, id: &str) -> Option<&mut Session> {
         if self.uses.len() >= 2 * MAX_SESSIONS {
             let live = &self.live;
-            self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.used == *when));
+            self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.noted == *when));
         }
-        let session = self.live.get_mut(id)?;
         self.clock += 1;
-        session.used = self.clock;
-        self.uses.push_back((self.clock, Arc::clone(&session.id)));
+        let session = self.live.get_mut(id)?;
+        if self.clock - session.noted >= NOTED_AGAIN_AFTER || session.noted == 0 {
+            session.noted = self.clock;
+            self.uses.push_back((self.clock, Arc::clone(&session.id)));
+        }
         Some(session)
     }
 }
@@ -111,6 +119,31 @@ mod tests {
         assert!(sessions.live.contains_key(busy.as_str()), "the session in use was ended");
         assert!(!sessions.live.contains_key(idle.as_str()));
         assert_eq!(sessions.live.len(), MAX_SESSIONS);
+        assert!(sessions.uses.len() <= 2 * MAX_SESSIONS + 1);
+    }
+
+    /// Not every use is noted, yet a session used within the last
+    /// `MAX_SESSIONS - NOTED_AGAIN_AFTER` uses is never ended to make room:
+    /// here its last use is the last one not noted, and every other session
+    /// is newer than its note.
+    #[test]
+    fn a_session_used_lately_enough_is_never_ended() {
+        let mut sessions = Sessions::default();
+        for _ in 0..MAX_SESSIONS {
+            sessions.open("mcp_A");
+        }
+        let busy = sessions.open("mcp_A");
+        let unnoted = usize::try_from(NOTED_AGAIN_AFTER).unwrap() - 1;
+        for _ in 1..unnoted {
+            sessions.open("mcp_A");
+        }
+        let noted = sessions.uses.len();
+        assert!(sessions.touch(&busy).is_some());
+        assert_eq!(sessions.uses.len(), noted, "that use was noted");
+        for _ in 0..MAX_SESSIONS - unnoted - 1 {
+            sessions.open("mcp_A");
+        }
+        assert!(sessions.live.contains_key(busy.as_str()));
         assert!(sessions.uses.len() <= 2 * MAX_SESSIONS + 1);
     }
 }

@@ -555,13 +555,19 @@ struct McpHeaders<'a> {
 impl McpHeaders<'_> {
     fn of(headers: &HeaderMap) -> McpHeaders<'_> {
         let mut found = McpHeaders::default();
+        // Names compared as names: a standard header (most of them) differs from
+        // these at its kind, and no name is spelled out for the comparison.
         for (name, value) in headers {
-            let first = match name.as_str() {
-                mcp::HEADER_PROTOCOL_VERSION => &mut found.protocol_version,
-                mcp::HEADER_SESSION_ID => &mut found.session,
-                mcp::HEADER_METHOD => &mut found.method,
-                mcp::HEADER_NAME => &mut found.name,
-                _ => continue,
+            let first = if *name == PROTOCOL_VERSION {
+                &mut found.protocol_version
+            } else if *name == SESSION_ID {
+                &mut found.session
+            } else if *name == METHOD {
+                &mut found.method
+            } else if *name == NAME {
+                &mut found.name
+            } else {
+                continue;
             };
             first.get_or_insert(value);
         }
@@ -871,7 +877,7 @@ fn is_json_content_type(headers: &HeaderMap) -> bool {
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| pieces(v, b';').next())
-        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+        .is_some_and(|media| media.trim_ascii().eq_ignore_ascii_case("application/json"))
 }
 
 /// Which answer framings the client's `Accept` allows.
@@ -889,7 +895,7 @@ impl Accepts {
         }
         let mut accepts = Accepts { json: false, sse: false };
         for range in values.flat_map(|v| pieces(v, b',')) {
-            let media = pieces(range, b';').next().unwrap_or_default().trim();
+            let media = pieces(range, b';').next().unwrap_or_default().trim_ascii();
             let is = |name: &str| media.eq_ignore_ascii_case(name);
             if is("*/*") {
                 accepts = Accepts { json: true, sse: true };
