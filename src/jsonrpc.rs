@@ -42,7 +42,41 @@ impl ErrorCode {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestId {
     value: Value,
-    text: Box<str>,
+    text: IdText,
+}
+
+/// A request id's text: the usual one, a natural number, kept in place.
+#[derive(Clone, Debug, PartialEq)]
+enum IdText {
+    /// At most 20 digits (`u64::MAX` has 20).
+    Digits {
+        digits: [u8; 20],
+        len: u8,
+    },
+    Written(Box<str>),
+}
+
+impl IdText {
+    fn of(text: &str) -> IdText {
+        let mut digits = [0; 20];
+        match (digits.get_mut(..text.len()), u8::try_from(text.len())) {
+            (Some(room), Ok(len)) if text.bytes().all(|b| b.is_ascii_digit()) => {
+                room.copy_from_slice(text.as_bytes());
+                IdText::Digits { digits, len }
+            }
+            _ => IdText::Written(text.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Digits only: always UTF-8.
+            IdText::Digits { digits, len } => {
+                std::str::from_utf8(&digits[..usize::from(*len)]).unwrap_or_default()
+            }
+            IdText::Written(text) => text,
+        }
+    }
 }
 
 impl RequestId {
@@ -51,7 +85,7 @@ impl RequestId {
     pub fn from_value(value: &Value) -> Option<RequestId> {
         match value {
             Value::String(_) | Value::Number(_) => {
-                Some(RequestId { value: value.clone(), text: value.to_string().into() })
+                Some(RequestId { value: value.clone(), text: IdText::of(&value.to_string()) })
             }
             _ => None,
         }
@@ -63,7 +97,7 @@ impl RequestId {
 
     /// The id as JSON text, as the caller wrote it.
     pub fn json_text(&self) -> &str {
-        &self.text
+        self.text.as_str()
     }
 
     /// The id as the caller wrote it: its value and its very text.
@@ -76,11 +110,13 @@ impl RequestId {
     fn from_text(text: &str) -> Option<RequestId> {
         // The usual id, a small natural number, read without serde.
         if let Some(n) = natural(text) {
-            return Some(RequestId { value: Value::from(n), text: text.into() });
+            return Some(RequestId { value: Value::from(n), text: IdText::of(text) });
         }
         match serde_json::from_str(text).ok()? {
             Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() != 0.0) => None,
-            value @ (Value::String(_) | Value::Number(_)) => Some(RequestId { value, text: text.into() }),
+            value @ (Value::String(_) | Value::Number(_)) => {
+                Some(RequestId { value, text: IdText::of(text) })
+            }
             _ => None,
         }
     }
@@ -182,12 +218,39 @@ impl ErrorObject {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
     /// Has a method and an id: expects an answer.
-    Request { id: RequestId, method: String, params: Option<Params> },
+    Request { id: RequestId, method: Method, params: Option<Params> },
     /// Has a method and no id: gets no answer.
-    Notification { method: String, params: Option<Params> },
+    Notification { method: Method, params: Option<Params> },
     /// Has `result` or `error` and no method: an answer to a request the
     /// other side sent.
     Response { id: Option<RequestId>, body: Value },
+}
+
+/// A message's method name; the usual MCP methods' names are not copied.
+pub type Method = Cow<'static, str>;
+
+/// The MCP methods that most messages name.
+const USUAL_METHODS: [&str; 12] = [
+    "tools/call",
+    "tools/list",
+    "resources/read",
+    "resources/list",
+    "prompts/get",
+    "prompts/list",
+    "initialize",
+    "notifications/initialized",
+    "ping",
+    "notifications/cancelled",
+    "notifications/progress",
+    "completion/complete",
+];
+
+/// `name` as a [`Method`]: one of [`USUAL_METHODS`] is not copied.
+fn method_named(name: &str) -> Method {
+    match USUAL_METHODS.iter().find(|usual| **usual == name) {
+        Some(usual) => Cow::Borrowed(usual),
+        None => Cow::Owned(name.to_owned()),
+    }
 }
 
 /// Why bytes are not one JSON-RPC message.
@@ -293,7 +356,7 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
         }
     }
     let method = method?;
-    let method = method[1..method.len() - 1].to_owned();
+    let method = method_named(&method[1..method.len() - 1]);
     if jsonrpc != Some(r#""2.0""#) {
         return None;
     }
@@ -524,7 +587,7 @@ impl Envelope<'_> {
         };
         match self.method {
             Some(Text::Str(method)) => {
-                let method = method.into_owned();
+                let method = method_named(&method);
                 match (self.id, id) {
                     (None, _) => Ok(Message::Notification { method, params: params()? }),
                     (Some(_), Some(id)) => Ok(Message::Request { id, method, params: params()? }),
@@ -645,6 +708,21 @@ mod tests {
         })
     }
 
+    /// A usual method's name is the static one; any other is copied, whatever it starts with.
+    #[test]
+    fn usual_method_names_are_not_copied() {
+        for name in USUAL_METHODS {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{name}"}}"#);
+            let Ok(Message::Request { method, .. }) = parse(&text) else { panic!("{text}") };
+            assert!(matches!(method, Cow::Borrowed(usual) if usual == name), "{name}");
+        }
+        for name in ["tools/callx", "tools/cal", "ping ", "x/y"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","method":"{name}"}}"#);
+            let Ok(Message::Notification { method, .. }) = parse(&text) else { panic!("{text}") };
+            assert!(matches!(method, Cow::Owned(ref copied) if copied == name), "{name}");
+        }
+    }
+
     #[test]
     fn classifies_requests_notifications_and_responses() {
         let request = parse(r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#).unwrap();
@@ -657,7 +735,20 @@ mod tests {
 
     #[test]
     fn keeps_the_id_exactly() {
-        for written in ["12.0", "1e2", "-0", "123456789012345678901234567890", "7", r#""r-1""#] {
+        let (most, past) = (u64::MAX.to_string(), (u128::from(u64::MAX) + 1).to_string());
+        let ids = [
+            "12.0",
+            "1e2",
+            "-0",
+            "123456789012345678901234567890",
+            "7",
+            "0",
+            r#""r-1""#,
+            r#""12""#,
+            &most,
+            &past,
+        ];
+        for written in ids {
             let body = format!(r#"{{"jsonrpc":"2.0","id":{written},"method":"x"}}"#);
             let Message::Request { id, .. } = parse(&body).unwrap() else { panic!("not a request") };
             assert_eq!(id.json_text(), written);
@@ -673,7 +764,7 @@ mod tests {
         let text = r#"{"jsonrpc":"2.0","i\u0064":1,"method":"a","method":"b","params":{"x":[1]}}"#;
         let Ok(Message::Request { id, method, params }) = parse(text) else { panic!("not a request") };
         let params = params.map(|p| p.value().clone());
-        assert_eq!((id.json_text(), method.as_str(), params), ("1", "b", Some(json!({"x": [1]}))));
+        assert_eq!((id.json_text(), &*method, params), ("1", "b", Some(json!({"x": [1]}))));
         let text = r#" {"result":{"ok":true},"id":"r 1","jsonrpc":"2.0","extra":null} "#;
         let Ok(Message::Response { id, body }) = parse(text) else { panic!("not a response") };
         assert_eq!(id.map(|id| id.json_text().to_owned()).as_deref(), Some(r#""r 1""#));

@@ -57,10 +57,10 @@ pub use record::Recorder;
 
 /// What the front door read about a request besides its message.
 #[derive(Clone, Debug, Default)]
-pub struct Facts {
+pub struct Facts<'h> {
     /// The stateless era's routing headers (version, `Mcp-Method`,
     /// `Mcp-Name`); `None` on a transport that has no headers (stdio).
-    pub routing: Option<RoutingHeaders>,
+    pub routing: Option<RoutingHeaders<'h>>,
     /// `Mcp-Param-{Name}` headers: (name lowercased, value trimmed).
     pub param_headers: Vec<(String, String)>,
     /// Credentials the request carried outside its body (bearer tokens,
@@ -79,7 +79,7 @@ pub struct Call<'a> {
     pub id: &'a RequestId,
     pub method: &'a str,
     pub params: Option<&'a Params>,
-    pub facts: &'a Facts,
+    pub facts: &'a Facts<'a>,
 }
 
 impl<'a> Call<'a> {

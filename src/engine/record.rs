@@ -337,7 +337,7 @@ impl Recorder {
 
     fn capture(&self, call: &Call) -> Capture {
         self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded, None);
-        let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.clone());
+        let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.map(str::to_owned));
         let meta = call.params().and_then(|p| p.get("_meta"));
         let meta_version = meta.and_then(|m| m.get(mcp::META_PROTOCOL_VERSION)).and_then(Value::as_str);
         let protocol_version = header_version

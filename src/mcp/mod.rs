@@ -136,10 +136,10 @@ pub fn is_cacheable(method: &str) -> bool {
 
 /// The routing headers of a stateless-era POST, as received.
 #[derive(Clone, Debug, Default)]
-pub struct RoutingHeaders {
-    pub protocol_version: Option<String>,
-    pub method: Option<String>,
-    pub name: Option<String>,
+pub struct RoutingHeaders<'h> {
+    pub protocol_version: Option<&'h str>,
+    pub method: Option<&'h str>,
+    pub name: Option<&'h str>,
 }
 
 /// The prefix of the headers that mirror tool arguments (SEP-2243).
@@ -405,12 +405,8 @@ mod tests {
         assert_eq!(era_of(Some("garbage")), Era::Stateless);
     }
 
-    fn headers(version: &str, method: &str, name: Option<&str>) -> RoutingHeaders {
-        RoutingHeaders {
-            protocol_version: Some(version.into()),
-            method: Some(method.into()),
-            name: name.map(str::to_owned),
-        }
+    fn headers<'h>(version: &'h str, method: &'h str, name: Option<&'h str>) -> RoutingHeaders<'h> {
+        RoutingHeaders { protocol_version: Some(version), method: Some(method), name }
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::engine::{
     SessionAsk, SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
-use crate::jsonrpc::{Message, Params, ParamsCache, RequestId};
+use crate::jsonrpc::{self, Message, Params, ParamsCache, RequestId};
 use crate::limits::{
     HEADER_READ_TIMEOUT, MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES,
     MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE,
@@ -161,7 +161,7 @@ impl ServerName {
 /// What the log line says about a request besides its status.
 struct Logged {
     server: ServerName,
-    mcp_method: String,
+    mcp_method: jsonrpc::Method,
     /// The request's params, once read: the line names the tool, prompt or
     /// resource in them.
     params: Option<Params>,
@@ -191,7 +191,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
         started: Instant::now(),
         logged: Logged {
             server: ServerName::of(request.uri()),
-            mcp_method: String::new(),
+            mcp_method: jsonrpc::Method::Borrowed(""),
             params: None,
             outcome: Outcome::Rejected,
             id: None,
@@ -327,14 +327,14 @@ async fn post(
         }
     };
     let PostHeaders { accepts, session, era, primable } = read;
-    let post = Post { parts, body, accepts, session, era, primable, wire };
+    let post = Post { parts: &parts, body, accepts, session, era, primable, wire };
     respond(step, app, &post, logged).await
 }
 
 /// What a POST's headers said, beside what the engine made of its message.
-struct PostHeaders {
+struct PostHeaders<'h> {
     accepts: Accepts,
-    session: Option<String>,
+    session: Option<&'h str>,
     era: Era,
     /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
     primable: bool,
@@ -343,25 +343,25 @@ struct PostHeaders {
 /// Reads a POST's message and hands it to the engine. The outer error is a
 /// message the front door cannot read (the engine says what becomes of
 /// it); the inner one the engine's.
-fn step<'a>(
-    parts: &hyper::http::request::Parts,
+fn step<'a, 'h>(
+    parts: &'h hyper::http::request::Parts,
     body: &[u8],
     app: &'a App,
     logged: &mut Logged,
-) -> Result<Stepped<'a>, RequestError> {
+) -> Result<Stepped<'a, 'h>, RequestError> {
     let accepts = check_post_headers(&parts.headers)?;
     let message = super::parse_message(body, &app.params)?;
     let Context { era, session, facts } =
         Context::read(&parts.headers, app.policy.headers, &app.redact_headers)?;
     // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
-    let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version.as_deref());
+    let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version);
     let mut primable = header_version.is_some_and(mcp::takes_priming_events);
     let step = match message {
         Message::Request { id, method, params } => {
             let call = Call {
                 server: logged.server.as_str(),
                 era,
-                session: session.as_deref(),
+                session,
                 id: &id,
                 method: &method,
                 params: params.as_ref(),
@@ -392,14 +392,14 @@ fn step<'a>(
 }
 
 /// What the engine made of a POST's message, and what its headers said.
-type Stepped<'a> = Result<(Step<'a, Proxy>, PostHeaders), RequestError>;
+type Stepped<'a, 'h> = Result<(Step<'a, Proxy>, PostHeaders<'h>), RequestError>;
 
 /// A POST the engine has read, for enacting its answer.
-struct Post {
-    parts: hyper::http::request::Parts,
+struct Post<'h> {
+    parts: &'h hyper::http::request::Parts,
     body: Bytes,
     accepts: Accepts,
-    session: Option<String>,
+    session: Option<&'h str>,
     era: Era,
     /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
     primable: bool,
@@ -411,17 +411,17 @@ struct Post {
 async fn respond(
     step: Step<'_, Proxy>,
     app: &App,
-    post: &Post,
+    post: &Post<'_>,
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     match step {
         Step::Answer(mut answer) => {
             logged.outcome = answer.outcome;
-            let session = &post.session;
+            let session = post.session;
             let first = std::mem::take(&mut answer.asides.first);
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
-            let in_session = opened.as_deref().or(session.as_deref());
+            let in_session = opened.as_deref().or(session);
             // What the server said while the exchange was in flight goes out before its answer,
             // after what it said after the session's previous answer: the answer waits until
             // they have been written (for a while: a client that does not read its GET stream
@@ -439,7 +439,7 @@ async fn respond(
                 session,
                 primable: post.primable,
             });
-            let response = frame::answer(answer, post.accepts, resume, &app.policy, session.as_deref());
+            let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
             // What it said after the answer goes once the answer has been written.
             Ok(match app.engine.say_after(in_session, said) {
                 Some(written) => frame::announce(response, written, post.wire.clone()),
@@ -452,7 +452,7 @@ async fn respond(
         }
         Step::Said(said) => {
             logged.outcome = Outcome::Accepted;
-            app.engine.say(post.session.as_deref(), said);
+            app.engine.say(post.session, said);
             Ok(frame::empty(StatusCode::ACCEPTED))
         }
         Step::Forward { link, flight } => {
@@ -497,16 +497,20 @@ async fn respond(
 
 /// What the headers of a POST say: the era and session it belongs to, and
 /// the facts the engine needs.
-struct Context {
+struct Context<'h> {
     era: Era,
-    session: Option<String>,
-    facts: Facts,
+    session: Option<&'h str>,
+    facts: Facts<'h>,
 }
 
-impl Context {
+impl Context<'_> {
     /// Reads the headers as `policy` says (`named`: the headers that are
     /// credentials besides the built-in ones).
-    fn read(headers: &HeaderMap, policy: Headers, named: &[String]) -> Result<Context, RequestError> {
+    fn read<'h>(
+        headers: &'h HeaderMap,
+        policy: Headers,
+        named: &[String],
+    ) -> Result<Context<'h>, RequestError> {
         let passed = policy == Headers::Passed;
         let found = McpHeaders::of(headers);
         let protocol_version = value_as(found.protocol_version, &PROTOCOL_VERSION, policy)?;
@@ -515,9 +519,9 @@ impl Context {
         let stateless =
             |value, name| if era == Era::Stateless { value_as(value, name, policy) } else { Ok(None) };
         let routing = RoutingHeaders {
-            protocol_version: protocol_version.map(str::to_owned),
-            method: stateless(found.method, &METHOD)?.map(str::to_owned),
-            name: stateless(found.name, &NAME)?.map(str::to_owned),
+            protocol_version,
+            method: stateless(found.method, &METHOD)?,
+            name: stateless(found.name, &NAME)?,
         };
         // `Mcp-Param-{Name}` headers matter to the checks of stateless requests only, which are
         // not made on headers passed on.
@@ -535,7 +539,7 @@ impl Context {
         let credentials = if passed { credentials(headers, named) } else { Vec::new() };
         Ok(Context {
             era,
-            session: value_as(found.session, &SESSION_ID, policy)?.map(str::to_owned),
+            session: value_as(found.session, &SESSION_ID, policy)?,
             facts: Facts { routing: Some(routing), param_headers, credentials },
         })
     }

@@ -168,13 +168,13 @@ pub struct Door {
     /// The server identity every message is addressed to.
     server: String,
     /// Constant for the stream: no routing headers; record's credentials.
-    facts: Facts,
+    facts: Facts<'static>,
     /// Params read before.
     params: ParamsCache,
 }
 
 impl Door {
-    pub fn new(engine: Engine<Link>, server: String, facts: Facts) -> Door {
+    pub fn new(engine: Engine<Link>, server: String, facts: Facts<'static>) -> Door {
         Door { policy: engine.policy(), engine, server, facts, params: ParamsCache::default() }
     }
 
@@ -320,7 +320,7 @@ impl Door {
             Message::Response { id, body } => {
                 let step =
                     self.engine.client_message(Era::Handshake, session, FromClient::Reply(id.as_ref(), body));
-                ("(response)".to_owned(), None, step)
+                ("(response)".into(), None, step)
             }
         };
         let subject = mcp::subject_of(&method, params.as_ref().map(Params::value));
