@@ -349,10 +349,11 @@ fn step<'a, 'h>(
     app: &'a App,
     logged: &mut Logged,
 ) -> Result<Stepped<'a, 'h>, RequestError> {
-    let accepts = check_post_headers(&parts.headers)?;
+    let found = FoundHeaders::of(&parts.headers);
+    let accepts = check_post_headers(&found)?;
     let message = super::parse_message(body, &app.params)?;
     let Context { era, session, facts } =
-        Context::read(&parts.headers, app.policy.headers, &app.redact_headers)?;
+        Context::read(&parts.headers, &found, app.policy.headers, &app.redact_headers)?;
     // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
     let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version);
     let mut primable = header_version.is_some_and(mcp::takes_priming_events);
@@ -508,11 +509,11 @@ impl Context<'_> {
     /// credentials besides the built-in ones).
     fn read<'h>(
         headers: &'h HeaderMap,
+        found: &FoundHeaders<'h>,
         policy: Headers,
         named: &[String],
     ) -> Result<Context<'h>, RequestError> {
         let passed = policy == Headers::Passed;
-        let found = McpHeaders::of(headers);
         let protocol_version = value_as(found.protocol_version, &PROTOCOL_VERSION, policy)?;
         let era = mcp::era_of(protocol_version);
         // `Mcp-Method` and `Mcp-Name` belong to the stateless era: checked there only.
@@ -545,24 +546,35 @@ impl Context<'_> {
     }
 }
 
-/// The first value of each MCP header a POST's [`Context`] reads, found in
-/// one pass over its headers rather than a lookup (which hashes the name)
-/// for each.
+/// The headers a POST is read by, found in one pass over its headers
+/// rather than a lookup (which hashes the name) for each: the first value
+/// of `Content-Type` and of each MCP header [`Context`] reads, and what
+/// every `Accept` allows.
 #[derive(Default)]
-struct McpHeaders<'a> {
+struct FoundHeaders<'a> {
+    content_type: Option<&'a HeaderValue>,
+    /// `None` when no `Accept` value is text.
+    accepts: Option<Accepts>,
     protocol_version: Option<&'a HeaderValue>,
     session: Option<&'a HeaderValue>,
     method: Option<&'a HeaderValue>,
     name: Option<&'a HeaderValue>,
 }
 
-impl McpHeaders<'_> {
-    fn of(headers: &HeaderMap) -> McpHeaders<'_> {
-        let mut found = McpHeaders::default();
-        // Names compared as names: a standard header (most of them) differs from
-        // these at its kind, and no name is spelled out for the comparison.
+impl FoundHeaders<'_> {
+    fn of(headers: &HeaderMap) -> FoundHeaders<'_> {
+        let mut found = FoundHeaders::default();
+        // Names compared as names: a custom header differs from a standard one
+        // at its kind, and no name is spelled out for the comparison.
         for (name, value) in headers {
-            let first = if *name == PROTOCOL_VERSION {
+            let first = if *name == header::CONTENT_TYPE {
+                &mut found.content_type
+            } else if *name == header::ACCEPT {
+                if let Ok(text) = value.to_str() {
+                    found.accepts.get_or_insert(Accepts { json: false, sse: false }).allow(text);
+                }
+                continue;
+            } else if *name == PROTOCOL_VERSION {
                 &mut found.protocol_version
             } else if *name == SESSION_ID {
                 &mut found.session
@@ -576,6 +588,11 @@ impl McpHeaders<'_> {
             first.get_or_insert(value);
         }
         found
+    }
+
+    /// The answer framings the client allows: both without an `Accept`.
+    fn accepts(&self) -> Accepts {
+        self.accepts.unwrap_or(Accepts { json: true, sse: true })
     }
 }
 
@@ -711,11 +728,11 @@ async fn other(
 /// # Errors
 ///
 /// 415 or 406.
-fn check_post_headers(headers: &HeaderMap) -> Result<Accepts, RequestError> {
-    if !is_json_content_type(headers) {
+fn check_post_headers(found: &FoundHeaders<'_>) -> Result<Accepts, RequestError> {
+    if !is_json_content_type(found.content_type) {
         return Err(Fault::UnsupportedMediaType.into());
     }
-    let accepts = Accepts::of(headers);
+    let accepts = found.accepts();
     if !accepts.json && !accepts.sse {
         return Err(Fault::NotAcceptable.into());
     }
@@ -876,9 +893,8 @@ fn value_as<'a>(
     }
 }
 
-fn is_json_content_type(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
+fn is_json_content_type(content_type: Option<&HeaderValue>) -> bool {
+    content_type
         .and_then(|v| v.to_str().ok())
         .and_then(|v| pieces(v, b';').next())
         .is_some_and(|media| media.trim_ascii().eq_ignore_ascii_case("application/json"))
@@ -892,24 +908,19 @@ struct Accepts {
 }
 
 impl Accepts {
-    fn of(headers: &HeaderMap) -> Accepts {
-        let mut values = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).peekable();
-        if values.peek().is_none() {
-            return Accepts { json: true, sse: true };
-        }
-        let mut accepts = Accepts { json: false, sse: false };
-        for range in values.flat_map(|v| pieces(v, b',')) {
+    /// Adds what the media ranges of one `Accept` value allow.
+    fn allow(&mut self, value: &str) {
+        for range in pieces(value, b',') {
             let media = pieces(range, b';').next().unwrap_or_default().trim_ascii();
             let is = |name: &str| media.eq_ignore_ascii_case(name);
             if is("*/*") {
-                accepts = Accepts { json: true, sse: true };
+                *self = Accepts { json: true, sse: true };
             } else if is("application/*") || is("application/json") {
-                accepts.json = true;
+                self.json = true;
             } else if is("text/*") || is("text/event-stream") {
-                accepts.sse = true;
+                self.sse = true;
             }
         }
-        accepts
     }
 }
 
@@ -924,24 +935,27 @@ fn origin(headers: &HeaderMap, uri: &hyper::Uri) -> String {
 mod tests {
     use super::*;
 
-    /// One pass over the headers finds what a lookup of each MCP header
-    /// finds: the first value of each, whatever the other headers.
+    /// One pass over the headers finds what a lookup of each header finds:
+    /// the first value of each, whatever the other headers.
     #[test]
-    fn mcp_headers_are_found_as_lookups_find_them() {
+    fn post_headers_are_found_as_lookups_find_them() {
         let mut headers = HeaderMap::new();
         for (name, value) in [
             ("content-length", "12"),
             ("Mcp-Session-Id", "s-1"),
             ("mcp-param-region", "eu"),
+            ("Content-Type", "application/json"),
             ("mcp-session-id", "s-2"),
             ("MCP-Protocol-Version", "2026-07-28"),
+            ("content-type", "text/plain"),
             ("user-agent", "t"),
             ("mcp-name", "GetMessage"),
         ] {
             headers.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_static(value));
         }
-        let found = McpHeaders::of(&headers);
+        let found = FoundHeaders::of(&headers);
         for (value, name) in [
+            (found.content_type, &header::CONTENT_TYPE),
             (found.protocol_version, &PROTOCOL_VERSION),
             (found.session, &SESSION_ID),
             (found.method, &METHOD),
@@ -950,6 +964,7 @@ mod tests {
             assert_eq!(value, headers.get(name), "{name}");
         }
         assert_eq!(found.session.map(HeaderValue::as_bytes), Some(&b"s-1"[..]), "the first of two");
+        assert_eq!(found.content_type.map(HeaderValue::as_bytes), Some(&b"application/json"[..]));
     }
 
     /// The name kept as a part of the path reads as the name the path gives.
@@ -986,17 +1001,22 @@ mod tests {
 
     #[test]
     fn accept_header_decides_framing() {
-        let of = |v: &str| {
+        let of = |values: &[&[u8]]| {
             let mut headers = HeaderMap::new();
-            headers.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
-            let a = Accepts::of(&headers);
+            for value in values {
+                headers.append(header::ACCEPT, HeaderValue::from_bytes(value).unwrap());
+            }
+            let a = FoundHeaders::of(&headers).accepts();
             (a.json, a.sse)
         };
-        assert_eq!(of("application/json, text/event-stream"), (true, true));
-        assert_eq!(of("text/event-stream"), (false, true));
-        assert_eq!(of("application/json;q=0.9"), (true, false));
-        assert_eq!(of("*/*"), (true, true));
-        assert_eq!(of("image/png"), (false, false));
-        assert_eq!((Accepts::of(&HeaderMap::new()).json, Accepts::of(&HeaderMap::new()).sse), (true, true));
+        assert_eq!(of(&[b"application/json, text/event-stream"]), (true, true));
+        assert_eq!(of(&[b"text/event-stream"]), (false, true));
+        assert_eq!(of(&[b"application/json;q=0.9"]), (true, false));
+        assert_eq!(of(&[b"*/*"]), (true, true));
+        assert_eq!(of(&[b"image/png"]), (false, false));
+        assert_eq!(of(&[]), (true, true), "no Accept: either");
+        assert_eq!(of(&[b"application/json", b"text/event-stream"]), (true, true), "every Accept counts");
+        assert_eq!(of(&[b"caf\xc3\xa9/x"]), (true, true), "no Accept value is text: either");
+        assert_eq!(of(&[b"caf\xc3\xa9/x", b"text/*"]), (false, true), "the text ones count");
     }
 }
