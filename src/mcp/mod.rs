@@ -219,7 +219,7 @@ pub fn check_stateless(
         }
         return Ok(());
     };
-    let header_version = headers.protocol_version.as_deref().unwrap_or_default();
+    let header_version = headers.protocol_version.unwrap_or_default();
     if !STATELESS_VERSIONS.contains(&header_version) {
         return Err(unsupported_version(header_version));
     }
@@ -234,14 +234,14 @@ pub fn check_stateless(
             "MCP-Protocol-Version header {header_version:?} differs from _meta version {version:?}"
         )));
     }
-    if headers.method.as_deref() != Some(method) {
+    if headers.method != Some(method) {
         return Err(mismatch(format!(
             "Mcp-Method header {:?} differs from method {method:?}",
-            headers.method.as_deref().unwrap_or("(missing)")
+            headers.method.unwrap_or("(missing)")
         )));
     }
     if let Some(expected) = name_of(method, params) {
-        let sent = headers.name.as_deref().map(decode_header_value);
+        let sent = headers.name.map(decode_header_value);
         if sent.as_deref() != Some(expected) {
             return Err(mismatch(format!(
                 "Mcp-Name header {:?} differs from {expected:?}",

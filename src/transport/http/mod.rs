@@ -380,13 +380,13 @@ fn step<'a, 'h>(
             step
         }
         Message::Notification { method, .. } => {
-            let step = app.engine.client_message(era, session.as_deref(), FromClient::Notification(&method));
+            let step = app.engine.client_message(era, session, FromClient::Notification(&method));
             logged.mcp_method = method;
             step
         }
         Message::Response { id, body: reply } => {
             logged.mcp_method = "(response)".into();
-            app.engine.client_message(era, session.as_deref(), FromClient::Reply(id.as_ref(), reply))
+            app.engine.client_message(era, session, FromClient::Reply(id.as_ref(), reply))
         }
     };
     Ok(step.map(|step| (step, PostHeaders { accepts, session, era, primable })))
@@ -459,7 +459,7 @@ async fn respond(
         Step::Forward { link, flight } => {
             // What the server says on its GET stream after this answer waits for it to be written.
             let written = flight.as_ref().map(Flight::when_written);
-            let exchange = link.exchange(&post.parts, post.body.clone(), flight, &mut logged.outcome);
+            let exchange = link.exchange(post.parts, post.body.clone(), flight, &mut logged.outcome);
             let response = Box::pin(exchange).await?;
             Ok(match written {
                 Some(written) => frame::announce(response, written, post.wire.clone()),
