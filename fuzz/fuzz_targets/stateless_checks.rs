@@ -9,12 +9,12 @@ use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(Value::Array(parts)) = serde_json::from_slice::<Value>(data) else { return };
-    let text = |i: usize| parts.get(i).and_then(Value::as_str).map(str::to_owned);
+    let text = |i: usize| parts.get(i).and_then(Value::as_str);
     let method = text(0).unwrap_or_default();
     let params = parts.get(1);
     let headers = RoutingHeaders { protocol_version: text(2), method: text(3), name: text(4) };
-    let _ = check_stateless(&method, params, Some(&headers));
-    let _ = check_stateless(&method, params, None);
+    let _ = check_stateless(method, params, Some(&headers));
+    let _ = check_stateless(method, params, None);
     let sent: Vec<(String, String)> = parts
         .get(6)
         .and_then(Value::as_object)
