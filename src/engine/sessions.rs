@@ -72,8 +72,8 @@ impl Sessions {
             let live = &self.live;
             self.uses.retain(|(when, id)| live.get(id).is_some_and(|session| session.noted == *when));
         }
-        self.clock += 1;
         let session = self.live.get_mut(id)?;
+        self.clock += 1;
         if self.clock - session.noted >= NOTED_AGAIN_AFTER || session.noted == 0 {
             session.noted = self.clock;
             self.uses.push_back((self.clock, Arc::clone(&session.id)));
