@@ -184,15 +184,24 @@ where
     }
 }
 
-/// Where [`write_direct`] writes: the daemon's sink, and whether its lines
-/// are coloured (a terminal).
-static DIRECT: OnceLock<(Sink, bool)> = OnceLock::new();
+/// Where [`write_direct`] writes and how: the daemon's sink, whether its
+/// lines are coloured (a terminal), and whether they are shown at all.
+struct DirectSink {
+    sink: Sink,
+    ansi: bool,
+    shown: bool,
+}
+
+static DIRECT: OnceLock<DirectSink> = OnceLock::new();
 
 /// Lets [`write_direct`] append lines to `sink` itself, coloured when
 /// `ansi`, as the subscriber that writes to the same sink with
-/// [`LineFormat`] would. Once per process; later calls change nothing.
-pub fn write_directly_to(sink: Sink, ansi: bool) {
-    let _ = DIRECT.set((sink, ansi));
+/// [`LineFormat`] would; none when `shown` is false, which is the
+/// subscriber's filter decided once for the lines written directly
+/// (mcp-tape opens no spans, so it cannot change from line to line).
+/// Once per process; later calls change nothing.
+pub fn write_directly_to(sink: Sink, ansi: bool, shown: bool) {
+    let _ = DIRECT.set(DirectSink { sink, ansi, shown });
 }
 
 /// A line [`write_direct`] writes, piece by piece: mcp-tape's own text as it
@@ -247,14 +256,18 @@ fn is_printable_ascii(bytes: &[u8]) -> bool {
 /// Appends the line `write` makes at `level` to the sink
 /// [`write_directly_to`] named, as the line [`LineFormat`] makes of an
 /// event with that message: the request line every request leaves,
-/// without the event's way through the subscriber. False, with nothing
-/// written, when no sink was named (the caller logs it as an event). The
-/// caller checks that `level` is enabled where it logs.
+/// without the event's way through the subscriber. Nothing is written
+/// (and `write` not called) when the sink was named with its lines not
+/// shown. False, with nothing written, when no sink was named: the caller
+/// logs the line as an event.
 pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
     thread_local! {
         static LINE: RefCell<String> = const { RefCell::new(String::new()) };
     }
-    let Some((sink, ansi)) = DIRECT.get() else { return false };
+    let Some(DirectSink { sink, ansi, shown }) = DIRECT.get() else { return false };
+    if !shown {
+        return true;
+    }
     LINE.with_borrow_mut(|line| {
         line.clear();
         let formatted = write_time(line, std::time::SystemTime::now())
@@ -504,7 +517,7 @@ mod tests {
         let through_subscriber = formatted(false, || tracing::info!("{message}"));
         let out = Arc::new(Mutex::new(Vec::new()));
         let (sink, flusher) = start(Capture(Arc::clone(&out))).unwrap();
-        write_directly_to(sink, false);
+        write_directly_to(sink, false, true);
         assert!(write_direct(Level::INFO, |line| line.push_outside(message)));
         drop(flusher);
         let direct = String::from_utf8(lock(&out).clone()).unwrap();

@@ -35,15 +35,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    mcp_tape::logging::write_directly_to(writer.clone(), ansi);
     tracing_subscriber::fmt()
         .with_ansi(ansi)
         .event_format(mcp_tape::logging::LineFormat)
-        .with_writer(writer)
+        .with_writer(writer.clone())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MCP_TAPE_LOG").unwrap_or_else(|_| "info".into()),
         )
         .init();
+    // The filter is asked once whether request lines are shown, not at each request.
+    let request_lines =
+        tracing::enabled!(target: mcp_tape::transport::http::REQUEST_LINES, tracing::Level::INFO);
+    mcp_tape::logging::write_directly_to(writer, ansi, request_lines);
     // A stdio command serves one client on one stream: one thread does it
     // all, with no hand-offs between threads; a daemon uses every core.
     let runtime = match command.is_stdio() {

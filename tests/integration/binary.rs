@@ -160,6 +160,36 @@ fn an_exchange_without_an_answer_is_refused_at_load_and_at_import() {
     assert!(stderr(&output).contains("line 1: \"messages\" is empty"), "{}", stderr(&output));
 }
 
+/// Request lines follow `MCP_TAPE_LOG`, by level and by target.
+#[tokio::test]
+async fn request_lines_follow_the_log_filter() {
+    let cassettes = Cassettes::new();
+    cassettes.write("mail", vec![tool_call("mcp_MailTools", "GetMessage", json!({"id": "1"}), "hello")]);
+    let filters = [
+        (None, true),
+        (Some("warn"), false),
+        (Some("info,mcp_tape::transport::http=warn"), false),
+        (Some("warn,mcp_tape::transport::http=info"), true),
+    ];
+    for (filter, shown) in filters {
+        let mut command = Command::new(BIN);
+        command.args(["replay", "--port", "0", cassettes.path().to_str().unwrap()]);
+        match filter {
+            Some(filter) => command.env("MCP_TAPE_LOG", filter),
+            None => command.env_remove("MCP_TAPE_LOG"),
+        };
+        let daemon = Daemon::spawn(command).await;
+        let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+        let hit =
+            call(&url, &[], "tools/call", json!({"name": "GetMessage", "arguments": {"id": "1"}})).await;
+        assert_eq!(hit.json()["result"]["content"][0]["text"], "hello");
+        let (status, log) = daemon.stop("TERM").await;
+        assert!(status.success(), "{status:?}\n{log}");
+        let line = "POST server=mcp_MailTools method=tools/call tool=GetMessage hit status=200";
+        assert_eq!(log.contains(line), shown, "MCP_TAPE_LOG={filter:?}:\n{log}");
+    }
+}
+
 #[tokio::test]
 async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
     let cassettes = Cassettes::new();

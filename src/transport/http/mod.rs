@@ -224,6 +224,10 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
     response
 }
 
+/// The target of the request lines (info level): the line a filter such as
+/// `MCP_TAPE_LOG=info,mcp_tape::transport::http=warn` leaves out.
+pub const REQUEST_LINES: &str = module_path!();
+
 /// A request's log line, written once: when its answer is ready, or, when
 /// the client goes away first (hyper then drops the handler), at that moment.
 struct RequestLog {
@@ -247,10 +251,8 @@ impl RequestLog {
             started: self.started,
             note,
         };
-        if tracing::enabled!(tracing::Level::INFO)
-            && !logging::write_direct(tracing::Level::INFO, |out| line.write(out))
-        {
-            tracing::info!("{line}");
+        if !logging::write_direct(tracing::Level::INFO, |out| line.write(out)) {
+            tracing::info!(target: REQUEST_LINES, "{line}");
         }
     }
 }
