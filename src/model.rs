@@ -98,8 +98,19 @@ impl Direction {
 
 /// sha256 over (server, method, canonical params): what a live request and
 /// a recording must share to match (`normalize` computes it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MatchKey([u8; 32]);
+
+/// A digest is its own hash: a key is hashed as its first eight bytes, not
+/// all 32 (a replayed request looks its key up in several maps). Keys that
+/// are equal hash alike; the maps seed their hashers, so no client can aim
+/// its keys at one bucket.
+impl std::hash::Hash for MatchKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let [a, b, c, d, e, f, g, h, ..] = self.0;
+        state.write_u64(u64::from_le_bytes([a, b, c, d, e, f, g, h]));
+    }
+}
 
 impl MatchKey {
     pub fn from_digest(digest: [u8; 32]) -> MatchKey {
@@ -637,6 +648,22 @@ fn write_canonical(value: &Value, form: &Form<'_>, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use rusqlite::Connection;
+
+    /// Keys that share the bytes they are hashed by are still told apart,
+    /// and each is found again.
+    #[test]
+    fn keys_hashed_alike_stay_apart() {
+        let mut digest = [7u8; 32];
+        let first = MatchKey::from_digest(digest);
+        digest[31] = 8;
+        let second = MatchKey::from_digest(digest);
+        let mut map = crate::util::FastMap::default();
+        map.insert(first, "first");
+        map.insert(second, "second");
+        assert_eq!(map.len(), 2);
+        assert_eq!((map[&first], map[&second]), ("first", "second"));
+        assert_eq!(map.get(&MatchKey::from_digest([7; 32])), Some(&"first"));
+    }
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {

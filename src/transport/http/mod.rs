@@ -842,13 +842,19 @@ fn check_host_and_origin(
     Ok(())
 }
 
+/// The host of an authority: after any user part, before any port; an
+/// IPv6 literal without its brackets. Byte searches: every request's Host
+/// is read.
 fn strip_port(authority: &str) -> &str {
-    let after_user = authority.bytes().rposition(|b| b == b'@').map_or(0, |at| at + 1);
-    let authority = &authority[after_user..];
-    if let Some(rest) = authority.strip_prefix('[') {
-        return pieces(rest, b']').next().unwrap_or_default();
-    }
-    pieces(authority, b':').next().unwrap_or_default()
+    let authority = match memchr::memrchr(b'@', authority.as_bytes()) {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let (host, end) = match authority.strip_prefix('[') {
+        Some(literal) => (literal, b']'),
+        None => (authority, b':'),
+    };
+    memchr::memchr(end, host.as_bytes()).map_or(host, |at| &host[..at])
 }
 
 fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
@@ -984,6 +990,19 @@ mod tests {
         ] {
             let uri: hyper::Uri = target.parse().unwrap();
             assert_eq!(ServerName::of(&uri).as_str(), agent365::server_name(uri.path()), "{target}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The host found by byte searches is the one splits at `@`, `]` and `:` find.
+        #[test]
+        fn hosts_are_found_as_splits_find_them(authority in "[a-z0-9:@\\[\\].é]{0,16}") {
+            let after_user = authority.rsplit('@').next().unwrap_or_default();
+            let plain = match after_user.strip_prefix('[') {
+                Some(literal) => literal.split(']').next(),
+                None => after_user.split(':').next(),
+            };
+            proptest::prop_assert_eq!(strip_port(&authority), plain.unwrap_or_default());
         }
     }
 
