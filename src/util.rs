@@ -132,11 +132,6 @@ pub fn digits(mut number: u64, digits: &mut [u8; 20]) -> &[u8] {
     &digits[start..]
 }
 
-/// How many decimal digits [`digits`] writes for `number`.
-pub fn decimal_len(number: u64) -> usize {
-    number.checked_ilog10().map_or(1, |log| log as usize + 1)
-}
-
 /// Locks a mutex whatever happened to its last holder: a panic mid-update in
 /// one request must not take every later request down with it, and the maps
 /// behind these locks stay usable.
@@ -394,18 +389,6 @@ pub fn percent_decode(text: &str) -> String {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// The digit count told ahead is that of the digits written, at every power of ten.
-    #[test]
-    fn decimal_lengths_are_those_of_the_digits() {
-        let edges = (0..20).flat_map(|power| {
-            let ten = 10u64.pow(power);
-            [ten - 1, ten, ten + 1]
-        });
-        for number in edges.chain([u64::MAX]) {
-            assert_eq!(decimal_len(number), digits(number, &mut [0; 20]).len(), "{number}");
-        }
-    }
 
     #[test]
     fn clip_cuts_at_a_character_boundary_and_says_the_length() {

@@ -150,9 +150,8 @@ fn events(
             .boxed()
         }
         None => {
-            // Sized exactly: the text becomes the body's bytes as it is, not fitted by a copy.
             let mut body = prefix;
-            body.reserve_exact(Numbering::events_len(numbering.as_ref(), &messages));
+            body.reserve(messages.iter().map(|m| m.json.len() + 48).sum());
             for message in &messages {
                 Numbering::push_event(&mut body, &mut numbering, &message.json);
             }
@@ -175,24 +174,9 @@ pub(super) struct Numbering {
 impl Numbering {
     /// `json` as a message event, with the next id when numbered.
     fn event(numbering: &mut Option<Numbering>, json: &str) -> String {
-        let id_len =
-            numbering.as_ref().map(|numbering| resume::EventId::len(numbering.stream, numbering.next));
-        let mut event = String::with_capacity(sse::message_event_len(id_len, json));
+        let mut event = String::with_capacity(json.len() + 48);
         Numbering::push_event(&mut event, numbering, json);
         event
-    }
-
-    /// How many bytes [`Numbering::push_event`] appends for `messages`, one
-    /// after another.
-    fn events_len(numbering: Option<&Numbering>, messages: &[Outgoing]) -> usize {
-        let id_len = |at: usize| {
-            numbering.map(|numbering| resume::EventId::len(numbering.stream, numbering.next + at))
-        };
-        messages
-            .iter()
-            .enumerate()
-            .map(|(at, message)| sse::message_event_len(id_len(at), &message.json))
-            .sum()
     }
 
     /// [`Numbering::event`], appended to `out`.
@@ -494,27 +478,6 @@ impl hyper::body::Body for Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The length told ahead for a run of events is the length written, numbered from
-    /// any event (ids of every width) or not.
-    #[test]
-    fn event_runs_are_sized_exactly() {
-        let message =
-            |json: &str| Outgoing { json: json.into(), is_answer: false, offset_ms: 0, awaits_reply: None };
-        let messages = [message("{}"), message("{\"a\":\r\n1}"), message(""), message("line\nline\r")];
-        for (stream, next) in [(1, 1), (9, 8), (12_345, 99_999_998), (u64::MAX, usize::MAX - 4)] {
-            for numbered in [false, true] {
-                let numbering = || numbered.then_some(Numbering { stream, next, kept_in: None });
-                let told = Numbering::events_len(numbering().as_ref(), &messages);
-                let mut written = String::new();
-                let mut running = numbering();
-                for message in &messages {
-                    Numbering::push_event(&mut written, &mut running, &message.json);
-                }
-                assert_eq!(told, written.len(), "stream {stream}, next {next}, numbered {numbered}");
-            }
-        }
-    }
 
     /// An SSE answer says what it is, and that nothing on the way may hold it back.
     #[test]

@@ -41,11 +41,6 @@ impl EventId {
         id
     }
 
-    /// How long the text of `EventId::new(stream, n)` is.
-    pub(super) fn len(stream: u64, n: usize) -> usize {
-        crate::util::decimal_len(stream) + 1 + crate::util::decimal_len(n as u64)
-    }
-
     fn push(&mut self, piece: &[u8]) {
         self.text[self.len..self.len + piece.len()].copy_from_slice(piece);
         self.len += piece.len();
