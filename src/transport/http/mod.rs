@@ -843,18 +843,24 @@ fn check_host_and_origin(
 }
 
 /// The host of an authority: after any user part, before any port; an
-/// IPv6 literal without its brackets. Byte searches: every request's Host
-/// is read.
+/// IPv6 literal without its brackets. One pass over the bytes: every
+/// request's Host is read, and it is too short for a search to pay.
 fn strip_port(authority: &str) -> &str {
-    let authority = match memchr::memrchr(b'@', authority.as_bytes()) {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    let (host, end) = match authority.strip_prefix('[') {
-        Some(literal) => (literal, b']'),
-        None => (authority, b':'),
-    };
-    memchr::memchr(end, host.as_bytes()).map_or(host, |at| &host[..at])
+    let bytes = authority.as_bytes();
+    // Where the part after the last `@` starts, and its first `:`.
+    let (mut start, mut colon) = (0, None);
+    for (at, byte) in bytes.iter().enumerate() {
+        match byte {
+            b'@' => (start, colon) = (at + 1, None),
+            b':' if colon.is_none() => colon = Some(at),
+            _ => {}
+        }
+    }
+    if bytes.get(start) == Some(&b'[') {
+        let literal = &authority[start + 1..];
+        return literal.bytes().position(|b| b == b']').map_or(literal, |end| &literal[..end]);
+    }
+    &authority[start..colon.unwrap_or(bytes.len())]
 }
 
 fn is_allowed_host(host: &str, allowed: &[String]) -> bool {
