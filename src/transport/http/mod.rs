@@ -572,7 +572,9 @@ impl FoundHeaders<'_> {
             let first = if *name == header::CONTENT_TYPE {
                 &mut found.content_type
             } else if *name == header::ACCEPT {
-                if let Ok(text) = value.to_str() {
+                if value.as_bytes() == USUAL_ACCEPT {
+                    found.accepts = Some(Accepts { json: true, sse: true });
+                } else if let Ok(text) = value.to_str() {
                     found.accepts.get_or_insert(Accepts { json: false, sse: false }).allow(text);
                 }
                 continue;
@@ -908,11 +910,19 @@ fn value_as<'a>(
 }
 
 fn is_json_content_type(content_type: Option<&HeaderValue>) -> bool {
-    content_type
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| pieces(v, b';').next())
-        .is_some_and(|media| media.trim_ascii().eq_ignore_ascii_case("application/json"))
+    let Some(value) = content_type else { return false };
+    // The usual value is known without taking it apart.
+    value.as_bytes() == b"application/json"
+        || value
+            .to_str()
+            .ok()
+            .and_then(|v| pieces(v, b';').next())
+            .is_some_and(|media| media.trim_ascii().eq_ignore_ascii_case("application/json"))
 }
+
+/// The `Accept` value the official SDKs send. It allows both framings,
+/// known without taking it apart (as [`Accepts::allow`] would).
+const USUAL_ACCEPT: &[u8] = b"application/json, text/event-stream";
 
 /// Which answer framings the client's `Accept` allows.
 #[derive(Clone, Copy, Debug)]
@@ -1045,5 +1055,19 @@ mod tests {
         assert_eq!(of(&[b"application/json", b"text/event-stream"]), (true, true), "every Accept counts");
         assert_eq!(of(&[b"caf\xc3\xa9/x"]), (true, true), "no Accept value is text: either");
         assert_eq!(of(&[b"caf\xc3\xa9/x", b"text/*"]), (false, true), "the text ones count");
+        assert_eq!(of(&[USUAL_ACCEPT, b"image/png"]), (true, true), "the usual value, then another");
+        assert_eq!(of(&[b"image/png", USUAL_ACCEPT]), (true, true), "another, then the usual value");
+        let mut usual = Accepts { json: false, sse: false };
+        usual.allow(std::str::from_utf8(USUAL_ACCEPT).unwrap());
+        assert_eq!((usual.json, usual.sse), (true, true), "the usual value, taken apart, allows both");
+    }
+
+    /// JSON bodies are told by their media type, whatever its case, spaces and parameters.
+    #[test]
+    fn json_content_types_are_told_by_their_media_type() {
+        let is = |value: &str| is_json_content_type(Some(&HeaderValue::from_str(value).unwrap()));
+        assert!(is("application/json") && is("Application/JSON") && is(" application/json ; charset=utf-8"));
+        assert!(!is("application/jsonx") && !is("text/json") && !is("application/json-seq") && !is(""));
+        assert!(!is_json_content_type(None));
     }
 }
