@@ -27,6 +27,8 @@
 //!
 //! - [`limits`]: every bound on what mcp-tape is sent or reads, in one
 //!   place (bytes, counts, waits).
+//! - `allocator`: the binary's allocator, mimalloc through its plain entry
+//!   points for word-aligned blocks (not on macOS, where the system's serves).
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all, long work run off the async
@@ -104,6 +106,8 @@
 //!   starts logging, maps the outcome to an exit code.
 
 pub mod agent365;
+#[cfg(not(target_os = "macos"))]
+pub mod allocator;
 pub mod cassette;
 pub mod ci;
 pub mod cli;

@@ -15,7 +15,7 @@ use mcp_tape::cli::Cli;
 /// none) and the system allocator serves.
 #[cfg(not(target_os = "macos"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: mcp_tape::allocator::Mimalloc = mcp_tape::allocator::Mimalloc;
 
 fn main() -> ExitCode {
     let command = match Cli::parse().into_command() {
