@@ -27,7 +27,7 @@
 //!
 //! - [`limits`]: every bound on what mcp-tape is sent or reads, in one
 //!   place (bytes, counts, waits).
-//! - `allocator`: the binary's allocator, mimalloc through its plain entry
+//! - [`allocator`]: the binary's allocator, mimalloc through its plain entry
 //!   points for word-aligned blocks (not on macOS, where the system's serves).
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
