@@ -185,43 +185,55 @@ where
 /// `wire` is the connection's socket the answer goes out on; with none (a
 /// request with no socket, a fuzzer's) an answer does not wait for what the
 /// server said on the GET stream before it to be written.
-pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<Wire>) -> Response<Body> {
-    let mut line = RequestLog {
-        http_method: request.method().clone(),
-        started: Instant::now(),
-        logged: Logged {
-            server: ServerName::of(request.uri()),
-            mcp_method: jsonrpc::Method::Borrowed(""),
-            params: None,
-            outcome: Outcome::Rejected,
-            id: None,
-        },
-        written: false,
-    };
-    let answered = {
-        tokio::select! {
-            // The request first: one answered at its first poll (a replayed answer) never
-            // subscribes to the shutdown signal.
-            biased;
-            answered = dispatch(request, app, wire, &mut line.logged) => answered,
-            () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
-        }
-    };
-    let response = match answered {
-        Ok(response) => response,
-        Err(mut error) => {
-            if matches!(*error.fault, Fault::Stopping { .. }) {
-                error.id = line.logged.id.take();
+///
+/// Written as a function returning an `async move` block, as `dispatch`,
+/// `post` and `respond` are: an `async fn` copies each argument into a local of
+/// its body before it runs, and keeps room for both in its state (a
+/// request is 264 bytes), where a block uses what it captured in place.
+#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body")]
+pub fn handle(
+    request: Request<impl RequestBody>,
+    app: &App,
+    wire: Option<Wire>,
+) -> impl Future<Output = Response<Body>> {
+    async move {
+        let mut line = RequestLog {
+            http_method: request.method().clone(),
+            started: Instant::now(),
+            logged: Logged {
+                server: ServerName::of(request.uri()),
+                mcp_method: jsonrpc::Method::Borrowed(""),
+                params: None,
+                outcome: Outcome::Rejected,
+                id: None,
+            },
+            written: false,
+        };
+        let answered = {
+            tokio::select! {
+                // The request first: one answered at its first poll (a replayed answer) never
+                // subscribes to the shutdown signal.
+                biased;
+                answered = dispatch(request, app, wire, &mut line.logged) => answered,
+                () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
             }
-            if matches!(*error.fault, Fault::Upstream(_)) {
-                app.upstream_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
+        let response = match answered {
+            Ok(response) => response,
+            Err(mut error) => {
+                if matches!(*error.fault, Fault::Stopping { .. }) {
+                    error.id = line.logged.id.take();
+                }
+                if matches!(*error.fault, Fault::Upstream(_)) {
+                    app.upstream_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                line.logged.outcome = Outcome::of(&error.fault);
+                frame::error(&error)
             }
-            line.logged.outcome = Outcome::of(&error.fault);
-            frame::error(&error)
-        }
-    };
-    line.write(response.status().as_str(), "");
-    response
+        };
+        line.write(response.status().as_str(), "");
+        response
+    }
 }
 
 /// The target of the request lines (info level): the line a filter such as
@@ -265,34 +277,37 @@ impl Drop for RequestLog {
     }
 }
 
-async fn dispatch(
+#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
+fn dispatch(
     request: Request<impl RequestBody>,
     app: &App,
     wire: Option<Wire>,
     logged: &mut Logged,
-) -> Result<Response<Body>, RequestError> {
-    check_host_and_origin(
-        request.version(),
-        request.headers(),
-        request.uri(),
-        &app.front_door.allowed_hosts,
-    )?;
-    let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
-    if target > MAX_REQUEST_TARGET_BYTES {
-        return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
+) -> impl Future<Output = Result<Response<Body>, RequestError>> {
+    async move {
+        check_host_and_origin(
+            request.version(),
+            request.headers(),
+            request.uri(),
+            &app.front_door.allowed_hosts,
+        )?;
+        let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+        if target > MAX_REQUEST_TARGET_BYTES {
+            return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
+        }
+        if !request.uri().path().starts_with('/') {
+            return Err(Fault::NotAPath.into());
+        }
+        // The futures of the rarer doors are boxed: a future is as large as its largest
+        // branch, and a replayed POST's is moved whole as hyper takes it.
+        if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
+            return Box::pin(service(request, route, app, logged)).await;
+        }
+        if request.method() == Method::POST {
+            return post(request, app, wire, logged).await;
+        }
+        Box::pin(other(request, app, wire, logged)).await
     }
-    if !request.uri().path().starts_with('/') {
-        return Err(Fault::NotAPath.into());
-    }
-    // The futures of the rarer doors are boxed: a future is as large as its largest
-    // branch, and a replayed POST's is moved whole as hyper takes it.
-    if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
-        return Box::pin(service(request, route, app, logged)).await;
-    }
-    if request.method() == Method::POST {
-        return post(request, app, wire, logged).await;
-    }
-    Box::pin(other(request, app, wire, logged)).await
 }
 
 /// Forwards a request that is not an MCP message, as it is.
@@ -311,26 +326,29 @@ async fn relay(
 /// A POST: one JSON-RPC message to the engine. Recording, anything the
 /// front door cannot read as one goes to the upstream as it is, for the
 /// upstream to judge.
-async fn post(
+#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
+fn post(
     request: Request<impl RequestBody>,
     app: &App,
     wire: Option<Wire>,
     logged: &mut Logged,
-) -> Result<Response<Body>, RequestError> {
-    let (parts, body) = request.into_parts();
-    let body = read_body(body, app.front_door.idle_timeout).await?;
-    // Reading, scrubbing and matching a large body take time in its size: off the async workers.
-    let (step, read) = match util::sized_work(body.len(), || step(&parts, &body, app, logged)) {
-        Ok(stepped) => stepped?,
-        Err(error) => {
-            let proxy = app.engine.unread(error)?;
-            logged.outcome = Outcome::Forwarded;
-            return Box::pin(proxy.relay(&parts, body)).await;
-        }
-    };
-    let PostHeaders { accepts, session, era, primable } = read;
-    let post = Post { parts: &parts, body, accepts, session, era, primable, wire };
-    respond(step, app, &post, logged).await
+) -> impl Future<Output = Result<Response<Body>, RequestError>> {
+    async move {
+        let (parts, body) = request.into_parts();
+        let body = read_body(body, app.front_door.idle_timeout).await?;
+        // Reading, scrubbing and matching a large body take time in its size: off the async workers.
+        let (step, read) = match util::sized_work(body.len(), || step(&parts, &body, app, logged)) {
+            Ok(stepped) => stepped?,
+            Err(error) => {
+                let proxy = app.engine.unread(error)?;
+                logged.outcome = Outcome::Forwarded;
+                return Box::pin(proxy.relay(&parts, body)).await;
+            }
+        };
+        let PostHeaders { accepts, session, era, primable } = read;
+        let post = Post { parts: &parts, body, accepts, session, era, primable, wire };
+        respond(step, app, &post, logged).await
+    }
 }
 
 /// What a POST's headers said, beside what the engine made of its message.
@@ -411,88 +429,92 @@ struct Post<'h> {
 }
 
 /// Enacts what the engine made of a POST.
-async fn respond(
+#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
+fn respond(
     step: Step<'_, Proxy>,
     app: &App,
     post: &Post<'_>,
     logged: &mut Logged,
-) -> Result<Response<Body>, RequestError> {
-    match step {
-        Step::Answer(mut answer) => {
-            logged.outcome = answer.outcome;
-            let session = post.session;
-            let first = std::mem::take(&mut answer.asides.first);
-            let said = std::mem::take(&mut answer.asides.now);
-            let opened = answer.session_id.clone();
-            let in_session = opened.as_deref().or(session);
-            // What the server said while the exchange was in flight goes out before its answer,
-            // after what it said after the session's previous answer: the answer waits until
-            // they have been written (for a while: a client that does not read its GET stream
-            // does not hold up its answers).
-            let before = app.engine.say_before(in_session, first);
-            // Boxed, as the other waits below: they are rare, and each timer would otherwise
-            // add its size to every request's state.
-            if let Some(written) = before.or_else(|| answer.behind.take()) {
-                let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
-            }
-            // Replayed handshake-era streams in a session can be resumed.
-            let resume = in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
-            let resume = resume.map(|session| frame::Resume {
-                streams: &app.resumable,
-                session,
-                primable: post.primable,
-            });
-            let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
-            // What it said after the answer goes once the answer has been written.
-            Ok(match app.engine.say_after(in_session, said) {
-                Some(written) => frame::announce(response, written, post.wire.clone()),
-                None => response,
-            })
-        }
-        Step::Accepted => {
-            logged.outcome = Outcome::Accepted;
-            Ok(frame::empty(StatusCode::ACCEPTED))
-        }
-        Step::Said(said) => {
-            logged.outcome = Outcome::Accepted;
-            app.engine.say(post.session, said);
-            Ok(frame::empty(StatusCode::ACCEPTED))
-        }
-        Step::Forward { link, flight } => {
-            // What the server says on its GET stream after this answer waits for it to be written.
-            let written = flight.as_ref().map(Flight::when_written);
-            let exchange = link.exchange(post.parts, post.body.clone(), flight, &mut logged.outcome);
-            let response = Box::pin(exchange).await?;
-            Ok(match written {
-                Some(written) => frame::announce(response, written, post.wire.clone()),
-                None => response,
-            })
-        }
-        Step::Delayed { by, then } => {
-            logged.outcome = Outcome::Injected;
-            Box::pin(tokio::time::sleep(by)).await;
-            Box::pin(respond(*then, app, post, logged)).await
-        }
-        Step::Fail(failure) => {
-            logged.outcome = Outcome::Injected;
-            match failure {
-                // Until the client gives up (hyper then drops this handler), the daemon
-                // stops, or a gateway in front would give up (504); a connection is held
-                // by a bounded number of hangs at once, past which the gateway is busy (503).
-                Failure::Hang => {
-                    let Ok(_room) = Arc::clone(&app.hanging).try_acquire_owned() else {
-                        tracing::warn!(
-                            "a hang fault found {MAX_HANGING_REQUESTS} requests hanging already: 503 instead"
-                        );
-                        return Ok(frame::failure(
-                            Failure::Http { status: 503, retry_after: None },
-                            post.accepts,
-                        ));
-                    };
-                    Box::pin(tokio::time::sleep(MAX_HANG)).await;
-                    Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
+) -> impl Future<Output = Result<Response<Body>, RequestError>> {
+    async move {
+        match step {
+            Step::Answer(mut answer) => {
+                logged.outcome = answer.outcome;
+                let session = post.session;
+                let first = std::mem::take(&mut answer.asides.first);
+                let said = std::mem::take(&mut answer.asides.now);
+                let opened = answer.session_id.clone();
+                let in_session = opened.as_deref().or(session);
+                // What the server said while the exchange was in flight goes out before its answer,
+                // after what it said after the session's previous answer: the answer waits until
+                // they have been written (for a while: a client that does not read its GET stream
+                // does not hold up its answers).
+                let before = app.engine.say_before(in_session, first);
+                // Boxed, as the other waits below: they are rare, and each timer would otherwise
+                // add its size to every request's state.
+                if let Some(written) = before.or_else(|| answer.behind.take()) {
+                    let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
                 }
-                failure => Ok(frame::failure(failure, post.accepts)),
+                // Replayed handshake-era streams in a session can be resumed.
+                let resume =
+                    in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
+                let resume = resume.map(|session| frame::Resume {
+                    streams: &app.resumable,
+                    session,
+                    primable: post.primable,
+                });
+                let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
+                // What it said after the answer goes once the answer has been written.
+                Ok(match app.engine.say_after(in_session, said) {
+                    Some(written) => frame::announce(response, written, post.wire.clone()),
+                    None => response,
+                })
+            }
+            Step::Accepted => {
+                logged.outcome = Outcome::Accepted;
+                Ok(frame::empty(StatusCode::ACCEPTED))
+            }
+            Step::Said(said) => {
+                logged.outcome = Outcome::Accepted;
+                app.engine.say(post.session, said);
+                Ok(frame::empty(StatusCode::ACCEPTED))
+            }
+            Step::Forward { link, flight } => {
+                // What the server says on its GET stream after this answer waits for it to be written.
+                let written = flight.as_ref().map(Flight::when_written);
+                let exchange = link.exchange(post.parts, post.body.clone(), flight, &mut logged.outcome);
+                let response = Box::pin(exchange).await?;
+                Ok(match written {
+                    Some(written) => frame::announce(response, written, post.wire.clone()),
+                    None => response,
+                })
+            }
+            Step::Delayed { by, then } => {
+                logged.outcome = Outcome::Injected;
+                Box::pin(tokio::time::sleep(by)).await;
+                Box::pin(respond(*then, app, post, logged)).await
+            }
+            Step::Fail(failure) => {
+                logged.outcome = Outcome::Injected;
+                match failure {
+                    // Until the client gives up (hyper then drops this handler), the daemon
+                    // stops, or a gateway in front would give up (504); a connection is held
+                    // by a bounded number of hangs at once, past which the gateway is busy (503).
+                    Failure::Hang => {
+                        let Ok(_room) = Arc::clone(&app.hanging).try_acquire_owned() else {
+                            tracing::warn!(
+                                "a hang fault found {MAX_HANGING_REQUESTS} requests hanging already: 503 instead"
+                            );
+                            return Ok(frame::failure(
+                                Failure::Http { status: 503, retry_after: None },
+                                post.accepts,
+                            ));
+                        };
+                        Box::pin(tokio::time::sleep(MAX_HANG)).await;
+                        Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
+                    }
+                    failure => Ok(frame::failure(failure, post.accepts)),
+                }
             }
         }
     }
