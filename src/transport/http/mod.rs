@@ -1032,7 +1032,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The host found by byte searches is the one splits at `@`, `]` and `:` find.
+        /// The host found in one pass over the bytes is the one splits at `@`, `]` and `:` find.
         #[test]
         fn hosts_are_found_as_splits_find_them(authority in "[a-z0-9:@\\[\\].é]{0,16}") {
             let after_user = authority.rsplit('@').next().unwrap_or_default();
