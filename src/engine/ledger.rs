@@ -258,14 +258,22 @@ impl Default for Ledger {
     }
 }
 
-/// The cases of one server and method, by subject.
-type Subjects = Vec<(Option<String>, Case)>;
+/// The cases of one server and method, by subject: where each is in
+/// [`State::counted`].
+type Subjects = Vec<(Option<String>, usize)>;
 
 /// Cases by server, then method, then subject (few per method): a request
-/// that repeats a case is counted without building its key.
+/// that repeats a case is counted without building its key, and one that
+/// repeats the case counted last without a lookup.
 #[derive(Debug, Default)]
 struct State {
+    /// Every case counted, with its names, in the order first met.
+    counted: Vec<(CaseKey, Case)>,
+    /// Where the cases of names counted as they are sit in `counted`.
     cases: FastMap<String, FastMap<String, Subjects>>,
+    /// The case counted last (in `counted`): the next request is most
+    /// often the same case again.
+    last: usize,
     stale: BTreeSet<Source>,
     /// The cases of the cassettes' recordings: always counted one by one.
     known: HashSet<CaseKey>,
@@ -276,39 +284,48 @@ struct State {
 }
 
 impl State {
-    /// Runs `count` on the case of these names: found with one lookup a
-    /// level when they are counted already as they are (every request
-    /// counts), else [`State::admitted_case`].
+    /// Runs `count` on the case of these names: the case counted last when
+    /// they are its names, else found with one lookup a level when they are
+    /// counted already as they are (every request counts), else
+    /// [`State::admitted_case`].
     fn count(&mut self, server: &str, method: &str, subject: Option<&str>, count: impl FnOnce(&mut Case)) {
-        let known = self.cases.get_mut(server).and_then(|methods| methods.get_mut(method));
-        match known.and_then(|subjects| subjects.iter_mut().find(|(known, _)| known.as_deref() == subject)) {
-            Some((_, case)) => count(case),
-            None => count(self.admitted_case(server, method, subject)),
+        let is_last = self.counted.get(self.last).is_some_and(|(key, _)| {
+            key.server == server && key.method == method && key.subject.as_deref() == subject
+        });
+        if !is_last {
+            let known = self.cases.get(server).and_then(|methods| methods.get(method));
+            let found =
+                known.and_then(|subjects| subjects.iter().find(|(known, _)| known.as_deref() == subject));
+            self.last = match found {
+                Some(&(_, at)) => at,
+                None => self.admitted_case(server, method, subject),
+            };
         }
+        count(&mut self.counted[self.last].1);
     }
 
-    /// The case of names not counted as they are: their own (names cut)
-    /// while the bound allows, else [`CaseKey::others`]; added if new.
-    fn admitted_case(&mut self, server: &str, method: &str, subject: Option<&str>) -> &mut Case {
+    /// Where in `counted` the case of names not counted as they are is:
+    /// their own (names cut) while the bound allows, else
+    /// [`CaseKey::others`]; added if new.
+    fn admitted_case(&mut self, server: &str, method: &str, subject: Option<&str>) -> usize {
         let admitted = self.admit(CaseKey::named(server, method, subject));
-        let (server, method, subject) =
-            (admitted.server.as_str(), admitted.method.as_str(), admitted.subject.as_deref());
-        if !self.cases.contains_key(server) {
-            self.cases.insert(server.to_owned(), FastMap::default());
+        if !self.cases.contains_key(&admitted.server) {
+            self.cases.insert(admitted.server.clone(), FastMap::default());
         }
-        let methods = self.cases.get_mut(server).expect("inserted above");
-        if !methods.contains_key(method) {
-            methods.insert(method.to_owned(), Vec::new());
+        let methods = self.cases.get_mut(&admitted.server).expect("inserted above");
+        if !methods.contains_key(&admitted.method) {
+            methods.insert(admitted.method.clone(), Vec::new());
         }
-        let subjects = methods.get_mut(method).expect("inserted above");
-        let at = match subjects.iter().position(|(known, _)| known.as_deref() == subject) {
-            Some(at) => at,
+        let subjects = methods.get_mut(&admitted.method).expect("inserted above");
+        match subjects.iter().find(|(known, _)| *known == admitted.subject) {
+            Some(&(_, at)) => at,
             None => {
-                subjects.push((subject.map(str::to_owned), Case::default()));
-                subjects.len() - 1
+                let at = self.counted.len();
+                subjects.push((admitted.subject.clone(), at));
+                self.counted.push((admitted, Case::default()));
+                at
             }
-        };
-        &mut subjects[at].1
+        }
     }
 
     /// Whether these names are counted already, as they are.
@@ -415,16 +432,7 @@ impl Ledger {
 
     pub fn usage(&self) -> Usage {
         let state = lock(&self.state);
-        let mut cases = BTreeMap::new();
-        for (server, methods) in &state.cases {
-            for (method, subjects) in methods {
-                for (subject, case) in subjects {
-                    let key =
-                        CaseKey { server: server.clone(), method: method.clone(), subject: subject.clone() };
-                    cases.insert(key, case.clone());
-                }
-            }
-        }
+        let cases = state.counted.iter().map(|(key, case)| (key.clone(), case.clone())).collect();
         Usage { cases, rules: Vec::new(), faults: Vec::new(), stale: state.stale.clone() }
     }
 }
@@ -482,6 +490,32 @@ mod tests {
         }
         let case = &busy.usage().cases[&key];
         assert_eq!((case.hits, case.moments.len()), (MOMENTS_KEPT as u64 + 5, MOMENTS_KEPT));
+    }
+
+    proptest::proptest! {
+        /// However requests follow one another (the case counted last, one counted before, a
+        /// new one, names that are cut alike), each counts in the case its names make.
+        #[test]
+        fn each_request_counts_in_the_case_its_names_make(
+            requests in proptest::collection::vec((0..3usize, 0..3usize, 0..4usize, proptest::bool::ANY), 1..40),
+        ) {
+            let long = |end: &str| format!("{}{end}", "x".repeat(MAX_SHOWN_BYTES));
+            let servers = ["s".to_owned(), long("1"), long("2")];
+            let methods = ["tools/call", "prompts/get", "ping"];
+            let params = [None, Some(json!({"name": "a"})), Some(json!({"name": "b"})), Some(json!({"name": long("3")}))];
+            let ledger = Ledger::default();
+            let mut expected: BTreeMap<CaseKey, (u64, u64)> = BTreeMap::new();
+            for &(server, method, params_at, hit) in &requests {
+                let (server, method, params) = (&servers[server], methods[method], params[params_at].as_ref());
+                let outcome = if hit { Outcome::Hit } else { Outcome::Miss };
+                ledger.note(server, method, params, outcome, None);
+                let counts = expected.entry(CaseKey::of(server, method, params)).or_default();
+                if hit { counts.0 += 1 } else { counts.1 += 1 }
+            }
+            let counted: BTreeMap<CaseKey, (u64, u64)> =
+                ledger.usage().cases.into_iter().map(|(key, case)| (key, (case.hits, case.misses))).collect();
+            proptest::prop_assert_eq!(counted, expected);
+        }
     }
 
     #[test]
