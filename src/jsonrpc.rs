@@ -171,7 +171,9 @@ impl PartialEq for Params {
 
 /// Params read before, by their text: a client that sends the same params
 /// again (a test suite run against replay does little else) gets the value
-/// read the first time instead of a new tree.
+/// read the first time instead of a new tree. Each text it holds was read
+/// by serde as one JSON value ([`read_cached`] keeps no other), which
+/// [`scan`] relies on to find where params end.
 pub type ParamsCache = Memo<Option<Params>>;
 
 /// The params written as `text`: the ones read before from the very same
@@ -328,6 +330,7 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
         return None;
     }
     let [mut jsonrpc, mut id, mut method, mut params]: [Option<&'a str>; 4] = [None; 4];
+    let mut known_params = None;
     at = skip_space(bytes, at + 1);
     loop {
         let name_end = plain_string_end(bytes, at)?;
@@ -342,7 +345,14 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
             "id" => (&mut id, value_end(bytes, value_at)?),
             // Its text is the method: a string without escapes.
             "method" => (&mut method, plain_string_end(bytes, value_at)?),
-            "params" => (&mut params, value_end(bytes, value_at)?),
+            "params" => match cache.and_then(|cache| known_last_member(text, value_at, cache)) {
+                // Params last, as read before: where they end is known without looking through them.
+                Some((end, known)) => {
+                    known_params = Some(known);
+                    (&mut params, end)
+                }
+                None => (&mut params, value_end(bytes, value_at)?),
+            },
             _ => return None,
         };
         if member.replace(&text[value_at..value_end]).is_some() {
@@ -361,6 +371,7 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
         return None;
     }
     let params = match params {
+        Some(_) if known_params.is_some() => known_params,
         Some(text) if text.starts_with(['{', '[']) => Some(read_params(text, cache).ok()?),
         Some(_) => return None,
         None => None,
@@ -369,6 +380,19 @@ fn scan<'a>(text: &'a str, cache: Option<&ParamsCache>) -> Option<Message> {
         None => Some(Message::Notification { method, params }),
         Some(id) => Some(Message::Request { id: RequestId::from_text(id)?, method, params }),
     }
+}
+
+/// When the member value at `at` runs to the message's closing brace (the
+/// last member) and is an object or array `cache` holds: where it ends, and
+/// the params read before from it. The cache holds only texts that are one
+/// JSON value each, and a value's end is fixed by where it starts: what
+/// runs to the brace is the whole value only if it is such a text.
+fn known_last_member(text: &str, at: usize, cache: &ParamsCache) -> Option<(usize, Params)> {
+    const SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+    let members = text.trim_end_matches(SPACE).strip_suffix('}')?.trim_end_matches(SPACE);
+    let value =
+        members.get(at..).filter(|value| value.starts_with(['{', '[']) && value.ends_with(['}', ']']))?;
+    Some((members.len(), cache.find(value, Option::clone)?))
 }
 
 /// Params from their text, through `cache` when there is one.
@@ -927,7 +951,9 @@ mod tests {
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(2000))]
             /// Params read through the cache of params read before give what
-            /// a plain read gives, the first time and the next.
+            /// a plain read gives, the first time and the next, whatever
+            /// params of other messages the cache holds: the params that end
+            /// a message are found there without a look through them.
             #[test]
             fn the_params_cache_agrees_with_a_plain_read(
                 members in prop::collection::vec((0..7usize, 0..12usize, 0..4usize, 0..4usize), 0..6),
@@ -936,6 +962,50 @@ mod tests {
                 let text = message(&members, end);
                 let plain = format!("{:?}", Message::from_slice(text.as_bytes()));
                 let cache = ParamsCache::default();
+                for params in VALUES[3] {
+                    let other = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#);
+                    let _ = Message::from_slice_cached(other.as_bytes(), &cache);
+                }
+                for _ in 0..2 {
+                    let cached = Message::from_slice_cached(text.as_bytes(), &cache);
+                    prop_assert_eq!(format!("{cached:?}"), plain.clone(), "{}", text);
+                }
+            }
+        }
+
+        /// A request or notification the byte scan reads, its members in any
+        /// order: (where params go among the others, which params, spacing,
+        /// whether an id follows them).
+        fn scannable(params_at: usize, params: &str, space: &str, id_after: bool) -> String {
+            let mut members = vec![r#""jsonrpc":"2.0""#.to_owned(), r#""method":"tools/call""#.to_owned()];
+            members.insert(params_at % 3, format!(r#""params":{space}{params}"#));
+            if id_after {
+                members.push(r#""id":{}"#.to_owned());
+            }
+            format!("{{{space}{}{space}}}{space}", members.join(&format!(",{space}")))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+            /// Params that end a message are taken from the cache without a
+            /// look through them: never other params than a plain read finds,
+            /// whatever texts the cache holds and whatever follows them.
+            #[test]
+            fn params_found_at_the_end_are_the_params_read(
+                params_at in 0..3usize,
+                params in prop::sample::select(vec![
+                    "{}", "[1,2]", r#"{"a":[1,{"b":"}"}]}"#, r#"{"s":"\""}"#, r#"{"x":"}"}"#, "[{}]", r#"{"a":1}"#,
+                ]),
+                space in prop::sample::select(vec!["", " ", "\n\t "]),
+                id_after in proptest::bool::ANY,
+            ) {
+                let cache = ParamsCache::default();
+                for known in ["{}", "[1,2]", r#"{"a":1}"#, "[{}]", r#"{"x":"}"}"#, r#"{"a":1},"id":{}"#] {
+                    let other = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{known}}}"#);
+                    let _ = Message::from_slice_cached(other.as_bytes(), &cache);
+                }
+                let text = scannable(params_at, params, space, id_after);
+                let plain = format!("{:?}", Message::from_slice(text.as_bytes()));
                 for _ in 0..2 {
                     let cached = Message::from_slice_cached(text.as_bytes(), &cache);
                     prop_assert_eq!(format!("{cached:?}"), plain.clone(), "{}", text);
