@@ -846,7 +846,16 @@ fn check_host_and_origin(
     let forbidden = |header: &'static str, value: &str| -> RequestError {
         Fault::Forbidden { header, value: value.to_owned() }.into()
     };
-    let host = match headers.get(header::HOST) {
+    // Both found in one pass: a lookup hashes the name, and every request is checked.
+    let (mut host_value, mut origin) = (None, None);
+    for (name, value) in headers {
+        if *name == header::HOST {
+            host_value.get_or_insert(value);
+        } else if *name == header::ORIGIN {
+            origin.get_or_insert(value);
+        }
+    }
+    let host = match host_value {
         Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
         None => uri.authority().map(|a| a.as_str()),
     };
@@ -856,7 +865,7 @@ fn check_host_and_origin(
         None if version == hyper::Version::HTTP_11 => return Err(Fault::MissingHost.into()),
         _ => {}
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    if let Some(origin) = origin {
         let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
         let authority = origin.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or_default());
         if !authority.is_some_and(|a| is_allowed_host(strip_port(a), allowed)) {
@@ -1041,6 +1050,29 @@ mod tests {
                 None => after_user.split(':').next(),
             };
             proptest::prop_assert_eq!(strip_port(&authority), plain.unwrap_or_default());
+        }
+
+        /// Host and Origin found in one pass are the values a lookup finds (the first of each),
+        /// among other headers, repeated or missing.
+        #[test]
+        fn host_and_origin_are_found_as_lookups_find_them(
+            headers in proptest::collection::vec((0..4usize, 0..4usize), 0..6),
+        ) {
+            let names = [header::HOST, header::ORIGIN, header::ACCEPT, header::HeaderName::from_static("x-other")];
+            let values = ["127.0.0.1:80", "evil.example", "http://localhost:3000", "http://evil.example"];
+            let mut map = HeaderMap::new();
+            for (name, value) in headers {
+                map.append(names[name].clone(), HeaderValue::from_static(values[value]));
+            }
+            let uri = hyper::Uri::from_static("/mcp");
+            let looked_up = |name| map.get(name).map(|value: &HeaderValue| value.to_str().unwrap_or_default());
+            let allowed = |authority: &str| is_allowed_host(strip_port(authority), &[]);
+            let host_ok = looked_up(header::HOST).is_some_and(allowed);
+            let origin_ok = looked_up(header::ORIGIN).is_none_or(|origin| {
+                origin.split_once("://").is_some_and(|(_, rest)| allowed(rest.split('/').next().unwrap_or_default()))
+            });
+            let checked = check_host_and_origin(hyper::Version::HTTP_11, &map, &uri, &[]);
+            proptest::prop_assert_eq!(checked.is_ok(), host_ok && origin_ok, "{:?}", map);
         }
     }
 
