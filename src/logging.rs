@@ -301,9 +301,11 @@ fn write_time(out: &mut impl fmt::Write, time: std::time::SystemTime) -> fmt::Re
         }
         out.write_str(text)
     })?;
-    let mut fraction = *b"000000Z";
-    put_digits(&mut fraction[..6], u64::from(since.subsec_micros()));
-    out.write_str(std::str::from_utf8(&fraction).map_err(|_| fmt::Error)?)
+    let mut fraction = [0; 6];
+    put_digits(&mut fraction, u64::from(since.subsec_micros()));
+    // Digit by digit: six characters are not worth a check that they are text.
+    fraction.iter().try_for_each(|digit| out.write_char(char::from(*digit)))?;
+    out.write_char('Z')
 }
 
 /// `seconds` after 1970 in UTC as `YYYY-MM-DDTHH:MM:SS.` (years past 9999
