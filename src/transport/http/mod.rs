@@ -860,7 +860,7 @@ fn check_host_and_origin(
         None => uri.authority().map(|a| a.as_str()),
     };
     match host {
-        Some(host) if !is_allowed_host(strip_port(host), allowed) => return Err(forbidden("Host", host)),
+        Some(host) if !is_allowed_authority(host, allowed) => return Err(forbidden("Host", host)),
         // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused.
         None if version == hyper::Version::HTTP_11 => return Err(Fault::MissingHost.into()),
         _ => {}
@@ -868,11 +868,21 @@ fn check_host_and_origin(
     if let Some(origin) = origin {
         let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
         let authority = origin.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or_default());
-        if !authority.is_some_and(|a| is_allowed_host(strip_port(a), allowed)) {
+        if !authority.is_some_and(|a| is_allowed_authority(a, allowed)) {
             return Err(forbidden("Origin", origin));
         }
     }
     Ok(())
+}
+
+/// Whether `authority` (a Host, or an Origin's authority) names a loopback
+/// host or one the user allowed, whatever its port. The usual one, the
+/// loopback address and a port, is known by its bytes.
+fn is_allowed_authority(authority: &str, allowed: &[String]) -> bool {
+    let usual = authority
+        .strip_prefix("127.0.0.1:")
+        .is_some_and(|port| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
+    usual || is_allowed_host(strip_port(authority), allowed)
 }
 
 /// The host of an authority: after any user part, before any port; an
@@ -1050,6 +1060,18 @@ mod tests {
                 None => after_user.split(':').next(),
             };
             proptest::prop_assert_eq!(strip_port(&authority), plain.unwrap_or_default());
+        }
+
+        /// An authority known by its bytes is allowed as its host is.
+        #[test]
+        fn usual_authorities_are_allowed_as_their_hosts_are(
+            authority in "(127\\.0\\.0\\.1:)?[0-9@:.a-z]{0,8}",
+            allowed in proptest::sample::select(vec![vec![], vec!["evil".to_owned()]]),
+        ) {
+            proptest::prop_assert_eq!(
+                is_allowed_authority(&authority, &allowed),
+                is_allowed_host(strip_port(&authority), &allowed)
+            );
         }
 
         /// Host and Origin found in one pass are the values a lookup finds (the first of each),
