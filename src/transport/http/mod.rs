@@ -285,28 +285,26 @@ fn dispatch(
     logged: &mut Logged,
 ) -> impl Future<Output = Result<Response<Body>, RequestError>> {
     async move {
-        check_host_and_origin(
-            request.version(),
-            request.headers(),
-            request.uri(),
-            &app.front_door.allowed_hosts,
-        )?;
-        let target = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+        let (parts, body) = request.into_parts();
+        // What every request is checked by and a POST read by, found in one pass.
+        let found = FoundHeaders::of(&parts.headers);
+        check_host_and_origin(parts.version, &found, &parts.uri, &app.front_door.allowed_hosts)?;
+        let target = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
         if target > MAX_REQUEST_TARGET_BYTES {
             return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
         }
-        if !request.uri().path().starts_with('/') {
+        if !parts.uri.path().starts_with('/') {
             return Err(Fault::NotAPath.into());
         }
         // The futures of the rarer doors are boxed: a future is as large as its largest
         // branch, and a replayed POST's is moved whole as hyper takes it.
-        if let Some(route) = agent365::route(request.method().as_str(), request.uri().path()) {
-            return Box::pin(service(request, route, app, logged)).await;
+        if let Some(route) = agent365::route(parts.method.as_str(), parts.uri.path()) {
+            return Box::pin(service(Request::from_parts(parts, body), route, app, logged)).await;
         }
-        if request.method() == Method::POST {
-            return post(request, app, wire, logged).await;
+        if parts.method == Method::POST {
+            return post(&parts, &found, body, app, wire, logged).await;
         }
-        Box::pin(other(request, app, wire, logged)).await
+        Box::pin(other(Request::from_parts(parts, body), app, wire, logged)).await
     }
 }
 
@@ -327,26 +325,27 @@ async fn relay(
 /// front door cannot read as one goes to the upstream as it is, for the
 /// upstream to judge.
 #[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
-fn post(
-    request: Request<impl RequestBody>,
+fn post<'h>(
+    parts: &'h hyper::http::request::Parts,
+    found: &FoundHeaders<'h>,
+    body: impl RequestBody,
     app: &App,
     wire: Option<Wire>,
     logged: &mut Logged,
 ) -> impl Future<Output = Result<Response<Body>, RequestError>> {
     async move {
-        let (parts, body) = request.into_parts();
         let body = read_body(body, app.front_door.idle_timeout).await?;
         // Reading, scrubbing and matching a large body take time in its size: off the async workers.
-        let (step, read) = match util::sized_work(body.len(), || step(&parts, &body, app, logged)) {
+        let (step, read) = match util::sized_work(body.len(), || step(parts, found, &body, app, logged)) {
             Ok(stepped) => stepped?,
             Err(error) => {
                 let proxy = app.engine.unread(error)?;
                 logged.outcome = Outcome::Forwarded;
-                return Box::pin(proxy.relay(&parts, body)).await;
+                return Box::pin(proxy.relay(parts, body)).await;
             }
         };
         let PostHeaders { accepts, session, era, primable } = read;
-        let post = Post { parts: &parts, body, accepts, session, era, primable, wire };
+        let post = Post { parts, body, accepts, session, era, primable, wire };
         respond(step, app, &post, logged).await
     }
 }
@@ -365,15 +364,15 @@ struct PostHeaders<'h> {
 /// it); the inner one the engine's.
 fn step<'a, 'h>(
     parts: &'h hyper::http::request::Parts,
+    found: &FoundHeaders<'h>,
     body: &[u8],
     app: &'a App,
     logged: &mut Logged,
 ) -> Result<Stepped<'a, 'h>, RequestError> {
-    let found = FoundHeaders::of(&parts.headers);
-    let accepts = check_post_headers(&found)?;
+    let accepts = check_post_headers(found)?;
     let message = super::parse_message(body, &app.params)?;
     let Context { era, session, facts } =
-        Context::read(&parts.headers, &found, app.policy.headers, &app.redact_headers)?;
+        Context::read(&parts.headers, found, app.policy.headers, &app.redact_headers)?;
     // Whether the client takes SSE priming events, from the version it speaks (no copy of it kept).
     let header_version = facts.routing.as_ref().and_then(|r| r.protocol_version);
     let mut primable = header_version.is_some_and(mcp::takes_priming_events);
@@ -570,12 +569,14 @@ impl Context<'_> {
     }
 }
 
-/// The headers a POST is read by, found in one pass over its headers
-/// rather than a lookup (which hashes the name) for each: the first value
-/// of `Content-Type` and of each MCP header [`Context`] reads, and what
-/// every `Accept` allows.
+/// The headers every request is checked by and a POST read by, found in
+/// one pass over its headers rather than a lookup (which hashes the name)
+/// for each: the first value of `Host`, `Origin`, `Content-Type` and each
+/// MCP header [`Context`] reads, and what every `Accept` allows.
 #[derive(Default)]
 struct FoundHeaders<'a> {
+    host: Option<&'a HeaderValue>,
+    origin: Option<&'a HeaderValue>,
     content_type: Option<&'a HeaderValue>,
     /// `None` when no `Accept` value is text.
     accepts: Option<Accepts>,
@@ -591,7 +592,11 @@ impl FoundHeaders<'_> {
         // Names compared as names: a custom header differs from a standard one
         // at its kind, and no name is spelled out for the comparison.
         for (name, value) in headers {
-            let first = if *name == header::CONTENT_TYPE {
+            let first = if *name == header::HOST {
+                &mut found.host
+            } else if *name == header::ORIGIN {
+                &mut found.origin
+            } else if *name == header::CONTENT_TYPE {
                 &mut found.content_type
             } else if *name == header::ACCEPT {
                 if value.as_bytes() == USUAL_ACCEPT {
@@ -839,23 +844,14 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
 /// loopback host or one the user allowed.
 fn check_host_and_origin(
     version: hyper::Version,
-    headers: &HeaderMap,
+    found: &FoundHeaders<'_>,
     uri: &hyper::Uri,
     allowed: &[String],
 ) -> Result<(), RequestError> {
     let forbidden = |header: &'static str, value: &str| -> RequestError {
         Fault::Forbidden { header, value: value.to_owned() }.into()
     };
-    // Both found in one pass: a lookup hashes the name, and every request is checked.
-    let (mut host_value, mut origin) = (None, None);
-    for (name, value) in headers {
-        if *name == header::HOST {
-            host_value.get_or_insert(value);
-        } else if *name == header::ORIGIN {
-            origin.get_or_insert(value);
-        }
-    }
-    let host = match host_value {
+    let host = match found.host {
         Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
         None => uri.authority().map(|a| a.as_str()),
     };
@@ -865,7 +861,7 @@ fn check_host_and_origin(
         None if version == hyper::Version::HTTP_11 => return Err(Fault::MissingHost.into()),
         _ => {}
     }
-    if let Some(origin) = origin {
+    if let Some(origin) = found.origin {
         let origin = origin.to_str().map_err(|_| forbidden("Origin", "(not ASCII)"))?;
         let authority = origin.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or_default());
         if !authority.is_some_and(|a| is_allowed_authority(a, allowed)) {
@@ -1015,11 +1011,16 @@ mod tests {
             ("content-type", "text/plain"),
             ("user-agent", "t"),
             ("mcp-name", "GetMessage"),
+            ("host", "127.0.0.1:1"),
+            ("origin", "http://localhost"),
+            ("Host", "evil.example"),
         ] {
             headers.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), HeaderValue::from_static(value));
         }
         let found = FoundHeaders::of(&headers);
         for (value, name) in [
+            (found.host, &header::HOST),
+            (found.origin, &header::ORIGIN),
             (found.content_type, &header::CONTENT_TYPE),
             (found.protocol_version, &PROTOCOL_VERSION),
             (found.session, &SESSION_ID),
@@ -1093,7 +1094,7 @@ mod tests {
             let origin_ok = looked_up(header::ORIGIN).is_none_or(|origin| {
                 origin.split_once("://").is_some_and(|(_, rest)| allowed(rest.split('/').next().unwrap_or_default()))
             });
-            let checked = check_host_and_origin(hyper::Version::HTTP_11, &map, &uri, &[]);
+            let checked = check_host_and_origin(hyper::Version::HTTP_11, &FoundHeaders::of(&map), &uri, &[]);
             proptest::prop_assert_eq!(checked.is_ok(), host_ok && origin_ok, "{:?}", map);
         }
     }
