@@ -17,6 +17,27 @@ use mcp_tape::cli::Cli;
 #[global_allocator]
 static ALLOCATOR: mcp_tape::allocator::Mimalloc = mcp_tape::allocator::Mimalloc;
 
+/// The async runtime. A stdio command serves one client on one stream: one
+/// thread does it all, with no hand-offs between threads; a daemon uses
+/// every core. Each of the runtime's threads keeps the blocks it frees for
+/// its next allocations (`mcp_tape::allocator`), until it ends.
+fn runtime(stdio: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match stdio {
+        true => tokio::runtime::Builder::new_current_thread(),
+        false => tokio::runtime::Builder::new_multi_thread(),
+    };
+    builder.enable_all();
+    #[cfg(not(target_os = "macos"))]
+    {
+        use mcp_tape::allocator::{keep_on_this_thread, stop_keeping_on_this_thread};
+        if stdio {
+            keep_on_this_thread(); // the runtime's one worker: this thread, until the process ends
+        }
+        builder.on_thread_start(keep_on_this_thread).on_thread_stop(stop_keeping_on_this_thread);
+    }
+    builder.build()
+}
+
 fn main() -> ExitCode {
     let command = match Cli::parse().into_command() {
         Ok(command) => command,
@@ -47,13 +68,7 @@ fn main() -> ExitCode {
     let request_lines =
         tracing::enabled!(target: mcp_tape::transport::http::REQUEST_LINES, tracing::Level::INFO);
     mcp_tape::logging::write_directly_to(writer, ansi, request_lines);
-    // A stdio command serves one client on one stream: one thread does it
-    // all, with no hand-offs between threads; a daemon uses every core.
-    let runtime = match command.is_stdio() {
-        true => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        false => tokio::runtime::Runtime::new(),
-    };
-    let runtime = match runtime {
+    let runtime = match runtime(command.is_stdio()) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("mcp-tape: cannot start the async runtime: {e}");
