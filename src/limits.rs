@@ -240,6 +240,15 @@ pub const MAX_SECRETS_PER_EXCHANGE: usize = 1024;
 /// Enforced in [`crate::logging`].
 pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
 
+/// The room asked for the pipe stderr is, when it is one (Linux): a busy
+/// daemon's batch of log lines (about 180 KB, 10 ms at 130,000 requests a
+/// second) goes in one write, without the writer waiting for the reader
+/// to make room. 1 MiB is the most an unprivileged process may ask by
+/// default (`/proc/sys/fs/pipe-max-size`).
+///
+/// Asked in `main.rs` ([`crate::os::widen_stderr_pipe`]).
+pub const LOG_PIPE_BYTES: usize = 1024 * 1024;
+
 /// Largest rules file (`--rules`, `mcp-tape.toml`) read: far more than any
 /// hand-written one. A larger one, or one that is no regular file (a FIFO,
 /// `/dev/zero`), is refused before it is parsed (exit 2).

@@ -47,8 +47,10 @@ fn main() -> ExitCode {
         }
     };
     // Log lines gather in one buffer that a writer thread empties in large
-    // writes: a busy daemon pays for a copy per request, not a write to stderr.
+    // writes: a busy daemon pays for a copy per request, not a write to stderr
+    // (nor, when stderr is a pipe, a wait for its reader at each write).
     let ansi = std::io::stderr().is_terminal();
+    mcp_tape::os::widen_stderr_pipe(mcp_tape::limits::LOG_PIPE_BYTES);
     let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr()) {
         Ok(started) => started,
         Err(e) => {

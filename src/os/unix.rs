@@ -308,3 +308,27 @@ pub fn batch_thread() {
 
 #[cfg(not(target_os = "linux"))]
 pub fn batch_thread() {}
+
+/// Grows the pipe stderr is (when it is one) to hold at least `bytes`, so
+/// that the log writer's large writes do not wait for the reader to make
+/// room (each wait a sleep and a wake of the writer, and of the reader).
+/// Linux only. A pipe that holds as much already, a refusal (past
+/// `/proc/sys/fs/pipe-max-size`) or a stderr that is no pipe leave things
+/// as they are.
+#[cfg(target_os = "linux")]
+pub fn widen_stderr_pipe(bytes: usize) {
+    use std::os::fd::AsRawFd;
+    let Ok(bytes) = libc::c_int::try_from(bytes) else { return };
+    let stderr = io::stderr().as_raw_fd();
+    // SAFETY: F_GETPIPE_SZ and F_SETPIPE_SZ read and change a pipe's room, nothing else; on
+    // a file that is no pipe they fail, and nothing changes.
+    unsafe {
+        let room = libc::fcntl(stderr, libc::F_GETPIPE_SZ);
+        if (0..bytes).contains(&room) {
+            libc::fcntl(stderr, libc::F_SETPIPE_SZ, bytes);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn widen_stderr_pipe(_bytes: usize) {}

@@ -213,3 +213,6 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Only Linux has `SCHED_BATCH`.
 pub fn batch_thread() {}
+
+/// Only Linux sets a pipe's room.
+pub fn widen_stderr_pipe(_bytes: usize) {}

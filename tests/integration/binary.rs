@@ -190,6 +190,30 @@ async fn request_lines_follow_the_log_filter() {
     }
 }
 
+/// A stderr pipe is widened to take a busy daemon's batch of log lines in one
+/// write (the default pipe holds 64 KiB).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_stderr_pipe_takes_a_batch_of_log_lines_at_once() {
+    use std::io::BufRead;
+    use std::os::fd::AsRawFd;
+    let cassettes = Cassettes::new();
+    let mut daemon = std::process::Command::new(BIN)
+        .args(["replay", "--port", "0", cassettes.path().to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = daemon.stderr.take().unwrap();
+    let pipe = stderr.as_raw_fd();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    assert!(lines.any(|line| line.unwrap().contains("listening on http://")), "the daemon did not start");
+    // SAFETY: `pipe` is open (`lines` holds it); F_GETPIPE_SZ only reads the pipe's room.
+    let room = unsafe { libc::fcntl(pipe, libc::F_GETPIPE_SZ) };
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert!(room >= 1 << 20, "the pipe holds {room} bytes");
+}
+
 #[tokio::test]
 async fn sigterm_stops_cleanly_with_a_summary_of_misses() {
     let cassettes = Cassettes::new();
