@@ -20,7 +20,7 @@ use std::fmt::{self, Write as _};
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -173,7 +173,7 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write_time(&mut writer, std::time::SystemTime::now())?;
+        write_time(&mut writer, SystemTime::now())?;
         writer.write_char(' ')?;
         let ansi = writer.has_ansi_escapes();
         push_level(&mut writer, *event.metadata().level(), ansi)?;
@@ -256,11 +256,12 @@ fn is_printable_ascii(bytes: &[u8]) -> bool {
 /// Appends the line `write` makes at `level` to the sink
 /// [`write_directly_to`] named, as the line [`LineFormat`] makes of an
 /// event with that message: the request line every request leaves,
-/// without the event's way through the subscriber. Nothing is written
-/// (and `write` not called) when the sink was named with its lines not
-/// shown. False, with nothing written, when no sink was named: the caller
-/// logs the line as an event.
-pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
+/// without the event's way through the subscriber. `write` is also handed
+/// the time the line is stamped with (the clock read once for both).
+/// Nothing is written (and `write` not called) when the sink was named
+/// with its lines not shown. False, with nothing written, when no sink was
+/// named: the caller logs the line as an event.
+pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>, SystemTime)) -> bool {
     thread_local! {
         static LINE: RefCell<String> = const { RefCell::new(String::new()) };
     }
@@ -270,11 +271,12 @@ pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
     }
     LINE.with_borrow_mut(|line| {
         line.clear();
-        let formatted = write_time(line, std::time::SystemTime::now())
+        let now = SystemTime::now();
+        let formatted = write_time(line, now)
             .and_then(|()| line.write_char(' '))
             .and_then(|()| push_level(line, level, *ansi));
         if formatted.is_ok() {
-            write(&mut Direct(line));
+            write(&mut Direct(line), now);
             line.push('\n');
             // Appending to the sink's buffer fails only once stderr is gone.
             let _ = sink.make_writer().write_all(line.as_bytes());
@@ -287,7 +289,7 @@ pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>)) -> bool {
 /// (a time before 1970 as 1970's first instant). The part to the second
 /// is worked out once a second on each thread: a busy daemon writes a line
 /// per request.
-fn write_time(out: &mut impl fmt::Write, time: std::time::SystemTime) -> fmt::Result {
+fn write_time(out: &mut impl fmt::Write, time: SystemTime) -> fmt::Result {
     thread_local! {
         static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
@@ -520,7 +522,7 @@ mod tests {
         let out = Arc::new(Mutex::new(Vec::new()));
         let (sink, flusher) = start(Capture(Arc::clone(&out))).unwrap();
         write_directly_to(sink, false, true);
-        assert!(write_direct(Level::INFO, |line| line.push_outside(message)));
+        assert!(write_direct(Level::INFO, |line, _| line.push_outside(message)));
         drop(flusher);
         let direct = String::from_utf8(lock(&out).clone()).unwrap();
         let after_time = |line: &str| line.split_once(' ').map(|(_, rest)| rest.to_owned());

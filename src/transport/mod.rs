@@ -17,7 +17,7 @@ pub mod http;
 pub mod stdio;
 
 use std::fmt;
-use std::time::Instant;
+use std::time::SystemTime;
 
 use crate::engine::Outcome;
 use crate::error::{Fault, RequestError};
@@ -54,16 +54,19 @@ struct RequestLine<'a> {
     outcome: Outcome,
     /// The HTTP status, on a front door that has one.
     status: Option<&'a str>,
-    /// When the request arrived (the time taken is read only when the
-    /// line is written: a line below the log level costs no clock read).
-    started: Instant,
+    /// When the request arrived, by the clock the line's own time is read
+    /// from: the line is stamped and timed with one read, taken only when it
+    /// is written (a line below the log level costs none). Shown as 0 ms
+    /// should the clock be set back meanwhile.
+    started: SystemTime,
     note: &'a str,
 }
 
 impl RequestLine<'_> {
-    /// The line, piece by piece: what a client or a cassette named (server,
-    /// method, subject) escaped, cut to [`MAX_SHOWN_BYTES`].
-    fn write(&self, out: &mut Direct<'_>) {
+    /// The line, written at `now`, piece by piece: what a client or a
+    /// cassette named (server, method, subject) escaped, cut to
+    /// [`MAX_SHOWN_BYTES`].
+    fn write(&self, out: &mut Direct<'_>, now: SystemTime) {
         let method = if self.method.is_empty() { "-" } else { self.method };
         out.push(self.door);
         out.push(" server=");
@@ -85,7 +88,8 @@ impl RequestLine<'_> {
             out.push(status);
         }
         // Milliseconds to a tenth, rounded half up.
-        let micros = u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let taken = now.duration_since(self.started).unwrap_or_default();
+        let micros = u64::try_from(taken.as_micros()).unwrap_or(u64::MAX);
         let tenths = micros.saturating_add(50) / 100;
         out.push_char(' ');
         for digit in util::digits(tenths / 10, &mut [0; 20]) {
@@ -102,14 +106,14 @@ impl fmt::Display for RequestLine<'_> {
     /// The same line, for a door that logs it as an event.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut line = String::with_capacity(128);
-        self.write(&mut Direct::new(&mut line));
+        self.write(&mut Direct::new(&mut line), SystemTime::now());
         f.write_str(&line)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::{Duration, SystemTime};
 
     use super::*;
 
@@ -123,11 +127,11 @@ mod tests {
             subject: Some("Get\u{1b}[2J"),
             outcome: Outcome::Hit,
             status: Some("200"),
-            started: Instant::now().checked_sub(Duration::from_micros(1_250)).unwrap_or_else(Instant::now),
+            started: SystemTime::now() - Duration::from_micros(1_250),
             note: " (a note)",
         };
         let mut text = String::new();
-        line.write(&mut Direct::new(&mut text));
+        line.write(&mut Direct::new(&mut text), SystemTime::now());
         let (head, tail) = text.split_once(" status=200 ").unwrap();
         assert_eq!(head, "POST server=mcp_A\\nINFO forged method=tools/call tool=Get\\u{1b}[2J hit");
         let shown: f64 = tail.strip_suffix("ms (a note)").unwrap().parse().unwrap();
@@ -139,7 +143,7 @@ mod tests {
         );
         let mut bare = String::new();
         RequestLine { method: "", subject: None, status: None, note: "", ..line }
-            .write(&mut Direct::new(&mut bare));
+            .write(&mut Direct::new(&mut bare), SystemTime::now());
         assert!(bare.starts_with("POST server=mcp_A\\nINFO forged method=- hit "), "{bare}");
     }
 }

@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -199,7 +199,7 @@ pub fn handle(
     async move {
         let mut line = RequestLog {
             http_method: request.method().clone(),
-            started: Instant::now(),
+            started: SystemTime::now(),
             logged: Logged {
                 server: ServerName::of(request.uri()),
                 mcp_method: jsonrpc::Method::Borrowed(""),
@@ -244,7 +244,7 @@ pub const REQUEST_LINES: &str = module_path!();
 /// the client goes away first (hyper then drops the handler), at that moment.
 struct RequestLog {
     http_method: Method,
-    started: Instant,
+    started: SystemTime,
     logged: Logged,
     written: bool,
 }
@@ -263,7 +263,7 @@ impl RequestLog {
             started: self.started,
             note,
         };
-        if !logging::write_direct(tracing::Level::INFO, |out| line.write(out)) {
+        if !logging::write_direct(tracing::Level::INFO, |out, now| line.write(out, now)) {
             tracing::info!(target: REQUEST_LINES, "{line}");
         }
     }

@@ -21,7 +21,7 @@ mod pipe;
 pub use pipe::{stdin, stdout};
 
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -283,7 +283,7 @@ pub async fn serve(
 impl Door {
     /// One line from the client.
     async fn line(&self, line: Vec<u8>, stream: &mut Stream, writer: &mut ToClient, output: &Output) {
-        let started = Instant::now();
+        let started = SystemTime::now();
         let message = match super::parse_message(&line, &self.params).map_err(|e| self.engine.unread(e)) {
             Ok(message) => message,
             Err(Ok(link)) => {
@@ -356,7 +356,7 @@ impl Door {
 
     /// One log line per client message, at debug level: a stdio server's
     /// stderr usually lands in its client's log (misses still warn).
-    fn log(&self, method: &str, subject: Option<&str>, outcome: Outcome, started: Instant) {
+    fn log(&self, method: &str, subject: Option<&str>, outcome: Outcome, started: SystemTime) {
         let line = RequestLine {
             door: "stdio",
             server: &self.server,
