@@ -362,6 +362,9 @@ struct Watched<'a, C, W> {
     connection: Pin<&'a mut C>,
     watcher: Pin<&'a mut W>,
     wakes: Arc<OwnWakes>,
+    /// The task's waker as `wakes` holds it: compared at each poll without
+    /// `wakes`'s lock, which is taken only when the task's waker changed.
+    followed: Option<Waker>,
 }
 
 /// What ended a [`Watched`] first.
@@ -373,7 +376,7 @@ enum Ended<C, W> {
 impl<'a, C, W> Watched<'a, C, W> {
     fn new(connection: Pin<&'a mut C>, watcher: Pin<&'a mut W>) -> Watched<'a, C, W> {
         let wakes = OwnWakes { woken: AtomicBool::new(true), task: Mutex::new(None) };
-        Watched { connection, watcher, wakes: Arc::new(wakes) }
+        Watched { connection, watcher, wakes: Arc::new(wakes), followed: None }
     }
 }
 
@@ -385,8 +388,13 @@ impl<C: Future, W: Future> Future for Watched<'_, C, W> {
         if let Poll::Ready(ended) = this.connection.as_mut().poll(cx) {
             return Poll::Ready(Ended::Connection(ended));
         }
-        this.wakes.follow(cx.waker());
-        if this.wakes.woken.swap(false, Ordering::AcqRel) {
+        if !this.followed.as_ref().is_some_and(|followed| followed.will_wake(cx.waker())) {
+            let waker = cx.waker().clone();
+            *lock(&this.wakes.task) = Some(waker.clone());
+            this.followed = Some(waker);
+        }
+        // A load first: the swap (a write) only after a wake.
+        if this.wakes.woken.load(Ordering::Acquire) && this.wakes.woken.swap(false, Ordering::AcqRel) {
             let waker = Waker::from(Arc::clone(&this.wakes));
             if let Poll::Ready(why) = this.watcher.as_mut().poll(&mut Context::from_waker(&waker)) {
                 return Poll::Ready(Ended::Watcher(why));
@@ -400,17 +408,8 @@ impl<C: Future, W: Future> Future for Watched<'_, C, W> {
 /// was woken, and wakes the task.
 struct OwnWakes {
     woken: AtomicBool,
-    /// The task's waker, as of the last poll.
+    /// The task's waker, as of the last poll that came with a new one.
     task: Mutex<Option<Waker>>,
-}
-
-impl OwnWakes {
-    fn follow(&self, waker: &Waker) {
-        let mut task = lock(&self.task);
-        if !task.as_ref().is_some_and(|task| task.will_wake(waker)) {
-            *task = Some(waker.clone());
-        }
-    }
 }
 
 impl Wake for OwnWakes {
@@ -526,6 +525,43 @@ mod tests {
     use std::cell::{Cell, RefCell};
 
     use super::*;
+
+    /// A task's waker that counts its wakes.
+    struct Counted(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The watcher's wake wakes the task with the waker of its latest poll,
+    /// also when the task's waker changed between polls.
+    #[test]
+    fn a_watchers_wake_wakes_the_task_as_last_polled() {
+        let watcher_waker = RefCell::new(None::<Waker>);
+        let connection = std::future::poll_fn(|_| Poll::<()>::Pending);
+        let watcher = std::future::poll_fn(|cx| {
+            *watcher_waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        });
+        let (connection, watcher) = (std::pin::pin!(connection), std::pin::pin!(watcher));
+        let mut watched = std::pin::pin!(Watched::new(connection, watcher));
+        let (first, second) = (Arc::new(Counted(0.into())), Arc::new(Counted(0.into())));
+        let wakes = |task: &Arc<Counted>| task.0.load(Ordering::Relaxed);
+        for task in [&first, &second] {
+            let waker = Waker::from(Arc::clone(task));
+            for _ in 0..2 {
+                assert!(watched.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+            }
+            watcher_waker.borrow().as_ref().expect("the watcher was polled").wake_by_ref();
+        }
+        assert_eq!((wakes(&first), wakes(&second)), (1, 1), "each wake reaches the task as last polled");
+    }
 
     /// The watcher is looked at first, then at its own wakes only, and
     /// ends the pair when it resolves; the connection at every poll.
