@@ -28,7 +28,9 @@
 //! - [`limits`]: every bound on what mcp-tape is sent or reads, in one
 //!   place (bytes, counts, waits).
 //! - [`allocator`]: the binary's allocator, mimalloc through its plain entry
-//!   points for word-aligned blocks (not on macOS, where the system's serves).
+//!   points for word-aligned blocks, each async-runtime thread keeping the
+//!   last block it freed of each size class up to 4 KiB for its next
+//!   allocation of that class (not on macOS, where the system's serves).
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all, long work run off the async

@@ -80,8 +80,9 @@ fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, S
 }
 
 /// The writer thread: waits for a first line, lets more gather, writes them
-/// all; until closed and empty. A failed write (stderr gone) drops what it
-/// held and goes on, so logging threads are never left waiting.
+/// all ([`write_in_pieces`]); until closed and empty. A failed write (stderr
+/// gone) drops what it held and goes on, so logging threads are never left
+/// waiting.
 fn drain(shared: &Shared, mut out: impl Write) {
     let mut batch = Vec::new();
     loop {
@@ -100,9 +101,33 @@ fn drain(shared: &Shared, mut out: impl Write) {
         std::mem::swap(&mut state.pending, &mut batch);
         drop(state);
         shared.room.notify_all();
-        let _ = out.write_all(&batch).and_then(|()| out.flush());
+        let _ = write_in_pieces(&mut out, &batch, PIECE);
         batch.clear();
     }
+}
+
+/// The most the writer writes before it lets other threads of its core run.
+const PIECE: usize = 32 * 1024;
+
+/// Writes `batch` (whole lines) to `out` in pieces of whole lines, each at
+/// most `piece` bytes where a line is no longer, yielding the core between
+/// pieces: where the writer shares a core with the async runtime (a daemon
+/// pinned to one), a busy daemon's batch (some 180 KB in 10 ms) would
+/// otherwise hold every request in flight behind one long write.
+fn write_in_pieces(out: &mut impl Write, mut batch: &[u8], piece: usize) -> std::io::Result<()> {
+    while batch.len() > piece {
+        // The last line end within the piece, else (a longer line) the first after it.
+        let end = memchr::memrchr(b'\n', &batch[..piece])
+            .or_else(|| memchr::memchr(b'\n', &batch[piece..]).map(|at| piece + at))
+            .map_or(batch.len(), |at| at + 1);
+        out.write_all(&batch[..end])?;
+        batch = &batch[end..];
+        if !batch.is_empty() {
+            std::thread::yield_now();
+        }
+    }
+    out.write_all(batch)?;
+    out.flush()
 }
 
 impl Drop for Flusher {
@@ -498,6 +523,28 @@ mod tests {
             proptest::prop_assert_eq!(is_printable_ascii(&bytes), bytewise);
         }
 
+        /// A batch goes out whole and in order, each write whole lines, at most a
+        /// piece long unless it is one line longer than that.
+        #[test]
+        fn batches_are_written_as_pieces_of_whole_lines(
+            lengths in proptest::collection::vec(proptest::prop_oneof![8 => 0usize..60, 1 => 60usize..300], 0..60),
+            piece in 1usize..200,
+        ) {
+            let batch: Vec<u8> = lengths
+                .iter()
+                .enumerate()
+                .flat_map(|(at, &length)| std::iter::repeat_n(b'a' + (at % 26) as u8, length).chain([b'\n']))
+                .collect();
+            let mut out = Writes(Vec::new());
+            write_in_pieces(&mut out, &batch, piece).unwrap();
+            proptest::prop_assert_eq!(out.0.concat(), batch);
+            for write in out.0.iter().filter(|write| !write.is_empty()) {
+                proptest::prop_assert_eq!(write.last(), Some(&b'\n'), "whole lines");
+                let lines = write.iter().filter(|&&b| b == b'\n').count();
+                proptest::prop_assert!(write.len() <= piece || lines == 1, "{} bytes, {lines} lines", write.len());
+            }
+        }
+
         /// Outside text pushed onto a line is what the plain escaping writer makes of it:
         /// printable ASCII (taken as it is) with at most one character of another kind.
         #[test]
@@ -570,6 +617,20 @@ mod tests {
     /// LineFormat from four threads, three times what the buffer may hold, while
     /// the writer is stuck: no batch outgrows the bound (logging threads
     /// waited), and every line is written whole, each thread's in order.
+    /// Each write as it was handed over.
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
+            self.0.push(text.to_vec());
+            Ok(text.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn lines_wait_for_room_and_none_is_lost() {
         let writes = Arc::new(Mutex::new(Vec::new()));
