@@ -13,8 +13,8 @@
 //! from a free list it refills only on its slow path, and retires the page
 //! the block empties, so each of those allocations went the slow way
 //! (BENCHMARKS.md). A kept block is one a thread gave back and no one else
-//! holds; [`stop_keeping_on_this_thread`] frees what a thread kept before
-//! it ends.
+//! holds, at most one a class (under 130 KiB a thread in all);
+//! [`stop_keeping_on_this_thread`] frees what a thread kept before it ends.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
