@@ -13,7 +13,7 @@
 //! from a free list it refills only on its slow path, and retires the page
 //! the block empties, so each of those allocations went the slow way
 //! (BENCHMARKS.md). A kept block is one a thread gave back and no one else
-//! holds, at most one a class (under 130 KiB a thread in all);
+//! holds, at most one a class (153 classes, 126 KiB asked of mimalloc);
 //! [`stop_keeping_on_this_thread`] frees what a thread kept before it ends.
 
 use std::alloc::{GlobalAlloc, Layout};
