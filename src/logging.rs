@@ -535,10 +535,12 @@ mod tests {
                 .enumerate()
                 .flat_map(|(at, &length)| std::iter::repeat_n(b'a' + (at % 26) as u8, length).chain([b'\n']))
                 .collect();
-            let mut out = Writes(Vec::new());
+            let writes = Arc::new(Mutex::new(Vec::new()));
+            let mut out = Recorded { writes: Arc::clone(&writes), entered: mpsc::channel().0, gate: None };
             write_in_pieces(&mut out, &batch, piece).unwrap();
-            proptest::prop_assert_eq!(out.0.concat(), batch);
-            for write in out.0.iter().filter(|write| !write.is_empty()) {
+            let writes = lock(&writes);
+            proptest::prop_assert_eq!(writes.concat(), batch);
+            for write in writes.iter().filter(|write| !write.is_empty()) {
                 proptest::prop_assert_eq!(write.last(), Some(&b'\n'), "whole lines");
                 let lines = write.iter().filter(|&&b| b == b'\n').count();
                 proptest::prop_assert!(write.len() <= piece || lines == 1, "{} bytes, {lines} lines", write.len());
@@ -591,8 +593,10 @@ mod tests {
         }
     }
 
-    /// A `Write` that keeps each write apart, so a test can see the batches.
-    /// Its first write waits for the test's go-ahead.
+    /// A `Write` that keeps each write apart, and marks the end of a batch
+    /// (the writer's flush) with an empty one, so a test can see the pieces
+    /// and the batches. Its first write waits for the test's go-ahead, if it
+    /// was given a gate.
     struct Recorded {
         writes: Arc<Mutex<Vec<Vec<u8>>>>,
         entered: mpsc::Sender<()>,
@@ -610,6 +614,7 @@ mod tests {
         }
 
         fn flush(&mut self) -> std::io::Result<()> {
+            lock(&self.writes).push(Vec::new());
             Ok(())
         }
     }
@@ -617,20 +622,6 @@ mod tests {
     /// LineFormat from four threads, three times what the buffer may hold, while
     /// the writer is stuck: no batch outgrows the bound (logging threads
     /// waited), and every line is written whole, each thread's in order.
-    /// Each write as it was handed over.
-    struct Writes(Vec<Vec<u8>>);
-
-    impl Write for Writes {
-        fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
-            self.0.push(text.to_vec());
-            Ok(text.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn lines_wait_for_room_and_none_is_lost() {
         let writes = Arc::new(Mutex::new(Vec::new()));
@@ -662,7 +653,9 @@ mod tests {
         let writes = lock(&writes);
         let longest_line = 400;
         assert!(
-            writes.iter().all(|batch| batch.len() < MAX_PENDING_LOG_BYTES + longest_line),
+            writes
+                .split(Vec::is_empty)
+                .all(|batch| batch.concat().len() < MAX_PENDING_LOG_BYTES + longest_line),
             "a batch outgrew the bound"
         );
         let written = String::from_utf8(writes.concat()).unwrap();
