@@ -101,10 +101,10 @@ PROGRESS = request("tools/call", {"name": "progress", "arguments": {}, "_meta": 
 class Server:
     """A process that logs "listening on http://..." once ready."""
 
-    def __init__(self, command, log_path, core=SERVER_CORE):
+    def __init__(self, command, log_path, core=SERVER_CORE, env=None):
         self.started = time.monotonic()
         self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(pinned(core, command), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(pinned(core, command), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
         ready = queue.Queue()
 
         def read():

@@ -26,7 +26,9 @@ and range of the ratios for
   cassette.
   Each build's answer (its body and headers) is also served by the floor,
   asked with the same request (the session's headers too), for the ratios
-  to the floor and p99 against the floor's;
+  to the floor and p99 against the floor's. The floor writes no log line;
+  with --without-lines-too the new build is also measured against it with
+  its request lines off (MCP_TAPE_LOG=warn), like for like;
 - record in front of the floor at 32 connections (requests/s), each build
   writing its own fresh cassette;
 - record's p50 latency at 1 connection;
@@ -120,6 +122,9 @@ def main():
     parser.add_argument("--only", default="replay,session,record,stdio",
                         help="which of replay, session (issue 48's scenario), record (throughput and latency), "
                              "stdio to measure")
+    parser.add_argument("--without-lines-too", action="store_true",
+                        help="in the session scenario, also the new build with its request lines off "
+                             "(MCP_TAPE_LOG=warn) against the floor, which writes none")
     parser.add_argument("--python", default=os.path.join(ROOT, ".interop", "venv", "bin", "python"),
                         help="a Python with the MCP Python SDK, for the session scenario's upstream")
     args = parser.parse_args()
@@ -216,21 +221,26 @@ def session_rounds(emit, args, builds, scratch, log, tool):
     shutil.copytree(recorded, os.path.join(scratch, "session-new"))
     replays = {key: Server([binary, "replay", os.path.join(scratch, f"session-{key}"), "--port", "0"],
                            log(f"session-replay-{key}")) for key, binary in builds.items()}
+    if args.without_lines_too:
+        shutil.copytree(recorded, os.path.join(scratch, "session-quiet"))
+        replays["new (request lines off)"] = Server(
+            [builds["new"], "replay", os.path.join(scratch, "session-quiet"), "--port", "0"],
+            log("session-replay-quiet"), env=dict(os.environ, MCP_TAPE_LOG="warn"))
     for version in CLIENT_VERSIONS:
         urls = {key: server.base + MAIL_PATH for key, server in replays.items()}
         sessions = {key: open_session(url, version) for key, url in urls.items()}
         floors = {}
-        for key, url in urls.items():
+        for index, (key, url) in enumerate(urls.items()):
             answered, body = mcp_post(url, GET_MESSAGE, sessions[key])
             if b'"result"' not in body:
                 raise RuntimeError(f"{key} replay did not answer GetMessage ({version}): {body[:300]!r}")
-            path = os.path.join(scratch, f"answer-{key}-{version}")
+            path = os.path.join(scratch, f"answer-{index}-{version}")
             with open(path, "wb") as out:
                 out.write(body)
             # The floor answers with replay's head too, and is asked with the session's headers.
             head = [f"{name}:{value}" for name, value in answered.items() if name.lower() not in OWN_HEADERS]
             floors[key] = Server([tool("floor"), "0", path, answered["content-type"], *head],
-                                 log(f"floor-{key}-{version}"))
+                                 log(f"floor-{index}-{version}"))
         load = {key: (lambda s=replays[key], u=url, h=sessions[key]: wrk_with_cpu(s, u, h, args.seconds, scratch))
                 for key, url in urls.items()}
         scenario = f"replay in a session, SSE answer, {version} client, 32 conns"
