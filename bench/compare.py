@@ -203,14 +203,14 @@ def open_session(url, version):
     return headers
 
 
-def session_rounds(emit, args, builds, scratch, log, tool):
-    """Issue 48's scenario: a session's `tools/call`, recorded by the old build from a Python SDK
-    server, replayed by both builds from copies of that one cassette."""
+def record_session(python, binary, recorded, log):
+    """Issue 48's cassette: `GetMessage` answered by a Python SDK server (tests/interop's
+    agent365_upstream.py, run by `python`), recorded by `binary` into the directory `recorded` in a
+    session of each client version."""
     upstream_script = os.path.join(ROOT, "tests", "interop", "agent365_upstream.py")
-    upstream = Server([args.python, upstream_script, "--no-auth"], log("python-upstream"), core=LOAD_CORE)
-    recorded = os.path.join(scratch, "session-old")
+    upstream = Server([python, upstream_script, "--no-auth"], log("python-upstream"), core=LOAD_CORE)
     os.makedirs(recorded)
-    record = Server([builds["old"], "record", "--upstream", upstream.base, "--cassettes", recorded, "--name", "mail",
+    record = Server([binary, "record", "--upstream", upstream.base, "--cassettes", recorded, "--name", "mail",
                      "--port", "0"], log("session-record"))
     for version in CLIENT_VERSIONS:
         _, said = mcp_post(record.base + MAIL_PATH, GET_MESSAGE, open_session(record.base + MAIL_PATH, version))
@@ -218,6 +218,21 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             raise RuntimeError(f"the Python SDK server did not answer GetMessage: {said[:300]!r}")
     record.stop()
     upstream.stop()
+
+
+def floor_arguments(answered, body, path):
+    """The floor's arguments for serving `body` (written to `path`) with the head of `answered`."""
+    with open(path, "wb") as out:
+        out.write(body)
+    head = [f"{name}:{value}" for name, value in answered.items() if name.lower() not in OWN_HEADERS]
+    return [path, answered["content-type"], *head]
+
+
+def session_rounds(emit, args, builds, scratch, log, tool):
+    """Issue 48's scenario: a session's `tools/call`, recorded by the old build from a Python SDK
+    server, replayed by both builds from copies of that one cassette."""
+    recorded = os.path.join(scratch, "session-old")
+    record_session(args.python, builds["old"], recorded, log)
     shutil.copytree(recorded, os.path.join(scratch, "session-new"))
     replays = {key: Server([binary, "replay", os.path.join(scratch, f"session-{key}"), "--port", "0"],
                            log(f"session-replay-{key}")) for key, binary in builds.items()}
@@ -234,12 +249,9 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             answered, body = mcp_post(url, GET_MESSAGE, sessions[key])
             if b'"result"' not in body:
                 raise RuntimeError(f"{key} replay did not answer GetMessage ({version}): {body[:300]!r}")
-            path = os.path.join(scratch, f"answer-{index}-{version}")
-            with open(path, "wb") as out:
-                out.write(body)
             # The floor answers with replay's head too, and is asked with the session's headers.
-            head = [f"{name}:{value}" for name, value in answered.items() if name.lower() not in OWN_HEADERS]
-            floors[key] = Server([tool("floor"), "0", path, answered["content-type"], *head],
+            path = os.path.join(scratch, f"answer-{index}-{version}")
+            floors[key] = Server([tool("floor"), "0", *floor_arguments(answered, body, path)],
                                  log(f"floor-{index}-{version}"))
         load = {key: (lambda s=replays[key], u=url, h=sessions[key]: wrk_with_cpu(s, u, h, args.seconds, scratch))
                 for key, url in urls.items()}
