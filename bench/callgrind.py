@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 
 from bench import Server
-from compare import (BASELINE, GET_MESSAGE, MAIL_PATH, ROOT, baseline_build, floor_arguments, mcp_post,
+from compare import (GET_MESSAGE, MAIL_PATH, baseline_build, build_arguments, floor_arguments, mcp_post,
                      open_session, record_session)
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -81,17 +81,10 @@ def per_request(command, calls, headers, scratch, name):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    chosen = parser.add_mutually_exclusive_group()
-    chosen.add_argument("--old", help="the mcp-tape binary to compare with")
-    chosen.add_argument("--baseline", default=BASELINE,
-                        help=f"the commit whose release build to compare with (default {BASELINE})")
-    parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
-    parser.add_argument("--bin", required=True, help="directory with floor")
+    build_arguments(parser, "floor")
     parser.add_argument("--version", default="2025-06-18", help="the client's protocol version")
     parser.add_argument("--calls", default="1000,3000", help="the two runs' numbers of calls")
     parser.add_argument("--top", type=int, default=30, help="how many functions to itemize")
-    parser.add_argument("--python", default=os.path.join(ROOT, ".interop", "venv", "bin", "python"),
-                        help="a Python with the MCP Python SDK, for the recording's upstream")
     args = parser.parse_args()
     calls = tuple(int(n) for n in args.calls.split(","))
     if len(calls) != 2 or not 0 < calls[0] < calls[1]:

@@ -109,14 +109,22 @@ def wrk_with_cpu(server, url, headers, seconds, scratch):
     return figures
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+def build_arguments(parser, in_bin):
+    """The arguments naming the two builds (--old or --baseline, and --new), --bin (the directory
+    with `in_bin`) and --python."""
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--old", help="the mcp-tape binary to compare with")
     chosen.add_argument("--baseline", default=BASELINE,
                         help=f"the commit whose release build to compare with (default {BASELINE})")
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
-    parser.add_argument("--bin", required=True, help="directory with gen-cassette, floor, stdio-load")
+    parser.add_argument("--bin", required=True, help=f"directory with {in_bin}")
+    parser.add_argument("--python", default=os.path.join(ROOT, ".interop", "venv", "bin", "python"),
+                        help="a Python with the MCP Python SDK, for the session scenario's upstream")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    build_arguments(parser, "gen-cassette, floor, stdio-load")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--seconds", type=int, default=SECONDS, help="each run's length (issue 48 used 5)")
     parser.add_argument("--only", default="replay,session,record,stdio",
@@ -125,8 +133,6 @@ def main():
     parser.add_argument("--without-lines-too", action="store_true",
                         help="in the session scenario, also the new build with its request lines off "
                              "(MCP_TAPE_LOG=warn) against the floor, which writes none")
-    parser.add_argument("--python", default=os.path.join(ROOT, ".interop", "venv", "bin", "python"),
-                        help="a Python with the MCP Python SDK, for the session scenario's upstream")
     args = parser.parse_args()
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     # Each build replays a cassette its own gen-cassette wrote (the baseline's reads an older schema).
