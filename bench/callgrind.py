@@ -27,10 +27,9 @@ import subprocess
 import tempfile
 
 from bench import Server
-from compare import (GET_MESSAGE, MAIL_PATH, baseline_build, build_arguments, floor_arguments, mcp_post,
-                     open_session, record_session)
+from compare import (GET_MESSAGE, MAIL_PATH, POST_HEADERS, baseline_build, build_arguments, floor_arguments,
+                     mcp_post, open_session, record_session)
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 # callgrind_annotate's line of one function: its count, its share, then file:function [object].
 FUNCTION = re.compile(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\?\?\?:|[^ :]*\.(?:rs|c|h|S):)?(.+?)(?: \[[^\]]*\])?$")
 
@@ -39,7 +38,7 @@ def ask(base, headers, calls):
     """`calls` times the request, on one keep-alive connection to `base`."""
     connection = http.client.HTTPConnection(base.removeprefix("http://"), timeout=120)
     for _ in range(calls):
-        connection.request("POST", MAIL_PATH, GET_MESSAGE, {**HEADERS, **headers})
+        connection.request("POST", MAIL_PATH, GET_MESSAGE, {**POST_HEADERS, **headers})
         answer = connection.getresponse()
         body = answer.read()
         if answer.status != 200 or b'"result"' not in body:
@@ -47,13 +46,11 @@ def ask(base, headers, calls):
     connection.close()
 
 
-def counted(command, calls, headers, out, log):
-    """Per function, the instructions of `command` (a server) asked `calls` times; `headers` is a
-    version to open a session in, or the headers to send."""
+def counted(command, calls, headers_at, out, log):
+    """The instructions of `command` (a server) asked `calls` times, in all and per function, sending
+    the headers `headers_at` gives for the server's base URL."""
     server = Server(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command], log)
-    if isinstance(headers, str):
-        headers = open_session(server.base + MAIL_PATH, headers)
-    ask(server.base, headers, calls)
+    ask(server.base, headers_at(server.base), calls)
     server.stop()
     annotated = subprocess.run(["callgrind_annotate", "--threshold=100", "--inclusive=no", "--auto=no", out],
                                check=True, capture_output=True, text=True).stdout
@@ -68,10 +65,11 @@ def counted(command, calls, headers, out, log):
     return int(total.group(1).replace(",", "")), costs
 
 
-def per_request(command, calls, headers, scratch, name):
-    """Instructions a request of `command`, and per function, from a run of each number of calls."""
+def per_request(command, calls, headers_at, scratch, name):
+    """Instructions a request of `command`, in all and per function, from a run of each number of calls."""
     (few, many) = calls
-    runs = [counted(command, n, headers, os.path.join(scratch, f"{name}-{n}.out"), os.path.join(scratch, f"{name}-{n}.log"))
+    runs = [counted(command, n, headers_at, os.path.join(scratch, f"{name}-{n}.out"),
+                    os.path.join(scratch, f"{name}-{n}.log"))
             for n in (few, many)]
     extra = many - few
     total = (runs[1][0] - runs[0][0]) / extra
@@ -98,6 +96,8 @@ def main():
         recorded = os.path.join(scratch, "cassette")
         record_session(args.python, old, recorded, log)
         figures, functions = {}, {}
+        # Replay in a session of its own; the floor (which checks none) with a session's headers.
+        in_session = lambda base: open_session(base + MAIL_PATH, args.version)  # noqa: E731
         for key, binary in builds.items():
             # The answer the floor serves: the build's own, asked once outside valgrind.
             replay = Server([binary, "replay", recorded, "--port", "0"], log(f"replay-{key}"))
@@ -107,8 +107,9 @@ def main():
             floor = [os.path.join(args.bin, "floor"), "0",
                      *floor_arguments(answered, body, os.path.join(scratch, f"answer-{key}"))]
             figures[key], functions[key] = per_request([binary, "replay", recorded, "--port", "0"], calls,
-                                                       args.version, scratch, key)
-            figures[f"floor ({key}'s answer)"], _ = per_request(floor, calls, session, scratch, f"floor-{key}")
+                                                       in_session, scratch, key)
+            figures[f"floor ({key}'s answer)"], _ = per_request(floor, calls, lambda _: session, scratch,
+                                                                f"floor-{key}")
 
     print(f"Instructions a request ({args.version} client; {calls[1]} calls less {calls[0]}, "
           f"over {calls[1] - calls[0]}); old is {args.old or args.baseline}")

@@ -191,10 +191,13 @@ GET_MESSAGE = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                           "params": {"name": "GetMessage", "arguments": {"id": "AAMkAGI2TG93AAA=", "bodyPreviewOnly": True}}})
 
 
+# What an MCP client's POST carries besides the session's headers.
+POST_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
 def mcp_post(url, body, headers=None):
     """POSTs one JSON-RPC message; the answer's headers and body."""
-    asked = urllib.request.Request(url, data=body.encode(), method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    asked = urllib.request.Request(url, data=body.encode(), method="POST", headers={**POST_HEADERS, **(headers or {})})
     with urllib.request.urlopen(asked, timeout=60) as answer:
         return answer.headers, answer.read()
 
@@ -237,16 +240,16 @@ def floor_arguments(answered, body, path):
 def session_rounds(emit, args, builds, scratch, log, tool):
     """Issue 48's scenario: a session's `tools/call`, recorded by the old build from a Python SDK
     server, replayed by both builds from copies of that one cassette."""
-    recorded = os.path.join(scratch, "session-old")
+    recorded = os.path.join(scratch, "session-recorded")
     record_session(args.python, builds["old"], recorded, log)
-    shutil.copytree(recorded, os.path.join(scratch, "session-new"))
-    replays = {key: Server([binary, "replay", os.path.join(scratch, f"session-{key}"), "--port", "0"],
-                           log(f"session-replay-{key}")) for key, binary in builds.items()}
+    # Each replay reads a copy of its own; the new build also without its request lines when asked.
+    runs = {key: (binary, None) for key, binary in builds.items()}
     if args.without_lines_too:
-        shutil.copytree(recorded, os.path.join(scratch, "session-quiet"))
-        replays["new (request lines off)"] = Server(
-            [builds["new"], "replay", os.path.join(scratch, "session-quiet"), "--port", "0"],
-            log("session-replay-quiet"), env=dict(os.environ, MCP_TAPE_LOG="warn"))
+        runs["new (request lines off)"] = (builds["new"], dict(os.environ, MCP_TAPE_LOG="warn"))
+    replays = {}
+    for index, (key, (binary, env)) in enumerate(runs.items()):
+        cassette = shutil.copytree(recorded, os.path.join(scratch, f"session-{index}"))
+        replays[key] = Server([binary, "replay", cassette, "--port", "0"], log(f"session-replay-{index}"), env=env)
     for version in CLIENT_VERSIONS:
         urls = {key: server.base + MAIL_PATH for key, server in replays.items()}
         sessions = {key: open_session(url, version) for key, url in urls.items()}
