@@ -35,7 +35,7 @@
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all, long work run off the async
 //!   workers.
-//! - [`logging`]: where log lines go (a buffer per thread, one writer thread).
+//! - [`logging`]: where log lines go (one buffer, one writer thread).
 //! - [`os`]: what differs by operating system: a spawned command's process
 //!   tree (a process group, a Job Object), the stops that reach mcp-tape
 //!   (signals, console events), exit codes, one file by two paths.

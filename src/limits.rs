@@ -235,9 +235,7 @@ pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
 /// Enforced in [`crate::engine::record`].
 pub const MAX_SECRETS_PER_EXCHANGE: usize = 1024;
 
-/// Bytes of log lines handed over to the writer, waiting to be written, past
-/// which a thread handing more over waits (each thread also gathers up to
-/// [`crate::logging::HAND_OVER`] bytes of its own before it hands over).
+/// Bytes waiting to be written past which logging threads wait.
 ///
 /// Enforced in [`crate::logging`].
 pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;

@@ -1,21 +1,13 @@
 //! Log lines: one format for every line, both front doors' request lines
 //! included ([`LineFormat`]: UTC time, level, message, control characters
-//! escaped), and where they go: each thread appends its lines to a small
-//! buffer of its own (its slot), handing the slot's lines over to one shared
-//! buffer a chunk ([`HAND_OVER`] bytes) at a time, and one thread writes
-//! what gathered, the shared buffer and every slot, in large writes. A busy
-//! daemon (a line per request) pays for an uncontended lock and a copy into
-//! a buffer still in its core's cache per line, not a write to stderr, a
-//! thread wake-up, or stores into a cold buffer each. Lossless: past
-//! [`MAX_PENDING_LOG_BYTES`] bytes in the shared buffer a thread handing a
-//! chunk over waits for the writer rather than drop a line, and the
-//! [`Flusher`] waits for every line to be written, those in the slots of
-//! threads still running included. Each thread's lines are written in the
-//! order it wrote them, and the writer merges the threads' lines of a batch
-//! by the time each starts with (`in_time_order`), so that lines of
-//! requests served on different threads are not written out of time order.
-//! The line every HTTP request leaves skips the subscriber's event
-//! machinery: [`write_direct`] appends the same line through the same slot.
+//! escaped), and where they go: each is appended to one shared buffer, and
+//! one thread writes what gathered in large writes. A busy daemon (a line
+//! per request) pays for a short lock and a copy per line, not a write to
+//! stderr or a thread wake-up each. Lossless: past [`MAX_PENDING_LOG_BYTES`]
+//! bytes a logging thread waits for the writer rather than drop a line, and
+//! the [`Flusher`] waits for every line to be written. The line every HTTP
+//! request leaves skips the subscriber's event machinery: [`write_direct`]
+//! appends the same line to the same buffer.
 //!
 //! Why not `tracing-appender`: its non-blocking writer is lossless only
 //! while the process runs. Its guard waits one second for the backlog at
@@ -24,11 +16,8 @@
 //! out when the guard returned.
 
 use std::cell::RefCell;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
 use std::fmt::{self, Write as _};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -46,11 +35,6 @@ use crate::util::lock;
 /// the longest a line waits before it is written.
 pub const GATHER: Duration = Duration::from_millis(10);
 
-/// How many bytes of lines a thread's slot gathers before the thread hands
-/// them over to the shared buffer: small enough to stay in the core's
-/// cache between lines.
-pub const HAND_OVER: usize = 16 * 1024;
-
 /// The logging side: a [`MakeWriter`] whose writers append whole lines.
 #[derive(Clone)]
 pub struct Sink {
@@ -65,44 +49,17 @@ pub struct Flusher {
 }
 
 struct Shared {
-    /// Tells this sink's slots from another's in a thread's [`SLOT`].
-    id: u64,
     state: Mutex<State>,
-    /// Every thread's slot, in the order they were made: a thread's slot
-    /// outlives the thread until the writer has taken its lines.
-    slots: Mutex<Vec<Arc<Slot>>>,
-    /// Set (before `state.closed`) once the writer has been told to end:
-    /// read under a slot's lock, so a line either lands in its slot before
-    /// the writer's last gathering or goes straight to stderr.
-    closed: AtomicBool,
-    /// Signalled when lines wait for the writer, or on close.
+    /// Signalled when the buffer gets its first line, or on close.
     lines: Condvar,
-    /// Signalled when the writer has taken the shared buffer.
+    /// Signalled when the writer has taken the buffer.
     room: Condvar,
 }
 
-/// A thread's lines not yet handed over.
-type Slot = Mutex<Vec<u8>>;
-
-/// Where a run of one thread's lines starts in a batch, and the thread's
-/// slot (its address, as a name: a slot is forgotten only once the batch
-/// with its lines is taken).
-type Run = (usize, usize);
-
 #[derive(Default)]
 struct State {
-    /// Chunks handed over from the slots.
     pending: Vec<u8>,
-    /// Where each chunk starts in `pending`, and whose it is.
-    runs: Vec<Run>,
-    /// Whether lines wait, here or in a slot, since the writer last gathered.
-    waiting: bool,
     closed: bool,
-}
-
-thread_local! {
-    /// This thread's slot, and the sink it belongs to.
-    static SLOT: RefCell<Option<(u64, Arc<Slot>)>> = const { RefCell::new(None) };
 }
 
 /// Starts the writer thread, writing to `out`.
@@ -111,15 +68,7 @@ thread_local! {
 ///
 /// When the thread cannot be started.
 pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher)> {
-    static SINKS: AtomicU64 = AtomicU64::new(0);
-    let shared = Arc::new(Shared {
-        id: SINKS.fetch_add(1, Ordering::Relaxed),
-        state: Mutex::default(),
-        slots: Mutex::default(),
-        closed: AtomicBool::new(false),
-        lines: Condvar::new(),
-        room: Condvar::new(),
-    });
+    let shared = Arc::new(Shared { state: Mutex::default(), lines: Condvar::new(), room: Condvar::new() });
     let writer = Arc::clone(&shared);
     let thread =
         std::thread::Builder::new().name("mcp-tape-log".into()).spawn(move || drain(&writer, out))?;
@@ -130,192 +79,31 @@ fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, S
     condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The writer thread: waits for lines, lets more gather, takes them all
-/// ([`Shared::gather`]) and writes them ([`write_in_pieces`]); until
-/// closed, when it takes and writes what is left at once. A failed write
-/// (stderr gone) drops what it held and goes on, so logging threads are
-/// never left waiting.
+/// The writer thread: waits for a first line, lets more gather, writes them
+/// all ([`write_in_pieces`]); until closed and empty. A failed write (stderr
+/// gone) drops what it held and goes on, so logging threads are never left
+/// waiting.
 fn drain(shared: &Shared, mut out: impl Write) {
-    let (mut batch, mut runs, mut merged) = (Vec::new(), Vec::new(), Vec::new());
+    let mut batch = Vec::new();
     loop {
         let mut state = lock(&shared.state);
-        while !state.waiting && !state.closed {
+        while state.pending.is_empty() && !state.closed {
             state = wait(&shared.lines, state);
         }
-        let closed = state.closed;
-        drop(state);
-        if !closed {
+        if state.pending.is_empty() {
+            return; // closed, everything written
+        }
+        if !state.closed {
+            drop(state);
             std::thread::sleep(GATHER);
+            state = lock(&shared.state);
         }
-        shared.gather(&mut batch, &mut runs);
-        shared.room.notify_all();
-        if !batch.is_empty() {
-            let _ = write_in_pieces(&mut out, in_time_order(&batch, &runs, &mut merged), PIECE);
-            batch.clear();
-            runs.clear();
-            merged.clear();
-        }
-        if closed {
-            return; // every line appended before the close is written
-        }
-    }
-}
-
-impl Shared {
-    /// Moves every line that waits into the empty `batch`, and where each
-    /// run of one thread's lines starts in it into the empty `runs`: the
-    /// shared buffer's chunks, then each slot's lines in the order the
-    /// slots were made, all taken at one moment (every slot locked), so
-    /// that no thread's later lines come before its earlier ones. Forgets
-    /// the slots of threads that have ended, now empty.
-    fn gather(&self, batch: &mut Vec<u8>, runs: &mut Vec<Run>) {
-        let mut slots = lock(&self.slots);
-        let mut held: Vec<MutexGuard<'_, Vec<u8>>> = slots.iter().map(|slot| lock(slot)).collect();
-        let mut state = lock(&self.state);
-        std::mem::swap(&mut state.pending, batch);
-        std::mem::swap(&mut state.runs, runs);
-        state.waiting = false;
+        std::mem::swap(&mut state.pending, &mut batch);
         drop(state);
-        for (slot, lines) in slots.iter().zip(&mut held).filter(|(_, lines)| !lines.is_empty()) {
-            runs.push((batch.len(), Arc::as_ptr(slot).addr()));
-            batch.extend_from_slice(lines);
-            lines.clear();
-        }
-        drop(held);
-        slots.retain(|slot| Arc::strong_count(slot) > 1);
+        shared.room.notify_all();
+        let _ = write_in_pieces(&mut out, &batch, PIECE);
+        batch.clear();
     }
-
-    /// A new slot, known to the writer.
-    fn new_slot(&self) -> Arc<Slot> {
-        let slot = Arc::default();
-        lock(&self.slots).push(Arc::clone(&slot));
-        slot
-    }
-
-    /// Appends the whole line `text` to this thread's slot. Where the
-    /// thread's slot cannot be reached (during the thread's own end), to a
-    /// new slot left for the writer, which keeps the thread's order: the
-    /// writer takes slots in the order they were made.
-    fn append(&self, text: &[u8]) -> std::io::Result<()> {
-        let appended = SLOT.try_with(|mine| match mine.try_borrow_mut() {
-            Ok(mut mine) => {
-                let slot = match &mut *mine {
-                    Some((id, slot)) if *id == self.id => slot,
-                    other => &mut other.insert((self.id, self.new_slot())).1,
-                };
-                self.append_to(slot, text)
-            }
-            Err(_) => self.append_to(&self.new_slot(), text),
-        });
-        appended.unwrap_or_else(|_| self.append_to(&self.new_slot(), text))
-    }
-
-    /// Appends `text` to `slot`, tells the writer when it is the slot's
-    /// first line since the writer gathered, and hands the slot's lines
-    /// over when they reach [`HAND_OVER`] bytes. After the close, writes
-    /// straight to stderr.
-    fn append_to(&self, slot: &Slot, text: &[u8]) -> std::io::Result<()> {
-        let mut lines = lock(slot);
-        if self.closed.load(Ordering::Acquire) {
-            drop(lines);
-            return std::io::stderr().write_all(text);
-        }
-        let first = lines.is_empty();
-        lines.extend_from_slice(text);
-        let full = lines.len() >= HAND_OVER;
-        drop(lines);
-        if full {
-            self.hand_over(slot);
-        } else if first {
-            Self::wake(&self.lines, lock(&self.state));
-        }
-        Ok(())
-    }
-
-    /// Moves `slot`'s lines to the shared buffer once it holds fewer than
-    /// [`MAX_PENDING_LOG_BYTES`] bytes, waiting for the writer until then
-    /// (with the slot unlocked, so the writer can take it meanwhile). After
-    /// the close the slot is empty: the writer's last gathering took it,
-    /// and no line is appended to a slot after it.
-    fn hand_over(&self, slot: &Slot) {
-        loop {
-            let mut state = lock(&self.state);
-            while state.pending.len() >= MAX_PENDING_LOG_BYTES && !state.closed {
-                state = wait(&self.room, state);
-            }
-            drop(state);
-            let mut lines = lock(slot);
-            let mut state = lock(&self.state);
-            if state.pending.len() < MAX_PENDING_LOG_BYTES || state.closed {
-                if !lines.is_empty() {
-                    let start = state.pending.len();
-                    state.runs.push((start, std::ptr::from_ref(slot).addr()));
-                }
-                state.pending.extend_from_slice(&lines);
-                lines.clear();
-                return Self::wake(&self.lines, state);
-            }
-        }
-    }
-
-    /// Notes that lines wait, waking the writer if none did.
-    fn wake(lines: &Condvar, mut state: MutexGuard<'_, State>) {
-        if !state.waiting {
-            state.waiting = true;
-            drop(state);
-            lines.notify_one();
-        }
-    }
-}
-
-/// How many bytes a line's time takes at its start (`2026-11-23T20:17:41.823637Z`):
-/// in this width, text order is time order.
-const TIME_WIDTH: usize = 27;
-
-/// The time `line` starts with (all of it when shorter).
-fn time_of(line: &[u8]) -> &[u8] {
-    &line[..line.len().min(TIME_WIDTH)]
-}
-
-/// The lines of `batch`, runs of one thread's whole lines (`runs`, the
-/// first at 0), in time order: as they are when no run starts before the
-/// one ahead of it ends (one thread logged, or threads took turns), else
-/// merged into `merged` by the time each line starts with. Each thread's
-/// lines keep their order (even where the clock stepped back); lines of
-/// one time from different threads keep the order the threads first
-/// appear in.
-fn in_time_order<'a>(batch: &'a [u8], runs: &[Run], merged: &'a mut Vec<u8>) -> &'a [u8] {
-    let run = |at: usize| &batch[runs[at].0..runs.get(at + 1).map_or(batch.len(), |next| next.0)];
-    let last_line = |lines: &'a [u8]| {
-        let before_end = lines.len().saturating_sub(1);
-        &lines[memchr::memrchr(b'\n', &lines[..before_end]).map_or(0, |at| at + 1)..]
-    };
-    if (1..runs.len()).all(|at| time_of(last_line(run(at - 1))) <= time_of(run(at))) {
-        return batch;
-    }
-    // Each thread's lines not yet merged: its runs, in order.
-    let mut threads: Vec<(usize, VecDeque<&[u8]>)> = Vec::new();
-    for (at, (_, thread)) in runs.iter().enumerate() {
-        match threads.iter_mut().find(|(known, _)| known == thread) {
-            Some((_, lines)) => lines.push_back(run(at)),
-            None => threads.push((*thread, VecDeque::from([run(at)]))),
-        }
-    }
-    let mut heads: BinaryHeap<Reverse<(&[u8], usize)>> =
-        threads.iter().enumerate().map(|(at, (_, lines))| Reverse((time_of(lines[0]), at))).collect();
-    while let Some(Reverse((_, at))) = heads.pop() {
-        let lines = &mut threads[at].1;
-        let Some(first) = lines.pop_front() else { continue };
-        let end = memchr::memchr(b'\n', first).map_or(first.len(), |end| end + 1);
-        merged.extend_from_slice(&first[..end]);
-        if end < first.len() {
-            lines.push_front(&first[end..]);
-        }
-        if let Some(next) = lines.front() {
-            heads.push(Reverse((time_of(next), at)));
-        }
-    }
-    merged
 }
 
 /// The most the writer writes before it lets other threads of its core run.
@@ -344,7 +132,6 @@ fn write_in_pieces(out: &mut impl Write, mut batch: &[u8], piece: usize) -> std:
 
 impl Drop for Flusher {
     fn drop(&mut self) {
-        self.shared.closed.store(true, Ordering::Release);
         lock(&self.shared.state).closed = true;
         self.shared.lines.notify_one();
         if let Some(thread) = self.thread.take() {
@@ -371,7 +158,21 @@ impl Write for Line<'_> {
     /// once, so lines never interleave). After the writer thread has
     /// ended, writes straight to stderr.
     fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
-        self.shared.append(text)?;
+        let mut state = lock(&self.shared.state);
+        while state.pending.len() >= MAX_PENDING_LOG_BYTES && !state.closed {
+            state = wait(&self.shared.room, state);
+        }
+        if state.closed {
+            drop(state);
+            std::io::stderr().write_all(text)?;
+            return Ok(text.len());
+        }
+        let first = state.pending.is_empty();
+        state.pending.extend_from_slice(text);
+        drop(state);
+        if first {
+            self.shared.lines.notify_one();
+        }
         Ok(text.len())
     }
 
@@ -746,36 +547,6 @@ mod tests {
             }
         }
 
-        /// A batch of runs of threads' lines comes out with every line once, each thread's
-        /// lines in their order, and, where no thread's clock stepped back, in time order.
-        #[test]
-        fn batches_come_out_in_time_order_each_threads_lines_in_theirs(
-            taken in proptest::collection::vec((0usize..4, proptest::collection::vec(-1i64..4, 1..6)), 0..12),
-        ) {
-            let (mut batch, mut runs, mut clocks, mut counts) = (Vec::new(), Vec::new(), [1000i64; 4], [0; 4]);
-            for (thread, steps) in &taken {
-                runs.push((batch.len(), *thread));
-                for step in steps {
-                    clocks[*thread] += step;
-                    counts[*thread] += 1;
-                    batch.extend_from_slice(format!("{:027} thread {thread} line {}\n", clocks[*thread], counts[*thread]).as_bytes());
-                }
-            }
-            let mut merged = Vec::new();
-            let out = String::from_utf8(in_time_order(&batch, &runs, &mut merged).to_vec()).unwrap();
-            let batch = String::from_utf8(batch).unwrap();
-            let sorted = |text: &str| { let mut lines: Vec<&str> = text.lines().collect(); lines.sort_unstable(); lines.join("\n") };
-            proptest::prop_assert_eq!(sorted(&out), sorted(&batch));
-            for thread in 0..4 {
-                let mine = |text: &str| text.lines().filter(|line| line.contains(&format!(" thread {thread} "))).map(str::to_owned).collect::<Vec<_>>();
-                proptest::prop_assert_eq!(mine(&out), mine(&batch));
-            }
-            if taken.iter().all(|(_, steps)| steps.iter().all(|step| *step >= 0)) {
-                let times: Vec<&str> = out.lines().map(|line| &line[..TIME_WIDTH]).collect();
-                proptest::prop_assert!(times.is_sorted(), "{out}");
-            }
-        }
-
         /// Outside text pushed onto a line is what the plain escaping writer makes of it:
         /// printable ASCII (taken as it is) with at most one character of another kind.
         #[test]
@@ -880,10 +651,11 @@ mod tests {
         }
         drop(flusher);
         let writes = lock(&writes);
-        // The shared buffer, a chunk past its bound, and a slot for each writing thread.
-        let bound = MAX_PENDING_LOG_BYTES + (1 + 5) * (HAND_OVER + 400);
+        let longest_line = 400;
         assert!(
-            writes.split(Vec::is_empty).all(|batch| batch.concat().len() < bound),
+            writes
+                .split(Vec::is_empty)
+                .all(|batch| batch.concat().len() < MAX_PENDING_LOG_BYTES + longest_line),
             "a batch outgrew the bound"
         );
         let written = String::from_utf8(writes.concat()).unwrap();
@@ -897,105 +669,5 @@ mod tests {
             assert_eq!(mine, expected, "thread {t}");
         }
         assert_eq!(written.lines().count(), 80_001);
-    }
-
-    /// Waits (ten seconds at most) until `out` holds `lines` lines.
-    fn wait_for_lines(out: &Mutex<Vec<u8>>, lines: usize) -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let written = String::from_utf8(lock(out).clone()).unwrap();
-            if written.lines().count() >= lines || std::time::Instant::now() > deadline {
-                return written;
-            }
-            std::thread::yield_now();
-        }
-    }
-
-    /// A thread that writes `lines` lines (far less than a chunk), says so
-    /// on `wrote`, and runs on until `hold` is dropped.
-    fn writing_thread(
-        sink: &Sink,
-        name: String,
-        lines: usize,
-        wrote: &mpsc::Sender<()>,
-    ) -> (mpsc::Sender<()>, std::thread::JoinHandle<()>) {
-        let (hold, held) = mpsc::channel::<()>();
-        let (sink, wrote) = (sink.clone(), wrote.clone());
-        let thread = std::thread::spawn(move || {
-            for i in 0..lines {
-                sink.make_writer().write_all(format!("{name} line {i}\n").as_bytes()).unwrap();
-            }
-            wrote.send(()).unwrap();
-            let _ = held.recv();
-        });
-        (hold, thread)
-    }
-
-    /// A few lines of a thread that runs on are written within a gathering,
-    /// as are those of threads that have ended; the slots of ended threads
-    /// are forgotten once their lines are taken.
-    #[test]
-    fn running_threads_few_lines_are_written_and_ended_threads_slots_forgotten() {
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let (sink, flusher) = start(Capture(Arc::clone(&out))).unwrap();
-        let (wrote, all_wrote) = mpsc::channel();
-        let ended: Vec<_> = (0..8).map(|t| writing_thread(&sink, format!("ended {t}"), 3, &wrote)).collect();
-        for (hold, thread) in ended {
-            drop(hold);
-            thread.join().unwrap();
-        }
-        let (hold, running) = writing_thread(&sink, "running".into(), 3, &wrote);
-        for _ in 0..9 {
-            all_wrote.recv().unwrap();
-        }
-        let written = wait_for_lines(&out, 27);
-        assert_eq!(written.lines().count(), 27, "{written}");
-        for name in (0..8).map(|t| format!("ended {t}")).chain(["running".into()]) {
-            let mine: Vec<&str> = written.lines().filter(|l| l.starts_with(&format!("{name} "))).collect();
-            assert_eq!(mine, [0, 1, 2].map(|i| format!("{name} line {i}")), "{written}");
-        }
-        // Taken in a gathering after the ended threads ended: it forgets their slots.
-        sink.make_writer().write_all(b"mark\n").unwrap();
-        assert!(wait_for_lines(&out, 28).ends_with("mark\n"));
-        assert_eq!(lock(&sink.shared.slots).len(), 2, "the running thread's slot and this one's");
-        drop(hold);
-        running.join().unwrap();
-        drop(flusher);
-    }
-
-    /// Lines that wait in the slots of threads still running when the
-    /// writer is told to end are written before it ends.
-    #[test]
-    fn lines_in_running_threads_slots_are_written_at_the_close() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let (entered, writer_entered) = mpsc::channel();
-        let (go, gate) = mpsc::channel();
-        let out = Recorded { writes: Arc::clone(&writes), entered, gate: Some(gate) };
-        let (sink, flusher) = start(out).unwrap();
-        sink.make_writer().write_all(b"first\n").unwrap();
-        writer_entered.recv().unwrap();
-        let (wrote, all_wrote) = mpsc::channel();
-        let running: Vec<_> =
-            (0..4).map(|t| writing_thread(&sink, format!("running {t}"), 5, &wrote)).collect();
-        for _ in 0..4 {
-            all_wrote.recv().unwrap();
-        }
-        let closing = std::thread::spawn(move || drop(flusher));
-        while !lock(&sink.shared.state).closed {
-            std::thread::yield_now();
-        }
-        go.send(()).unwrap();
-        closing.join().unwrap();
-        let written = String::from_utf8(lock(&writes).concat()).unwrap();
-        assert_eq!(written.lines().count(), 21, "{written}");
-        for t in 0..4 {
-            let prefix = format!("running {t} ");
-            let mine: Vec<&str> = written.lines().filter(|l| l.starts_with(&prefix)).collect();
-            assert_eq!(mine, (0..5).map(|i| format!("running {t} line {i}")).collect::<Vec<_>>());
-        }
-        for (hold, thread) in running {
-            drop(hold);
-            thread.join().unwrap();
-        }
     }
 }
