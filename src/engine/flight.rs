@@ -305,8 +305,9 @@ impl Flight {
     /// The whole answer came as one message, which arrived at `arrived`:
     /// the exchange is complete, whatever id the message carries.
     pub fn complete(self, message: Said, arrived: Option<Arrived>) -> Held {
-        let capture = lock(&self.capture).take();
-        let committed = match capture {
+        // Held until the exchange is queued (see `take`).
+        let mut held = lock(&self.capture);
+        let committed = match held.take() {
             Some(mut capture) => {
                 answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
                 capture.push(Direction::Server, message);
@@ -318,6 +319,7 @@ impl Flight {
                 committed
             }
         };
+        drop(held);
         Held { committed, id: Some(self.request_id.clone()) }
     }
 
@@ -380,8 +382,11 @@ impl Flight {
         }
         answer_arrived(&capture.answer, arrived);
         let Some(capture) = guard.take() else { return Heard::Message };
+        // Queued before the capture is seen gone: what the server says on its own meanwhile
+        // waits here, then goes to the writer after its exchange (before it, it would be dropped).
+        let committed = self.recorder.commit(capture);
         drop(guard);
-        Heard::Final(Held { committed: self.recorder.commit(capture), id: Some(self.request_id.clone()) })
+        Heard::Final(Held { committed, id: Some(self.request_id.clone()) })
     }
 
     /// The answer ends here unfinished (`why`): nothing of it is stored.
@@ -482,11 +487,18 @@ impl Flights {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
+    use serde_json::json;
     use tokio::sync::watch;
 
     use super::*;
-    use crate::engine::record::Progress;
+    use crate::cassette::store::{Cassette, Writer};
+    use crate::engine::record::{Progress, Recorder};
+    use crate::engine::{Call, Facts};
+    use crate::jsonrpc::RequestId;
+    use crate::model::{Channel, Era};
+    use crate::normalize::Rules;
 
     fn answer(progress: Progress) -> Answer {
         Arc::new(watch::Sender::new(progress))
@@ -509,6 +521,62 @@ mod tests {
         let wait = after_its_answer(Answer::clone(&awaited), it).expect("looks for the answer");
         answer_arrived(&awaited, after);
         wait.await;
+    }
+
+    /// What the server says on its own just as an exchange's answer comes
+    /// (whole, or as a stream's last event) is stored after that exchange,
+    /// whichever of the two is handled first: an aside handled while the
+    /// answer's capture was taken but not yet queued once reached the
+    /// cassette's writer before its exchange, which dropped it (a log
+    /// message lost from a recording: before the fix, 7 to 12 of these
+    /// 6,000 in each run).
+    #[test]
+    fn an_aside_heard_as_its_exchange_completes_is_stored() {
+        const CALLS: i64 = 6000;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("asides.sqlite");
+        let writer = Writer::start(Cassette::open(&path).unwrap()).unwrap();
+        let recorder = Recorder::new(writer.handle(), Rules::default(), "test");
+        let facts = Facts::default();
+        for n in 0..CALLS {
+            let id = RequestId::from_value(&json!(n)).unwrap();
+            let (server, era, session, method) = ("mcp_A", Era::Handshake, Some("s"), "tools/call");
+            let call = Call { server, era, session, id: &id, method, params: None, facts: &facts };
+            let flight = recorder.flight(&call);
+            let go = Arc::new(AtomicBool::new(false));
+            let aside = {
+                let (recorder, go) = (recorder.clone(), Arc::clone(&go));
+                std::thread::spawn(move || {
+                    let said =
+                        json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": n}});
+                    while !go.load(Ordering::Acquire) {
+                        std::hint::spin_loop();
+                    }
+                    // Later each call by a pause or so, from before the answer is taken to after it is queued.
+                    for _ in 0..n / 2 % 300 {
+                        std::hint::spin_loop();
+                    }
+                    recorder.aside(session, Channel::Standalone, Said::from(said), Arrived::now());
+                })
+            };
+            go.store(true, Ordering::Release);
+            let answer = json!({"jsonrpc": "2.0", "id": n, "result": {}});
+            // A whole answer, or the last event of a stream.
+            if n % 2 == 0 {
+                drop(flight.complete(Said::from(answer), None));
+            } else {
+                let mut flight = flight;
+                assert!(matches!(flight.observe(&answer.to_string(), None), Heard::Final(_)));
+            }
+            aside.join().unwrap();
+        }
+        drop(recorder);
+        writer.finish();
+        let stored = rusqlite::Connection::open(&path).unwrap();
+        let count = |table: &str| -> i64 {
+            stored.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| row.get(0)).unwrap()
+        };
+        assert_eq!((count("exchange"), count("aside")), (CALLS, CALLS));
     }
 
     fn futures_poll(wait: &mut Wait) -> Poll<()> {
