@@ -197,7 +197,7 @@ def stream_order_check(args, checks):
                     got = stream_order.order(recorder.base + "/mcp", steps)
                     seen["through record"].append(got)
                 finally:
-                    recorder.stop()
+                    recorder.stop(keep_log_as=os.path.join(args.logs, f"stream-order-record-{n}.log"))
 
                 def as_directly_through_record(got=got):
                     assert got == direct, {"through record": got, "directly": direct}
