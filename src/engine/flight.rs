@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::MutexGuard;
 use std::task::{Context, Poll, ready};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -19,7 +20,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
-use super::record::{Answer, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written};
+use super::record::{
+    Answer, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
+};
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
@@ -305,22 +308,29 @@ impl Flight {
     /// The whole answer came as one message, which arrived at `arrived`:
     /// the exchange is complete, whatever id the message carries.
     pub fn complete(self, message: Said, arrived: Option<Arrived>) -> Held {
-        // Held until the exchange is queued (see `take`).
-        let mut held = lock(&self.capture);
-        let committed = match held.take() {
-            Some(mut capture) => {
-                answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
-                capture.push(Direction::Server, message);
-                self.recorder.commit(capture)
-            }
-            None => {
-                let (told, committed) = oneshot::channel();
-                let _ = told.send(false);
-                committed
-            }
-        };
-        drop(held);
+        let mut slot = lock(&self.capture);
+        if let Some(capture) = slot.as_mut() {
+            answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
+            capture.push(Direction::Server, message);
+        }
+        let committed = self.commit_taken(slot).unwrap_or_else(|| {
+            let (told, committed) = oneshot::channel();
+            let _ = told.send(false);
+            committed
+        });
         Held { committed, id: Some(self.request_id.clone()) }
+    }
+
+    /// Takes the capture out of `slot` and queues it for the writer before
+    /// `slot` is unlocked: what the server says on its own meanwhile waits,
+    /// then finds the capture gone and follows its exchange to the writer
+    /// (before it, the writer would know no row for it and drop it). `None`
+    /// when the capture was taken already.
+    fn commit_taken(&self, mut slot: MutexGuard<'_, Option<Capture>>) -> Option<Commit> {
+        let capture = slot.take()?;
+        let committed = self.recorder.commit(capture);
+        drop(slot);
+        Some(committed)
     }
 
     /// Shows the flight one relayed message's data (an SSE event's), which
@@ -381,11 +391,7 @@ impl Flight {
             return Heard::Message;
         }
         answer_arrived(&capture.answer, arrived);
-        let Some(capture) = guard.take() else { return Heard::Message };
-        // Queued before the capture is seen gone: what the server says on its own meanwhile
-        // waits here, then goes to the writer after its exchange (before it, it would be dropped).
-        let committed = self.recorder.commit(capture);
-        drop(guard);
+        let Some(committed) = self.commit_taken(guard) else { return Heard::Message };
         Heard::Final(Held { committed, id: Some(self.request_id.clone()) })
     }
 
