@@ -447,10 +447,17 @@ impl Recorder {
         let pending = lock(&self.pending).remove(&key);
         match pending {
             Some(PendingReply::Answer(capture)) => {
-                if let Some(capture) = capture.upgrade()
-                    && let Some(capture) = lock(&capture).as_mut()
-                {
-                    capture.push(Direction::Client, reply.into());
+                let shared = capture.upgrade();
+                let mut held = shared.as_deref().map(lock);
+                match held.as_deref_mut().and_then(Option::as_mut) {
+                    Some(capture) => capture.push(Direction::Client, reply.into()),
+                    // The server answered without waiting for it: the exchange is stored as it
+                    // happened, and the reply went upstream as every reply does.
+                    None => tracing::info!(
+                        "the client's reply to the server's request {} came after that exchange ended: \
+                         forwarded, not stored",
+                        printable(id.json_text())
+                    ),
                 }
             }
             Some(PendingReply::Aside(spot)) => {

@@ -544,6 +544,38 @@ async fn a_client_leaving_mid_stream_in_record_is_logged() {
     assert!(log.contains("recorded 0 exchanges"), "{log}");
 }
 
+/// A server that asks the client something on an answer stream and answers
+/// without waiting: the client's reply comes after the exchange is stored.
+/// The exchange is stored as it happened; the reply goes upstream and the
+/// log says it was not stored.
+#[tokio::test]
+async fn a_reply_after_its_exchange_ended_is_forwarded_and_logged() {
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(BIN);
+    command.args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"]).arg(dir.path());
+    let daemon = Daemon::spawn(command).await;
+    let auth = format!("Bearer {}", crate::upstream::TOKEN);
+    let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    let headers = [("authorization", auth.as_str()), ("mcp-session-id", "upstream-session-1")];
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "elicit_unwaited"}});
+    let answered = post(&url, &headers, &body.to_string()).await;
+    let events = answered.events();
+    assert_eq!(
+        events.first().map(|e| e["method"].clone()),
+        Some(json!("elicitation/create")),
+        "{answered:?}"
+    );
+    assert_eq!(events.last().map(|e| e["id"].clone()), Some(json!(1)), "{answered:?}");
+    let reply = json!({"jsonrpc": "2.0", "id": "srv-2", "result": {"action": "decline"}});
+    assert_eq!(post(&url, &headers, &reply.to_string()).await.status, 202);
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(log.contains(r#"reply to the server's request "srv-2" came after that exchange ended"#), "{log}");
+    assert!(log.contains("recorded 1 exchange"), "{log}");
+}
+
 /// On a full disk, record once answered clients 200 for exchanges it could
 /// not store. Here the cassette directory is a 192 KiB tmpfs in the
 /// recorder's own mount namespace; every answer a client got must be in the

@@ -447,6 +447,12 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             });
             stream(rx)
         }
+        ("tools/call", "elicit_unwaited") => {
+            // Asks the client, then answers at once: the client's reply comes after the answer.
+            let ask = json!({"jsonrpc": "2.0", "id": "srv-2", "method": "elicitation/create",
+                "params": {"message": "Rate us?", "requestedSchema": {"type": "object", "properties": {}}}});
+            full(200, Some("text/event-stream"), [event(&ask), event(&result(text("done".into())))].concat())
+        }
         ("tools/call", "polled") => {
             // SEP-1699 polling: a priming event with a retry and a notification, then the
             // stream closes; the answer comes on the GET that resumes it from `polled-1`.
