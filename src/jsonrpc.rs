@@ -172,8 +172,8 @@ impl PartialEq for Params {
 /// Params read before, by their text: a client that sends the same params
 /// again (a test suite run against replay does little else) gets the value
 /// read the first time instead of a new tree. Each text it holds was read
-/// by serde as one JSON value ([`read_cached`] keeps no other), which
-/// [`scan`] relies on to find where params end.
+/// by serde as one JSON value (`read_cached` keeps no other), which
+/// `scan` relies on to find where params end.
 pub type ParamsCache = Memo<Option<Params>>;
 
 /// The params written as `text`: the ones read before from the very same

@@ -89,7 +89,7 @@ const ANSWER_LOOKED_FOR: Duration = Duration::from_millis(10);
 pub type Wait = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
 /// The recording of what a session's standalone stream (GET) carries:
-/// each request or notification on it is an aside ([`Recorder::aside`]).
+/// each request or notification on it is an aside (`Recorder::aside`).
 pub struct Listener {
     recorder: Recorder,
     session: Option<String>,
@@ -105,7 +105,7 @@ impl Listener {
     /// client does not have that answer yet (it waits for its commit), the
     /// door waits before relaying it (and what comes after it), so that
     /// the client hears the two in the order the server said them: for
-    /// [`ANSWER_LOOKED_FOR`] while that answer has not been seen, then
+    /// `ANSWER_LOOKED_FOR` while that answer has not been seen, then
     /// until the answer has been written, [`MAX_ASIDE_WRITE_WAIT`] at most.
     pub fn heard(&self, data: &str, arrived: Option<Arrived>) -> Option<Wait> {
         let said = Said::read(data)?;
@@ -442,7 +442,7 @@ impl Flights {
     /// notification to the request with its token, anything else the
     /// server says (log notifications, server→client requests) to the
     /// request sent last while one is open, else it is an aside
-    /// ([`Recorder::aside`]).
+    /// (`Recorder::aside`).
     pub fn heard(&mut self, message: Said, bytes: usize) -> Heard {
         let is_answer = message.body.get("method").is_none();
         let answering = message.body.get("id").filter(|_| is_answer).map(canonical_json);

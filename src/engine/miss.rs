@@ -37,7 +37,7 @@ pub struct Miss {
 pub struct Nearest {
     /// Its params as compared, cut to what is shown.
     pub params: Value,
-    /// The first [`DIFFERENCES_KEPT`] places where it differs from what
+    /// The first `DIFFERENCES_KEPT` places where it differs from what
     /// was sent, values cut to what is shown.
     pub differences: Vec<Difference>,
     /// How many places differ in all.

@@ -18,7 +18,7 @@
 //! ([`Recorder::tie_reply`]) joins that exchange. What the server says
 //! while none of its session's requests is waiting (or, in the stateless
 //! era, a change notification on a `subscriptions/listen` stream) is an
-//! aside of the exchange it had seen last ([`Recorder::aside`]). An answer that ends
+//! aside of the exchange it had seen last (`Recorder::aside`). An answer that ends
 //! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
 //! nothing. Before anything is stored, it is normalized and scrubbed: body
 //! redaction, and every credential the request carried (headers, values

@@ -1,7 +1,7 @@
 //! Recordings made by other tools, read into exchanges: HAR 1.2 files
 //! ([`har`], which also writes a cassette as HAR), the MCP Inspector's
 //! protocol history and the cassettes of mcp-cassette, mcp-recorder and
-//! mcp-vcr ([`transcript`]).
+//! mcp-vcr (`transcript`).
 //!
 //! Each reader turns its file into [`ReadExchange`] requests, each with what the
 //! file says of its answer; [`import`] then decides what the file may leave

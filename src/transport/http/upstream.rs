@@ -201,7 +201,7 @@ impl UpstreamClient {
 
     /// Sends `request` and waits for the answer's head. A request that met
     /// a kept-alive connection the server had closed before it answered
-    /// anything on it (the race every keep-alive client meets, [`Traffic`])
+    /// anything on it (the race every keep-alive client meets, `Traffic`)
     /// is sent once more, on another connection.
     ///
     /// # Errors
