@@ -38,6 +38,13 @@ impl Daemon {
         Daemon::spawn(command).await
     }
 
+    /// The binary recording `upstream` into `cassettes` on a free port.
+    pub async fn record(upstream: &str, cassettes: &std::path::Path) -> Daemon {
+        let mut command = Command::new(BIN);
+        command.args(["record", "--port", "0", "--upstream", upstream, "--cassettes"]).arg(cassettes);
+        Daemon::spawn(command).await
+    }
+
     /// Runs `command`, which must end up as a listening `mcp-tape`.
     async fn spawn(mut command: Command) -> Daemon {
         let mut child = command.stderr(Stdio::piped()).kill_on_drop(true).spawn().unwrap();
@@ -460,11 +467,7 @@ async fn a_request_whose_client_hangs_up_still_gets_its_log_line() {
     use tokio::io::AsyncWriteExt;
     let upstream = crate::upstream::start().await;
     let cassettes = Cassettes::new();
-    let mut command = Command::new(BIN);
-    command
-        .args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"])
-        .arg(cassettes.path());
-    let daemon = Daemon::spawn(command).await;
+    let daemon = Daemon::record(&upstream.url(), cassettes.path()).await;
     let address = daemon.url.trim_start_matches("http://").to_owned();
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"silent"}}"#;
     let mut peer = tokio::net::TcpStream::connect(&address).await.unwrap();
@@ -529,9 +532,7 @@ async fn a_request_still_waiting_when_the_grace_ends_gets_503_with_its_id() {
 async fn a_client_leaving_mid_stream_in_record_is_logged() {
     let upstream = crate::upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(BIN);
-    command.args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"]).arg(dir.path());
-    let daemon = Daemon::spawn(command).await;
+    let daemon = Daemon::record(&upstream.url(), dir.path()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "gated"}});
     let auth = format!("Bearer {}", crate::upstream::TOKEN);
     let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
@@ -552,9 +553,7 @@ async fn a_client_leaving_mid_stream_in_record_is_logged() {
 async fn a_reply_after_its_exchange_ended_is_forwarded_and_logged() {
     let upstream = crate::upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(BIN);
-    command.args(["record", "--port", "0", "--upstream", &upstream.url(), "--cassettes"]).arg(dir.path());
-    let daemon = Daemon::spawn(command).await;
+    let daemon = Daemon::record(&upstream.url(), dir.path()).await;
     let auth = format!("Bearer {}", crate::upstream::TOKEN);
     let url = format!("{}/agents/servers/mcp_MailTools", daemon.url);
     let headers = [("authorization", auth.as_str()), ("mcp-session-id", "upstream-session-1")];
