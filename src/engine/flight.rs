@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
 use super::record::{
-    Answer, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
+    Answer, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written, not_stored,
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
@@ -313,11 +313,7 @@ impl Flight {
             answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
             capture.push(Direction::Server, message);
         }
-        let committed = self.commit_taken(slot).unwrap_or_else(|| {
-            let (told, committed) = oneshot::channel();
-            let _ = told.send(false);
-            committed
-        });
+        let committed = self.commit_taken(slot).unwrap_or_else(not_stored);
         Held { committed, id: Some(self.request_id.clone()) }
     }
 

@@ -59,6 +59,13 @@ const PENDING_SWEEP_AT: usize = 1024;
 /// Resolves to whether an exchange (or service answer) was committed.
 pub(super) type Commit = oneshot::Receiver<bool>;
 
+/// A [`Commit`] resolved already: nothing was stored.
+pub(super) fn not_stored() -> Commit {
+    let (told, committed) = oneshot::channel();
+    let _ = told.send(false);
+    committed
+}
+
 /// Where a client's reply to a server→client request belongs: the answer
 /// whose stream carried the request, or the asides it was one of.
 enum PendingReply {
@@ -401,9 +408,7 @@ impl Recorder {
                 printable(raw.request.get("method").and_then(serde_json::Value::as_str).unwrap_or_default()),
                 printable(&raw.server)
             );
-            let (told, committed) = oneshot::channel();
-            let _ = told.send(false);
-            return committed;
+            return not_stored();
         }
         if raw.content_type.is_empty() {
             // No transport said (stdio): a stream if the answer had more than one message,
