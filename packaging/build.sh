@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds what users install, from this checkout, for one platform or all of them:
 #
-#   packaging/build.sh [--profile NAME] [--out DIR] [all | PLATFORM ...]
+#   packaging/build.sh [--profile NAME] [--pgo PROFDATA] [--out DIR] [all | PLATFORM ...]
 #
 # PLATFORM is a name in packaging/platforms.txt; the default is this machine's. For each, DIR
 # (default dist/) gets the Python wheel (the binary and the pytest plugin, built by maturin with zig,
 # pinned in packaging/requirements.txt) and the npm package @mcp-tape/PLATFORM
 # (mcp-tape-PLATFORM-VERSION.tgz, the same binary, packed by packaging/npm-pack.sh); once, the npm
 # package mcp-tape (mcp-tape-VERSION.tgz: the `mcp-tape` command, startTape, the vitest helper). --profile is cargo's
-# (default release). A platform whose standard library rustup cannot fetch is left out, with
+# (default release). --pgo builds with that profile (packaging/pgo.sh makes one; the release
+# workflow builds each platform so). A platform whose standard library rustup cannot fetch is left out, with
 # rustup's words; one that fails to build is reported and the rest are still built; the script
 # ends with a line per platform and exits 1 if any failed.
 set -euo pipefail
@@ -17,17 +18,19 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PLATFORMS=$(grep -v '^#' "$root/packaging/platforms.txt")
 
 usage() {
-    echo "usage: packaging/build.sh [--profile NAME] [--out DIR] [all | PLATFORM ...]" >&2
+    echo "usage: packaging/build.sh [--profile NAME] [--pgo PROFDATA] [--out DIR] [all | PLATFORM ...]" >&2
     echo "platforms: $(awk 'NF { printf "%s ", $1 }' <<< "$PLATFORMS")" >&2
     exit 2
 }
 
 profile=release
+pgo=
 out=$root/dist
 wanted=()
 while [ $# -gt 0 ]; do
     case $1 in
         --profile) [ $# -ge 2 ] || usage; profile=$2; shift 2 ;;
+        --pgo) [ $# -ge 2 ] || usage; pgo=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
         --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
         all) wanted+=($(awk 'NF { print $1 }' <<< "$PLATFORMS")); shift ;;
         -*) usage ;;
@@ -43,6 +46,10 @@ if [ ${#wanted[@]} -eq 0 ]; then
         Darwin-arm64) wanted=(darwin-arm64) ;;
         *) echo "packaging: name a platform; this machine is $(uname -s)-$(uname -m)" >&2; usage ;;
     esac
+fi
+if [ -n "$pgo" ] && [ ! -f "$pgo" ]; then
+    echo "packaging: no profile at $pgo (packaging/pgo.sh makes one)" >&2
+    exit 2
 fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -91,8 +98,10 @@ build_platform() {
     fi
     local args=(build --locked --zig --profile "$profile" --target "$target" --out "$out")
     [ "$compatibility" != - ] && args+=(--compatibility "$compatibility")
-    echo "packaging: $platform: building the wheel (maturin, zig, $target, profile $profile)" >&2
-    if ! PATH="$venv/bin:$PATH" maturin "${args[@]}" > "$stage/build-$platform.log" 2>&1; then
+    echo "packaging: $platform: building the wheel (maturin, zig, $target, profile $profile${pgo:+, PGO})" >&2
+    local flags=${RUSTFLAGS:-}
+    [ -n "$pgo" ] && flags="$flags -Cprofile-use=$pgo -Cllvm-args=-no-pgo-warn-mismatch"
+    if ! RUSTFLAGS="$flags" PATH="$venv/bin:$PATH" maturin "${args[@]}" > "$stage/build-$platform.log" 2>&1; then
         grep -E "^(error|  Caused by)" "$stage/build-$platform.log" | head -20 >&2 || true
         tail -5 "$stage/build-$platform.log" >&2
         return 1

@@ -285,6 +285,15 @@ def check_all(args, work, checks):
                "stateless request of the demo over HTTP, and each request of the mailbox's session over stdio "
                "(what the other platforms' binaries must answer)", host_answers)
 
+    def profile_workload_runs():
+        assert HOST.name in binaries, "the package is missing (above)"
+        output = must([sys.executable, str(ROOT / "packaging" / "pgo.py"), str(binaries[HOST.name]), "--rounds", "3"])
+        assert re.search(r"pgo: [1-9]\d* HTTP requests; stdio sessions: 1", output), output
+
+    checks.run("platforms: linux-x64: packaging/pgo.py's workload (what a profile-guided release build learns "
+               "from) runs against its binary: every answer the status it expects, every daemon ends with 0",
+               profile_workload_runs)
+
     def every_platform_everywhere():
         listed = [line.split()[0] for line in PLATFORMS_TXT.read_text().splitlines()
                   if line.strip() and not line.startswith("#")]
