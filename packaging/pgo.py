@@ -188,12 +188,18 @@ def main():
             handshake.setdefault(server, []).append(request)
     work = tempfile.mkdtemp(prefix="mcp-tape-pgo-")
     sent, stdio_runs = 0, max(1, args.rounds // 20)
+    started = []
+
+    def start(command, log):
+        started.append(Daemon(command, log))
+        return started[-1]
+
     try:
         with open(os.path.join(work, "daemons.log"), "w") as log:
-            replay = Daemon([binary, "replay", CASSETTES], log)
-            upstream = Daemon([binary, "replay", CASSETTES], log)
-            record = Daemon([binary, "record", "--upstream", upstream.base, "--cassettes",
-                             os.path.join(work, "recorded"), "--name", "pgo"], log)
+            replay = start([binary, "replay", CASSETTES], log)
+            upstream = start([binary, "replay", CASSETTES], log)
+            record = start([binary, "record", "--upstream", upstream.base, "--cassettes",
+                            os.path.join(work, "recorded"), "--name", "pgo"], log)
             for daemon, recording in ((replay, False), (record, True)):
                 client = Client(daemon)
                 for _ in range(max(1, args.rounds // 10) if recording else args.rounds):
@@ -211,6 +217,10 @@ def main():
     except (OSError, RuntimeError, http.client.HTTPException, queue.Empty, subprocess.TimeoutExpired) as error:
         print(f"pgo: {error}\n(the daemons' log is in {work})", file=sys.stderr)
         return 1
+    finally:
+        # A daemon the run failed before stopping is not left behind (one stopped already has exited).
+        for daemon in started:
+            daemon.proc.kill()
     shutil.rmtree(work)
     print(f"pgo: {sent} HTTP requests; stdio sessions: {stdio_runs}", file=sys.stderr)
     return 0
