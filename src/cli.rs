@@ -687,6 +687,12 @@ struct ExportArgs {
     /// 1.2, for HAR viewers (and `import --from har`).
     #[arg(long, value_enum, default_value = "jsonl", value_name = "FORMAT")]
     to: ToArg,
+    /// JSON Lines: also write when each exchange was recorded (`recordedAt`)
+    /// and each message's milliseconds after its request (`offsetMs`), which
+    /// `import` keeps and `--pace` replays by. Left out by default, so that
+    /// two recordings of the same answers export alike.
+    #[arg(long)]
+    timings: bool,
 }
 
 impl Cli {
@@ -788,6 +794,7 @@ impl Cli {
                 cassette: args.cassette,
                 output: args.output,
                 har: matches!(args.to, ToArg::Har),
+                timings: args.timings,
             }),
             CliCommand::Lint(args) => Command::Lint(LintConfig {
                 paths: args.paths,

@@ -295,6 +295,8 @@ pub struct ExportConfig {
     pub output: Option<PathBuf>,
     /// HAR 1.2 instead of JSON Lines.
     pub har: bool,
+    /// JSON Lines with `recordedAt` and `offsetMs`.
+    pub timings: bool,
 }
 
 /// `mcp-tape lint`: cassettes searched for secrets.

@@ -39,8 +39,8 @@
 //! - [`os`]: what differs by operating system: a spawned command's process
 //!   tree (a process group, a Job Object), the stops that reach mcp-tape
 //!   (signals, console events), exit codes, one file by two paths.
-//! - [`model`]: the domain types every layer speaks, and JSON as its
-//!   sender spelled it ([`model::spelling`]).
+//! - [`model`]: the domain types every layer speaks, and JSON kept as its
+//!   sender wrote it, with only what changed written anew ([`model::written`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
 //!   `Params` (and the cache of params read before), `ErrorCode`,
 //!   `ErrorObject`; no MCP, no I/O.

@@ -4,21 +4,19 @@
 //! endpoint's answer; [`Era`], [`Direction`], [`MatchKey`] and
 //! [`ServiceRoute`] are the small types they are made of, each stored by
 //! SQLite as text ([`ToSql`]/[`FromSql`]). A cassette holds JSON in two
-//! forms: what a server or client said ([`spelling::as_sent`]: its own
-//! member order and number spelling, because an agent framework hands a
-//! model the text of what it read), and what is compared ([`canonical_json`]: keys sorted, for
-//! requests and match keys). No I/O, no protocol rules: `normalize` makes
+//! forms: what a server or client said (its own text, byte for byte, with
+//! only what record or replay changed written anew: [`written::rewrite`];
+//! an agent framework hands a model the text of what it read), and what is
+//! compared ([`canonical_json`]: keys sorted, for requests and match keys). No I/O, no protocol rules: `normalize` makes
 //! exchanges, `store` keeps them, `tape` indexes them.
 
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use serde_json::Value;
 
-pub mod spelling;
+pub mod written;
 
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES};
-
-use spelling::Spellings;
 
 /// An HTTP status as recorded: the number the upstream answered with.
 /// What a status means, and which one an answer goes with, is the HTTP
@@ -210,24 +208,27 @@ pub struct RecordedMessage<J = Value> {
     pub offset_ms: u64,
     pub direction: Direction,
     pub body: J,
-    /// The numbers of the body its sender spelled otherwise than serde_json
-    /// writes them (none, as a rule; always none for [`Text`], which holds
-    /// them as spelled).
-    pub spellings: Spellings,
+    /// The text `body` was read from, as its sender wrote it; `None` for a
+    /// message made here, and always for [`Text`], which is that text.
+    pub written: Option<Text>,
 }
 
 impl<J> RecordedMessage<J> {
-    /// A message with no numbers spelled otherwise.
+    /// A message made here, from no sender's text.
     pub fn new(offset_ms: u64, direction: Direction, body: J) -> RecordedMessage<J> {
-        RecordedMessage { offset_ms, direction, body, spellings: Spellings::default() }
+        RecordedMessage { offset_ms, direction, body, written: None }
     }
 }
 
 impl RecordedMessage {
-    /// The body as its sender wrote it: its member order and its numbers'
-    /// spelling ([`spelling::as_sent`]).
+    /// The body in its sender's words: the text it was read from, with
+    /// what was changed since written anew ([`written::rewrite`]).
     pub fn as_sent(&self) -> String {
-        spelling::as_sent(&self.body, &self.spellings)
+        match &self.written {
+            Some(text) => written::rewrite(text, &self.body),
+            // A Value always serializes (its map keys are strings).
+            None => serde_json::to_string(&self.body).unwrap_or_default(),
+        }
     }
 }
 
@@ -363,12 +364,12 @@ impl Exchange<Text> {
                 offset_ms: message.offset_ms,
                 direction: message.direction,
                 body: parse(&message.body)?,
-                spellings: Spellings::of(&message.body),
+                written: Some(message.body),
             });
         }
         let mut asides = Vec::with_capacity(self.asides.len());
         for aside in self.asides {
-            let message = &aside.message;
+            let message = aside.message;
             asides.push(Aside {
                 after: aside.after,
                 in_flight: aside.in_flight,
@@ -377,7 +378,7 @@ impl Exchange<Text> {
                     offset_ms: message.offset_ms,
                     direction: message.direction,
                     body: parse(&message.body)?,
-                    spellings: Spellings::of(&message.body),
+                    written: Some(message.body),
                 },
             });
         }
@@ -529,61 +530,6 @@ pub fn canonical_json_without(value: &Value, key: &str) -> String {
     canonical(value, Some(key))
 }
 
-/// [`canonical_json`], but the value of every member named `kept` is
-/// written as sent ([`spelling::as_sent`], with the numbers `spellings`
-/// names from the top of `value`): a review line whose messages keep their
-/// sender's order and spelling, and still the same bytes for the same line.
-pub fn canonical_json_keeping(value: &Value, kept: &str, spellings: &Spellings) -> String {
-    let mut out = Vec::with_capacity(256);
-    write_keeping(value, &Keeping { kept, spellings }, &mut Vec::new(), &mut out);
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// What [`write_keeping`] writes as sent.
-struct Keeping<'a> {
-    kept: &'a str,
-    spellings: &'a Spellings,
-}
-
-/// [`write_canonical`] that knows where it is, for [`canonical_json_keeping`].
-fn write_keeping(value: &Value, keeping: &Keeping<'_>, path: &mut Vec<spelling::Hop>, out: &mut Vec<u8>) {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (key, inner)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                let _ = serde_json::to_writer(&mut *out, key);
-                out.push(b':');
-                path.push(spelling::Hop::Key(key.as_str().into()));
-                if key == keeping.kept {
-                    out.extend(spelling::as_sent(inner, &keeping.spellings.under(path)).into_bytes());
-                } else {
-                    write_keeping(inner, keeping, path, out);
-                }
-                path.pop();
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                path.push(spelling::Hop::Index(i));
-                write_keeping(item, keeping, path, out);
-                path.pop();
-            }
-            out.push(b']');
-        }
-        scalar => write_canonical(scalar, &Form { skipped: None }, out),
-    }
-}
-
 /// What [`write_canonical`] leaves out.
 struct Form<'a> {
     /// A top-level member left out.
@@ -686,23 +632,20 @@ mod tests {
     }
 
     #[test]
-    fn as_sent_keeps_member_order_and_spelling_and_canonical_sorts_them() {
-        let sent =
-            r#"{"z":{"b":1.0,"a":[{"y":2,"x":-0.5}]},"id":"m1","from":"a","n":12345678901234567890,"e":1E2}"#;
+    fn as_sent_keeps_the_senders_text_and_canonical_sorts_it() {
+        let sent = r#"{"z":{"b":1.0,"a":[{"y":2,"x":-0.5}]},"id":"m1","from":"caf\u00e9","n":12345678901234567890,"e":1E2}"#;
         let value: Value = serde_json::from_str(sent).unwrap();
-        let spellings = Spellings::of(sent);
-        assert_eq!(spelling::as_sent(&value, &spellings), sent);
+        let message = RecordedMessage {
+            written: Some(sent.into()),
+            ..RecordedMessage::new(0, Direction::Server, value)
+        };
+        assert_eq!(message.as_sent(), sent);
         assert_eq!(
-            canonical_json(&value),
-            r#"{"e":100.0,"from":"a","id":"m1","n":12345678901234567890,"z":{"a":[{"x":-0.5,"y":2}],"b":1.0}}"#
+            canonical_json(&message.body),
+            r#"{"e":100.0,"from":"café","id":"m1","n":12345678901234567890,"z":{"a":[{"x":-0.5,"y":2}],"b":1.0}}"#
         );
-        let line = serde_json::json!({"b": 1, "body": value, "a": {"d": 1, "c": 2}});
-        let mut in_line = Spellings::default();
-        in_line.add_under(&[spelling::Hop::Key("body".into())], &spellings);
-        assert_eq!(
-            canonical_json_keeping(&line, "body", &in_line),
-            format!(r#"{{"a":{{"c":2,"d":1}},"b":1,"body":{sent}}}"#)
-        );
+        let made_here = RecordedMessage::new(0, Direction::Server, message.body.clone());
+        assert_ne!(made_here.as_sent(), sent, "serde_json's words for a message with no text of its own");
     }
 
     #[test]

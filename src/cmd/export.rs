@@ -30,7 +30,8 @@ pub(super) fn run(config: &ExportConfig) -> Result<u8, Error> {
         if config.har {
             foreign::har::write(&cassette, &mut out)?;
         } else {
-            jsonl::export(&cassette, &mut out)?;
+            let timings = if config.timings { jsonl::Timings::Kept } else { jsonl::Timings::Left };
+            jsonl::export(&cassette, timings, &mut out)?;
         }
         out.flush()
     };

@@ -7,7 +7,7 @@
 //! stream carrying many exchanges (stdio) goes through [`Flights`]; a
 //! session's standalone stream through a [`Listener`]; an Agent 365 service
 //! endpoint's answer through a [`ServiceFlight`]. Messages travel as
-//! [`Said`]: parsed, with their numbers as spelled.
+//! [`Said`]: parsed, with the text they came as.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -27,31 +27,29 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
-use crate::model::spelling::Spellings;
-use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, spelling};
+use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, Text, canonical_json, written};
 use crate::redact;
 use crate::util::lock;
 
-/// One message as its sender wrote it: parsed, with the numbers it spelled
-/// otherwise than serde_json writes them, so that the cassette keeps them
-/// as spelled.
+/// One message as its sender wrote it: parsed, and the text it came as,
+/// which the cassette keeps ([`written::rewrite`]).
 pub struct Said {
     pub body: Value,
-    pub spellings: Spellings,
+    pub written: Option<Text>,
 }
 
 impl Said {
     /// The JSON message `text`; `None` when it is not JSON.
     pub fn read(text: &str) -> Option<Said> {
         let body = serde_json::from_str(text).ok()?;
-        Some(Said { body, spellings: Spellings::of(text) })
+        Some(Said { body, written: Some(text.into()) })
     }
 }
 
 impl From<Value> for Said {
-    /// A message built here (a client's reply, as read): nothing to keep.
+    /// A message built here, from no sender's text.
     fn from(body: Value) -> Said {
-        Said { body, spellings: Spellings::default() }
+        Said { body, written: None }
     }
 }
 
@@ -159,7 +157,7 @@ impl ServiceFlight {
             Ok(mut json) => {
                 rules.redact(&mut json);
                 redact::scrub(&mut json, &self.credentials);
-                spelling::as_sent(&json, &Spellings::of(&String::from_utf8_lossy(body)))
+                written::rewrite(&String::from_utf8_lossy(body), &json)
             }
             Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
         };

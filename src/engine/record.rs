@@ -195,8 +195,8 @@ impl Capture {
     /// Adds a message, stamped with its offset from the request.
     pub(super) fn push(&mut self, direction: Direction, said: Said) {
         let offset_ms = self.started.elapsed().as_millis() as u64;
-        let Said { body, spellings } = said;
-        self.raw.messages.push(RecordedMessage { offset_ms, direction, body, spellings });
+        let Said { body, written } = said;
+        self.raw.messages.push(RecordedMessage { offset_ms, direction, body, written });
     }
 
     /// What the server says on its own next follows this exchange, which
@@ -313,7 +313,7 @@ impl Recorder {
     /// scrubbed.
     fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, said: Said, arrived: Arrived) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
-        let Said { mut body, spellings } = said;
+        let Said { mut body, written } = said;
         if let Some(capture) = spot.capture.upgrade()
             && let Some(capture) = lock(&capture).as_mut()
         {
@@ -326,7 +326,7 @@ impl Recorder {
                 );
                 return;
             }
-            let message = RecordedMessage { offset_ms, direction, body, spellings };
+            let message = RecordedMessage { offset_ms, direction, body, written };
             // Judged again once the answer is in (commit): it may have arrived before this.
             let in_flight = spot.after.is_none();
             capture.raw.asides.push(Aside { after: spot.after.clone(), in_flight, channel, message });
@@ -335,7 +335,7 @@ impl Recorder {
         }
         self.rules.redact(&mut body);
         redact::Scrubber::new(&spot.secrets).scrub(&mut body);
-        let message = RecordedMessage { offset_ms, direction, body, spellings };
+        let message = RecordedMessage { offset_ms, direction, body, written };
         let answered = spot.answer.borrow().arrived();
         let in_flight = spot.after.is_none() && answered.is_some_and(|answered| answered > arrived);
         let aside = Aside { after: spot.after.clone(), in_flight, channel, message };

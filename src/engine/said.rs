@@ -25,7 +25,7 @@ use super::reenact::{Emit, KEEPALIVE_INTERVAL};
 use crate::cassette::tape::{ServedAside, ServedMessage};
 use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
 use crate::mcp::META_SUBSCRIPTION_ID;
-use crate::model::{Channel, Direction};
+use crate::model::{Channel, Direction, written};
 use crate::util::lock;
 
 /// The asides of one replayed exchange.
@@ -328,7 +328,7 @@ impl Subscriptions {
                 }
                 body["params"]["_meta"][META_SUBSCRIPTION_ID] = stream.id.clone();
                 // A stream that does not keep up misses it, as from a server whose queue is full.
-                let _ = stream.feed.try_send(body.to_string());
+                let _ = stream.feed.try_send(written::rewrite(&message.json, &body));
             }
         }
     }

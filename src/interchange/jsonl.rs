@@ -1,11 +1,14 @@
 //! Cassettes as canonical JSON Lines, for review in a pull request: one
-//! exchange per line, keys sorted (but each message's `body`, which keeps
-//! its sender's member order, as replay sends it), in recorded order, then one line per
+//! exchange per line, keys sorted (but each message's `body`, which is its
+//! sender's text, as replay sends it), in recorded order, then one line per
 //! Agent 365 service answer (`"service": ROUTE`), then one per answer
 //! template (`"toolTemplate": TOOL`, written by hand or imported from Agent
 //! 365 mocks). Import reads the same form
 //! back (normalizing exchanges again, which changes nothing for exported
-//! lines).
+//! lines). When an exchange was recorded and each message's offset are
+//! written only when asked for ([`Timings::Kept`]): two recordings of the
+//! same answers then export alike, and a review diff shows only what the
+//! server said differently.
 
 use std::borrow::Cow;
 use std::io::{BufRead, Read, Write};
@@ -15,13 +18,21 @@ use serde_json::{Value, json};
 use crate::cassette::store::Cassette;
 use crate::error::Error;
 use crate::limits::MAX_IMPORT_LINE_BYTES;
-use crate::model::spelling::{self, Hop, Spellings};
 use crate::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
-    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json,
-    canonical_json_keeping,
+    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json, written,
 };
 use crate::normalize::Rules;
+
+/// Whether an export writes when each exchange was recorded and when each
+/// message came (`recordedAt`, `offsetMs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timings {
+    /// Left out: a line says only what was said (the default, for review).
+    Left,
+    /// Written, for an import that keeps them (`--pace` replays by them).
+    Kept,
+}
 
 /// Writes every exchange, service answer and template of `cassette` as one
 /// line each, reading one exchange at a time ([`Cassette::each_exchange`]).
@@ -30,8 +41,8 @@ use crate::normalize::Rules;
 ///
 /// Write failures of `out`; a cassette that cannot be read (the error's
 /// inner error is the [`Error`] naming it).
-pub fn export(cassette: &Cassette, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
-    cassette.each_exchange(|exchange| write_exchange(exchange, out))?;
+pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    cassette.each_exchange(|exchange| write_exchange(exchange, timings, out))?;
     for answer in &cassette.service_answers().map_err(std::io::Error::other)? {
         let mut line = json!({
             "service": answer.route.as_str(),
@@ -77,7 +88,11 @@ enum Member<'a> {
 
 /// `exchange` as one line: members in key order (as canonical JSON puts
 /// them), each message's body as its sender wrote it.
-fn write_exchange(exchange: &Exchange, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+fn write_exchange(
+    exchange: &Exchange,
+    timings: Timings,
+    out: &mut (impl Write + ?Sized),
+) -> std::io::Result<()> {
     let value = |v: Value| Member::Value(Cow::Owned(v));
     let mut members = vec![
         ("server", value(exchange.server.as_str().into())),
@@ -95,7 +110,7 @@ fn write_exchange(exchange: &Exchange, out: &mut (impl Write + ?Sized)) -> std::
         members.push(("stream", value(stream_shape(&exchange.stream))));
     }
     let known = &exchange.provenance;
-    if let Some(at) = known.recorded_at {
+    if let Some(at) = known.recorded_at.filter(|_| timings == Timings::Kept) {
         members.push(("recordedAt", value(at.into())));
     }
     if let Some(upstream) = &known.upstream {
@@ -124,26 +139,55 @@ fn write_exchange(exchange: &Exchange, out: &mut (impl Write + ?Sized)) -> std::
                     }
                     // {"body":…,"direction":…,"offsetMs":…}: the keys in order.
                     out.write_all(b"{\"body\":")?;
-                    out.write_all(spelling::as_sent(&message.body, &message.spellings).as_bytes())?;
-                    write!(
-                        out,
-                        ",\"direction\":\"{}\",\"offsetMs\":{}}}",
-                        message.direction.as_str(),
-                        message.offset_ms
-                    )?;
+                    out.write_all(message.as_sent().as_bytes())?;
+                    write!(out, ",\"direction\":\"{}\"", message.direction.as_str())?;
+                    write_offset(message, timings, out)?;
+                    out.write_all(b"}")?;
                 }
                 out.write_all(b"]")?;
             }
             Member::Asides(asides) => {
-                let mut spellings = Spellings::default();
+                out.write_all(b"[")?;
                 for (i, aside) in asides.iter().enumerate() {
-                    spellings.add_under(&[Hop::Index(i), Hop::Key("body".into())], &aside.message.spellings);
+                    if i > 0 {
+                        out.write_all(b",")?;
+                    }
+                    // {"after":…,"body":…,"channel":…,"direction":…,"inFlight":…,"offsetMs":…}: the keys in order.
+                    out.write_all(b"{")?;
+                    if let Some(after) = &aside.after {
+                        write!(out, "\"after\":{},", Value::from(after.as_str()))?;
+                    }
+                    out.write_all(b"\"body\":")?;
+                    out.write_all(aside.message.as_sent().as_bytes())?;
+                    write!(
+                        out,
+                        ",\"channel\":\"{}\",\"direction\":\"{}\"",
+                        aside.channel.as_str(),
+                        aside.message.direction.as_str()
+                    )?;
+                    if aside.in_flight {
+                        out.write_all(b",\"inFlight\":true")?;
+                    }
+                    write_offset(&aside.message, timings, out)?;
+                    out.write_all(b"}")?;
                 }
-                out.write_all(canonical_json_keeping(&asides_line(asides), "body", &spellings).as_bytes())?;
+                out.write_all(b"]")?;
             }
         }
     }
     out.write_all(b"}\n")
+}
+
+/// A message's `,"offsetMs":N`, when timings are kept.
+fn write_offset(
+    message: &RecordedMessage,
+    timings: Timings,
+    out: &mut (impl Write + ?Sized),
+) -> std::io::Result<()> {
+    match timings {
+        Timings::Kept => write!(out, ",\"offsetMs\":{}", message.offset_ms),
+        Timings::Left => Ok(()),
+    }
 }
 
 /// An exchange's asides as a line's `"asides"`.
@@ -241,8 +285,7 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
                 (Some(_), _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
                 (None, Some(_)) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
                 (None, None) => {
-                    let spellings = Spellings::of(line);
-                    let mut exchange = rules.exchange(parse_line(&value, &spellings).map_err(bad)?);
+                    let mut exchange = rules.exchange(parse_line(&value, line).map_err(bad)?);
                     if let Some(why) = exchange.over_record_bounds() {
                         return Err(bad(why));
                     }
@@ -359,9 +402,9 @@ fn provenance(value: &Value) -> Result<Provenance, String> {
     })
 }
 
-/// An exchange's line; `spellings`: the line's numbers spelled otherwise
-/// than serde_json writes them, which its messages keep.
-fn parse_line(value: &Value, spellings: &Spellings) -> Result<RawExchange, String> {
+/// An exchange's line, `value` read from `line`, whose messages keep their
+/// text in it.
+fn parse_line(value: &Value, line: &str) -> Result<RawExchange, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let era = Era::parse(text("era")?).ok_or("\"era\" must be \"handshake\" or \"stateless\"")?;
     let request = value.get("request").filter(|r| r.get("method").is_some_and(Value::is_string));
@@ -370,13 +413,13 @@ fn parse_line(value: &Value, spellings: &Spellings) -> Result<RawExchange, Strin
     if listed.is_empty() {
         return Err("\"messages\" is empty: an exchange needs its answer".into());
     }
+    let texts = written::member(line, "messages").and_then(written::items).unwrap_or_default();
     for (i, message) in listed.iter().enumerate() {
-        let place = [Hop::Key("messages".into()), Hop::Index(i), Hop::Key("body".into())];
-        messages.push(recorded_message(message, spellings.under(&place))?);
+        messages.push(recorded_message(message, texts.get(i).copied())?);
     }
     let asides = match value.get("asides") {
         None => Vec::new(),
-        Some(asides) => parse_asides(asides, &spellings.under(&[Hop::Key("asides".into())]))?,
+        Some(asides) => parse_asides(asides, written::member(line, "asides"))?,
     };
     Ok(RawExchange {
         server: text("server")?.to_owned(),
@@ -392,10 +435,11 @@ fn parse_line(value: &Value, spellings: &Spellings) -> Result<RawExchange, Strin
 }
 
 /// A line's `"asides"`: each a message with its `channel` and the method it
-/// came `after`; `spellings` from the list on.
-pub(crate) fn parse_asides(value: &Value, spellings: &Spellings) -> Result<Vec<Aside>, String> {
+/// came `after`; `text`, the list's text where the messages keep theirs.
+pub(crate) fn parse_asides(value: &Value, text: Option<&str>) -> Result<Vec<Aside>, String> {
     let mut asides = Vec::new();
     let listed = value.as_array().ok_or("\"asides\" must be an array")?;
+    let texts = text.and_then(written::items).unwrap_or_default();
     for (i, aside) in listed.iter().enumerate() {
         let after = match aside.get("after") {
             None => None,
@@ -413,15 +457,15 @@ pub(crate) fn parse_asides(value: &Value, spellings: &Spellings) -> Result<Vec<A
             in_flight,
             channel: Channel::parse(channel)
                 .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
-            message: recorded_message(aside, spellings.under(&[Hop::Index(i), Hop::Key("body".into())]))?,
+            message: recorded_message(aside, texts.get(i).copied())?,
         });
     }
     Ok(asides)
 }
 
-/// A message of a line: `offsetMs`, `direction`, `body` (its numbers
-/// spelled as `spellings` says).
-fn recorded_message(message: &Value, spellings: Spellings) -> Result<RecordedMessage, String> {
+/// A message of a line: `offsetMs`, `direction`, `body`; `text`, the
+/// message's text in the line, where its body keeps its own.
+fn recorded_message(message: &Value, text: Option<&str>) -> Result<RecordedMessage, String> {
     Ok(RecordedMessage {
         offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
         direction: message
@@ -430,7 +474,7 @@ fn recorded_message(message: &Value, spellings: Spellings) -> Result<RecordedMes
             .and_then(Direction::parse)
             .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
         body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
-        spellings,
+        written: text.and_then(|text| written::member(text, "body")).map(Into::into),
     })
 }
 
@@ -473,11 +517,11 @@ mod tests {
         assert_eq!(cassette.templates().unwrap()[0].delay_ms, 250);
         assert_eq!(cassette.service_answers().unwrap()[1].body, "ok");
         let mut first = Vec::new();
-        export(&cassette, &mut first).unwrap();
+        export(&cassette, Timings::Kept, &mut first).unwrap();
         let mut again = Cassette::open_in_memory().unwrap();
         import(first.as_slice(), &mut again).unwrap();
         let mut second = Vec::new();
-        export(&again, &mut second).unwrap();
+        export(&again, Timings::Kept, &mut second).unwrap();
         assert_eq!(first, second);
         let first = String::from_utf8(first).unwrap();
         assert!(first.contains("\"id\":\"mcp-tape:request-id\""));
@@ -489,6 +533,42 @@ mod tests {
         assert!(first.contains(
             "\"recordedAt\":1790000000,\"recordedBy\":\"0.1.0\",\"recordedFrom\":\"mcp.example:443\""
         ));
+    }
+
+    #[test]
+    fn timings_are_left_out_unless_asked_for() {
+        let mut cassette = Cassette::open_in_memory().unwrap();
+        import(format!("{LINE}\n{ASIDE_LINE}\n").as_bytes(), &mut cassette).unwrap();
+        let mut left = Vec::new();
+        export(&cassette, Timings::Left, &mut left).unwrap();
+        let left = String::from_utf8(left).unwrap();
+        assert!(!left.contains("recordedAt") && !left.contains("offsetMs"), "{left}");
+        assert!(left.contains(r#""direction":"server"}"#), "{left}");
+        let mut kept = Vec::new();
+        export(&cassette, Timings::Kept, &mut kept).unwrap();
+        let kept = String::from_utf8(kept).unwrap();
+        assert!(kept.contains(r#""recordedAt":1790000000"#) && kept.contains(r#""offsetMs":4}"#), "{kept}");
+    }
+
+    #[test]
+    fn a_message_keeps_its_senders_text_through_import_and_export() {
+        let body = r#"{"jsonrpc":"2.0","id":5,"result":{"structuredContent":{"price":1.50,"total":1e2,"neg0":-0,"big":123456789012345678901234567890,"esc":"caf\u00e9"}}}"#;
+        let line = LINE.replace(r#"{"id":5,"jsonrpc":"2.0","result":{"tools":[]}}"#, body);
+        let aside =
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":1E-7}}"#;
+        let line = line.replace(
+            r#""contentType""#,
+            &format!(
+                r#""asides":[{{"body":{aside},"channel":"standalone","direction":"server"}}],"contentType""#
+            ),
+        );
+        let mut cassette = Cassette::open_in_memory().unwrap();
+        import(format!("{line}\n").as_bytes(), &mut cassette).unwrap();
+        let mut out = Vec::new();
+        export(&cassette, Timings::Left, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains(&body.replace(r#""id":5"#, r#""id":"mcp-tape:request-id""#)), "{out}");
+        assert!(out.contains(aside), "{out}");
     }
 
     #[test]

@@ -227,7 +227,7 @@ fn changing_server(cassettes: &Cassettes) {
             direction: Direction::Server,
             body: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
                 "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 5}}}),
-            spellings: Default::default(),
+            written: None,
         },
     });
     cassettes.write("changing", vec![discover, change]);
@@ -358,7 +358,7 @@ fn resource_updated(uri: &str, padding: usize) -> RecordedMessage {
         direction: Direction::Server,
         body: json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
             "params": {"uri": uri, "padding": "p".repeat(padding)}}),
-        spellings: Default::default(),
+        written: None,
     }
 }
 

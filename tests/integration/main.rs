@@ -24,3 +24,4 @@ mod stdio;
 mod support;
 mod templates;
 mod upstream;
+mod written;

@@ -72,7 +72,7 @@ impl Peer {
         self.send_raw(format!("{message}\n").as_bytes()).await;
     }
 
-    async fn next_line(&mut self) -> String {
+    pub(crate) async fn next_line(&mut self) -> String {
         let stdout = self.stdout.as_mut().expect("stdout is read here");
         let line = tokio::time::timeout(PATIENCE, stdout.next_line()).await.expect("no line in time");
         line.unwrap().unwrap_or_else(|| panic!("stdout ended; log:\n{}", self.log.borrow().as_str()))
@@ -129,19 +129,19 @@ fn desk(cassettes: &Cassettes, secret: &str) -> PathBuf {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create",
                     "params": {"message": "Which room?", "requestedSchema": {"type": "object", "properties": {}}}}),
-                spellings: Default::default(),
+                written: None,
             },
             RecordedMessage {
                 offset_ms: 2,
                 direction: Direction::Client,
                 body: json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "accept", "content": {}}}),
-                spellings: Default::default(),
+                written: None,
             },
             RecordedMessage {
                 offset_ms: 3,
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": "booked"}]}}),
-                spellings: Default::default(),
+                written: None,
             },
         ],
         asides: Vec::new(),

@@ -164,6 +164,17 @@ fn full(status: u16, content_type: Option<&str>, body: impl Into<Bytes>) -> Resp
     response
 }
 
+/// What the `raw` tool's answer holds, as a server wrote it that spells
+/// numbers and strings the way serde_json would not: a trailing zero, an
+/// exponent in either case, a negative zero, an integer past 64 bits, an
+/// escaped character.
+pub const RAW_CONTENT: &str = r#"{"zeta":"w","price":1.50,"total":1e2,"tiny":1E-7,"neg0":-0,"big":123456789012345678901234567890,"esc":"caf\u00e9"}"#;
+
+/// The `raw` tool's whole answer to the request `id` (its JSON text).
+pub fn raw_answer(id: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{RAW_CONTENT}}}}}"#)
+}
+
 /// The `as_written` tool's events, as text, for the request `id` and
 /// progress `token` (JSON values).
 pub fn as_written(id: &Value, token: &Value) -> Vec<String> {
@@ -366,6 +377,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             tx.send(Ok(event(&result(text(format!("progress echoed {auth}")))))).unwrap();
             stream(rx)
         }
+        ("tools/call", "raw") => full(200, Some("application/json"), raw_answer(&id.to_string())),
         ("tools/call", "as_written") => {
             // Members in no sorted order, numbers as a Python server spells
             // them: the text a client's framework reads, which replay must keep.

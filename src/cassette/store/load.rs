@@ -307,7 +307,7 @@ fn recorded_message(
         offset_ms: row.get::<_, i64>(first)?.max(0) as u64,
         direction: row.get(first + 1).map_err(|e| damaged(conversion(e)))?,
         body: checked_json(body).map_err(damaged)?,
-        spellings: Default::default(),
+        written: None,
     })
 }
 

@@ -944,7 +944,7 @@ mod tests {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
                     "result": {"content": [{"type": "text", "text": text}]}}),
-                spellings: Default::default(),
+                written: None,
             }],
             asides: Vec::new(),
             stream: StreamShape::default(),
@@ -970,9 +970,15 @@ mod tests {
         assert_eq!(cassette.insert(&first).unwrap(), 0);
         assert_eq!(cassette.insert(&sample("mcp_MailTools", "GetMessage", "two")).unwrap(), 1);
         assert_eq!(cassette.insert(&sample("mcp_MeServer", "GetMessage", "x")).unwrap(), 0);
-        let loaded = cassette.exchanges().unwrap();
+        let mut loaded = cassette.exchanges().unwrap();
         assert_eq!(loaded.len(), 3);
         assert_eq!(loaded[0].source.as_ref().map(|s| s.row), Some(1), "read back with its row");
+        assert_eq!(
+            loaded[0].messages[0].as_sent(),
+            first.messages[0].as_sent(),
+            "the text stored is the text read"
+        );
+        loaded[0].messages[0].written = None;
         assert_eq!(loaded[0], Exchange { source: loaded[0].source.clone(), ..first });
     }
 

@@ -38,7 +38,7 @@ use crate::jsonrpc;
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::model::{Direction, Era, MatchKey, StreamShape};
+use crate::model::{Direction, Era, MatchKey, StreamShape, written};
 use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, printable};
 
@@ -561,7 +561,7 @@ impl Replay {
                 // A result that is not an object (a damaged recording) goes out as recorded.
                 if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
                     result.insert("protocolVersion".into(), mcp::negotiate(requested).into());
-                    last.json = message.to_string();
+                    last.json = written::rewrite(&last.json, &message);
                 }
             }
             answer
@@ -695,7 +695,7 @@ fn recorded_answer<'v>(
                 Some(identity) => convert::message_to_stateless(call.method, &mut body, identity),
                 None => convert::message_to_handshake(&mut body),
             }
-            json = body.to_string();
+            json = written::rewrite(&json, &body);
         }
         let awaits_reply = message.awaits_reply(&replied);
         messages.push(Outgoing {

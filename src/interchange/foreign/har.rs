@@ -27,7 +27,9 @@ use std::collections::HashMap;
 
 use super::{ReadExchange, ReadFile, server_of_url};
 use crate::cassette::store::Cassette;
-use crate::model::{Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape};
+use crate::model::{
+    Aside, Channel, Direction, Era, Exchange, Provenance, RecordedMessage, StreamShape, Text,
+};
 use crate::sse;
 
 /// Host of an entry's URL when the cassette does not say where it was recorded.
@@ -80,11 +82,14 @@ fn entry_of(
             match before {
                 Some(heard) => {
                     let after = notified.get(&server).cloned().flatten();
-                    heard.asides.extend(said.into_iter().map(|body| Aside {
+                    heard.asides.extend(said.into_iter().map(|(body, written)| Aside {
                         after: after.clone(),
                         in_flight: false,
                         channel: Channel::Standalone,
-                        message: RecordedMessage::new(0, Direction::Server, body),
+                        message: RecordedMessage {
+                            written: Some(written),
+                            ..RecordedMessage::new(0, Direction::Server, body)
+                        },
                     }));
                 }
                 None if said.is_empty() => {}
@@ -156,7 +161,7 @@ fn entry_of(
     } else if !text.trim().is_empty() {
         let body: Value =
             serde_json::from_str(&text).map_err(|e| bad(&format!("the response body is not JSON: {e}")))?;
-        messages.push(body);
+        messages.push((body, text.into()));
     }
     if messages.is_empty() {
         read.skip(format!("request with no answer in the file (HTTP {status})"));
@@ -165,11 +170,11 @@ fn entry_of(
     let messages: Vec<RecordedMessage> = messages
         .into_iter()
         .enumerate()
-        .map(|(i, body)| RecordedMessage {
+        .map(|(i, (body, written))| RecordedMessage {
             offset_ms: offsets.get(i).copied().unwrap_or(0),
             direction: Direction::Server,
             body,
-            spellings: Default::default(),
+            written: Some(written),
         })
         .collect();
     let session =
@@ -194,7 +199,7 @@ fn entry_of(
 
 /// The JSON-RPC messages of an SSE body's events (priming events, with no
 /// data, left out).
-fn events_of(text: &str) -> Result<Vec<Value>, String> {
+fn events_of(text: &str) -> Result<Vec<(Value, Text)>, String> {
     let mut parser = sse::Parser::default();
     parser.push(text.as_bytes());
     parser.push(b"\n\n");
@@ -205,7 +210,7 @@ fn events_of(text: &str) -> Result<Vec<Value>, String> {
         }
         let body: Value =
             serde_json::from_str(&event.data).map_err(|e| format!("an SSE event's data is not JSON: {e}"))?;
-        messages.push(body);
+        messages.push((body, event.data.into()));
     }
     Ok(messages)
 }
@@ -234,7 +239,7 @@ fn extension(ours: &Value, heard: &mut ReadExchange) -> Result<(), String> {
         }
     }
     if let Some(line) = ours.get("asides") {
-        let rest = crate::interchange::jsonl::parse_asides(line, &Default::default())?;
+        let rest = crate::interchange::jsonl::parse_asides(line, None)?;
         heard.asides = rest;
     }
     if let Some(stream) = ours.get("stream") {

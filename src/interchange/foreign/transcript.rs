@@ -116,7 +116,7 @@ fn pair(mut said: Vec<Turn>, read: &mut ReadFile) {
                             offset_ms: offset(sent),
                             direction: Direction::Server,
                             body,
-                            spellings: Default::default(),
+                            written: None,
                         });
                         last = Some(index);
                     }
@@ -131,7 +131,7 @@ fn pair(mut said: Vec<Turn>, read: &mut ReadFile) {
                         offset_ms: offset(sent),
                         direction: Direction::Server,
                         body,
-                        spellings: Default::default(),
+                        written: None,
                     }),
                     (None, Some(index)) => {
                         let message = RecordedMessage::new(0, Direction::Server, body);
@@ -360,7 +360,7 @@ pub fn mcp_recorder(text: &str) -> Result<ReadFile, String> {
                 offset_ms: latency,
                 direction: Direction::Server,
                 body: response.clone(),
-                spellings: Default::default(),
+                written: None,
             }],
             ..ReadExchange::default()
         });
