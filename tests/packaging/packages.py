@@ -7,7 +7,12 @@ wheel and tarballs packaging/build.sh made of this checkout:
   from a fixture upstream (tests/interop/agent365_upstream.py), replays with
   the upstream stopped, fails only the test whose request misses (the miss in
   its failure text), runs under `pytest -n 2` and under `mcp-tape test`; a
-  recording mode never writes the cassette of a failing test;
+  recording mode never writes the cassette of a failing test; the README's
+  pytest example, copied as written, passes under `pytest -W error` against a
+  quick-start server (quickstart_server.py) and records into the path the
+  README names; tests whose ids differ only in a class, dots, slashes or
+  brackets, and one taking the tape through `getfixturevalue`, each record a
+  cassette of their own (naming_test.py);
 - a fresh npm project installs both tarballs and runs the vitest example
   through `mcp-tape/vitest` the same way;
 - headless Chromium renders the HTML report of a run with a miss, and the
@@ -35,6 +40,7 @@ from running import TIMEOUT_S, must, run  # noqa: E402
 from interop import Checks, Daemon  # noqa: E402
 
 UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
+QUICKSTART = HERE / "quickstart_server.py"
 CHANGED_QUESTION = "holiday plans"
 MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
 # A rules file that lets any question through to the mailbox cassette's recording.
@@ -68,18 +74,27 @@ def files_under(directory):
 
 
 class Upstream:
-    """The fixture MCP servers, started and stopped as a test run needs them."""
+    """The fixture MCP servers (or the quick-start server), started and stopped as a test run needs them."""
 
-    def __init__(self, python):
+    def __init__(self, python, script=UPSTREAM):
         self.python = python
+        self.command = [python, str(script)] + (["--no-auth", "--port", "0"] if script == UPSTREAM else [])
         self.daemon = None
 
     def __enter__(self):
-        self.daemon = Daemon(None, [], command=[self.python, str(UPSTREAM), "--no-auth", "--port", "0"])
+        self.daemon = Daemon(None, [], command=self.command)
         return self.daemon.base
 
     def __exit__(self, *exc):
         self.daemon.stop()
+
+
+def readme_pytest_example():
+    """The README's pytest example, as a person copies it: the first Python block after "In a pytest suite"."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"```python\n(.*?)```", text[text.index("In a pytest suite"):], re.S)
+    assert found, "the README has no pytest example"
+    return found.group(1)
 
 
 def clean_env(extra_path, **variables):
@@ -287,6 +302,44 @@ def python_package(args, work, checks):
         assert 'name="tools/call SearchMessages"' in junit.read_text()
 
     checks.run("pytest plugin under mcp-tape test -- pytest: the fixture yields the one tape", under_mcp_tape_test)
+
+    readme = work / "readme-project"
+    readme.mkdir()
+    (readme / "test_search.py").write_text(readme_pytest_example())
+    shutil.copy(HERE / "naming_test.py", readme / "test_naming.py")
+    strict = ["python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "error"]
+    naming_cassettes = [
+        "TestPair.test_one", "TestPair.test_two", "test_p[%2F]", "test_p[..]", "test_p[.]", "test_p[1.5]",
+        "test_p[1.7]", "test_p[a%2Fb]", "test_p[a_b]", "test_p[value7]", "test_taken_in_the_body",
+    ]
+
+    with Upstream(args.python, QUICKSTART) as quickstart:
+        def readme_example_records():
+            output = must([*strict, "test_search.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
+                           f"{quickstart}/mcp"], readme, env)
+            assert "1 passed" in output, output
+            assert files_under(readme / "cassettes") == ["test_search/test_the_server_offers_search.sqlite"], \
+                files_under(readme / "cassettes")
+
+        checks.run("README's pytest example, copied as written: under pytest -W error it records "
+                   "cassettes/test_search/test_the_server_offers_search.sqlite, as the README says", readme_example_records)
+
+        def each_test_its_own_cassette():
+            output = must([*strict, "test_naming.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
+                           f"{quickstart}/mcp"], readme, env)
+            assert "11 passed" in output, output
+            assert files_under(readme / "cassettes" / "test_naming") == sorted(
+                f"{name}.sqlite" for name in naming_cassettes), files_under(readme / "cassettes")
+
+        checks.run("pytest plugin: a class's tests, parameters with dots, slashes, brackets and dots alone, and a "
+                   "test taking the tape through getfixturevalue each record a cassette of their own", each_test_its_own_cassette)
+
+    def readme_example_replays():
+        output = must([*strict, "test_search.py", "test_naming.py"], readme, env)
+        assert "12 passed" in output, output
+
+    checks.run("README's pytest example and the naming tests replay under pytest -W error with the server stopped "
+               "(12 passed)", readme_example_replays)
 
     checks.run("headless Chromium renders the pytest miss's HTML report: the DOM shows tool, pointer, both values",
                lambda: browser_shows_the_miss(args.chromium, html, work / "chromium-py"))

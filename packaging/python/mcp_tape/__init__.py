@@ -148,8 +148,14 @@ class Tape:
         )
         line = self._process.stdout.readline().strip()
         if not line.startswith("http://"):
-            self._process.wait()
-            raise TapeError(f"mcp-tape exited ({self._process.returncode}) before it served:\n{self.log()}")
+            process, self._process = self._process, None
+            process.stdin.close()
+            process.wait()
+            process.stdout.close()
+            self._text = self.log()
+            self._log.close()
+            self._scratch.cleanup()
+            raise TapeError(f"mcp-tape exited ({process.returncode}) before it served:\n{self._text}")
         self.url = line
         return self.url
 
@@ -167,6 +173,7 @@ class Tape:
         except BrokenPipeError:
             pass
         process.wait()
+        process.stdout.close()
         try:
             report = json.loads(self._report.read_text())
         except (OSError, ValueError) as error:

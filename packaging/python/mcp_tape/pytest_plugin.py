@@ -15,6 +15,7 @@ the fixture yields that one tape's URL instead, and `mcp-tape test` judges
 the run as a whole.
 """
 
+import hashlib
 import html
 import os
 import re
@@ -93,15 +94,33 @@ def pytest_collection_modifyitems(items):
             item.fixturenames.append("mcp_tape")
 
 
+# The longest file name a test's id becomes as it is; a longer one is cut and told apart by its digest.
+_LONGEST_NAME = 160
+
+
 def _file_name(text):
-    return re.sub(r"[^\w.\[\]=,+-]", "_", text)
+    """`text` as one file name of its own: each character a file name may not hold (a path separator, a
+    character Windows refuses, `%` itself) as `%XX` of its UTF-8 bytes, so two ids never share a name; a
+    name of dots only is spelled out too, and a long one is cut and ends in a digest of the whole."""
+    name = re.sub(r"[^\w.\[\]=,+-]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), text)
+    if name.strip(".") == "":
+        name = name.replace(".", "%2E")
+    if len(name) > _LONGEST_NAME:
+        name = f"{name[:_LONGEST_NAME - 17]}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return name
 
 
 def _test_path(item):
-    """`<module>/<test>`: where this test's cassette, HTML page and report go."""
-    module = Path(str(item.fspath)).stem
+    """`<module>/<test>`: where this test's cassette, HTML page and report go (each adds its suffix to the
+    whole name: a test's name may hold dots of its own)."""
+    module = _file_name(Path(str(item.fspath)).stem)
     test = _file_name(item.name if item.cls is None else f"{item.cls.__name__}.{item.name}")
     return Path(module) / test
+
+
+def _with(place, suffix):
+    """`place` with `suffix` added to its whole name (never `with_suffix`, which takes a dot of the name's)."""
+    return place.parent / f"{place.name}{suffix}"
 
 
 def _marker_options(item):
@@ -128,9 +147,9 @@ def mcp_tape(request):
         yield settings["outer"]
         return
     place = _test_path(request.node)
-    cassette = settings["cassettes"] / (options.get("cassette") or place.with_suffix(".sqlite"))
-    html_page = settings["html"] / place.with_suffix(".html") if settings["html"] else None
-    report = settings["reports"] / place.with_suffix(".json") if settings["reports"] else None
+    cassette = settings["cassettes"] / (options.get("cassette") or _with(place, ".sqlite"))
+    html_page = settings["html"] / _with(place, ".html") if settings["html"] else None
+    report = settings["reports"] / _with(place, ".json") if settings["reports"] else None
     rules = options.get("rules")
     faults = options.get("faults") or ()
     if isinstance(faults, (str, dict)):
@@ -167,10 +186,11 @@ def mcp_tape(request):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    tape = item.stash.get(_TAPE, None)
     try:
         result = yield
     except BaseException:
+        # Read after the test body: a test may have taken the tape there (request.getfixturevalue).
+        tape = item.stash.get(_TAPE, None)
         if tape is not None:
             try:
                 misses = tape.stop(passed=False)
@@ -180,6 +200,7 @@ def pytest_runtest_call(item):
                 # Often the failure is the client's error for the miss: the miss goes first (see makereport).
                 item.stash[_MISSES] = tape.describe_misses()
         raise
+    tape = item.stash.get(_TAPE, None)
     if tape is not None:
         try:
             misses = tape.stop(passed=True)
