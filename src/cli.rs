@@ -865,7 +865,10 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
 impl UpstreamArgs {
     fn validate(self, url: String) -> Result<HttpUpstream, Error> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(Error::Config(format!("--upstream {url:?}: expected an http:// or https:// URL")));
+            return Err(Error::Config(format!(
+                "--upstream {:?}: expected an http:// or https:// URL",
+                crate::redact::url_for_log(&url)
+            )));
         }
         let seconds = |flag: &str, value: f64| {
             Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or_else(|| {

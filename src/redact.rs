@@ -24,6 +24,60 @@ const SENSITIVE_ENDINGS: [&str; 7] =
 /// Keys that end like a credential but are protocol fields replay needs.
 const PROTOCOL_KEYS: [&str; 1] = ["progresstoken"];
 
+/// Query parameter names that carry a credential in a URL though they do not
+/// end like one (Azure's SAS `sig`, a bare `key`, an OAuth `code`).
+const SENSITIVE_QUERY_NAMES: [&str; 4] = ["key", "sig", "signature", "code"];
+
+/// What stands for a credential in a URL shown in a log line or a message.
+const MASK: &str = "***";
+
+/// `url` as it may be shown: the password of its user information and the
+/// value of each query parameter that names a credential (by the same
+/// endings as body keys, or [`SENSITIVE_QUERY_NAMES`]) as `***`; the rest,
+/// and so where it leads, as given. Nothing is parsed beyond that, so text
+/// that is no URL comes back as it was.
+pub fn url_for_log(url: &str) -> String {
+    let (head, fragment) = url.split_once('#').map_or((url, None), |(head, fragment)| (head, Some(fragment)));
+    let (before, query) = head.split_once('?').map_or((head, None), |(before, query)| (before, Some(query)));
+    let mut shown = match before.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            match authority.rsplit_once('@') {
+                Some((user_info, host)) => {
+                    let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
+                    let masked = if user_info.contains(':') { format!("{user}:{MASK}") } else { MASK.to_owned() };
+                    format!("{scheme}://{masked}@{host}{path}")
+                }
+                None => before.to_owned(),
+            }
+        }
+        None => before.to_owned(),
+    };
+    if let Some(query) = query {
+        let redactor = Redactor::default();
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _))
+                    if redactor.is_sensitive(name)
+                        || SENSITIVE_QUERY_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name)) =>
+                {
+                    format!("{name}={MASK}")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&pairs.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        shown.push('#');
+        shown.push_str(fragment);
+    }
+    shown
+}
+
 /// Decides which JSON object keys are sensitive and blanks their values,
 /// and scrubs text of the secret shapes it was given from every string.
 #[derive(Clone, Debug, Default)]
@@ -423,6 +477,15 @@ fn with_folded<R>(key: &str, check: impl FnOnce(&str) -> R) -> R {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_url_is_shown_without_its_credentials() {
+        let shown = url_for_log("http://ada:hunter2@mcp.example:8443/base?api_key=K1&x=1&sig=S2&Token=T3#f");
+        assert_eq!(shown, "http://ada:***@mcp.example:8443/base?api_key=***&x=1&sig=***&Token=***#f");
+        assert_eq!(url_for_log("https://tok3n@h/mcp"), "https://***@h/mcp", "a user part alone may be a token");
+        assert_eq!(url_for_log("http://127.0.0.1:8000/mcp"), "http://127.0.0.1:8000/mcp");
+        assert_eq!(url_for_log("stdio:python server.py"), "stdio:python server.py");
+    }
 
     /// Keys are folded on the stack up to 64 letters and digits, in a
     /// String past that: both give the same verdicts.

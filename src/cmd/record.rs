@@ -166,7 +166,7 @@ pub async fn http(
     let Some((app, writer)) = loading(load, shutdown.as_mut()).await? else {
         return Ok(());
     };
-    announce(format!("record listening on http://{address}, forwarding to {url}"));
+    announce(format!("record listening on http://{address}, forwarding to {}", redact::url_for_log(&url)));
     server::run(listener, Arc::clone(&app), shutdown).await;
     let failed = summarize_recording(writer);
     write_reports(&report_of(app.engine(), None), &config.reports, failed == 0)?;

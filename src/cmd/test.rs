@@ -15,7 +15,7 @@ use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::transport::http::{App, server};
-use crate::{ci, util};
+use crate::{ci, redact, util};
 
 /// `mcp-tape test`: serves the tape on loopback for as long as the
 /// command runs, then reports; returns the exit code (the command's, else
@@ -72,7 +72,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
                 upstream,
                 config.front_door.clone(),
             )?;
-            (app, Some(writer), format!("recording from {}", upstream.url))
+            (app, Some(writer), format!("recording from {}", redact::url_for_log(&upstream.url)))
         }
         (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
     };

@@ -92,10 +92,11 @@ impl Tree {
 
     /// Ends what the command left behind once it has exited: its process
     /// group gets SIGTERM, then SIGKILL if anything of it is still there
-    /// after `grace`; then the same for the processes reparented to
-    /// mcp-tape (a subreaper, on Linux) that left the group, each reaped,
-    /// but the guard's watcher. Returns how many processes were still
-    /// running.
+    /// after `grace`; then the same for every process below mcp-tape (a
+    /// subreaper, on Linux) but the guard's watcher: those reparented here
+    /// after leaving the group, what they started, and what is reparented
+    /// here as those end, looked for again until none is left. Returns how
+    /// many processes were still running.
     pub async fn end(&self, grace: Duration) -> usize {
         let mut left = 0;
         // Members reparented here stay in the group as zombies until reaped.
@@ -117,25 +118,28 @@ impl Tree {
             }
         }
         let watcher = self.guard.as_ref().and_then(Guard::pid);
-        let orphans: Vec<libc::pid_t> =
-            reparented().into_iter().filter(|pid| Some(*pid) != watcher).collect();
-        if !orphans.is_empty() {
-            left += orphans.len();
-            for &pid in &orphans {
-                signal_process(pid, libc::SIGTERM);
+        let asked_until = tokio::time::Instant::now() + grace;
+        // Past this, what SIGKILL has not ended (a process stuck in the kernel) is left.
+        let given_up = asked_until + grace;
+        let mut asked = std::collections::HashSet::new();
+        loop {
+            while reap_any() {}
+            let running = left_behind(watcher);
+            let now = tokio::time::Instant::now();
+            if running.is_empty() || now >= given_up {
+                break;
             }
-            let deadline = tokio::time::Instant::now() + grace;
-            let mut running = orphans;
-            while !running.is_empty() && tokio::time::Instant::now() < deadline {
-                running.retain(|&pid| !reaped(pid));
-                tokio::time::sleep(GONE_POLL).await;
-            }
+            let signal = if now < asked_until { libc::SIGTERM } else { libc::SIGKILL };
             for &pid in &running {
-                signal_process(pid, libc::SIGKILL);
+                if asked.insert(pid) {
+                    left += 1;
+                    signal_process(pid, libc::SIGTERM);
+                } else if signal == libc::SIGKILL {
+                    signal_process(pid, libc::SIGKILL);
+                }
             }
+            tokio::time::sleep(GONE_POLL).await;
         }
-        // Whatever was reparented here and has exited is reaped, not left a zombie.
-        while reap_any() {}
         left
     }
 }
@@ -230,14 +234,6 @@ fn signal_process(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// Whether child `pid` has exited (and is now reaped).
-fn reaped(pid: libc::pid_t) -> bool {
-    let mut status = 0;
-    // SAFETY: waitpid(2) on one child, without blocking; `status` is ours.
-    let got = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
-    got == pid || got == -1
-}
-
 /// Reaps one exited child, if any; whether one was.
 fn reap_any() -> bool {
     let mut status = 0;
@@ -247,24 +243,36 @@ fn reap_any() -> bool {
     unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) > 0 }
 }
 
-/// The processes whose parent is mcp-tape now, its own children excepted
-/// (they are reaped before this is asked): descendants reparented to it.
-/// Read from `/proc`; none where there is no `/proc` (macOS).
-fn reparented() -> Vec<libc::pid_t> {
-    let me = std::process::id();
+/// Every live process below mcp-tape now (children, theirs, and so on) but
+/// `spared` and what is below it: once mcp-tape's own children are reaped,
+/// what a command left behind and was reparented here, and what that
+/// started. Read from `/proc`; none where there is no `/proc` (macOS).
+fn left_behind(spared: Option<libc::pid_t>) -> Vec<libc::pid_t> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
+    let processes: Vec<(libc::pid_t, libc::pid_t)> = entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|pid| parent_of(*pid) == Some(me))
-        .collect()
+        .filter_map(|pid| Some((pid, live_parent_of(pid)?)))
+        .collect();
+    let mut found = Vec::new();
+    let mut parents = vec![std::process::id() as libc::pid_t];
+    while let Some(parent) = parents.pop() {
+        for &(pid, _) in processes.iter().filter(|(pid, of)| *of == parent && Some(*pid) != spared) {
+            found.push(pid);
+            parents.push(pid);
+        }
+    }
+    found
 }
 
-/// A process's parent, from `/proc/PID/stat` (its fourth field, after the
-/// command name in parentheses, which may hold anything).
-fn parent_of(pid: libc::pid_t) -> Option<u32> {
+/// A live process's parent, from `/proc/PID/stat` (its state and parent
+/// come after the command name in parentheses, which may hold anything);
+/// `None` for a zombie, which only waits to be reaped.
+fn live_parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    let mut after_name = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = after_name.next()?;
+    (state != "Z").then_some(())?;
+    after_name.next()?.parse().ok()
 }
 
 /// The exit code mcp-tape ends with for a process that ended with

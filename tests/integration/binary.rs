@@ -632,6 +632,7 @@ wait $recorder"#;
     // Exchanges were lost: record says so in its exit status (it exited 0 before).
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("exchanges could not be stored"), "{log}");
+    assert!(!log.contains("another process holds"), "no other process held the cassette: {log}");
     assert!(refused > 0 && !answered.is_empty(), "the disk filled up part way: {} answered", answered.len());
     assert!(answered.iter().any(|id| id % 2 == 0), "some streams were stored before the disk filled");
     assert!(!answered.contains(&120), "the last stream, on a full disk, ended with the error");
@@ -925,4 +926,51 @@ fn git_diff_shows_a_changed_cassettes_exchanges_through_export() {
     assert_eq!(added.len(), 1, "the new exchange, one JSON line: {diff}");
     assert!(added[0].contains(r#""text":"again""#) && added[0].contains(r#""id":"2""#), "{diff}");
     assert!(!diff.lines().any(|l| l.starts_with("-{")), "the first exchange is unchanged: {diff}");
+}
+
+/// Root cause: the "forwarding to" line printed `--upstream` as given, and
+/// an unreachable upstream's 502 named it so: a password in the URL's user
+/// information, or a key in its query, went to every log and every client.
+/// They are now shown as `***`; the upstream still gets them.
+#[tokio::test]
+async fn an_upstream_urls_credentials_are_in_no_log_line_and_no_answer() {
+    const PASSWORD: &str = "pa55-w0rd";
+    const KEY: &str = "k3y-4e9b1";
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::record(&format!("http://ada:{PASSWORD}@{closed}/mcp?api_key={KEY}&v=1"), dir.path()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
+    let reply = post(&format!("{}/mcp", daemon.url), &[], &body.to_string()).await;
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert!(reply.text.contains(&format!("http://ada:***@{closed}/mcp?api_key=***&v=1")), "{}", reply.text);
+    let (status, log) = daemon.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    for secret in [PASSWORD, KEY] {
+        assert!(!log.contains(secret) && !reply.text.contains(secret), "{secret} shown:\n{log}\n{}", reply.text);
+    }
+    assert!(log.contains("forwarding to http://ada:***@"), "{log}");
+}
+
+/// A command's grandchild in a session of its own, whose parent ended
+/// before it: `Tree::end` signalled the processes reparented to mcp-tape
+/// once, and what they had started, reparented in turn as they ended, ran
+/// on under init. Both `test` and `record --stdio` end it now.
+#[test]
+fn a_grandchild_in_a_session_of_its_own_is_ended_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    // The inner shell waits on its sleep (the `:` after it keeps it from exec'ing), then its parent ends.
+    let script = format!("setsid sh -c 'sleep 305 & echo $! > {}; wait; :' & sleep 0.3", pid_file.display());
+    let cassettes = dir.path().to_str().unwrap();
+    let runs: [&[&str]; 2] = [
+        &["test", cassettes, "--", "sh", "-c", &script],
+        &["record", "--stdio", "--cassettes", cassettes, "--name", "setsid", "--", "sh", "-c", &script],
+    ];
+    for args in runs {
+        let output = std::process::Command::new(BIN).args(args).stdin(Stdio::null()).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(!running(&pid), "{}: the grandchild ({}) still runs:\n{}", args[0], pid.trim(), stderr(&output));
+        std::fs::remove_file(&pid_file).unwrap();
+    }
 }

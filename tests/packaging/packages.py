@@ -378,6 +378,24 @@ def node_package(args, work, checks):
     checks.run("startTape: the Node program a tape runs under `mcp-tape test` on Windows (no shell there) prints "
                "the URL and ends the run with the verdict", windows_verdict_program)
 
+    def test_paths_stay_apart_and_inside():
+        # Each name is a describe block holding the test "t"; the file is agent.test.mjs.
+        names = ["..", ".", "/", "a/b", "a_b", "1.5", "1.7", "x" * 300]
+        script = ("import { testPath } from 'mcp-tape/vitest'; import { resolve, sep } from 'node:path';"
+                  "const names = JSON.parse(process.argv[1]); const file = {name: 'agent.test.mjs'};"
+                  "console.log(JSON.stringify(names.map((name) => { const suite = {name, suite: file, file};"
+                  " return testPath('agent.test.mjs', {name: 't', suite, file}); })));")
+        paths = json.loads(must([args.node, "--input-type=module", "-e", script, json.dumps(names)], project, env))
+        assert len(set(paths)) == len(names), paths
+        root = Path(project / "cassettes").resolve()
+        for path in paths:
+            placed = (root / f"{path}.sqlite").resolve()
+            assert placed.is_relative_to(root / "agent"), (path, placed)
+            assert len(placed.parent.name) <= 160 and placed.name == "t.sqlite", path
+
+    checks.run("vitest helper: testPath gives describe blocks named '..', '.', '/', 'a/b' and 'a_b', dotted and "
+               "long names, each a cassette of its own under cassettes/<file>/", test_paths_stay_apart_and_inside)
+
     def alone_says_what_is_missing():
         alone = work / "npm-alone"
         alone.mkdir()

@@ -4,6 +4,7 @@
 // input, so modes, match rules, reports and "a failing test never changes
 // its cassette" are exactly those of `mcp-tape test`.
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import {
   closeSync,
   existsSync,
@@ -114,9 +115,27 @@ export function faultSpec(fault) {
     .join(", ");
 }
 
-/** A file-name-safe form of a test's name. */
+/** The longest file name a test's name becomes as it is; a longer one is cut and told apart by its digest. */
+const LONGEST_NAME = 160;
+
+/**
+ * A test's name as one file name of its own: a space as `_` (test names are
+ * sentences), every other character a file name may not hold (a path
+ * separator, a character Windows refuses, `%` itself) as `%XX` of its UTF-8
+ * bytes, so that names differing in anything but a space against an `_`
+ * never share one; a name of dots only (`.`, `..`) spelled out too, so it
+ * never leaves its directory; a long one cut and ended with a digest of the
+ * whole. The pytest plugin names its cassettes the same way.
+ */
 export function fileName(text) {
-  return text.replace(/[^\w.[\]=,+-]/g, "_");
+  let name = text.replace(/[^\p{L}\p{N}_.[\]=,+-]/gu, (c) =>
+    c === " " ? "_" : [...Buffer.from(c, "utf8")].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join(""),
+  );
+  if (/^\.*$/.test(name)) name = name.replaceAll(".", "%2E");
+  if (name.length > LONGEST_NAME) {
+    name = `${name.slice(0, LONGEST_NAME - 17)}-${createHash("sha256").update(text).digest("hex").slice(0, 16)}`;
+  }
+  return name;
 }
 
 /**

@@ -98,11 +98,17 @@ def pytest_collection_modifyitems(items):
 _LONGEST_NAME = 160
 
 
+def _spelled(character):
+    """A character a file name may not hold: a space as `_`, anything else as `%XX` of its UTF-8 bytes."""
+    return "_" if character == " " else "".join(f"%{byte:02X}" for byte in character.encode())
+
+
 def _file_name(text):
-    """`text` as one file name of its own: each character a file name may not hold (a path separator, a
-    character Windows refuses, `%` itself) as `%XX` of its UTF-8 bytes, so two ids never share a name; a
-    name of dots only is spelled out too, and a long one is cut and ends in a digest of the whole."""
-    name = re.sub(r"[^\w.\[\]=,+-]", lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), text)
+    """`text` as one file name of its own: a space as `_`, every other character a file name may not hold
+    (a path separator, a character Windows refuses, `%` itself) as `%XX`, so that ids differing in
+    anything but a space against an `_` never share a name; a name of dots only is spelled out too, and a
+    long one is cut and ends in a digest of the whole. The vitest helper names its cassettes the same way."""
+    name = re.sub(r"[^\w.\[\]=,+-]", lambda m: _spelled(m.group()), text)
     if name.strip(".") == "":
         name = name.replace(".", "%2E")
     if len(name) > _LONGEST_NAME:

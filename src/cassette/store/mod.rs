@@ -434,7 +434,7 @@ impl Cassette {
         let checkpoint = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
             Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
         });
-        let settled = match checkpoint {
+        let settled = match &checkpoint {
             Ok((in_wal, moved)) if in_wal > moved => Settled::InWal { pages: in_wal - moved },
             Ok(_) => Settled::Whole,
             Err(e) => {
@@ -444,11 +444,21 @@ impl Cassette {
         };
         if let Settled::InWal { pages } = settled {
             let pages = if pages < 0 { "some".to_owned() } else { pages.to_string() };
-            tracing::warn!(
-                "another process holds {path}: {pages} pages of recordings are only in {path}-wal; \
-                 keep that file with the cassette until it is opened again alone",
-                path = self.path.display()
-            );
+            let path = self.path.display();
+            let full = |error: Option<&rusqlite::Error>| {
+                error.is_some_and(|e| e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull))
+            };
+            if full(mode.as_ref().err()) || full(checkpoint.as_ref().err()) {
+                tracing::warn!(
+                    "the disk holding {path} is full: {pages} pages of recordings are only in {path}-wal; \
+                     keep that file with the cassette, and free space before it is opened again"
+                );
+            } else {
+                tracing::warn!(
+                    "another process holds {path}: {pages} pages of recordings are only in {path}-wal; \
+                     keep that file with the cassette until it is opened again alone"
+                );
+            }
         }
         settled
     }

@@ -242,7 +242,7 @@ impl Proxy {
         match unread {
             Unread::Broken(why) => {
                 tracing::warn!("{why}");
-                Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.base().to_owned(), why })
+                Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.shown().to_owned(), why })
             }
             Unread::OverBudget => {
                 tracing::warn!(

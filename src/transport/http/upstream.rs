@@ -27,7 +27,7 @@ use rustls::pki_types::pem::PemObject;
 use super::arrival::Stamping;
 use crate::config::Timeouts;
 use crate::error::{Error, UpstreamFailure};
-use crate::util;
+use crate::{redact, util};
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus
 /// the ones the proxy sets itself (`host`, `content-length`).
@@ -73,6 +73,9 @@ pub struct UpstreamClient {
     client: Client<Watched<HttpsConnector<Stamping>>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
+    /// `base` as log lines and messages show it, without credentials
+    /// ([`redact::url_for_log`]).
+    shown: String,
     /// `base` read once: every request's URI is built from these parts.
     scheme: Scheme,
     authority: Authority,
@@ -88,14 +91,15 @@ impl UpstreamClient {
     /// cannot be read or holds no certificate.
     pub fn new(base: &str, ca_file: Option<&Path>, timeouts: Timeouts) -> Result<UpstreamClient, Error> {
         let base = base.trim_end_matches('/').to_owned();
-        let uri: Uri = base.parse().map_err(|e| Error::Config(format!("--upstream {base:?}: {e}")))?;
+        let shown = redact::url_for_log(&base);
+        let uri: Uri = base.parse().map_err(|e| Error::Config(format!("--upstream {shown:?}: {e}")))?;
         let (scheme, authority) = match (uri.scheme(), uri.authority()) {
             (Some(scheme), Some(authority)) if matches!(scheme.as_str(), "http" | "https") => {
                 (scheme.clone(), authority.clone())
             }
             _ => {
                 return Err(Error::Config(format!(
-                    "--upstream {base:?}: expected an http:// or https:// URL"
+                    "--upstream {shown:?}: expected an http:// or https:// URL"
                 )));
             }
         };
@@ -130,11 +134,16 @@ impl UpstreamClient {
             .enable_all_versions()
             .wrap_connector(Stamping(http));
         let client = Client::builder(TokioExecutor::new()).build(Watched(https));
-        Ok(UpstreamClient { client, base, scheme, authority, prefix, timeouts })
+        Ok(UpstreamClient { client, base, shown, scheme, authority, prefix, timeouts })
     }
 
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// The upstream's URL as a log line or a message may show it.
+    pub fn shown(&self) -> &str {
+        &self.shown
     }
 
     pub fn timeouts(&self) -> Timeouts {
@@ -192,10 +201,10 @@ impl UpstreamClient {
             };
         let target_path = target.as_ref().map_or("/", Uri::path).trim_end_matches('/');
         Some(UpstreamFailure::Redirected {
-            upstream: self.base.clone(),
+            upstream: self.shown.clone(),
             from: util::printable(path).into_owned(),
-            to: util::printable(to).into_owned(),
-            instead: util::printable(&format!("{scheme}://{authority}{target_path}")).into_owned(),
+            to: util::printable(&redact::url_for_log(to)).into_owned(),
+            instead: util::printable(&redact::url_for_log(&format!("{scheme}://{authority}{target_path}"))).into_owned(),
         })
     }
 
@@ -232,9 +241,9 @@ impl UpstreamClient {
         });
         match sent.await {
             Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => Err(UpstreamFailure::Failed { upstream: self.base.clone(), why: error_chain(&e) }),
+            Ok(Err(e)) => Err(UpstreamFailure::Failed { upstream: self.shown.clone(), why: error_chain(&e) }),
             Err(_) => {
-                Err(UpstreamFailure::Silent { upstream: self.base.clone(), after: self.timeouts.response })
+                Err(UpstreamFailure::Silent { upstream: self.shown.clone(), after: self.timeouts.response })
             }
         }
     }
