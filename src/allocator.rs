@@ -57,6 +57,18 @@ thread_local! {
     static KEPT: Kept = const { Kept { on: Cell::new(false), blocks: [const { Cell::new(null_mut()) }; CLASSES] } };
 }
 
+/// Gives the memory the calling thread freed back to the system now: a
+/// thread keeps freed pages for later, and one that worked through a large
+/// request may then idle long.
+pub fn give_back_freed_memory() {
+    unsafe extern "C" {
+        /// mimalloc's own: frees the pages of the thread's heap that no block uses.
+        fn mi_collect(force: bool);
+    }
+    // SAFETY: mi_collect takes no pointer; it only frees pages no block uses.
+    unsafe { mi_collect(true) }
+}
+
 /// Lets the calling thread keep the blocks it frees for its own next
 /// allocations (a long-lived, busy thread: the async runtime's).
 pub fn keep_on_this_thread() {

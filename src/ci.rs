@@ -33,7 +33,8 @@ pub struct Ran {
 }
 
 /// Runs `command` with `url` in its environment until it exits, passing
-/// SIGINT and SIGTERM (Ctrl-C, Ctrl-Break) on to its tree (ended after
+/// each stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT; Ctrl-C, Ctrl-Break, the
+/// console closing, a shutdown) on to its tree (ended after
 /// [`INTERRUPT_GRACE`] or at a second stop), then ends what it left
 /// running.
 ///
@@ -48,8 +49,13 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
     };
     let mut spawning = tokio::process::Command::new(program);
     spawning.args(arguments).env(URL_VARIABLE, url).env(PLATFORM_VARIABLE, url).kill_on_drop(true);
-    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate]);
+    // Every stop: one not listened for ends mcp-tape with its default action (SIGHUP: at once,
+    // its recording's files left behind), or, listened for elsewhere, not at all (SIGQUIT).
+    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit]);
     let (mut process, tree) = Tree::spawn(&mut spawning).map_err(failed)?;
+    if let Some(tree) = &tree {
+        tree.give_terminal();
+    }
     let mut interrupted = None;
     let escalation = tokio::time::sleep(Duration::MAX);
     tokio::pin!(escalation);

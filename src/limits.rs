@@ -235,10 +235,34 @@ pub const MIN_SCRUBBED_SECRET_CHARS: usize = 8;
 /// Enforced in [`crate::engine::record`].
 pub const MAX_SECRETS_PER_EXCHANGE: usize = 1024;
 
+/// Bytes of large requests (past [`crate::util::LARGE_INPUT_BYTES`] each)
+/// worked through at once: a request's parsed form takes some fifty times
+/// its size (4 MiB of `[{"a":0},…]` about 210 MB), so past this a large
+/// request waits for its turn, and memory in flight stays near a gigabyte
+/// however many arrive together. Twice the largest body, so two of those
+/// are worked through at once and one always fits.
+///
+/// Enforced in [`crate::util::large_work_turn`].
+pub const MAX_LARGE_WORK_BYTES: usize = 2 * MAX_REQUEST_BODY_BYTES;
+
 /// Bytes waiting to be written past which logging threads wait.
 ///
 /// Enforced in [`crate::logging`].
 pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long a logging thread waits for room before it takes stderr for
+/// stalled (nobody reads it): from then on lines are dropped, and counted,
+/// until a write goes through again, so that a daemon whose stderr nobody
+/// reads goes on answering and stopping.
+///
+/// Enforced in [`crate::logging`].
+pub const MAX_LOG_ROOM_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a stopping process waits for the log writer to write what is
+/// left before it exits without it (stderr stalled).
+///
+/// Enforced in [`crate::logging`].
+pub const MAX_LOG_FLUSH_WAIT: Duration = Duration::from_secs(3);
 
 /// The room asked for the pipe stderr is, when it is one (Linux): a busy
 /// daemon's batch of log lines (about 180 KB, 10 ms at 130,000 requests a

@@ -3,9 +3,14 @@
 //! escaped), and where they go: each is appended to one shared buffer, and
 //! one thread writes what gathered in large writes. A busy daemon (a line
 //! per request) pays for a short lock and a copy per line, not a write to
-//! stderr or a thread wake-up each. Lossless: past [`MAX_PENDING_LOG_BYTES`]
-//! bytes a logging thread waits for the writer rather than drop a line, and
-//! the [`Flusher`] waits for every line to be written. The line every HTTP
+//! stderr or a thread wake-up each. Lossless while stderr is read: past
+//! [`MAX_PENDING_LOG_BYTES`] bytes a logging thread waits for the writer
+//! rather than drop a line, and the [`Flusher`] waits for every line to be
+//! written. A stderr nobody reads (a full pipe) stalls the writer: after
+//! [`MAX_LOG_ROOM_WAIT`] without room lines are dropped and counted, so the
+//! daemon goes on answering and can stop, until a write goes through again
+//! and says how many were dropped; at exit the [`Flusher`] waits at most
+//! [`MAX_LOG_FLUSH_WAIT`]. The line every HTTP
 //! request leaves skips the subscriber's event machinery: [`write_direct`]
 //! appends the same line to the same buffer.
 //!
@@ -18,6 +23,7 @@
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::io::Write;
+use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
@@ -28,7 +34,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::limits::MAX_PENDING_LOG_BYTES;
+use crate::limits::{MAX_LOG_FLUSH_WAIT, MAX_LOG_ROOM_WAIT, MAX_PENDING_LOG_BYTES};
 use crate::util::lock;
 
 /// How long the writer lets lines gather after the first one of a batch:
@@ -42,10 +48,12 @@ pub struct Sink {
 }
 
 /// The writing side: ends the writer thread on drop, once every line
-/// appended before is out.
+/// appended before is out (or [`MAX_LOG_FLUSH_WAIT`] has passed).
 pub struct Flusher {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Hung up by the writer thread as it ends.
+    ended: mpsc::Receiver<()>,
 }
 
 struct Shared {
@@ -60,6 +68,11 @@ struct Shared {
 struct State {
     pending: Vec<u8>,
     closed: bool,
+    /// No room came within [`MAX_LOG_ROOM_WAIT`]: lines are dropped until a
+    /// write goes through.
+    stalled: bool,
+    /// Lines dropped while stalled, not yet told.
+    dropped: u64,
 }
 
 /// Starts the writer thread, writing to `out`.
@@ -70,9 +83,12 @@ struct State {
 pub fn start(out: impl Write + Send + 'static) -> std::io::Result<(Sink, Flusher)> {
     let shared = Arc::new(Shared { state: Mutex::default(), lines: Condvar::new(), room: Condvar::new() });
     let writer = Arc::clone(&shared);
-    let thread =
-        std::thread::Builder::new().name("mcp-tape-log".into()).spawn(move || drain(&writer, out))?;
-    Ok((Sink { shared: Arc::clone(&shared) }, Flusher { shared, thread: Some(thread) }))
+    let (ending, ended) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new().name("mcp-tape-log".into()).spawn(move || {
+        drain(&writer, out);
+        drop(ending);
+    })?;
+    Ok((Sink { shared: Arc::clone(&shared) }, Flusher { shared, thread: Some(thread), ended }))
 }
 
 fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -101,8 +117,23 @@ fn drain(shared: &Shared, mut out: impl Write) {
         std::mem::swap(&mut state.pending, &mut batch);
         drop(state);
         shared.room.notify_all();
-        let _ = write_in_pieces(&mut out, &batch, PIECE);
+        let written = write_in_pieces(&mut out, &batch, PIECE);
         batch.clear();
+        let mut state = lock(&shared.state);
+        if written.is_ok() && state.stalled {
+            state.stalled = false;
+            let dropped = std::mem::take(&mut state.dropped);
+            drop(state);
+            let mut told = String::new();
+            // Writing to a String does not fail.
+            let _ = write_time(&mut told, SystemTime::now())
+                .and_then(|()| told.write_char(' '))
+                .and_then(|()| push_level(&mut told, Level::WARN, false))
+                .and_then(|()| {
+                    writeln!(told, "{dropped} log lines were dropped: standard error was not read")
+                });
+            let _ = write_in_pieces(&mut out, told.as_bytes(), PIECE);
+        }
     }
 }
 
@@ -131,11 +162,20 @@ fn write_in_pieces(out: &mut impl Write, mut batch: &[u8], piece: usize) -> std:
 }
 
 impl Drop for Flusher {
+    /// Waits for the writer to write every line, [`MAX_LOG_FLUSH_WAIT`] at
+    /// most: a stderr nobody reads never lets it, and the process then
+    /// ends without it.
     fn drop(&mut self) {
         lock(&self.shared.state).closed = true;
         self.shared.lines.notify_one();
+        self.shared.room.notify_all();
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            match self.ended.recv_timeout(MAX_LOG_FLUSH_WAIT) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = thread.join();
+                }
+            }
         }
     }
 }
@@ -155,12 +195,24 @@ impl<'a> MakeWriter<'a> for Sink {
 
 impl Write for Line<'_> {
     /// Appends all of `text` (the formatter hands over a whole line at
-    /// once, so lines never interleave). After the writer thread has
-    /// ended, writes straight to stderr.
+    /// once, so lines never interleave); with the buffer full, waits for
+    /// room, or drops the line while stderr is stalled. After the writer
+    /// thread has ended, writes straight to stderr.
     fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
         let mut state = lock(&self.shared.state);
         while state.pending.len() >= MAX_PENDING_LOG_BYTES && !state.closed {
-            state = wait(&self.shared.room, state);
+            if !state.stalled {
+                let (waited, timeout) = self
+                    .shared
+                    .room
+                    .wait_timeout(state, MAX_LOG_ROOM_WAIT)
+                    .unwrap_or_else(PoisonError::into_inner);
+                state = waited;
+                state.stalled = timeout.timed_out() && state.pending.len() >= MAX_PENDING_LOG_BYTES;
+                continue;
+            }
+            state.dropped += 1;
+            return Ok(text.len());
         }
         if state.closed {
             drop(state);
@@ -669,5 +721,54 @@ mod tests {
             assert_eq!(mine, expected, "thread {t}");
         }
         assert_eq!(written.lines().count(), 80_001);
+    }
+
+    /// A stderr nobody reads (a writer stuck in its first write): a full
+    /// buffer used to hold every logging thread, so a daemon stopped
+    /// answering and never heard SIGTERM, and the flusher held the exit.
+    /// Past the room wait lines are dropped at once and counted, said once
+    /// a write goes through; a flusher whose writer never returns lets the
+    /// process go after its wait.
+    #[test]
+    fn a_stalled_stderr_drops_lines_and_lets_the_process_stop() {
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        let (entered, writer_entered) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        let out = Recorded { writes: Arc::clone(&writes), entered, gate: Some(gate) };
+        let (sink, flusher) = start(out).unwrap();
+        sink.make_writer().write_all(b"first\n").unwrap();
+        writer_entered.recv().unwrap();
+        let filler = vec![b'x'; MAX_PENDING_LOG_BYTES];
+        sink.make_writer().write_all(&filler).unwrap();
+        let started = std::time::Instant::now();
+        sink.make_writer().write_all(b"waits, then is dropped\n").unwrap();
+        assert!(started.elapsed() >= MAX_LOG_ROOM_WAIT, "it waited for room first");
+        for _ in 0..1000 {
+            sink.make_writer().write_all(b"dropped\n").unwrap();
+        }
+        assert!(started.elapsed() < MAX_LOG_ROOM_WAIT * 3, "once stalled, lines do not wait");
+        go.send(()).unwrap();
+        while lock(&sink.shared.state).stalled {
+            std::thread::yield_now();
+        }
+        sink.make_writer().write_all(b"after\n").unwrap();
+        drop(flusher);
+        let written = String::from_utf8(lock(&writes).concat()).unwrap();
+        assert!(
+            written.contains("1001 log lines were dropped: standard error was not read\n"),
+            "{}",
+            &written[..80]
+        );
+        assert!(written.ends_with("after\n") && !written.contains("dropped\ndropped"));
+
+        let (entered, _writer_entered) = mpsc::channel();
+        let (_never, gate) = mpsc::channel();
+        let stuck = Recorded { writes: Arc::new(Mutex::new(Vec::new())), entered, gate: Some(gate) };
+        let (sink, flusher) = start(stuck).unwrap();
+        sink.make_writer().write_all(b"never written\n").unwrap();
+        let stopping = std::time::Instant::now();
+        drop(flusher);
+        let waited = stopping.elapsed();
+        assert!(waited >= MAX_LOG_FLUSH_WAIT && waited < MAX_LOG_FLUSH_WAIT * 2, "{waited:?}");
     }
 }

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     let command = match Cli::parse().into_command() {
         Ok(command) => command,
         Err(e) => {
-            eprintln!("mcp-tape: {e}");
+            mcp_tape::util::say(format_args!("mcp-tape: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -51,10 +51,10 @@ fn main() -> ExitCode {
     // (nor, when stderr is a pipe, a wait for its reader at each write).
     let ansi = std::io::stderr().is_terminal();
     mcp_tape::os::widen_stderr_pipe(mcp_tape::limits::LOG_PIPE_BYTES);
-    let (writer, flush_on_drop) = match mcp_tape::logging::start(std::io::stderr()) {
+    let (writer, flush_on_drop) = match mcp_tape::logging::start(mcp_tape::os::Stderr) {
         Ok(started) => started,
         Err(e) => {
-            eprintln!("mcp-tape: cannot start the log writer: {e}");
+            mcp_tape::util::say(format_args!("mcp-tape: cannot start the log writer: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
     let runtime = match runtime(command.is_stdio()) {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("mcp-tape: cannot start the async runtime: {e}");
+            mcp_tape::util::say(format_args!("mcp-tape: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -84,10 +84,10 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("mcp-tape: {e}");
+            mcp_tape::util::say(format_args!("mcp-tape: {e}"));
             let mut cause = e.source();
             while let Some(inner) = cause {
-                eprintln!("  caused by: {inner}");
+                mcp_tape::util::say(format_args!("  caused by: {inner}"));
                 cause = inner.source();
             }
             if matches!(e, mcp_tape::error::Error::Usage(_) | mcp_tape::error::Error::Rules { .. }) {

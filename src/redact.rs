@@ -46,7 +46,8 @@ pub fn url_for_log(url: &str) -> String {
             match authority.rsplit_once('@') {
                 Some((user_info, host)) => {
                     let user = user_info.split_once(':').map_or(user_info, |(user, _)| user);
-                    let masked = if user_info.contains(':') { format!("{user}:{MASK}") } else { MASK.to_owned() };
+                    let masked =
+                        if user_info.contains(':') { format!("{user}:{MASK}") } else { MASK.to_owned() };
                     format!("{scheme}://{masked}@{host}{path}")
                 }
                 None => before.to_owned(),
@@ -482,7 +483,11 @@ mod tests {
     fn a_url_is_shown_without_its_credentials() {
         let shown = url_for_log("http://ada:hunter2@mcp.example:8443/base?api_key=K1&x=1&sig=S2&Token=T3#f");
         assert_eq!(shown, "http://ada:***@mcp.example:8443/base?api_key=***&x=1&sig=***&Token=***#f");
-        assert_eq!(url_for_log("https://tok3n@h/mcp"), "https://***@h/mcp", "a user part alone may be a token");
+        assert_eq!(
+            url_for_log("https://tok3n@h/mcp"),
+            "https://***@h/mcp",
+            "a user part alone may be a token"
+        );
         assert_eq!(url_for_log("http://127.0.0.1:8000/mcp"), "http://127.0.0.1:8000/mcp");
         assert_eq!(url_for_log("stdio:python server.py"), "stdio:python server.py");
     }

@@ -9,6 +9,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::limits::MAX_LARGE_WORK_BYTES;
+
 /// A hash map for the lookups every request makes (the tape, cursors, the
 /// ledger, the params cache): foldhash, several times cheaper than the
 /// standard SipHash on short keys, still seeded at random per process.
@@ -68,6 +70,16 @@ impl<V> Memo<V> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Writes `line` and a newline to stderr, as `eprintln!` does, except
+/// that a stderr that cannot take it (a closed pipe, a full disk) loses the
+/// line and never the run: `eprintln!` panics there, and a command would
+/// end before its report or cassette were written.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_fmt(line).and_then(|()| stderr.write_all(b"\n"));
 }
 
 /// `text` cut to at most `max` bytes (at a character boundary) with
@@ -161,9 +173,33 @@ pub const LARGE_INPUT_BYTES: usize = 64 * 1024;
 /// matching a request take time in its size): past [`LARGE_INPUT_BYTES`]
 /// with the worker's other tasks handed to another thread meanwhile, as
 /// [`off_the_workers`] does but outside its limit (`work` may pass that
-/// itself), else as it is.
+/// itself), then what it freed given back to the system (the thread may
+/// idle long, holding it), else as it is.
 pub fn sized_work<T>(size: usize, work: impl FnOnce() -> T) -> T {
-    if size > LARGE_INPUT_BYTES { in_place(work) } else { work() }
+    if size > LARGE_INPUT_BYTES {
+        let done = in_place(work);
+        #[cfg(not(target_os = "macos"))]
+        crate::allocator::give_back_freed_memory();
+        done
+    } else {
+        work()
+    }
+}
+
+/// A large request's turn to be worked through: past [`LARGE_INPUT_BYTES`]
+/// a request of `size` bytes waits until the large ones in work leave room
+/// within [`MAX_LARGE_WORK_BYTES`] (held until the permit drops); a
+/// smaller one goes at once.
+pub async fn large_work_turn(size: usize) -> Option<tokio::sync::SemaphorePermit<'static>> {
+    /// What is counted: KiB, so that the budget fits a permit count.
+    const UNIT: usize = 1024;
+    static BUDGET: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_LARGE_WORK_BYTES / UNIT);
+    if size <= LARGE_INPUT_BYTES {
+        return None;
+    }
+    let units = size.div_ceil(UNIT).min(MAX_LARGE_WORK_BYTES / UNIT);
+    // The semaphore is never closed, and no request asks more than it holds.
+    BUDGET.acquire_many(u32::try_from(units).unwrap_or(u32::MAX)).await.ok()
 }
 
 /// Runs `work` on this thread, having handed an async worker's other

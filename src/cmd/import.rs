@@ -59,18 +59,18 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 );
             }
             if mocks.from_snapshots > 0 {
-                eprintln!(
+                util::say(format_args!(
                     "{} tools took their description and inputSchema from snapshots",
                     mocks.from_snapshots
-                );
+                ));
             }
-            eprintln!(
+            util::say(format_args!(
                 "imported {} tools of {} servers ({} disabled, left out) into {}",
                 mocks.templates.len(),
                 servers.len(),
                 mocks.disabled.len(),
                 config.cassette.display()
-            );
+            ));
         }
         ImportSource::Foreign { reader, files, server } => {
             let mut cassette = Cassette::open(path)?;
@@ -79,7 +79,7 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 tracing::warn!("left out: {count} × {what}");
             }
             let plural = |n: usize| if n == 1 { "" } else { "s" };
-            eprintln!(
+            util::say(format_args!(
                 "imported {} exchange{} from {} {} file{} into {}",
                 imported.exchanges,
                 plural(imported.exchanges),
@@ -87,7 +87,7 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 reader.name,
                 plural(files.len()),
                 config.cassette.display()
-            );
+            ));
         }
         ImportSource::JsonLines(input) => {
             let mut cassette = Cassette::open(path)?;
@@ -100,7 +100,7 @@ fn import_into(config: &ImportConfig, path: &Path) -> Result<u8, Error> {
                 None => jsonl::import(std::io::stdin().lock(), &mut cassette)?,
             };
             cassette.settle();
-            eprintln!("imported {count} lines into {}", config.cassette.display());
+            util::say(format_args!("imported {count} lines into {}", config.cassette.display()));
         }
     }
     Ok(0)

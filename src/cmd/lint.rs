@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 use crate::config::{Format, LintConfig};
 use crate::error::Error;
 use crate::lint::{self, Finding, Place};
+use crate::util;
 
 /// Prints each finding (standard output) and a summary (standard error);
 /// 1 when anything was found.
@@ -32,11 +33,13 @@ pub(super) fn run(config: &LintConfig) -> Result<u8, Error> {
     }
     let (cassettes, exchanges) = (linted.cassettes, linted.exchanges);
     match linted.findings.len() {
-        0 => eprintln!("mcp-tape: lint: nothing found in {cassettes} cassette(s), {exchanges} exchange(s)"),
-        n => eprintln!(
+        0 => util::say(format_args!(
+            "mcp-tape: lint: nothing found in {cassettes} cassette(s), {exchanges} exchange(s)"
+        )),
+        n => util::say(format_args!(
             "mcp-tape: lint: {n} finding(s) in {cassettes} cassette(s): remove them (re-record with \
              --redact-pattern builtin, or edit an export and import it) before committing"
-        ),
+        )),
     }
     Ok(u8::from(!linted.findings.is_empty()))
 }

@@ -88,7 +88,7 @@ pub(super) fn announce(line: String) {
     if tracing::enabled!(tracing::Level::INFO) {
         tracing::info!("{line}");
     } else {
-        eprintln!("{line}");
+        util::say(format_args!("{line}"));
     }
 }
 

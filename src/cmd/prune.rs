@@ -28,15 +28,18 @@ pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
     }
     for (row, what) in &done.kept {
         match what.as_str() {
-            "" => eprintln!("mcp-tape: kept #{row}: the cassette has no such row any more"),
-            what => eprintln!(
+            "" => util::say(format_args!("mcp-tape: kept #{row}: the cassette has no such row any more")),
+            what => util::say(format_args!(
                 "mcp-tape: kept #{row}: it now holds another recording ({}) than the report's; \
                  the cassette changed since that run",
                 util::printable(what)
-            ),
+            )),
         }
     }
     let (removed, kept) = (done.removed.len(), done.kept.len());
-    eprintln!("mcp-tape: removed {removed} recordings from {}; kept {kept}", config.cassette.display());
+    util::say(format_args!(
+        "mcp-tape: removed {removed} recordings from {}; kept {kept}",
+        config.cassette.display()
+    ));
     Ok(0)
 }

@@ -104,14 +104,14 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     if let Some(writer) = writer {
         let failed = summarize_recording(writer);
         if failed > 0 && code == 0 {
-            eprintln!("mcp-tape: {}", Error::NotStored(failed));
+            util::say(format_args!("mcp-tape: {}", Error::NotStored(failed)));
             code = 1; // the recording is incomplete: not kept, the run fails
         }
         if upstream_failures > 0 && code == 0 {
-            eprintln!(
+            util::say(format_args!(
                 "mcp-tape: the upstream failed {upstream_failures} request(s) (see the log): the recording is \
                  incomplete"
-            );
+            ));
             code = 1; // a cassette without those exchanges would pass later runs against nothing
         }
     }
@@ -121,10 +121,13 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             remove_wal_files(&cassette);
             std::fs::rename(file, &cassette)
                 .map_err(|source| Error::Write { path: cassette.clone(), source })?;
-            eprintln!("mcp-tape: the recording replaced {}", cassette.display());
+            util::say(format_args!("mcp-tape: the recording replaced {}", cassette.display()));
         } else {
             discard(file);
-            eprintln!("mcp-tape: the command failed; {} was left as it was", cassette.display());
+            util::say(format_args!(
+                "mcp-tape: the command failed; {} was left as it was",
+                cassette.display()
+            ));
         }
     }
     let verdict = if code != 0 {
@@ -134,15 +137,15 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     } else {
         0
     };
-    eprintln!("mcp-tape: {}", report.summary());
+    util::say(format_args!("mcp-tape: {}", report.summary()));
     match ran.interrupted {
-        Some(stop) => eprintln!(
+        Some(stop) => util::say(format_args!(
             "mcp-tape: {}; interrupted by signal {} ({}); exit {verdict}",
             ran.status,
             stop.number(),
             stop.name()
-        ),
-        None => eprintln!("mcp-tape: {}; exit {verdict}", ran.status),
+        )),
+        None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.status)),
     }
     write_reports(&report, &config.reports, verdict == 0)?;
     Ok(verdict)

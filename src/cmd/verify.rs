@@ -3,7 +3,7 @@
 use super::print_findings;
 use crate::config::VerifyConfig;
 use crate::error::Error;
-use crate::verify;
+use crate::{util, verify};
 
 /// Prints what changed; 1 when a finding reaches `--fail-on` or a
 /// recording could not be verified.
@@ -15,10 +15,10 @@ pub(super) async fn run(config: &VerifyConfig) -> Result<u8, Error> {
     let verified = verify::verify(config).await?;
     print_findings(&verified.findings, config.format);
     for failure in &verified.failures {
-        eprintln!("mcp-tape: could not verify {failure}");
+        util::say(format_args!("mcp-tape: could not verify {failure}"));
     }
     if config.update {
-        eprintln!("mcp-tape: rewrote {} recordings", verified.updated);
+        util::say(format_args!("mcp-tape: rewrote {} recordings", verified.updated));
     }
     let failed = !verified.failures.is_empty() || verified.findings.fails(config.fail_on);
     Ok(u8::from(failed))

@@ -10,10 +10,11 @@
 //! - [`Stops`]: the requests to stop that reach mcp-tape from outside.
 //!   Unix: SIGINT, SIGTERM, SIGHUP, SIGQUIT. Windows: Ctrl-C, Ctrl-Break, the
 //!   console closing, the system shutting down.
-//! - [`exit_code`], [`same_file`], [`batch_thread`], [`widen_stderr_pipe`]:
-//!   how a process's end reads as an exit code, whether two paths are one
-//!   file, a thread that yields to the runtime, a stderr pipe that takes a
-//!   batch of log lines at once (the last two Linux only).
+//! - [`exit_code`], [`same_file`], [`batch_thread`], [`widen_stderr_pipe`],
+//!   [`Stderr`]: how a process's end reads as an exit code, whether two
+//!   paths are one file, a thread that yields to the runtime, a stderr pipe
+//!   that takes a batch of log lines at once (Linux only), and stderr
+//!   written whole even when another writer made it non-blocking.
 
 #[cfg(unix)]
 mod unix;
@@ -26,7 +27,7 @@ use windows as imp;
 
 use std::task::Poll;
 
-pub use imp::{Tree, batch_thread, exit_code, same_file, widen_stderr_pipe};
+pub use imp::{Stderr, Tree, batch_thread, exit_code, same_file, widen_stderr_pipe};
 
 /// A request to stop that comes from outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

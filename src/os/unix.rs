@@ -51,6 +51,9 @@ pub fn listen(stop: Stop) -> io::Result<Listener> {
 pub struct Tree {
     group: libc::pid_t,
     guard: Option<Guard>,
+    /// The group has the terminal ([`Tree::give_terminal`]) until
+    /// [`Tree::end`] takes it back.
+    has_terminal: std::sync::atomic::AtomicBool,
 }
 
 /// How often the end of a process group is looked for.
@@ -68,11 +71,48 @@ impl Tree {
         die_with_parent(command);
         become_subreaper();
         let process = command.spawn()?;
-        let tree = process
-            .id()
-            .and_then(|pid| libc::pid_t::try_from(pid).ok())
-            .map(|group| Tree { group, guard: Guard::watch(group) });
+        let tree = process.id().and_then(|pid| libc::pid_t::try_from(pid).ok()).map(|group| Tree {
+            group,
+            guard: Guard::watch(group),
+            has_terminal: false.into(),
+        });
         Ok((process, tree))
+    }
+
+    /// Makes the tree the foreground of the terminal mcp-tape's stdin is,
+    /// when mcp-tape has it in the foreground: the command reads the
+    /// terminal as if run without mcp-tape (from the background a read
+    /// would stop it, and the run would never end), and Ctrl-C reaches it
+    /// from the terminal. A command that read before this is stopped, and
+    /// goes on.
+    pub fn give_terminal(&self) {
+        // SAFETY: isatty, tcgetpgrp and getpgrp only read this process's state.
+        let foreground = unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() };
+        // SAFETY: tcsetpgrp on mcp-tape's own terminal, from its foreground group (no SIGTTOU).
+        if foreground && unsafe { libc::tcsetpgrp(0, self.group) } == 0 {
+            self.has_terminal.store(true, std::sync::atomic::Ordering::Relaxed);
+            signal_group(self.group, libc::SIGCONT);
+        }
+    }
+
+    /// Gives the terminal back to mcp-tape's own group, if the tree has it:
+    /// from the background, with SIGTTOU blocked (which would stop
+    /// mcp-tape) while it asks.
+    fn take_terminal_back(&self) {
+        if !self.has_terminal.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: the signal sets are ours and initialised by sigemptyset before use; the
+        // mask is this thread's, set back as it was; tcsetpgrp acts on mcp-tape's own terminal.
+        unsafe {
+            let mut blocked: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut blocked);
+            libc::sigaddset(&raw mut blocked, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &raw const blocked, &raw mut before);
+            libc::tcsetpgrp(0, libc::getpgrp());
+            libc::pthread_sigmask(libc::SIG_SETMASK, &raw const before, std::ptr::null_mut());
+        }
     }
 
     /// Passes `stop` on to every process of the tree.
@@ -98,6 +138,7 @@ impl Tree {
     /// here as those end, looked for again until none is left. Returns how
     /// many processes were still running.
     pub async fn end(&self, grace: Duration) -> usize {
+        self.take_terminal_back();
         let mut left = 0;
         // Members reparented here stay in the group as zombies until reaped.
         let gone = |group| {
@@ -273,6 +314,42 @@ fn live_parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
     let state = after_name.next()?;
     (state != "Z").then_some(())?;
     after_name.next()?.parse().ok()
+}
+
+/// Standard error for the log writer. A write that meets a full pipe in
+/// non-blocking mode waits until the pipe takes more, rather than fail and
+/// lose the lines: with `2>&1` stderr is stdout's pipe, which the stdio
+/// door drives non-blocking.
+pub struct Stderr;
+
+impl io::Write for Stderr {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        loop {
+            match io::stderr().write(bytes) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_writable(libc::STDERR_FILENO)?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                written => return written,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}
+
+/// Waits until `fd` can be written to (or has failed, which the write
+/// that follows reports).
+fn wait_writable(fd: libc::c_int) -> io::Result<()> {
+    let mut ready = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: poll(2) on one pollfd of ours, for as long as it takes.
+    if unsafe { libc::poll(&raw mut ready, 1, -1) } < 0 {
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+    Ok(())
 }
 
 /// The exit code mcp-tape ends with for a process that ended with

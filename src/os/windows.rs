@@ -123,6 +123,9 @@ impl Tree {
         Ok((process, tree))
     }
 
+    /// The console is every process's alike: nothing to hand over.
+    pub fn give_terminal(&self) {}
+
     /// A console stop already reached every process of the tree.
     pub fn pass_on(&self, stop: Stop) {
         tracing::debug!("{} reached the command through the console", name(stop));
@@ -216,3 +219,16 @@ pub fn batch_thread() {}
 
 /// Only Linux sets a pipe's room.
 pub fn widen_stderr_pipe(_bytes: usize) {}
+
+/// Standard error for the log writer (Windows writes it blocking).
+pub struct Stderr;
+
+impl io::Write for Stderr {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        io::stderr().write(bytes)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
+    }
+}

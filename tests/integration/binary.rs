@@ -74,6 +74,11 @@ impl Daemon {
         Daemon { child, url, log }
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap()
+    }
+
     /// Sends `signal` and returns the exit status and everything it logged.
     pub async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
         let pid = self.child.id().unwrap().to_string();
@@ -938,7 +943,8 @@ async fn an_upstream_urls_credentials_are_in_no_log_line_and_no_answer() {
     const KEY: &str = "k3y-4e9b1";
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let daemon = Daemon::record(&format!("http://ada:{PASSWORD}@{closed}/mcp?api_key={KEY}&v=1"), dir.path()).await;
+    let daemon =
+        Daemon::record(&format!("http://ada:{PASSWORD}@{closed}/mcp?api_key={KEY}&v=1"), dir.path()).await;
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
     let reply = post(&format!("{}/mcp", daemon.url), &[], &body.to_string()).await;
     assert_eq!(reply.status, 502, "{reply:?}");
@@ -946,7 +952,11 @@ async fn an_upstream_urls_credentials_are_in_no_log_line_and_no_answer() {
     let (status, log) = daemon.stop("TERM").await;
     assert!(status.success(), "{log}");
     for secret in [PASSWORD, KEY] {
-        assert!(!log.contains(secret) && !reply.text.contains(secret), "{secret} shown:\n{log}\n{}", reply.text);
+        assert!(
+            !log.contains(secret) && !reply.text.contains(secret),
+            "{secret} shown:\n{log}\n{}",
+            reply.text
+        );
     }
     assert!(log.contains("forwarding to http://ada:***@"), "{log}");
 }
@@ -970,7 +980,190 @@ fn a_grandchild_in_a_session_of_its_own_is_ended_too() {
         let output = std::process::Command::new(BIN).args(args).stdin(Stdio::null()).output().unwrap();
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
         let pid = std::fs::read_to_string(&pid_file).unwrap();
-        assert!(!running(&pid), "{}: the grandchild ({}) still runs:\n{}", args[0], pid.trim(), stderr(&output));
+        assert!(
+            !running(&pid),
+            "{}: the grandchild ({}) still runs:\n{}",
+            args[0],
+            pid.trim(),
+            stderr(&output)
+        );
         std::fs::remove_file(&pid_file).unwrap();
     }
+}
+
+/// A stderr that takes nothing (`/dev/full`; a closed pipe is the same):
+/// `test` and `import` printed their summaries with `eprintln!`, which
+/// panics there, and ended with 101: `test` wrote no report, `import` left
+/// its `.importing-PID` file behind.
+#[test]
+fn a_stderr_that_takes_nothing_ends_no_command_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = || std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let report = dir.path().join("report.json");
+    let status = std::process::Command::new(BIN)
+        .args(["test", dir.path().to_str().unwrap(), "--report", report.to_str().unwrap(), "--", "true"])
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(report.is_file(), "test wrote its report");
+    let lines = dir.path().join("in.jsonl");
+    let line = r#"{"contentType":"application/json","era":"handshake","messages":[{"body":{"id":1,"jsonrpc":"2.0","result":{}},"direction":"server"}],"protocolVersion":"2025-06-18","request":{"id":1,"jsonrpc":"2.0","method":"ping"},"server":"s","status":200}"#;
+    std::fs::write(&lines, format!("{line}\n")).unwrap();
+    std::fs::create_dir(dir.path().join("imported")).unwrap();
+    let cassette = dir.path().join("imported").join("c.sqlite");
+    let status = std::process::Command::new(BIN)
+        .args(["import", lines.to_str().unwrap(), "--cassette", cassette.to_str().unwrap()])
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(cassette.is_file(), "import wrote its cassette");
+    let left: Vec<_> =
+        std::fs::read_dir(cassette.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, [std::ffi::OsString::from("c.sqlite")], "nothing but the cassette");
+}
+
+/// On a terminal, `test` ran its command in a background process group:
+/// a command that read the terminal (`pytest --pdb`) was stopped by the
+/// read (state T), and the run never ended. The command now has the
+/// terminal while it runs. Run in a pseudo-terminal by Python's `pty`.
+#[test]
+fn a_command_under_test_reads_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = r#"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+os.write(fd, b"typed\n")
+out, status, deadline = b"", None, time.monotonic() + 20
+while status is None and time.monotonic() < deadline:
+    if select.select([fd], [], [], 0.1)[0]:
+        try:
+            out += os.read(fd, 4096)
+        except OSError:
+            pass
+    done, code = os.waitpid(pid, os.WNOHANG)
+    if done:
+        status = os.waitstatus_to_exitcode(code)
+if status is None:
+    os.kill(pid, 9)
+print(status, out.decode(errors="replace").replace("\r", ""))
+"#;
+    let output = std::process::Command::new("python3")
+        .args([
+            "-c",
+            harness,
+            BIN,
+            "test",
+            dir.path().to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "read x; echo read: $x",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.starts_with("0 "), "the run did not end with 0: {said}\n{}", stderr(&output));
+    assert!(said.contains("read: typed"), "{said}");
+}
+
+/// SIGHUP ended `test` at once (its default action), leaving its
+/// recording's three files (`.recording-PID` and its WAL and shared
+/// memory); SIGQUIT, listened for elsewhere, did nothing. Each is now
+/// passed on to the command, and the run ends as for SIGTERM.
+#[tokio::test]
+async fn sighup_and_sigquit_end_test_and_leave_no_file_behind() {
+    let upstream = crate::upstream::start().await;
+    for (signal, number) in [("HUP", 1), ("QUIT", 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let cassette = dir.path().join("c.sqlite");
+        let script = format!("echo $$ > {}; sleep 300", ready.display());
+        let mut test = Command::new(BIN)
+            .args(["test", cassette.to_str().unwrap(), "--mode", "all", "--upstream", &upstream.url()])
+            .args(["--", "sh", "-c", &script])
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        written(&ready).await;
+        let pid = test.id().unwrap().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = tokio::time::timeout(Duration::from_secs(10), test.wait())
+            .await
+            .unwrap_or_else(|_| panic!("SIG{signal}: test still running 10 s later"))
+            .unwrap();
+        assert_eq!(status.code(), Some(128 + number), "SIG{signal}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [std::ffi::OsString::from("ready")], "SIG{signal} left files");
+    }
+}
+
+/// Root cause: with a stderr nobody reads (a full pipe), every thread that
+/// logged waited for room for ever: the daemon stopped answering, and its
+/// SIGTERM handler, a task on those threads, never ran; only SIGKILL ended
+/// it. Lines are now dropped (and counted) once stderr has had no room for
+/// a second, and the exit waits for the log writer a few seconds at most.
+#[tokio::test]
+async fn a_daemon_whose_stderr_nobody_reads_stops_on_sigterm() {
+    let cassettes = Cassettes::new();
+    let mut child = Command::new(BIN)
+        .args(["replay", "--port", "0", cassettes.path().to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(PATIENCE, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(at) = line.find("listening on ") {
+                return line[at + "listening on ".len()..].to_owned();
+            }
+        }
+        panic!("the daemon exited before listening");
+    })
+    .await
+    .unwrap();
+    // From here on nobody reads stderr (`lines` stays open, unread). Each request leaves a
+    // line of about 600 bytes (long names are cut to 256 bytes): 12,000 of them are twice what
+    // the pipe (1 MiB) and the log buffer (4 MiB) hold.
+    let target = format!("{url}/mcp/{}", "s".repeat(300));
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "m".repeat(300), "params": {"name": "t".repeat(300)}})
+            .to_string();
+    let client = reqwest::Client::new();
+    let mut answered = 0;
+    'load: for _ in 0..(12_000 / 16) {
+        let posts: Vec<_> = (0..16)
+            .map(|_| {
+                let request = client
+                    .post(&target)
+                    .header("content-type", "application/json")
+                    .header("accept", BOTH)
+                    .body(body.clone());
+                tokio::spawn(tokio::time::timeout(Duration::from_secs(3), request.send()))
+            })
+            .collect();
+        for posted in posts {
+            match posted.await.unwrap() {
+                Ok(Ok(_)) => answered += 1,
+                _ => break 'load, // it stopped answering
+            }
+        }
+    }
+    let pid = child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    assert!(status.is_ok(), "still running 10 s after SIGTERM ({answered} requests answered)");
+    assert_eq!(answered, 12_000, "every request was answered");
+    drop(lines);
 }

@@ -335,6 +335,8 @@ fn post<'h>(
 ) -> impl Future<Output = Result<Response<Body>, RequestError>> {
     async move {
         let body = read_body(body, app.front_door.idle_timeout).await?;
+        // Held until the answer is made: large requests in work at once are bounded in bytes.
+        let _turn = util::large_work_turn(body.len()).await;
         // Reading, scrubbing and matching a large body take time in its size: off the async workers.
         let (step, read) = match util::sized_work(body.len(), || step(parts, found, &body, app, logged)) {
             Ok(stepped) => stepped?,

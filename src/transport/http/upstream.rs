@@ -204,7 +204,8 @@ impl UpstreamClient {
             upstream: self.shown.clone(),
             from: util::printable(path).into_owned(),
             to: util::printable(&redact::url_for_log(to)).into_owned(),
-            instead: util::printable(&redact::url_for_log(&format!("{scheme}://{authority}{target_path}"))).into_owned(),
+            instead: util::printable(&redact::url_for_log(&format!("{scheme}://{authority}{target_path}")))
+                .into_owned(),
         })
     }
 
