@@ -27,6 +27,8 @@ use windows as imp;
 
 use std::task::Poll;
 
+#[cfg(unix)]
+pub use imp::shared_output;
 pub use imp::{Stderr, Tree, batch_thread, exit_code, same_file, widen_stderr_pipe};
 
 /// A request to stop that comes from outside.

@@ -319,7 +319,9 @@ fn live_parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
 /// Standard error for the log writer. A write that meets a full pipe in
 /// non-blocking mode waits until the pipe takes more, rather than fail and
 /// lose the lines: with `2>&1` stderr is stdout's pipe, which the stdio
-/// door drives non-blocking.
+/// door drives non-blocking. There each batch piece (whole lines) also
+/// takes its turn with the door's writes ([`shared_output`]), so neither
+/// splits a line of the other's.
 pub struct Stderr;
 
 impl io::Write for Stderr {
@@ -333,8 +335,113 @@ impl io::Write for Stderr {
         }
     }
 
+    fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let _turn = shared_output::log_turn();
+        while !bytes.is_empty() {
+            match self.write(bytes)? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => bytes = &bytes[n..],
+            }
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         io::stderr().flush()
+    }
+}
+
+/// stdout and stderr as one pipe (`2>&1`): the stdio door's writes and the
+/// log writer's take turns by whole lines. The door, once it found the two
+/// to be one ([`shared_output::share_if_one`]), writes only while no log
+/// piece is part-written, and marks when it is mid-line; the log writer
+/// waits for the door's line to end before it starts a piece, and marks the
+/// piece as under way until it is whole. Neither holds the lock while it
+/// waits for the pipe.
+pub mod shared_output {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+    use std::task::Waker;
+
+    static SHARED: AtomicBool = AtomicBool::new(false);
+    static TURNS: Mutex<Turns> = Mutex::new(Turns { door_mid_line: false, log_mid_piece: false, door: None });
+    /// Signalled when the door's line ends.
+    static LINE_ENDED: Condvar = Condvar::new();
+
+    struct Turns {
+        door_mid_line: bool,
+        log_mid_piece: bool,
+        /// The door's writer, waiting for a log piece to end.
+        door: Option<Waker>,
+    }
+
+    fn turns() -> MutexGuard<'static, Turns> {
+        TURNS.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes note that stdout is what stderr is, if it is (the same pipe or
+    /// socket): from then on the two writers take turns.
+    pub fn share_if_one() {
+        use std::os::unix::fs::MetadataExt;
+        let of = |fd| std::fs::metadata(format!("/dev/fd/{fd}")).ok().map(|m| (m.dev(), m.ino()));
+        if let (Some(stdout), Some(stderr)) = (of(libc::STDOUT_FILENO), of(libc::STDERR_FILENO))
+            && stdout == stderr
+        {
+            SHARED.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A log piece's turn: waits for the door's line to end, and holds the
+    /// turn until dropped. Nothing when stdout is not stderr.
+    pub fn log_turn() -> Option<LogTurn> {
+        if !SHARED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut turns = turns();
+        while turns.door_mid_line {
+            turns = LINE_ENDED.wait(turns).unwrap_or_else(PoisonError::into_inner);
+        }
+        turns.log_mid_piece = true;
+        Some(LogTurn)
+    }
+
+    /// A log piece under way; its end lets the door write again.
+    pub struct LogTurn;
+
+    impl Drop for LogTurn {
+        fn drop(&mut self) {
+            let mut turns = turns();
+            turns.log_mid_piece = false;
+            if let Some(door) = turns.door.take() {
+                door.wake();
+            }
+        }
+    }
+
+    /// The door's write of `data` by `write` (one non-blocking call), when
+    /// no log piece is part-written; `None` (with `waker` woken when one
+    /// ends) while one is. As it is when stdout is not stderr.
+    pub fn door_write(
+        data: &[u8],
+        waker: &Waker,
+        write: impl FnOnce() -> std::io::Result<usize>,
+    ) -> Option<std::io::Result<usize>> {
+        if !SHARED.load(Ordering::Relaxed) {
+            return Some(write());
+        }
+        let mut turns = turns();
+        if turns.log_mid_piece {
+            turns.door = Some(waker.clone());
+            return None;
+        }
+        let written = write();
+        if let Ok(n @ 1..) = written {
+            turns.door_mid_line = data[n - 1] != b'\n';
+            if !turns.door_mid_line {
+                LINE_ENDED.notify_all();
+            }
+        }
+        Some(written)
     }
 }
 

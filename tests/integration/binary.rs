@@ -970,7 +970,11 @@ fn a_grandchild_in_a_session_of_its_own_is_ended_too() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
     // The inner shell waits on its sleep (the `:` after it keeps it from exec'ing), then its parent ends.
-    let script = format!("setsid sh -c 'sleep 305 & echo $! > {}; wait; :' & sleep 0.3", pid_file.display());
+    // Its output goes elsewhere, so that a grandchild left running holds no pipe of this test's.
+    let script = format!(
+        "setsid sh -c 'sleep 305 & echo $! > {}; wait; :' </dev/null >/dev/null 2>&1 & sleep 0.3",
+        pid_file.display()
+    );
     let cassettes = dir.path().to_str().unwrap();
     let runs: [&[&str]; 2] = [
         &["test", cassettes, "--", "sh", "-c", &script],

@@ -452,3 +452,80 @@ async fn a_chatty_child_and_a_busy_client_do_not_deadlock_record() {
     let (status, log) = record.close().await;
     assert!(status.success(), "{log}");
 }
+
+/// `replay --stdio 2>&1` read by a slow reader, as many runners capture a
+/// command's output: stdout is driven non-blocking, and with stderr the
+/// same file the log writer met a full buffer as an error and dropped the
+/// rest of its batch mid-line (the next answer then went on that line),
+/// and a log piece and an answer written in parts split each other. Now
+/// every answer and every log line arrives whole. The output is a socket
+/// with small buffers (a pipe would be widened to 1 MiB), so that it is
+/// full most of the time.
+#[tokio::test]
+async fn replay_over_stdio_with_stderr_on_stdout_loses_no_line_under_load() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    const REQUESTS: usize = 1000;
+    let cassettes = Cassettes::new();
+    desk(&cassettes, "Megan");
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    for (socket, option) in [(&theirs, libc::SO_SNDBUF), (&ours, libc::SO_RCVBUF)] {
+        let size: libc::c_int = 8192;
+        // SAFETY: setsockopt on a socket of ours, from a c_int of ours.
+        let set = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&raw const size).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(set, 0);
+    }
+    let command = format!("exec {BIN} replay --stdio {} 2>&1", cassettes.path().display());
+    let mut child = Command::new("sh")
+        .args(["-c", &command])
+        .stdin(Stdio::piped())
+        .stdout(std::os::fd::OwnedFd::from(theirs))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeding = tokio::spawn(async move {
+        for n in 0..REQUESTS {
+            let ask = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                "params": {"name": "whoami", "arguments": {"who": format!("caller {n} {}", "x".repeat(400))}}});
+            stdin.write_all(format!("{ask}\n").as_bytes()).await.unwrap();
+        }
+    });
+    // A slow reader: 2 KiB at a time, 5 ms apart, on a thread of its own.
+    let reading = std::thread::spawn(move || {
+        let mut ours = ours;
+        let (mut output, mut chunk) = (Vec::new(), vec![0; 2048]);
+        loop {
+            match ours.read(&mut chunk).unwrap() {
+                0 => return output,
+                n => output.extend_from_slice(&chunk[..n]),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    feeding.await.unwrap();
+    let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("an exit in time").unwrap();
+    assert!(status.success());
+    let output = String::from_utf8(reading.join().unwrap()).unwrap();
+    let mut answered = Vec::new();
+    let mut missed = 0;
+    for line in output.lines() {
+        if line.starts_with('{') {
+            let answer: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("a split answer ({e}): {line}"));
+            answered.push(answer["id"].as_u64().unwrap());
+        } else {
+            assert!(line.starts_with("20") && line.as_bytes()[10] == b'T', "a split log line: {line}");
+            missed += usize::from(line.contains(" WARN mcp-tape: no recorded answer for mcp_Desk"));
+        }
+    }
+    assert_eq!(answered, (0..REQUESTS as u64).collect::<Vec<_>>(), "every answer, in order");
+    assert_eq!(missed, REQUESTS, "every miss's log line");
+}

@@ -31,6 +31,7 @@ pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
     #[cfg(unix)]
     if let Some(pipe) = reactor::Pipe::open(libc::STDOUT_FILENO) {
+        crate::os::shared_output::share_if_one();
         return Box::new(pipe);
     }
     Box::new(tokio::io::stdout())
@@ -142,12 +143,19 @@ mod reactor {
         ) -> Poll<std::io::Result<usize>> {
             loop {
                 let mut ready = ready!(self.fd.poll_write_ready(cx))?;
-                // SAFETY: write(2) from `data`, at most its length.
-                let written = ready.try_io(|fd| {
-                    outcome(unsafe { libc::write(fd.get_ref().0, data.as_ptr().cast(), data.len()) })
-                });
-                if let Ok(result) = written {
-                    return Poll::Ready(result);
+                // With `2>&1`, a log piece part-written holds the door's turn.
+                let Some(written) = crate::os::shared_output::door_write(data, cx.waker(), || {
+                    // SAFETY: write(2) from `data`, at most its length.
+                    let written = ready.try_io(|fd| {
+                        outcome(unsafe { libc::write(fd.get_ref().0, data.as_ptr().cast(), data.len()) })
+                    });
+                    written.unwrap_or_else(|_would_block| Err(std::io::ErrorKind::WouldBlock.into()))
+                }) else {
+                    return Poll::Pending;
+                };
+                match written {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    result => return Poll::Ready(result),
                 }
             }
         }
