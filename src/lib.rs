@@ -34,11 +34,14 @@
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all, long work run off the async
-//!   workers.
-//! - [`logging`]: where log lines go (one buffer, one writer thread).
+//!   workers (and large requests' turns), a line to stderr that never
+//!   fails the run.
+//! - [`logging`]: where log lines go (one buffer, one writer thread; a
+//!   stderr nobody reads drops lines rather than hold the daemon).
 //! - [`os`]: what differs by operating system: a spawned command's process
-//!   tree (a process group, a Job Object), the stops that reach mcp-tape
-//!   (signals, console events), exit codes, one file by two paths.
+//!   tree (a process group, a Job Object; the terminal while it runs), the
+//!   stops that reach mcp-tape (signals, console events), exit codes, one
+//!   file by two paths, stderr written whole beside the stdio door.
 //! - [`model`]: the domain types every layer speaks, and JSON kept as its
 //!   sender wrote it, with only what changed written anew ([`model::written`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,

@@ -671,11 +671,9 @@ mod tests {
         }
     }
 
-    /// LineFormat from four threads, three times what the buffer may hold, while
-    /// the writer is stuck: no batch outgrows the bound (logging threads
-    /// waited), and every line is written whole, each thread's in order.
-    #[test]
-    fn lines_wait_for_room_and_none_is_lost() {
+    /// A logging sink whose writer is stuck in writing its first line
+    /// ("first") until `go` is sent: what it wrote, `go`, the sink, its flusher.
+    fn stuck_in_first_write() -> (Arc<Mutex<Vec<Vec<u8>>>>, mpsc::Sender<()>, Sink, Flusher) {
         let writes = Arc::new(Mutex::new(Vec::new()));
         let (entered, writer_entered) = mpsc::channel();
         let (go, gate) = mpsc::channel();
@@ -683,6 +681,15 @@ mod tests {
         let (sink, flusher) = start(out).unwrap();
         sink.make_writer().write_all(b"first\n").unwrap();
         writer_entered.recv().unwrap();
+        (writes, go, sink, flusher)
+    }
+
+    /// LineFormat from four threads, three times what the buffer may hold, while
+    /// the writer is stuck: no batch outgrows the bound (logging threads
+    /// waited), and every line is written whole, each thread's in order.
+    #[test]
+    fn lines_wait_for_room_and_none_is_lost() {
+        let (writes, go, sink, flusher) = stuck_in_first_write();
         let line = |t: usize, i: usize| format!("thread {t} line {i} {}\n", "x".repeat(i % 300));
         let threads: Vec<_> = (0..4)
             .map(|t| {
@@ -731,13 +738,7 @@ mod tests {
     /// process go after its wait.
     #[test]
     fn a_stalled_stderr_drops_lines_and_lets_the_process_stop() {
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let (entered, writer_entered) = mpsc::channel();
-        let (go, gate) = mpsc::channel();
-        let out = Recorded { writes: Arc::clone(&writes), entered, gate: Some(gate) };
-        let (sink, flusher) = start(out).unwrap();
-        sink.make_writer().write_all(b"first\n").unwrap();
-        writer_entered.recv().unwrap();
+        let (writes, go, sink, flusher) = stuck_in_first_write();
         let filler = vec![b'x'; MAX_PENDING_LOG_BYTES];
         sink.make_writer().write_all(&filler).unwrap();
         let started = std::time::Instant::now();
@@ -761,10 +762,8 @@ mod tests {
         );
         assert!(written.ends_with("after\n") && !written.contains("dropped\ndropped"));
 
-        let (entered, _writer_entered) = mpsc::channel();
-        let (_never, gate) = mpsc::channel();
-        let stuck = Recorded { writes: Arc::new(Mutex::new(Vec::new())), entered, gate: Some(gate) };
-        let (sink, flusher) = start(stuck).unwrap();
+        // A writer that never comes back: its `go` is never sent.
+        let (_, _never, sink, flusher) = stuck_in_first_write();
         sink.make_writer().write_all(b"never written\n").unwrap();
         let stopping = std::time::Instant::now();
         drop(flusher);

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 use crate::binary::Daemon;
 use crate::support::*;
 
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
+
 const MAIL: &str = "/agents/servers/mcp_MailTools";
 
 /// A replay of one recorded `GetMessage {"id": "m1"}` on mcp_MailTools,
@@ -260,4 +262,52 @@ async fn large_bodies_at_once_stay_within_a_memory_bound() {
     let (status, _) = daemon.stop("TERM").await;
     assert!(status.success());
     assert!(peak < GIB, "8 bodies of 4 MiB peaked at {} MB", peak >> 20);
+}
+
+/// The most memory `command` held, run to its end (a fresh Python's
+/// children's peak, in bytes); `command` must succeed.
+fn peak_of(command: &[&str]) -> u64 {
+    let measure = "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, \
+                   stdout=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)";
+    let output = std::process::Command::new("python3").args(["-c", measure]).args(command).output().unwrap();
+    assert!(output.status.success(), "{command:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().parse::<u64>().unwrap() * 1024
+}
+
+/// Root cause: a side table kept each number spelled otherwise than
+/// serde_json writes it with its whole path, so an answer of one 8 KiB key
+/// over 60,000 `-0` (188 KB) took a recorder from 27 MB to 528 MB, and a
+/// 158 KB JSON Lines line of that shape took import to 848 MB, export and
+/// lint to 434 MB. A message now keeps its text; the memory it takes is
+/// linear in it.
+#[tokio::test]
+async fn an_answer_of_many_spelled_numbers_takes_memory_linear_in_its_size() {
+    const LIMIT: u64 = 200 << 20;
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Daemon::record(&upstream.url(), dir.path()).await;
+    let bearer = format!("Bearer {}", crate::upstream::TOKEN);
+    let answer = call(&format!("{}{MAIL}", recorder.url), &[("authorization", &bearer)], "tools/call", json!({"name": "zeros"}))
+        .await;
+    assert_eq!(answer.text, crate::upstream::zeros_answer("1"), "relayed as written");
+    let recording = peak_memory(recorder.pid());
+    let (status, _) = recorder.stop("TERM").await;
+    assert!(status.success());
+    assert!(recording < LIMIT, "recording the answer peaked at {} MB", recording >> 20);
+
+    let cassette = dir.path().join("default.sqlite");
+    let cassette = cassette.to_str().unwrap();
+    let lines = dir.path().join("zeros.jsonl");
+    let exported = std::process::Command::new(BIN).args(["export", cassette, "-o", lines.to_str().unwrap()]).status();
+    assert!(exported.unwrap().success());
+    assert!(std::fs::read_to_string(&lines).unwrap().contains(&format!("[{}]", vec!["-0"; 60_000].join(","))));
+    let again = dir.path().join("again.sqlite");
+    let peaks = [
+        ("import", peak_of(&[BIN, "import", lines.to_str().unwrap(), "--cassette", again.to_str().unwrap()])),
+        ("export", peak_of(&[BIN, "export", cassette])),
+        ("lint", peak_of(&[BIN, "lint", cassette])),
+    ];
+    for (command, peak) in peaks {
+        assert!(peak < LIMIT, "{command} peaked at {} MB", peak >> 20);
+    }
 }

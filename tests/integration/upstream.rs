@@ -175,6 +175,15 @@ pub fn raw_answer(id: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{RAW_CONTENT}}}}}"#)
 }
 
+/// The `zeros` tool's answer to the request `id`: one 8 KiB key over
+/// 60,000 numbers spelled `-0` (188 KB), the shape whose spellings a
+/// side table once kept each with its whole path.
+pub fn zeros_answer(id: &str) -> String {
+    let key = "k".repeat(8192);
+    let zeros = vec!["-0"; 60_000].join(",");
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"structuredContent":{{"{key}":[{zeros}]}},"content":[]}}}}"#)
+}
+
 /// The `as_written` tool's events, as text, for the request `id` and
 /// progress `token` (JSON values).
 pub fn as_written(id: &Value, token: &Value) -> Vec<String> {
@@ -378,6 +387,7 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             stream(rx)
         }
         ("tools/call", "raw") => full(200, Some("application/json"), raw_answer(&id.to_string())),
+        ("tools/call", "zeros") => full(200, Some("application/json"), zeros_answer(&id.to_string())),
         ("tools/call", "as_written") => {
             // Members in no sorted order, numbers as a Python server spells
             // them: the text a client's framework reads, which replay must keep.

@@ -341,6 +341,19 @@ def python_package(args, work, checks):
     checks.run("README's pytest example and the naming tests replay under pytest -W error with the server stopped "
                "(12 passed)", readme_example_replays)
 
+    def unkept_recording_fails():
+        shutil.copy(HERE / "unkept_test.py", readme / "test_unkept.py")
+        # The quick-start server has stopped: every request record forwards fails upstream.
+        code, output = run([*strict, "test_unkept.py", "--mcp-tape-mode", "all", "--mcp-tape-upstream",
+                            f"{quickstart}/mcp"], readme, env)
+        assert code == 1 and "1 failed" in output, output
+        assert "its recording was not kept" in output and "the upstream failed" in output, output
+        unkept = readme / "cassettes" / "test_unkept" / "test_passes_whatever_the_server_says.sqlite"
+        assert not unkept.exists(), files_under(readme / "cassettes")
+
+    checks.run("pytest plugin: a passing test whose recording cannot be kept (its upstream gone) fails, saying why",
+               unkept_recording_fails)
+
     checks.run("headless Chromium renders the pytest miss's HTML report: the DOM shows tool, pointer, both values",
                lambda: browser_shows_the_miss(args.chromium, html, work / "chromium-py"))
 

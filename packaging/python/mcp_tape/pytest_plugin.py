@@ -209,9 +209,12 @@ def pytest_runtest_call(item):
     tape = item.stash.get(_TAPE, None)
     if tape is not None:
         try:
-            misses = tape.stop(passed=True)
+            misses, failure = tape.stop(passed=True), None
         except TapeError as error:
-            pytest.fail(f"mcp-tape: {error}", pytrace=False)
+            misses, failure = [], f"mcp-tape: {error}"
+        if failure:
+            # Outside the except block: the failure is the message, with no traceback chained to it.
+            pytest.fail(failure, pytrace=False)
         if misses:
             pytest.fail(tape.describe_misses(), pytrace=False)
     return result
