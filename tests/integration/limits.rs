@@ -287,8 +287,13 @@ async fn an_answer_of_many_spelled_numbers_takes_memory_linear_in_its_size() {
     let dir = tempfile::tempdir().unwrap();
     let recorder = Daemon::record(&upstream.url(), dir.path()).await;
     let bearer = format!("Bearer {}", crate::upstream::TOKEN);
-    let answer = call(&format!("{}{MAIL}", recorder.url), &[("authorization", &bearer)], "tools/call", json!({"name": "zeros"}))
-        .await;
+    let answer = call(
+        &format!("{}{MAIL}", recorder.url),
+        &[("authorization", &bearer)],
+        "tools/call",
+        json!({"name": "zeros"}),
+    )
+    .await;
     assert_eq!(answer.text, crate::upstream::zeros_answer("1"), "relayed as written");
     let recording = peak_memory(recorder.pid());
     let (status, _) = recorder.stop("TERM").await;
@@ -298,9 +303,12 @@ async fn an_answer_of_many_spelled_numbers_takes_memory_linear_in_its_size() {
     let cassette = dir.path().join("default.sqlite");
     let cassette = cassette.to_str().unwrap();
     let lines = dir.path().join("zeros.jsonl");
-    let exported = std::process::Command::new(BIN).args(["export", cassette, "-o", lines.to_str().unwrap()]).status();
+    let exported =
+        std::process::Command::new(BIN).args(["export", cassette, "-o", lines.to_str().unwrap()]).status();
     assert!(exported.unwrap().success());
-    assert!(std::fs::read_to_string(&lines).unwrap().contains(&format!("[{}]", vec!["-0"; 60_000].join(","))));
+    assert!(
+        std::fs::read_to_string(&lines).unwrap().contains(&format!("[{}]", vec!["-0"; 60_000].join(",")))
+    );
     let again = dir.path().join("again.sqlite");
     let peaks = [
         ("import", peak_of(&[BIN, "import", lines.to_str().unwrap(), "--cassette", again.to_str().unwrap()])),

@@ -519,7 +519,8 @@ async fn replay_over_stdio_with_stderr_on_stdout_loses_no_line_under_load() {
     let mut missed = 0;
     for line in output.lines() {
         if line.starts_with('{') {
-            let answer: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("a split answer ({e}): {line}"));
+            let answer: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("a split answer ({e}): {line}"));
             answered.push(answer["id"].as_u64().unwrap());
         } else {
             assert!(line.starts_with("20") && line.as_bytes()[10] == b'T', "a split log line: {line}");

@@ -181,7 +181,9 @@ pub fn raw_answer(id: &str) -> String {
 pub fn zeros_answer(id: &str) -> String {
     let key = "k".repeat(8192);
     let zeros = vec!["-0"; 60_000].join(",");
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"structuredContent":{{"{key}":[{zeros}]}},"content":[]}}}}"#)
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"structuredContent":{{"{key}":[{zeros}]}},"content":[]}}}}"#
+    )
 }
 
 /// The `as_written` tool's events, as text, for the request `id` and
