@@ -671,9 +671,12 @@ mod tests {
         }
     }
 
+    /// Each write a [`Recorded`] writer was given.
+    type Writes = Arc<Mutex<Vec<Vec<u8>>>>;
+
     /// A logging sink whose writer is stuck in writing its first line
     /// ("first") until `go` is sent: what it wrote, `go`, the sink, its flusher.
-    fn stuck_in_first_write() -> (Arc<Mutex<Vec<Vec<u8>>>>, mpsc::Sender<()>, Sink, Flusher) {
+    fn stuck_in_first_write() -> (Writes, mpsc::Sender<()>, Sink, Flusher) {
         let writes = Arc::new(Mutex::new(Vec::new()));
         let (entered, writer_entered) = mpsc::channel();
         let (go, gate) = mpsc::channel();
