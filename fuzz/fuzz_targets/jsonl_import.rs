@@ -18,11 +18,11 @@ fuzz_target!(|data: &[u8]| {
         }
         Ok(_) => {
             let mut first = Vec::new();
-            jsonl::export(&cassette, &mut first).unwrap();
+            jsonl::export(&cassette, jsonl::Timings::Kept, &mut first).unwrap();
             let mut again = Cassette::open_in_memory().unwrap();
             jsonl::import(first.as_slice(), &mut again).unwrap();
             let mut second = Vec::new();
-            jsonl::export(&again, &mut second).unwrap();
+            jsonl::export(&again, jsonl::Timings::Kept, &mut second).unwrap();
             assert_eq!(first, second);
         }
     }
