@@ -638,6 +638,7 @@ wait $recorder"#;
     assert_eq!(status.code(), Some(1), "{log}");
     assert!(log.contains("exchanges could not be stored"), "{log}");
     assert!(!log.contains("another process holds"), "no other process held the cassette: {log}");
+    assert!(log.contains("full.sqlite is full: "), "the stop names the full disk: {log}");
     assert!(refused > 0 && !answered.is_empty(), "the disk filled up part way: {} answered", answered.len());
     assert!(answered.iter().any(|id| id % 2 == 0), "some streams were stored before the disk filled");
     assert!(!answered.contains(&120), "the last stream, on a full disk, ended with the error");
