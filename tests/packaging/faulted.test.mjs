@@ -7,7 +7,7 @@ import { useTape } from "mcp-tape/vitest";
 import { expect, test } from "vitest";
 
 const tape = useTape({
-  cassette: "cassettes/agent/the_agent_reads_the_user_s_profile.sqlite",
+  cassette: "cassettes/agent/the_agent_reads_the_user%27s_profile.sqlite",
   faults: [{ tool: "GetMyDetails", nth: [1], tool_error: "directory down" }],
 });
 

@@ -347,7 +347,7 @@ def python_package(args, work, checks):
         code, output = run([*strict, "test_unkept.py", "--mcp-tape-mode", "all", "--mcp-tape-upstream",
                             f"{quickstart}/mcp"], readme, env)
         assert code == 1 and "1 failed" in output, output
-        assert "its recording was not kept" in output and "the upstream failed" in output, output
+        assert "its recording was not kept" in output and "Connection refused" in output, output
         unkept = readme / "cassettes" / "test_unkept" / "test_passes_whatever_the_server_says.sqlite"
         assert not unkept.exists(), files_under(readme / "cassettes")
 
@@ -427,7 +427,7 @@ def node_package(args, work, checks):
             assert "3 passed" in output, output
             recorded = files_under(cassettes)
             assert recorded == ["agent/the_agent_books_a_big_enough_room.sqlite",
-                                "agent/the_agent_reads_the_user_s_profile.sqlite",
+                                "agent/the_agent_reads_the_user%27s_profile.sqlite",
                                 "agent/the_agent_searches_the_mailbox.sqlite"], recorded
 
         checks.run("vitest helper: MCP_TAPE_MODE=once records a cassette per test from the upstream", records_once)

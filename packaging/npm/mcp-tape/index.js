@@ -196,7 +196,7 @@ export async function startTape({ cassette, mode, upstream, rules, faults, onMis
           if (passed && code !== 0 && misses.length === 0) {
             // The test passed, yet the run did not: its recording (an upstream that failed a
             // request, say) was not kept, or a recording it used is too old; the log says which.
-            const tail = readLog().split("\n").slice(-7).join("\n");
+            const tail = readLog().split("\n").slice(-13).join("\n");
             throw new Error(
               `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
             );

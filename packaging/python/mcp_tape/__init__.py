@@ -187,7 +187,7 @@ class Tape:
         if passed and process.returncode != 0 and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
             # say) was not kept, or a recording it used is too old; the log's last lines say which.
-            tail = "\n".join(self._text.splitlines()[-6:])
+            tail = "\n".join(self._text.splitlines()[-12:])
             raise TapeError(f"the test passed, but mcp-tape exited {process.returncode}: its recording "
                             f"was not kept, or it failed the run for another reason:\n{tail}")
         return self.misses
