@@ -126,12 +126,9 @@ fn drain(shared: &Shared, mut out: impl Write) {
             drop(state);
             let mut told = String::new();
             // Writing to a String does not fail.
-            let _ = write_time(&mut told, SystemTime::now())
-                .and_then(|()| told.write_char(' '))
-                .and_then(|()| push_level(&mut told, Level::WARN, false))
-                .and_then(|()| {
-                    writeln!(told, "{dropped} log lines were dropped: standard error was not read")
-                });
+            let _ = write_head(&mut told, SystemTime::now(), Level::WARN, false).and_then(|()| {
+                writeln!(told, "{dropped} log lines were dropped: standard error was not read")
+            });
             let _ = write_in_pieces(&mut out, told.as_bytes(), PIECE);
         }
     }
@@ -250,10 +247,8 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        write_time(&mut writer, SystemTime::now())?;
-        writer.write_char(' ')?;
         let ansi = writer.has_ansi_escapes();
-        push_level(&mut writer, *event.metadata().level(), ansi)?;
+        write_head(&mut writer, SystemTime::now(), *event.metadata().level(), ansi)?;
         let mut fields = Fields { out: Escaped(&mut writer), result: Ok(()) };
         event.record(&mut fields);
         fields.result?;
@@ -349,10 +344,7 @@ pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>, SystemTime
     LINE.with_borrow_mut(|line| {
         line.clear();
         let now = SystemTime::now();
-        let formatted = write_time(line, now)
-            .and_then(|()| line.write_char(' '))
-            .and_then(|()| push_level(line, level, *ansi));
-        if formatted.is_ok() {
+        if write_head(line, now, level, *ansi).is_ok() {
             write(&mut Direct(line), now);
             line.push('\n');
             // Appending to the sink's buffer fails only once stderr is gone.
@@ -426,6 +418,14 @@ fn civil_date(days: u64) -> (u64, u64, u64) {
     let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
     let year = era * 400 + year_of_era + u64::from(month <= 2);
     (year, month, day)
+}
+
+/// What every line starts with: its time, then its level and the space
+/// after it ([`write_time`], [`push_level`]).
+fn write_head(out: &mut impl fmt::Write, time: SystemTime, level: Level, ansi: bool) -> fmt::Result {
+    write_time(out, time)?;
+    out.write_char(' ')?;
+    push_level(out, level, ansi)
 }
 
 /// A level's name, right-aligned, and the space after it; coloured for a

@@ -170,12 +170,12 @@ impl Tree {
             if running.is_empty() || now >= given_up {
                 break;
             }
-            let signal = if now < asked_until { libc::SIGTERM } else { libc::SIGKILL };
+            // Each is asked first (SIGTERM); one still there past the grace is ended (SIGKILL).
             for &pid in &running {
                 if asked.insert(pid) {
                     left += 1;
                     signal_process(pid, libc::SIGTERM);
-                } else if signal == libc::SIGKILL {
+                } else if now >= asked_until {
                     signal_process(pid, libc::SIGKILL);
                 }
             }
@@ -382,11 +382,7 @@ pub mod shared_output {
     /// Takes note that stdout is what stderr is, if it is (the same pipe or
     /// socket): from then on the two writers take turns.
     pub fn share_if_one() {
-        use std::os::unix::fs::MetadataExt;
-        let of = |fd| std::fs::metadata(format!("/dev/fd/{fd}")).ok().map(|m| (m.dev(), m.ino()));
-        if let (Some(stdout), Some(stderr)) = (of(libc::STDOUT_FILENO), of(libc::STDERR_FILENO))
-            && stdout == stderr
-        {
+        if super::same_file(std::path::Path::new("/dev/fd/1"), std::path::Path::new("/dev/fd/2")) {
             SHARED.store(true, Ordering::Relaxed);
         }
     }
