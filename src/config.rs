@@ -338,4 +338,11 @@ impl Command {
             | Command::Lint(_) => false,
         }
     }
+
+    /// Whether this is a tape that lives as long as a command (`test`):
+    /// under the test plugins, one for each test, so its start and end are
+    /// what a test waits for.
+    pub fn is_test(&self) -> bool {
+        matches!(self, Command::Test(_))
+    }
 }

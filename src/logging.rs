@@ -26,7 +26,7 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -95,8 +95,10 @@ fn wait<'a>(condvar: &Condvar, guard: MutexGuard<'a, State>) -> MutexGuard<'a, S
     condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The writer thread: waits for a first line, lets more gather, writes them
-/// all ([`write_in_pieces`]); until closed and empty. A failed write (stderr
+/// The writer thread: waits for a first line, lets more gather (until
+/// [`GATHER`] has passed or the [`Flusher`] closes: an exit never waits out
+/// the gathering), writes them all ([`write_in_pieces`]); until closed and
+/// empty. A failed write (stderr
 /// gone) drops what it held and goes on, so logging threads are never left
 /// waiting.
 fn drain(shared: &Shared, mut out: impl Write) {
@@ -109,10 +111,14 @@ fn drain(shared: &Shared, mut out: impl Write) {
         if state.pending.is_empty() {
             return; // closed, everything written
         }
-        if !state.closed {
-            drop(state);
-            std::thread::sleep(GATHER);
-            state = lock(&shared.state);
+        let until = Instant::now() + GATHER;
+        while !state.closed {
+            // Only a close signals `lines` while the buffer holds lines: it ends the gathering early.
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            state = shared.lines.wait_timeout(state, left).unwrap_or_else(PoisonError::into_inner).0;
         }
         std::mem::swap(&mut state.pending, &mut batch);
         drop(state);

@@ -17,12 +17,14 @@ use mcp_tape::cli::Cli;
 #[global_allocator]
 static ALLOCATOR: mcp_tape::allocator::Mimalloc = mcp_tape::allocator::Mimalloc;
 
-/// The async runtime. A stdio command serves one client on one stream: one
-/// thread does it all, with no hand-offs between threads; a daemon uses
-/// every core. Each of the runtime's threads keeps the blocks it frees for
-/// its next allocations (`mcp_tape::allocator`), until it ends.
-fn runtime(stdio: bool) -> std::io::Result<tokio::runtime::Runtime> {
-    let mut builder = match stdio {
+/// The async runtime. A stdio command serves one client on one stream,
+/// and a tape for a test (`test`) a test's few requests: one thread does it
+/// all, with no hand-offs between threads and no threads to start (a
+/// test waits for its tape to start); a daemon uses every core. Each of
+/// the runtime's threads keeps the blocks it frees for its next
+/// allocations (`mcp_tape::allocator`), until it ends.
+fn runtime(one_thread: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = match one_thread {
         true => tokio::runtime::Builder::new_current_thread(),
         false => tokio::runtime::Builder::new_multi_thread(),
     };
@@ -30,7 +32,7 @@ fn runtime(stdio: bool) -> std::io::Result<tokio::runtime::Runtime> {
     #[cfg(not(target_os = "macos"))]
     {
         use mcp_tape::allocator::{keep_on_this_thread, stop_keeping_on_this_thread};
-        if stdio {
+        if one_thread {
             keep_on_this_thread(); // the runtime's one worker: this thread, until the process ends
         }
         builder.on_thread_start(keep_on_this_thread).on_thread_stop(stop_keeping_on_this_thread);
@@ -46,6 +48,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if command.is_test() {
+        mcp_tape::os::no_huge_pages(); // before the runtime's threads make their first allocations
+    }
     // Log lines gather in one buffer that a writer thread empties in large
     // writes: a busy daemon pays for a copy per request, not a write to stderr
     // (nor, when stderr is a pipe, a wait for its reader at each write).
@@ -70,7 +75,7 @@ fn main() -> ExitCode {
     let request_lines =
         tracing::enabled!(target: mcp_tape::transport::http::REQUEST_LINES, tracing::Level::INFO);
     mcp_tape::logging::write_directly_to(writer, ansi, request_lines);
-    let runtime = match runtime(command.is_stdio()) {
+    let runtime = match runtime(command.is_stdio() || command.is_test()) {
         Ok(runtime) => runtime,
         Err(e) => {
             mcp_tape::util::say(format_args!("mcp-tape: cannot start the async runtime: {e}"));
@@ -81,8 +86,8 @@ fn main() -> ExitCode {
     // Without waiting for a load a stop signal cut short (it ends on its own thread).
     runtime.shutdown_background();
     drop(flush_on_drop); // every log line out before the final word
-    match outcome {
-        Ok(code) => ExitCode::from(code),
+    let code = match outcome {
+        Ok(code) => code,
         Err(e) => {
             mcp_tape::util::say(format_args!("mcp-tape: {e}"));
             let mut cause = e.source();
@@ -91,10 +96,13 @@ fn main() -> ExitCode {
                 cause = inner.source();
             }
             if matches!(e, mcp_tape::error::Error::Usage(_) | mcp_tape::error::Error::Rules { .. }) {
-                ExitCode::from(2)
+                2
             } else {
-                ExitCode::FAILURE
+                1
             }
         }
-    }
+    };
+    // Everything the command wrote is written and its files are closed: a test waiting for its
+    // tape to end waits for nothing more.
+    mcp_tape::os::exit_now(code)
 }

@@ -311,6 +311,26 @@ pub fn files_under(directory: &Path, extension: &str) -> Result<Vec<PathBuf>, (P
 /// A path that is there but no regular file (`/dev/stdout`, a FIFO) is
 /// written as it is.
 pub fn write_whole(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result<()>) -> std::io::Result<()> {
+    replace(path, write, true)
+}
+
+/// Writes `path` whole or not at all for its readers (into a file beside
+/// it, renamed over it), not synced: for what a run can write again, a
+/// report, which a test suite writes once a test and reads at once, and
+/// which a sync (milliseconds on a journaled disk) would make each test
+/// wait for.
+pub fn write_unsynced(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    replace(path, write, false)
+}
+
+fn replace(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    sync: bool,
+) -> std::io::Result<()> {
     if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
         return File::create(path).and_then(|mut file| write(&mut file));
     }
@@ -320,7 +340,7 @@ pub fn write_whole(path: &Path, write: impl FnOnce(&mut File) -> std::io::Result
     let written = File::create(&partial).and_then(|mut file| {
         write(&mut file)?;
         std::io::Write::flush(&mut file)?;
-        file.sync_all()
+        if sync { file.sync_all() } else { Ok(()) }
     });
     match written.and_then(|()| std::fs::rename(&partial, path)) {
         Ok(()) => Ok(()),

@@ -50,7 +50,8 @@ pub fn listen(stop: Stop) -> io::Result<Listener> {
 /// the group if mcp-tape is killed outright.
 pub struct Tree {
     group: libc::pid_t,
-    guard: Option<Guard>,
+    /// Taken and ended by [`Tree::end`] once the group is gone.
+    guard: std::sync::Mutex<Option<Guard>>,
     /// The group has the terminal ([`Tree::give_terminal`]) until
     /// [`Tree::end`] takes it back.
     has_terminal: std::sync::atomic::AtomicBool,
@@ -73,7 +74,7 @@ impl Tree {
         let process = command.spawn()?;
         let tree = process.id().and_then(|pid| libc::pid_t::try_from(pid).ok()).map(|group| Tree {
             group,
-            guard: Guard::watch(group),
+            guard: Guard::watch(group).into(),
             has_terminal: false.into(),
         });
         Ok((process, tree))
@@ -132,11 +133,12 @@ impl Tree {
 
     /// Ends what the command left behind once it has exited: its process
     /// group gets SIGTERM, then SIGKILL if anything of it is still there
-    /// after `grace`; then the same for every process below mcp-tape (a
-    /// subreaper, on Linux) but the guard's watcher: those reparented here
-    /// after leaving the group, what they started, and what is reparented
-    /// here as those end, looked for again until none is left. Returns how
-    /// many processes were still running.
+    /// after `grace`. The guard then has nothing left to watch and is ended;
+    /// if mcp-tape (a subreaper, on Linux) still has a child after that, the
+    /// same for every process below it: those reparented here after leaving
+    /// the group, what they started, and what is reparented here as those
+    /// end, looked for again until none is left. Returns how many processes
+    /// were still running.
     pub async fn end(&self, grace: Duration) -> usize {
         self.take_terminal_back();
         let mut left = 0;
@@ -158,14 +160,23 @@ impl Tree {
                 signal_group(group, libc::SIGKILL);
             }
         }
-        let watcher = self.guard.as_ref().and_then(Guard::pid);
+        let guard = crate::util::lock(&self.guard).take();
+        if let Some(mut guard) = guard {
+            let _ = guard.watcher.kill().await;
+        }
+        while reap_any() {}
+        if !has_children() {
+            // Nothing was reparented here: nothing below mcp-tape is left (no need to read
+            // every process of the machine).
+            return left;
+        }
         let asked_until = tokio::time::Instant::now() + grace;
         // Past this, what SIGKILL has not ended (a process stuck in the kernel) is left.
         let given_up = asked_until + grace;
         let mut asked = std::collections::HashSet::new();
         loop {
             while reap_any() {}
-            let running = left_behind(watcher);
+            let running = left_behind();
             let now = tokio::time::Instant::now();
             if running.is_empty() || now >= given_up {
                 break;
@@ -214,12 +225,6 @@ impl Guard {
                 None
             }
         }
-    }
-
-    /// The watcher's process id: a child of mcp-tape that is not one the
-    /// command left behind.
-    fn pid(&self) -> Option<libc::pid_t> {
-        self.watcher.id().and_then(|pid| libc::pid_t::try_from(pid).ok())
     }
 }
 
@@ -284,11 +289,21 @@ fn reap_any() -> bool {
     unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) > 0 }
 }
 
-/// Every live process below mcp-tape now (children, theirs, and so on) but
-/// `spared` and what is below it: once mcp-tape's own children are reaped,
-/// what a command left behind and was reparented here, and what that
-/// started. Read from `/proc`; none where there is no `/proc` (macOS).
-fn left_behind(spared: Option<libc::pid_t>) -> Vec<libc::pid_t> {
+/// Whether mcp-tape has a child (live, or exited and not yet reaped).
+fn has_children() -> bool {
+    // SAFETY: waitid(2) without blocking and without reaping (WNOWAIT); `info` is ours.
+    let found = unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        libc::waitid(libc::P_ALL, 0, &raw mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
+    };
+    found == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD)
+}
+
+/// Every live process below mcp-tape now (children, theirs, and so on):
+/// once mcp-tape's own children are reaped, what a command left behind and
+/// was reparented here, and what that started. Read from `/proc`; none
+/// where there is no `/proc` (macOS).
+fn left_behind() -> Vec<libc::pid_t> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let processes: Vec<(libc::pid_t, libc::pid_t)> = entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
@@ -297,7 +312,7 @@ fn left_behind(spared: Option<libc::pid_t>) -> Vec<libc::pid_t> {
     let mut found = Vec::new();
     let mut parents = vec![std::process::id() as libc::pid_t];
     while let Some(parent) = parents.pop() {
-        for &(pid, _) in processes.iter().filter(|(pid, of)| *of == parent && Some(*pid) != spared) {
+        for &(pid, _) in processes.iter().filter(|(_, of)| *of == parent) {
             found.push(pid);
             parents.push(pid);
         }
@@ -465,6 +480,34 @@ pub fn exit_code(status: ExitStatus) -> u8 {
         (None, None) => 1,
     }
 }
+
+/// Ends the process with `code` at once, once what was printed to stdout
+/// is out: without the work an ordinary exit does that nobody waits for
+/// (the runtime's threads ending one by one, the allocator giving its
+/// pages back, exit handlers), which is most of the time a short run takes
+/// to end after its last word (a test waits for its tape to end). Called
+/// once everything the run writes is written and its files are closed.
+pub fn exit_now(code: u8) -> ! {
+    let _ = io::Write::flush(&mut io::stdout());
+    // SAFETY: _exit(2) ends the process; it touches no memory of ours.
+    unsafe { libc::_exit(libc::c_int::from(code)) }
+}
+
+/// Gives this process no transparent huge pages from now on (Linux): the
+/// allocator asks for them, and each thread's first allocation then has
+/// the kernel clear a 2 MiB page, about a tenth of the work a short run
+/// (a tape for one test) does from start to end, for no gain in a run
+/// that short. Elsewhere, or refused, nothing changes.
+#[cfg(target_os = "linux")]
+pub fn no_huge_pages() {
+    // SAFETY: prctl(2) on this process; no memory is passed.
+    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } == -1 {
+        tracing::debug!("transparent huge pages stay allowed: {}", io::Error::last_os_error());
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn no_huge_pages() {}
 
 /// Whether `a` and `b` name one existing file (same device and inode,
 /// through links).

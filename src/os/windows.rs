@@ -205,6 +205,14 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     status.code().map_or(1, |code| code.clamp(0, 255) as u8)
 }
 
+/// Transparent huge pages are Linux's: nothing to do.
+pub fn no_huge_pages() {}
+
+/// Ends the process with `code`, once what was printed to stdout is out.
+pub fn exit_now(code: u8) -> ! {
+    std::process::exit(i32::from(code))
+}
+
 /// Whether `a` and `b` name one existing file (the same path once links
 /// and relative parts are resolved).
 pub fn same_file(a: &Path, b: &Path) -> bool {

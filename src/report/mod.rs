@@ -280,13 +280,14 @@ impl Report {
     }
 }
 
-/// Writes `text` to `path` (a report), naming the file on failure.
+/// Writes `text` to `path` (a report: whole for its readers, not synced),
+/// naming the file on failure.
 ///
 /// # Errors
 ///
 /// [`Error::Write`] with the path.
 pub fn write(path: &Path, text: &str) -> Result<(), Error> {
-    crate::util::write_whole(path, |file| std::io::Write::write_all(file, text.as_bytes()))
+    crate::util::write_unsynced(path, |file| std::io::Write::write_all(file, text.as_bytes()))
         .map_err(|source| Error::Write { path: path.to_owned(), source })
 }
 
