@@ -334,6 +334,40 @@ def python_package(args, work, checks):
         checks.run("pytest plugin: a class's tests, parameters with dots, slashes, brackets and dots alone, and a "
                    "test taking the tape through getfixturevalue each record a cassette of their own", each_test_its_own_cassette)
 
+        def ahead_tapes():
+            shutil.copy(HERE / "ahead_test.py", readme / "test_ahead.py")
+            record = [*strict, "test_ahead.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
+                      f"{quickstart}/mcp", "--mcp-tape-html", "ahead-html", "--mcp-tape-report", "ahead-reports"]
+            output = must(record, readme, env)
+            assert "3 passed, 1 skipped" in output, output
+            ran = ["test_after_the_skipped_one", "test_records_the_shared_cassette",
+                   "test_replays_the_shared_cassette"]
+            assert files_under(readme / "ahead-html") == ["index.html", *(f"test_ahead/{t}.html" for t in ran)], \
+                files_under(readme / "ahead-html")
+            assert files_under(readme / "ahead-reports") == [f"test_ahead/{t}.json" for t in ran], \
+                files_under(readme / "ahead-reports")
+            # No recording was left half made (a tape started for the skipped test records into a file of its own).
+            assert files_under(readme / "cassettes" / "shared") == ["one.sqlite"], files_under(readme / "cassettes")
+            assert files_under(readme / "cassettes" / "test_ahead") == ["test_after_the_skipped_one.sqlite"], \
+                files_under(readme / "cassettes")
+            second = json.loads((readme / "ahead-reports" / "test_ahead" / "test_replays_the_shared_cassette.json")
+                                .read_text())
+            assert sum(case["forwarded"] for case in second["cases"]) == 0, second["cases"]
+            assert any(case["method"] == "tools/list" and case["hits"] for case in second["cases"]), second["cases"]
+            # -x: the first test fails with the next one's tape started; the session's end ends it.
+            shutil.rmtree(readme / "ahead-html")
+            code, output = run([*record, "-x"], readme, dict(env, AHEAD_FAIL="1"))
+            assert code == 1 and "1 failed" in output, output
+            assert files_under(readme / "ahead-html") == ["index.html", "test_ahead/test_records_the_shared_cassette.html"], \
+                files_under(readme / "ahead-html")
+            assert files_under(readme / "cassettes" / "shared") == ["one.sqlite"], files_under(readme / "cassettes")
+            shutil.rmtree(readme / "ahead-html")
+            shutil.rmtree(readme / "ahead-reports")
+
+        checks.run("pytest plugin: a tape started ahead of the next test: of two tests on one cassette the second "
+                   "replays what the first recorded (0 forwarded); one started for a skipped test, or for the test "
+                   "after the one -x stopped at, ends unused, with no page, report or recording left", ahead_tapes)
+
     def readme_example_replays():
         output = must([*strict, "test_search.py", "test_naming.py"], readme, env)
         assert "12 passed" in output, output
@@ -449,6 +483,39 @@ def node_package(args, work, checks):
 
         checks.run("vitest helper: recording modes (all, missing) never write the cassette of a failing test",
                    failing_tests_record_nothing)
+
+        def ahead_tapes():
+            with placed(project, {"ahead.test.mjs": HERE / "ahead.test.mjs"}, [cassettes / "ahead"]):
+                ahead = [*vitest, "ahead.test.mjs"]
+                recording = dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream, MCP_TAPE_HTML="ahead-html",
+                                 MCP_TAPE_REPORTS="ahead-reports")
+                output = must(ahead, project, recording)
+                assert "3 passed" in output and "1 skipped" in output, output
+                ran = ["records_the_shared_cassette", "replays_the_shared_cassette", "runs_after_the_skipped_one"]
+                assert files_under(project / "ahead-html") == ["ahead/" + f"{t}.html" for t in ran] + ["index.html"], \
+                    files_under(project / "ahead-html")
+                assert files_under(project / "ahead-reports") == [f"ahead/{t}.json" for t in ran], \
+                    files_under(project / "ahead-reports")
+                # No recording left half made: one cassette, the file's.
+                assert files_under(cassettes / "ahead") == ["shared.sqlite"], files_under(cassettes / "ahead")
+                second = json.loads((project / "ahead-reports" / "ahead" / "replays_the_shared_cassette.json")
+                                    .read_text())
+                assert sum(case["forwarded"] for case in second["cases"]) == 0, second["cases"]
+                assert any(case["method"] == "tools/list" and case["hits"] for case in second["cases"]), \
+                    second["cases"]
+                # --bail: the first test fails with the second's tape started; the file's end ends it.
+                shutil.rmtree(project / "ahead-html")
+                code, output = run([*ahead, "--bail", "1"], project, dict(recording, AHEAD_FAIL="1"))
+                assert code == 1 and "1 failed" in output, output
+                assert files_under(project / "ahead-html") == ["ahead/records_the_shared_cassette.html",
+                                                               "index.html"], files_under(project / "ahead-html")
+                assert files_under(cassettes / "ahead") == ["shared.sqlite"], files_under(cassettes / "ahead")
+                shutil.rmtree(project / "ahead-html")
+                shutil.rmtree(project / "ahead-reports")
+
+        checks.run("vitest helper: a tape started ahead of the next test: of two tests on the file's cassette the "
+                   "second replays what the first recorded (0 forwarded); after a failure --bail stops at, the one "
+                   "started ahead ends unused, with no page, report or recording left", ahead_tapes)
 
     def replays():
         output = must(vitest, project, env)

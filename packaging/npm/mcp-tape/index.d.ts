@@ -53,6 +53,15 @@ export declare function missingPlatformPackage(name?: string): string;
 /** The package holding the binary for a machine (this one by default): `@mcp-tape/<platform>-<arch>[-musl]`. */
 export declare function platformPackage(machine?: { platform?: string; arch?: string; glibc?: string | null }): string;
 export declare function startTape(options: TapeOptions): Promise<Tape>;
+/** A tape started without waiting for it to serve (`spawnTape`). */
+export interface SpawnedTape {
+  cassette: string;
+  /** Resolves with the URL once the tape serves; a tape never taken leaves no report or page. */
+  take(): Promise<string>;
+  stop(passed: boolean): Promise<Stopped>;
+}
+/** Starts a tape ahead of the test that will take it. */
+export declare function spawnTape(options: TapeOptions): SpawnedTape;
 export declare function describeMisses(misses: Miss[], cassette: string, html?: string): string;
 /** Writes `index.html` under `directory`: each test's HTML page (as `html` wrote it) with its verdict, failed first. */
 export declare function writeIndex(directory: string): void;

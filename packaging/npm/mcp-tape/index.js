@@ -6,11 +6,10 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
-  closeSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readdirSync,
   readFileSync,
   renameSync,
@@ -21,6 +20,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 const VERSION = PACKAGE.version;
@@ -138,20 +138,106 @@ export function fileName(text) {
   return name;
 }
 
+/** One directory for what every tape of this process writes before it is moved into place (its
+ * reports) or read and dropped (its log); made once, removed at exit. */
+let scratchDirectory;
+let serial = 0;
+function scratch() {
+  if (!scratchDirectory) {
+    scratchDirectory = mkdtempSync(join(tmpdir(), "mcp-tape-"));
+    process.once("exit", () => rmSync(scratchDirectory, { recursive: true, force: true }));
+  }
+  return scratchDirectory;
+}
+
+/** `source` to `target` (made whole there: a reader never sees half a report), if it was written. */
+function move(source, target) {
+  if (!existsSync(source)) return;
+  mkdirSync(dirname(target), { recursive: true });
+  try {
+    renameSync(source, target);
+  } catch {
+    copyFileSync(source, `${target}.partial-${process.pid}`);
+    renameSync(`${target}.partial-${process.pid}`, target);
+    rmSync(source, { force: true });
+  }
+}
+
+/**
+ * The process that starts this process's tapes (spawner.js), started with
+ * the first: Node forks the whole process for a child, which costs a test
+ * worker milliseconds a tape. It is kept from holding the event loop open
+ * while no tape of ours runs.
+ */
+let spawner;
+function helper() {
+  if (spawner) return spawner;
+  const child = spawn(process.execPath, [fileURLToPath(new URL("./spawner.js", import.meta.url))], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const waiting = new Map();
+  let running = 0;
+  const hold = (more) => {
+    running += more;
+    for (const handle of [child, child.stdin, child.stdout]) {
+      if (running > 0) handle.ref();
+      else handle.unref();
+    }
+  };
+  const gone = (why) => {
+    if (spawner?.child === child) spawner = undefined;
+    for (const listener of waiting.values()) listener({ error: why });
+    waiting.clear();
+  };
+  child.on("error", (error) => gone(`the tape starter could not run: ${error.message}`));
+  child.on("exit", (code) => gone(`the tape starter exited (${code})`));
+  child.stdin.on("error", () => {});
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const told = JSON.parse(line);
+    waiting.get(told.id)?.(told);
+  });
+  let next = 0;
+  spawner = {
+    child,
+    /** Starts `bin args` (stderr to `log`); `listen` hears of it until it has ended. */
+    start(bin, args, log, listen) {
+      const id = next++;
+      hold(1);
+      let ended = false;
+      waiting.set(id, (told) => {
+        if (!ended && (told.code !== undefined || told.error !== undefined)) {
+          ended = true;
+          waiting.delete(id);
+          hold(-1);
+        }
+        listen(told);
+      });
+      child.stdin.write(`${JSON.stringify({ id, start: [bin, args, log] })}\n`);
+      return (verdict) => child.stdin.write(`${JSON.stringify({ id, verdict })}\n`);
+    },
+  };
+  hold(0);
+  return spawner;
+}
+
 /**
  * Starts a tape on a free loopback port, answering from (or recording into)
- * `cassette`; resolves once it serves, with its `url` and `stop(passed)`.
+ * `cassette`, without waiting for it to serve: `take()` resolves with its
+ * URL once it does. `stop(passed)` ends it. The reports are written to a
+ * scratch directory and moved to `html` and `report` when the run ends, if
+ * the tape was taken: one started ahead of a test and never used leaves
+ * none.
  */
-export async function startTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin } = {}) {
+export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin } = {}) {
   if (!cassette) throw new Error("startTape: name the cassette file");
   // What the code says wins over the environment.
   const chosen = mode || process.env.MCP_TAPE_MODE?.trim() || "replay";
   if (!MODES.includes(chosen)) throw new Error(`mcp-tape mode ${chosen}: expected one of ${MODES.join(", ")}`);
-  const scratch = mkdtempSync(join(tmpdir(), "mcp-tape-"));
-  const report = kept ?? join(scratch, "report.json");
-  const log = join(scratch, "tape.log");
+  const place = join(scratch(), `tape-${process.pid}-${serial++}`);
+  const report = `${place}.json`;
+  const page = `${place}.html`;
+  const log = `${place}.log`;
   mkdirSync(dirname(cassette), { recursive: true });
-  mkdirSync(dirname(report), { recursive: true });
   // A cassette that is not there is replayed as absent: each request misses, naming it.
   const args = ["test", cassette, "--mode", chosen, "--report", report];
   if (upstream ?? process.env.MCP_TAPE_UPSTREAM) args.push("--upstream", upstream ?? process.env.MCP_TAPE_UPSTREAM);
@@ -159,31 +245,45 @@ export async function startTape({ cassette, mode, upstream, rules, faults, onMis
   for (const fault of [faults ?? []].flat()) args.push("--fault", faultSpec(fault));
   if (onMiss) args.push("--on-miss", onMiss);
   if (title) args.push("--title", title);
-  if (html) {
-    mkdirSync(dirname(html), { recursive: true });
-    args.push("--html", html);
-  }
+  if (html) args.push("--html", page);
   args.push("--", ...verdictCommand());
-  const logFd = openSync(log, "w");
-  const child = spawn(bin ?? binary(), args, { stdio: ["pipe", "pipe", logFd] });
-  closeSync(logFd);
-  const exited = new Promise((resolve) => child.on("close", (code) => resolve(code)));
   const readLog = () => (existsSync(log) ? readFileSync(log, "utf8") : "");
-  const url = await new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout });
-    lines.once("line", (line) => resolve(line.trim()));
-    child.on("error", reject);
-    exited.then((code) => reject(new Error(`mcp-tape exited (${code}) before it served:\n${readLog()}`)));
+  let taken = false;
+  let serve;
+  let refuse;
+  let end;
+  const ready = new Promise((resolve, reject) => {
+    serve = resolve;
+    refuse = reject;
   });
+  ready.catch(() => {}); // a tape started ahead may never be asked; its failure is told when it is
+  const exited = new Promise((resolve) => {
+    end = resolve;
+  });
+  const tell = helper().start(bin ?? binary(), args, log, (told) => {
+    if (told.url !== undefined) {
+      serve(told.url);
+    } else if (told.error !== undefined) {
+      refuse(new Error(`mcp-tape: ${told.error}:\n${readLog()}`));
+      end(null);
+    } else {
+      refuse(new Error(`mcp-tape exited (${told.code}) before it served:\n${readLog()}`));
+      end(told.code);
+    }
+  });
+  const drop = () => [report, page, log].forEach((file) => rmSync(file, { force: true }));
   let stopped;
   return {
-    url,
     cassette,
+    /** Resolves with the tape's URL once it serves: for a test that takes this tape (its reports are kept). */
+    take() {
+      taken = true;
+      return ready;
+    },
     /** Ends the run with the test's verdict; a failing test's recording is thrown away. */
     stop(passed) {
       stopped ??= (async () => {
-        child.stdin.on("error", () => {});
-        child.stdin.end(passed ? "0\n" : "1\n");
+        tell(passed ? "0\n" : "1\n");
         const code = await exited;
         try {
           let parsed;
@@ -191,6 +291,10 @@ export async function startTape({ cassette, mode, upstream, rules, faults, onMis
             parsed = JSON.parse(readFileSync(report, "utf8"));
           } catch (error) {
             throw new Error(`mcp-tape exited (${code}) with no report (${error.message}):\n${readLog()}`);
+          }
+          if (taken) {
+            if (html) move(page, html);
+            if (kept) move(report, kept);
           }
           const misses = (parsed.cases ?? []).filter((c) => c.misses > 0);
           if (passed && code !== 0 && misses.length === 0) {
@@ -203,12 +307,26 @@ export async function startTape({ cassette, mode, upstream, rules, faults, onMis
           }
           return { code, misses, text: describeMisses(misses, cassette, html) };
         } finally {
-          rmSync(scratch, { recursive: true, force: true });
+          drop();
         }
       })();
       return stopped;
     },
   };
+}
+
+/**
+ * Starts a tape on a free loopback port, answering from (or recording into)
+ * `cassette`; resolves once it serves, with its `url` and `stop(passed)`.
+ */
+export async function startTape(options = {}) {
+  const tape = spawnTape(options);
+  try {
+    return { cassette: tape.cassette, stop: tape.stop, url: await tape.take() };
+  } catch (error) {
+    await tape.stop(false).catch(() => {});
+    throw error;
+  }
 }
 
 /** The misses as a person reads them: each case, its first miss and where the nearest recording differed. */

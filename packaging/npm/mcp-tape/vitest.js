@@ -10,7 +10,7 @@
 // serves every test instead.
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach } from "vitest";
-import { fileName, startTape, writeIndex } from "./index.js";
+import { fileName, spawnTape, writeIndex } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
 
@@ -29,6 +29,29 @@ export function testPath(file, task) {
   return join(fileName(stem), ...names(task).map(fileName));
 }
 
+/** The tests of `task`'s file that run, in the order they run (a sequential file's). */
+function testsToRun(task) {
+  const found = [];
+  const walk = (t) => {
+    if (t.type === "test") {
+      if (t.mode === "run" || t.mode === "only") found.push(t);
+    } else {
+      for (const child of t.tasks ?? []) walk(child);
+    }
+  };
+  walk(task.file);
+  return found;
+}
+
+/** The variables mcp-tape and the tape's settings read (its mode, upstream, log filter, token), as they are now. */
+function environment() {
+  return JSON.stringify(
+    Object.entries(process.env)
+      .filter(([name]) => name.startsWith("MCP_TAPE_") && !VARIABLES.includes(name))
+      .sort(),
+  );
+}
+
 export function useTape(options = {}) {
   const outer = process.env.MCP_TAPE_URL;
   const state = { url: outer, cassette: undefined };
@@ -36,19 +59,68 @@ export function useTape(options = {}) {
   const directory = options.cassettes ?? process.env.MCP_TAPE_CASSETTES ?? "cassettes";
   const htmlDirectory = options.html ?? process.env.MCP_TAPE_HTML;
   const reportDirectory = options.reports ?? process.env.MCP_TAPE_REPORTS;
+  /** What `task`'s tape is started with. */
+  const settings = (task) => {
+    const place = testPath(task.file.name, task);
+    const cassette = options.cassette ?? join(directory, `${place}.sqlite`);
+    return {
+      ...options,
+      cassette,
+      html: htmlDirectory ? join(htmlDirectory, `${place}.html`) : undefined,
+      report: reportDirectory ? join(reportDirectory, `${place}.json`) : undefined,
+      title: `${task.file.name} > ${names(task).join(" > ")} (${cassette})`,
+    };
+  };
+  // The next test's tape, started while this test runs (or ends): most of a tape's start (the
+  // process, its cassette, its port) is then no longer that test's wait.
+  let ahead;
+  const endUnused = async () => {
+    const unused = ahead;
+    ahead = undefined;
+    await unused?.tape.stop(false).catch(() => {});
+  };
+  /** Starts the tape of the test after `task`; while this test's tape runs (`beside`), only one of another cassette. */
+  const startAhead = async (task, beside) => {
+    const tests = testsToRun(task);
+    const following = tests[tests.indexOf(task) + 1];
+    if (!following) return;
+    const wanted = settings(following);
+    const key = JSON.stringify(wanted) + environment();
+    if (ahead?.key === key) return;
+    await endUnused();
+    if (beside !== undefined && wanted.cassette === beside) return; // waits for this test's recording
+    try {
+      ahead = { key, tape: spawnTape(wanted) };
+    } catch {
+      // the test's own start meets the same again, and says so
+    }
+  };
   let tape;
   let saved;
   beforeEach(async (context) => {
-    const place = testPath(context.task.file.name, context.task);
-    const cassette = options.cassette ?? join(directory, `${place}.sqlite`);
-    const html = htmlDirectory ? join(htmlDirectory, `${place}.html`) : undefined;
-    const report = reportDirectory ? join(reportDirectory, `${place}.json`) : undefined;
-    const title = `${context.task.file.name} > ${names(context.task).join(" > ")} (${cassette})`;
-    tape = await startTape({ ...options, cassette, html, report, title });
-    state.url = tape.url;
-    state.cassette = cassette;
+    const wanted = settings(context.task);
+    const key = JSON.stringify(wanted) + environment();
+    let started;
+    if (ahead?.key === key) {
+      started = ahead.tape;
+      ahead = undefined;
+    } else {
+      await endUnused();
+    }
+    started ??= spawnTape(wanted);
+    let url;
+    try {
+      url = await started.take();
+    } catch (error) {
+      await started.stop(false).catch(() => {});
+      throw error;
+    }
+    tape = started;
+    state.url = url;
+    state.cassette = wanted.cassette;
     saved = VARIABLES.map((v) => process.env[v]);
-    for (const v of VARIABLES) process.env[v] = tape.url;
+    for (const v of VARIABLES) process.env[v] = url;
+    await startAhead(context.task, wanted.cassette);
   });
   afterEach(async (context) => {
     VARIABLES.forEach((v, i) => {
@@ -58,9 +130,12 @@ export function useTape(options = {}) {
     const passed = context.task.result?.state !== "fail";
     const { misses, text } = await tape.stop(passed);
     state.url = undefined;
+    // After this test's tape has ended: a cassette it recorded is in place for the next test to read.
+    await startAhead(context.task);
     // Thrown when the test failed too: often its failure is the client's error for the miss.
     if (misses.length > 0) throw new Error(text);
   });
+  afterAll(endUnused);
   // Each file, when done, lists every page there is so far: the last one lists the run's.
   if (htmlDirectory) afterAll(() => writeIndex(htmlDirectory));
   return state;

@@ -8,6 +8,8 @@ standard input. So the modes, the rules file, the reports and "a failing test
 never changes its cassette" are exactly those of `mcp-tape test`.
 """
 
+import atexit
+import itertools
 import json
 import os
 import shutil
@@ -90,12 +92,34 @@ def fault_spec(fault):
     raise TapeError(f"fault {fault!r}: expected a spec string or a dict of a [[fault]] table's keys")
 
 
+# One directory for what every tape of this process writes before it is moved into place (its
+# reports) or read and dropped (its log); made once, removed at exit.
+_SCRATCH = []
+_SERIAL = itertools.count()
+
+
+def _scratch():
+    if not _SCRATCH:
+        _SCRATCH.append(Path(tempfile.mkdtemp(prefix="mcp-tape-")))
+        atexit.register(shutil.rmtree, _SCRATCH[0], ignore_errors=True)
+    return _SCRATCH[0]
+
+
+def _move(source, target):
+    """`source` to `target` (made whole there: a reader never sees half a report), if it was written."""
+    if source.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(source, target)
+
+
 class Tape:
     """One `mcp-tape test` run around one test; `start()` returns its URL.
 
     `faults`: fault rules for this tape only (spec strings, or dicts of a `[[fault]]` table's keys), on top of the
     rules file's; `on_miss`: `--on-miss`; `report`: keep the JSON usage report there; `title`: what the reports say
-    the run was (the test's id and cassette).
+    the run was (the test's id and cassette). The reports are written to a scratch directory and moved to `html`
+    and `report` when the run ends: a tape started ahead of its test and never used (`spawn()`, then `stop(False)`)
+    leaves none.
     """
 
     def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
@@ -106,7 +130,7 @@ class Tape:
         self.mode = mode
         self.upstream = upstream
         self.rules = rules
-        self.html = html
+        self.html = Path(html) if html else None
         self.faults = [fault_spec(fault) for fault in faults]
         self.on_miss = on_miss
         self.kept_report = Path(report) if report else None
@@ -115,20 +139,21 @@ class Tape:
         self.url = None
         self.misses = []
         self._process = None
-        self._scratch = None
         self._log = None
         self._text = None
+        serial = next(_SERIAL)
+        self._report = _scratch() / f"report-{serial}.json"
+        self._page = _scratch() / f"page-{serial}.html"
 
-    def start(self):
-        """Starts the tape on a free loopback port; returns its URL once it listens."""
-        self._scratch = tempfile.TemporaryDirectory(prefix="mcp-tape-")
-        scratch = Path(self._scratch.name)
-        self._report = self.kept_report or scratch / "report.json"
-        self._report.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(scratch / "tape.log", "w+b")  # noqa: SIM115 - kept open for the run
-        self.cassette.parent.mkdir(parents=True, exist_ok=True)
+    def settings(self):
+        """What this tape was made with: two tapes with the same settings are alike."""
+        return (self.executable, self.cassette, self.mode, self.upstream, self.rules, self.html, tuple(self.faults),
+                self.on_miss, self.kept_report, self.title)
+
+    def _arguments(self):
+        """`mcp-tape test`'s arguments for this tape, the command it runs included."""
         # A cassette that is not there is replayed as absent: each request misses, naming it.
-        command = [self.executable, "test", str(self.cassette), "--mode", self.mode, "--report", str(self._report)]
+        command = ["test", str(self.cassette), "--mode", self.mode, "--report", str(self._report)]
         if self.upstream:
             command += ["--upstream", self.upstream]
         if self.rules:
@@ -140,12 +165,22 @@ class Tape:
         if self.title:
             command += ["--title", self.title]
         if self.html:
-            Path(self.html).parent.mkdir(parents=True, exist_ok=True)
-            command += ["--html", str(self.html)]
-        command += ["--", *_verdict_command()]
+            command += ["--html", str(self._page)]
+        return [*command, "--", *_verdict_command()]
+
+    def spawn(self):
+        """Starts the tape on a free loopback port, without waiting for it to serve (`start()` does)."""
+        self._log = tempfile.TemporaryFile(dir=_scratch())  # noqa: SIM115 - kept open for the run
+        self.cassette.parent.mkdir(parents=True, exist_ok=True)
         self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True
+            [self.executable, *self._arguments()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True,
         )
+
+    def start(self):
+        """Starts the tape (unless `spawn()` did); returns its URL once it listens."""
+        if self._process is None:
+            self.spawn()
         line = self._process.stdout.readline().strip()
         if not line.startswith("http://"):
             process, self._process = self._process, None
@@ -154,7 +189,7 @@ class Tape:
             process.stdout.close()
             self._text = self.log()
             self._log.close()
-            self._scratch.cleanup()
+            self._drop_reports()
             raise TapeError(f"mcp-tape exited ({process.returncode}) before it served:\n{self._text}")
         self.url = line
         return self.url
@@ -182,7 +217,10 @@ class Tape:
             self._log.seek(0)
             self._text = self._log.read().decode("utf-8", "replace")
             self._log.close()
-            self._scratch.cleanup()
+            if self.url is None:
+                self._drop_reports()  # started ahead of a test that never took it
+            else:
+                self._place_reports()
         self.misses = [case for case in report.get("cases", []) if case.get("misses")]
         if passed and process.returncode != 0 and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
@@ -192,11 +230,21 @@ class Tape:
                             f"was not kept, or it failed the run for another reason:\n{tail}")
         return self.misses
 
+    def _place_reports(self):
+        if self.html:
+            _move(self._page, self.html)
+        if self.kept_report:
+            _move(self._report, self.kept_report)
+        self._drop_reports()
+
+    def _drop_reports(self):
+        for written in (self._report, self._page):
+            written.unlink(missing_ok=True)
+
     def log(self):
         """What mcp-tape wrote to its standard error so far."""
         if self._text is not None:
             return self._text
-        self._log.flush()
         self._log.seek(0)
         text = self._log.read().decode("utf-8", "replace")
         self._log.seek(0, os.SEEK_END)

@@ -28,6 +28,8 @@ from mcp_tape import MODES, Tape, TapeError
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
 _SETTINGS = pytest.StashKey()
+_NEXT = pytest.StashKey()
+_AHEAD = pytest.StashKey()
 _VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
 _MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss")
 
@@ -129,53 +131,127 @@ def _with(place, suffix):
     return place.parent / f"{place.name}{suffix}"
 
 
+class _BadMarker(Exception):
+    pass
+
+
 def _marker_options(item):
     marker = item.get_closest_marker("mcp_tape")
     options = dict(marker.kwargs) if marker else {}
     unknown = sorted(set(options) - set(_MARKER_OPTIONS))
     if unknown:
-        pytest.fail(f"mcp_tape marker: unknown option(s) {', '.join(unknown)}; it takes "
-                    f"{', '.join(_MARKER_OPTIONS)}", pytrace=False)
+        raise _BadMarker(f"mcp_tape marker: unknown option(s) {', '.join(unknown)}; it takes "
+                         f"{', '.join(_MARKER_OPTIONS)}")
     return options
+
+
+def _tape_for(item):
+    """The tape `item` gets, not yet started."""
+    config = item.config
+    settings = config.stash[_SETTINGS]
+    options = _marker_options(item)
+    place = _test_path(item)
+    cassette = settings["cassettes"] / (options.get("cassette") or _with(place, ".sqlite"))
+    rules = options.get("rules")
+    faults = options.get("faults") or ()
+    if isinstance(faults, (str, dict)):
+        faults = [faults]
+    return Tape(
+        cassette,
+        mode=options.get("mode") or settings["mode"],
+        upstream=settings["upstream"],
+        rules=config.rootpath / rules if rules else settings["rules"],
+        html=settings["html"] / _with(place, ".html") if settings["html"] else None,
+        faults=faults,
+        on_miss=options.get("on_miss"),
+        report=settings["reports"] / _with(place, ".json") if settings["reports"] else None,
+        title=f"{item.nodeid} ({cassette})",
+    )
+
+
+def _environment():
+    """The variables mcp-tape itself reads (its log filter, the upstream token), as they are now."""
+    return {name: value for name, value in os.environ.items() if name.startswith("MCP_TAPE_")
+            and name not in _VARIABLES}
+
+
+def _start_ahead(item, beside=None):
+    """Starts the tape of the test after `item`, if it takes one: most of a tape's start (the process, its
+    cassette, its port) is then no longer that test's wait. While `beside` (this test's tape) runs, only a
+    tape of another cassette is started; one of the same cassette waits for this test's recording."""
+    following = item.stash.get(_NEXT, None)
+    config = item.config
+    if following is None or config.stash[_SETTINGS]["outer"] or "mcp_tape" not in following.fixturenames:
+        return
+    ahead = config.stash.get(_AHEAD, None)
+    if ahead is not None:
+        if ahead[0] == following.nodeid:
+            return  # started already
+        del config.stash[_AHEAD]
+        _end_unused(ahead[2])
+    try:
+        tape = _tape_for(following)
+        if beside is not None and tape.cassette.resolve() == beside.cassette.resolve():
+            return
+        tape.spawn()
+    except (_BadMarker, TapeError, OSError, TypeError, ValueError):
+        return  # the fixture meets the same again, and says so
+    config.stash[_AHEAD] = (following.nodeid, _environment(), tape)
+
+
+def _taken_ahead(item, wanted):
+    """The tape started ahead for `item`, if it is `wanted`'s like and nothing mcp-tape reads has changed since;
+    any other tape started ahead is ended, unused (its reports are not kept)."""
+    ahead = item.config.stash.get(_AHEAD, None)
+    if ahead is None:
+        return None
+    del item.config.stash[_AHEAD]
+    nodeid, environment, tape = ahead
+    if nodeid == item.nodeid and tape.settings() == wanted.settings() and environment == _environment():
+        return tape
+    _end_unused(tape)
+    return None
+
+
+def _end_unused(tape):
+    try:
+        tape.stop(passed=False)
+    except TapeError:
+        pass
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_NEXT] = nextitem
+    return (yield)
 
 
 @pytest.fixture
 def mcp_tape(request):
     """The URL of this test's tape (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT while the test runs)."""
     settings = request.config.stash[_SETTINGS]
-    options = _marker_options(request.node)
+    try:
+        options = _marker_options(request.node)
+        if settings["outer"]:
+            ignored = sorted(set(options) - {"cassette"})
+            if ignored:
+                request.node.warn(pytest.PytestWarning(
+                    f"mcp_tape marker: {', '.join(ignored)} ignored under `mcp-tape test`, whose one tape serves "
+                    "every test with its own settings"))
+        else:
+            wanted = _tape_for(request.node)
+    except _BadMarker as error:
+        pytest.fail(str(error), pytrace=False)
     if settings["outer"]:
-        ignored = sorted(set(options) - {"cassette"})
-        if ignored:
-            request.node.warn(pytest.PytestWarning(
-                f"mcp_tape marker: {', '.join(ignored)} ignored under `mcp-tape test`, whose one tape serves "
-                "every test with its own settings"))
         yield settings["outer"]
         return
-    place = _test_path(request.node)
-    cassette = settings["cassettes"] / (options.get("cassette") or _with(place, ".sqlite"))
-    html_page = settings["html"] / _with(place, ".html") if settings["html"] else None
-    report = settings["reports"] / _with(place, ".json") if settings["reports"] else None
-    rules = options.get("rules")
-    faults = options.get("faults") or ()
-    if isinstance(faults, (str, dict)):
-        faults = [faults]
     try:
-        tape = Tape(
-            cassette,
-            mode=options.get("mode") or settings["mode"],
-            upstream=settings["upstream"],
-            rules=request.config.rootpath / rules if rules else settings["rules"],
-            html=html_page,
-            faults=faults,
-            on_miss=options.get("on_miss"),
-            report=report,
-            title=f"{request.node.nodeid} ({cassette})",
-        )
+        tape = _taken_ahead(request.node, wanted) or wanted
         url = tape.start()
     except TapeError as error:
         pytest.fail(f"mcp-tape: {error}", pytrace=False)
     request.node.stash[_TAPE] = tape
+    _start_ahead(request.node, beside=tape)
     saved = {name: os.environ.get(name) for name in _VARIABLES}
     os.environ.update(dict.fromkeys(_VARIABLES, url))
     try:
@@ -205,18 +281,22 @@ def pytest_runtest_call(item):
             if misses:
                 # Often the failure is the client's error for the miss: the miss goes first (see makereport).
                 item.stash[_MISSES] = tape.describe_misses()
+        _start_ahead(item)
         raise
     tape = item.stash.get(_TAPE, None)
+    misses, failure = [], None
     if tape is not None:
         try:
-            misses, failure = tape.stop(passed=True), None
+            misses = tape.stop(passed=True)
         except TapeError as error:
-            misses, failure = [], f"mcp-tape: {error}"
-        if failure:
-            # Outside the except block: the failure is the message, with no traceback chained to it.
-            pytest.fail(failure, pytrace=False)
-        if misses:
-            pytest.fail(tape.describe_misses(), pytrace=False)
+            failure = f"mcp-tape: {error}"
+    # After this test's tape has ended: a cassette it recorded is in place for the next test to read.
+    _start_ahead(item)
+    if failure:
+        # Outside the except block: the failure is the message, with no traceback chained to it.
+        pytest.fail(failure, pytrace=False)
+    if misses:
+        pytest.fail(tape.describe_misses(), pytrace=False)
     return result
 
 
@@ -231,6 +311,11 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session):
+    ahead = session.config.stash.get(_AHEAD, None)
+    if ahead is not None:
+        # Started for a test that never ran (the session stopped first).
+        del session.config.stash[_AHEAD]
+        _end_unused(ahead[2])
     settings = session.config.stash.get(_SETTINGS, None)
     # Under xdist the workers write the pages and the controller (no workerinput) the index.
     if settings is None or settings["html"] is None or hasattr(session.config, "workerinput"):

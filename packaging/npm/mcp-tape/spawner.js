@@ -1,0 +1,48 @@
+// Starts tapes for the process that started it, which asks through this
+// process's stdin and hears back on its stdout, one JSON message a line:
+//
+//   asked: {"id":N,"start":[BIN,ARGS,LOG]}  {"id":N,"verdict":"0\n"}
+//   told:  {"id":N,"url":URL}  {"id":N,"code":CODE}  {"id":N,"error":TEXT}
+//
+// Node starts a child by forking the whole process, at a cost that grows with
+// its memory: a test worker of some hundred megabytes pays milliseconds a
+// tape, this small process a fraction of that, and on another core. When the
+// asker goes (its end of stdin closes), every tape still running is told
+// its test failed, so each ends as a failing test's tape does.
+import { spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { createInterface } from "node:readline";
+
+const tapes = new Map();
+const tell = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
+
+function start(id, [bin, args, log]) {
+  let child;
+  const fd = openSync(log, "w");
+  try {
+    child = spawn(bin, args, { stdio: ["pipe", "pipe", fd] });
+  } catch (error) {
+    tell({ id, error: error.message });
+    return;
+  } finally {
+    closeSync(fd);
+  }
+  tapes.set(id, child);
+  child.stdin.on("error", () => {});
+  child.on("error", (error) => tell({ id, error: error.message }));
+  createInterface({ input: child.stdout }).once("line", (url) => tell({ id, url: url.trim() }));
+  child.on("close", (code) => {
+    tapes.delete(id);
+    tell({ id, code });
+  });
+}
+
+createInterface({ input: process.stdin })
+  .on("line", (line) => {
+    const asked = JSON.parse(line);
+    if (asked.start) start(asked.id, asked.start);
+    else if (asked.verdict !== undefined) tapes.get(asked.id)?.stdin.end(asked.verdict);
+  })
+  .on("close", () => {
+    for (const child of tapes.values()) child.stdin.end("1\n");
+  });
