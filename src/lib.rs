@@ -40,8 +40,9 @@
 //!   stderr nobody reads drops lines rather than hold the daemon).
 //! - [`os`]: what differs by operating system: a spawned command's process
 //!   tree (a process group, a Job Object; the terminal while it runs), the
-//!   stops that reach mcp-tape (signals, console events), exit codes, one
-//!   file by two paths, stderr written whole beside the stdio door.
+//!   stops that reach mcp-tape (signals, console events), exit codes and
+//!   an exit with no teardown, one file by two paths, stderr written whole
+//!   beside the stdio door.
 //! - [`model`]: the domain types every layer speaks, and JSON kept as its
 //!   sender wrote it, with only what changed written anew ([`model::written`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
