@@ -82,6 +82,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         let _ = stopped.await;
     }));
     let ran = ci::run(&config.command, &url).await;
+    tracing::debug!("test: the command has ended; the tape stops once the requests in flight are answered");
     let _ = stop.send(());
     let _ = serving.await;
     let report = report_of(app.engine(), config.max_age);

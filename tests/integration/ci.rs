@@ -361,6 +361,84 @@ async fn mode_all_replaces_the_cassette_only_when_the_command_passes() {
     assert!(provenance.recorded_at.is_some());
 }
 
+/// A tape stopped while its client is mid-request, the way the test
+/// plugins stop one (its command prints the URL, then waits for the
+/// verdict on stdin): the call in flight when the verdict came is answered
+/// within the shutdown grace, and the cassette keeps it beside the call
+/// answered before.
+#[tokio::test]
+async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
+    use tokio::io::AsyncWriteExt;
+    let fixture = upstream::start().await;
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("mid.sqlite");
+    let mut tape = Command::new(BIN)
+        .args([
+            "test",
+            path.to_str().unwrap(),
+            "--mode",
+            "all",
+            "--upstream",
+            &fixture.url(),
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(r#"printf "%s\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}""#)
+        .env("MCP_TAPE_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = BufReader::new(tape.stdout.take().unwrap()).lines().next_line().await.unwrap().unwrap();
+    let server = format!("{url}{MAIL}");
+    let auth = format!("Bearer {}", upstream::TOKEN);
+    let headers = [("authorization", auth.as_str())];
+    let first = call(&server, &headers, "tools/call", json!({"name": "lookup", "arguments": {"n": 1}})).await;
+    assert_eq!(first.status, 200, "{first:?}");
+    let gated = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "gated"}});
+    let mut stream = open_stream(&server, &headers, &gated).await;
+    assert!(next_chunk(&mut stream).await.contains("started"));
+    let mut verdict = tape.stdin.take().unwrap();
+    verdict.write_all(b"0\n").await.unwrap();
+    drop(verdict);
+    let mut log = BufReader::new(tape.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(line) = log.next_line().await.unwrap() {
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains("the tape stops once the requests in flight are answered") {
+                return;
+            }
+        }
+        panic!("mcp-tape ended without stopping its tape: {seen}");
+    })
+    .await
+    .expect("the tape began to stop");
+    // Only now, with the tape stopping, does the upstream answer the call in flight.
+    fixture.state.gate.notify_one();
+    let mut rest = String::new();
+    while let Some(chunk) = stream.chunk().await.unwrap() {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(rest.contains("released"), "the call in flight was answered: {rest}");
+    let status = tokio::time::timeout(PATIENCE, tape.wait()).await.expect("the tape ended").unwrap();
+    let mut tail = String::new();
+    while let Some(line) = log.next_line().await.unwrap() {
+        tail.push_str(&line);
+        tail.push('\n');
+    }
+    assert_eq!(status.code(), Some(0), "{seen}{tail}");
+    let kept: Vec<_> = exchanges(&path)
+        .iter()
+        .map(|exchange| exchange.request["params"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(kept, ["lookup", "gated"], "{seen}{tail}");
+}
+
 #[tokio::test]
 async fn mode_once_records_a_missing_cassette_then_replays_it() {
     let fixture = upstream::start().await;
