@@ -18,8 +18,10 @@ use crate::transport::http::{App, server};
 use crate::{ci, redact, util};
 
 /// `mcp-tape test`: serves the tape on loopback for as long as the
-/// command runs, then reports; returns the exit code (the command's, else
-/// 1 for misses or, with `--expired error`, stale recordings).
+/// command runs, then reports, then lets go of its stdout (a reader hears
+/// its end once the reports are written); returns the exit code (the
+/// command's, else 1 for misses or, with `--expired error`, stale
+/// recordings).
 ///
 /// # Errors
 ///
@@ -149,5 +151,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.status)),
     }
     write_reports(&report, &config.reports, verdict == 0)?;
+    // The reports are written: a test plugin reading this run's stdout to its end goes on now.
+    crate::os::release_stdout();
     Ok(verdict)
 }

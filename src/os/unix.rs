@@ -493,6 +493,19 @@ pub fn exit_now(code: u8) -> ! {
     unsafe { libc::_exit(libc::c_int::from(code)) }
 }
 
+/// Lets go of mcp-tape's standard output, which from now on writes to
+/// `/dev/null`: a reader waiting for its end (a test plugin waits so for
+/// its tape, once the report is written) hears it now, not after the
+/// process's teardown. Refused, nothing changes.
+pub fn release_stdout() {
+    use std::os::fd::AsRawFd;
+    let _ = io::Write::flush(&mut io::stdout());
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else { return };
+    // SAFETY: dup2(2) of a descriptor of ours onto 1, which stays open (now /dev/null) for
+    // whatever still writes to stdout.
+    unsafe { libc::dup2(null.as_raw_fd(), 1) };
+}
+
 /// Gives this process no transparent huge pages from now on (Linux): the
 /// allocator asks for them, and each thread's first allocation then has
 /// the kernel clear a 2 MiB page, about a tenth of the work a short run

@@ -205,6 +205,10 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     status.code().map_or(1, |code| code.clamp(0, 255) as u8)
 }
 
+/// A reader of mcp-tape's standard output hears its end when the process
+/// ends.
+pub fn release_stdout() {}
+
 /// Transparent huge pages are Linux's: nothing to do.
 pub fn no_huge_pages() {}
 

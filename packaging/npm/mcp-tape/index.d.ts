@@ -33,7 +33,8 @@ export interface Miss {
 }
 
 export interface Stopped {
-  code: number | null;
+  /** 0 when the tape's run passed (its report says so), else 1: known once the report is written. */
+  code: number;
   misses: Miss[];
   text: string;
 }

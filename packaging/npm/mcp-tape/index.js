@@ -260,9 +260,17 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
   const exited = new Promise((resolve) => {
     end = resolve;
   });
+  // The tape has written its report (it let go of its stdout), or has ended.
+  let reported;
+  const said = new Promise((resolve) => {
+    reported = resolve;
+  });
+  exited.then(reported);
   const tell = helper().start(bin ?? binary(), args, log, (told) => {
     if (told.url !== undefined) {
       serve(told.url);
+    } else if (told.said) {
+      reported();
     } else if (told.error !== undefined) {
       refuse(new Error(`mcp-tape: ${told.error}:\n${readLog()}`));
       end(null);
@@ -284,12 +292,13 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
     stop(passed) {
       stopped ??= (async () => {
         tell(passed ? "0\n" : "1\n");
-        const code = await exited;
+        await said;
         try {
           let parsed;
           try {
             parsed = JSON.parse(readFileSync(report, "utf8"));
           } catch (error) {
+            const code = await exited;
             throw new Error(`mcp-tape exited (${code}) with no report (${error.message}):\n${readLog()}`);
           }
           if (taken) {
@@ -297,17 +306,18 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
             if (kept) move(report, kept);
           }
           const misses = (parsed.cases ?? []).filter((c) => c.misses > 0);
-          if (passed && code !== 0 && misses.length === 0) {
+          if (passed && !parsed.passed && misses.length === 0) {
             // The test passed, yet the run did not: its recording (an upstream that failed a
             // request, say) was not kept, or a recording it used is too old; the log says which.
+            const code = await exited;
             const tail = readLog().split("\n").slice(-13).join("\n");
             throw new Error(
               `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
             );
           }
-          return { code, misses, text: describeMisses(misses, cassette, html) };
+          return { code: parsed.passed ? 0 : 1, misses, text: describeMisses(misses, cassette, html) };
         } finally {
-          drop();
+          exited.then(drop); // once the process has ended: it writes its log until then
         }
       })();
       return stopped;

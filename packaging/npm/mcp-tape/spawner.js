@@ -2,7 +2,10 @@
 // process's stdin and hears back on its stdout, one JSON message a line:
 //
 //   asked: {"id":N,"start":[BIN,ARGS,LOG]}  {"id":N,"verdict":"0\n"}
-//   told:  {"id":N,"url":URL}  {"id":N,"code":CODE}  {"id":N,"error":TEXT}
+//   told:  {"id":N,"url":URL}  {"id":N,"said":true}  {"id":N,"code":CODE}  {"id":N,"error":TEXT}
+//
+// "said": the tape let go of its stdout, which it does once its report is
+// written (before the process has ended: "code").
 //
 // Node starts a child by forking the whole process, at a cost that grows with
 // its memory: a test worker of some hundred megabytes pays milliseconds a
@@ -30,7 +33,9 @@ function start(id, [bin, args, log]) {
   tapes.set(id, child);
   child.stdin.on("error", () => {});
   child.on("error", (error) => tell({ id, error: error.message }));
-  createInterface({ input: child.stdout }).once("line", (url) => tell({ id, url: url.trim() }));
+  createInterface({ input: child.stdout })
+    .once("line", (url) => tell({ id, url: url.trim() }))
+    .once("close", () => tell({ id, said: true }));
   child.on("close", (code) => {
     tapes.delete(id);
     tell({ id, code });

@@ -98,6 +98,22 @@ _SCRATCH = []
 _SERIAL = itertools.count()
 
 
+# Tapes whose run has said all it will (its report is written) but whose process is still ending:
+# reaped as they end, and each's log read then.
+_ENDING = []
+
+
+def _reap(wait=False):
+    """Finishes the tapes in `_ENDING` whose process has ended (every one, with `wait`)."""
+    for tape in list(_ENDING):
+        if wait or tape._ending.poll() is not None:
+            _ENDING.remove(tape)
+            tape._finish()
+
+
+atexit.register(_reap, wait=True)
+
+
 def _scratch():
     if not _SCRATCH:
         _SCRATCH.append(Path(tempfile.mkdtemp(prefix="mcp-tape-")))
@@ -139,6 +155,7 @@ class Tape:
         self.url = None
         self.misses = []
         self._process = None
+        self._ending = None
         self._log = None
         self._text = None
         serial = next(_SERIAL)
@@ -197,7 +214,8 @@ class Tape:
     def stop(self, passed):
         """Ends the run with the test's verdict; returns the misses (each a dict of the report's case).
 
-        A failing test's recording is thrown away, so its cassette is left as it was.
+        A failing test's recording is thrown away, so its cassette is left as it was. Returns once the
+        report is written (the tape lets go of its stdout then); the process ends meanwhile.
         """
         if self._process is None:
             return self.misses
@@ -207,28 +225,36 @@ class Tape:
             process.stdin.close()
         except BrokenPipeError:
             pass
-        process.wait()
+        process.stdout.read()  # to its end: the tape's report is written
         process.stdout.close()
+        self._ending = process
         try:
             report = json.loads(self._report.read_text())
         except (OSError, ValueError) as error:
-            raise TapeError(f"mcp-tape exited ({process.returncode}) with no report ({error}):\n{self.log()}")
-        finally:
-            self._log.seek(0)
-            self._text = self._log.read().decode("utf-8", "replace")
-            self._log.close()
-            if self.url is None:
-                self._drop_reports()  # started ahead of a test that never took it
-            else:
-                self._place_reports()
+            self._finish()
+            raise TapeError(f"mcp-tape exited ({process.returncode}) with no report ({error}):\n{self._text}")
+        if self.url is None:
+            self._drop_reports()  # started ahead of a test that never took it
+        else:
+            self._place_reports()
         self.misses = [case for case in report.get("cases", []) if case.get("misses")]
-        if passed and process.returncode != 0 and not self.misses:
+        if passed and not report.get("passed") and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
             # say) was not kept, or a recording it used is too old; the log's last lines say which.
+            self._finish()
             tail = "\n".join(self._text.splitlines()[-12:])
             raise TapeError(f"the test passed, but mcp-tape exited {process.returncode}: its recording "
                             f"was not kept, or it failed the run for another reason:\n{tail}")
+        _reap()
+        _ENDING.append(self)
         return self.misses
+
+    def _finish(self):
+        """Waits for the process to end, then reads its log and closes it."""
+        self._ending.wait()
+        self._log.seek(0)
+        self._text = self._log.read().decode("utf-8", "replace")
+        self._log.close()
 
     def _place_reports(self):
         if self.html:
@@ -242,7 +268,10 @@ class Tape:
             written.unlink(missing_ok=True)
 
     def log(self):
-        """What mcp-tape wrote to its standard error so far."""
+        """What mcp-tape wrote to its standard error so far (all of it, once the tape has stopped)."""
+        if self in _ENDING:
+            _ENDING.remove(self)
+            self._finish()
         if self._text is not None:
             return self._text
         self._log.seek(0)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_tape import MODES, Tape, TapeError
+from mcp_tape import MODES, Tape, TapeError, _reap
 
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
@@ -316,6 +316,7 @@ def pytest_sessionfinish(session):
         # Started for a test that never ran (the session stopped first).
         del session.config.stash[_AHEAD]
         _end_unused(ahead[2])
+    _reap(wait=True)  # every tape's process ended before the session does
     settings = session.config.stash.get(_SETTINGS, None)
     # Under xdist the workers write the pages and the controller (no workerinput) the index.
     if settings is None or settings["html"] is None or hasattr(session.config, "workerinput"):
