@@ -272,26 +272,11 @@ async fn a_stop_signal_ends_a_load() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut log = String::new();
-    tokio::time::timeout(PATIENCE, async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            log.push_str(&line);
-            log.push('\n');
-            if line.contains("loading rules and cassettes") {
-                return;
-            }
-        }
-        panic!("the daemon exited before loading:\n{log}");
-    })
-    .await
-    .expect("no load began in time");
+    let mut log = until_logged(&mut lines, "loading rules and cassettes", PATIENCE).await;
     let pid = child.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let status = tokio::time::timeout(PATIENCE, child.wait()).await.expect("no exit in time").unwrap();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        log.push_str(&line);
-        log.push('\n');
-    }
+    log.push_str(&rest_of_log(&mut lines).await);
     assert!(status.success(), "{status:?}\n{log}");
     assert!(log.contains("stopped while loading: nothing served"), "{log}");
     assert!(!log.contains("listening on") && !log.contains("locked"), "{log}");

@@ -405,19 +405,8 @@ async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
     verdict.write_all(b"0\n").await.unwrap();
     drop(verdict);
     let mut log = BufReader::new(tape.stderr.take().unwrap()).lines();
-    let mut seen = String::new();
-    tokio::time::timeout(PATIENCE, async {
-        while let Some(line) = log.next_line().await.unwrap() {
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains("the tape stops once the requests in flight are answered") {
-                return;
-            }
-        }
-        panic!("mcp-tape ended without stopping its tape: {seen}");
-    })
-    .await
-    .expect("the tape began to stop");
+    let seen =
+        until_logged(&mut log, "the tape stops once the requests in flight are answered", PATIENCE).await;
     // Only now, with the tape stopping, does the upstream answer the call in flight.
     fixture.state.gate.notify_one();
     let mut rest = String::new();
@@ -426,11 +415,7 @@ async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
     }
     assert!(rest.contains("released"), "the call in flight was answered: {rest}");
     let status = tokio::time::timeout(PATIENCE, tape.wait()).await.expect("the tape ended").unwrap();
-    let mut tail = String::new();
-    while let Some(line) = log.next_line().await.unwrap() {
-        tail.push_str(&line);
-        tail.push('\n');
-    }
+    let tail = rest_of_log(&mut log).await;
     assert_eq!(status.code(), Some(0), "{seen}{tail}");
     let kept: Vec<_> = exchanges(&path)
         .iter()

@@ -364,3 +364,37 @@ impl Recorder {
         Cassette::open(&self.cassette).unwrap().exchanges().unwrap()
     }
 }
+
+/// Reads a process's log `lines` until one holds `wanted`, for at most
+/// `patience`; returns what it read, that line included. Panics when the
+/// log ends first or time runs out.
+pub async fn until_logged<R: tokio::io::AsyncBufRead + Unpin>(
+    lines: &mut tokio::io::Lines<R>,
+    wanted: &str,
+    patience: std::time::Duration,
+) -> String {
+    let mut log = String::new();
+    tokio::time::timeout(patience, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains(wanted) {
+                return;
+            }
+        }
+        panic!("the log ended before {wanted:?}:\n{log}");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {wanted:?} in the log in time"));
+    log
+}
+
+/// The rest of a process's log `lines`, to its end.
+pub async fn rest_of_log<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::io::Lines<R>) -> String {
+    let mut log = String::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        log.push_str(&line);
+        log.push('\n');
+    }
+    log
+}
