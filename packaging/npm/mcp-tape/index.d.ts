@@ -57,7 +57,7 @@ export declare function startTape(options: TapeOptions): Promise<Tape>;
 /** A tape started without waiting for it to serve (`spawnTape`). */
 export interface SpawnedTape {
   cassette: string;
-  /** Resolves with the URL once the tape serves; a tape never taken leaves no report or page. */
+  /** Resolves with the URL once the tape serves (a tape that ended first is stopped, and the reason thrown); a tape never taken leaves no report or page. */
   take(): Promise<string>;
   stop(passed: boolean): Promise<Stopped>;
 }

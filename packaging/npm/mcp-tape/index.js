@@ -281,47 +281,56 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
   });
   const drop = () => [report, page, log].forEach((file) => rmSync(file, { force: true }));
   let stopped;
+  /** Ends the run with the test's verdict; a failing test's recording is thrown away. */
+  const stop = (passed) => {
+    stopped ??= (async () => {
+      tell(passed ? "0\n" : "1\n");
+      await said;
+      try {
+        let parsed;
+        try {
+          parsed = JSON.parse(readFileSync(report, "utf8"));
+        } catch (error) {
+          const code = await exited;
+          throw new Error(`mcp-tape exited (${code}) with no report (${error.message}):\n${readLog()}`);
+        }
+        if (taken) {
+          if (html) move(page, html);
+          if (kept) move(report, kept);
+        }
+        const misses = (parsed.cases ?? []).filter((c) => c.misses > 0);
+        if (passed && !parsed.passed && misses.length === 0) {
+          // The test passed, yet the run did not: its recording (an upstream that failed a
+          // request, say) was not kept, or a recording it used is too old; the log says which.
+          const code = await exited;
+          const tail = readLog().split("\n").slice(-13).join("\n");
+          throw new Error(
+            `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
+          );
+        }
+        return { code: parsed.passed ? 0 : 1, misses, text: describeMisses(misses, cassette, html) };
+      } finally {
+        exited.then(drop); // once the process has ended: it writes its log until then
+      }
+    })();
+    return stopped;
+  };
   return {
     cassette,
-    /** Resolves with the tape's URL once it serves: for a test that takes this tape (its reports are kept). */
-    take() {
+    /**
+     * Resolves with the tape's URL once it serves: for a test that takes this tape (its reports are
+     * kept). A tape that ended before it served is stopped, and the reason thrown.
+     */
+    async take() {
       taken = true;
-      return ready;
+      try {
+        return await ready;
+      } catch (error) {
+        await stop(false).catch(() => {});
+        throw error;
+      }
     },
-    /** Ends the run with the test's verdict; a failing test's recording is thrown away. */
-    stop(passed) {
-      stopped ??= (async () => {
-        tell(passed ? "0\n" : "1\n");
-        await said;
-        try {
-          let parsed;
-          try {
-            parsed = JSON.parse(readFileSync(report, "utf8"));
-          } catch (error) {
-            const code = await exited;
-            throw new Error(`mcp-tape exited (${code}) with no report (${error.message}):\n${readLog()}`);
-          }
-          if (taken) {
-            if (html) move(page, html);
-            if (kept) move(report, kept);
-          }
-          const misses = (parsed.cases ?? []).filter((c) => c.misses > 0);
-          if (passed && !parsed.passed && misses.length === 0) {
-            // The test passed, yet the run did not: its recording (an upstream that failed a
-            // request, say) was not kept, or a recording it used is too old; the log says which.
-            const code = await exited;
-            const tail = readLog().split("\n").slice(-13).join("\n");
-            throw new Error(
-              `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
-            );
-          }
-          return { code: parsed.passed ? 0 : 1, misses, text: describeMisses(misses, cassette, html) };
-        } finally {
-          exited.then(drop); // once the process has ended: it writes its log until then
-        }
-      })();
-      return stopped;
-    },
+    stop,
   };
 }
 
@@ -331,12 +340,7 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
  */
 export async function startTape(options = {}) {
   const tape = spawnTape(options);
-  try {
-    return { cassette: tape.cassette, stop: tape.stop, url: await tape.take() };
-  } catch (error) {
-    await tape.stop(false).catch(() => {});
-    throw error;
-  }
+  return { cassette: tape.cassette, stop: tape.stop, url: await tape.take() };
 }
 
 /** The misses as a person reads them: each case, its first miss and where the nearest recording differed. */

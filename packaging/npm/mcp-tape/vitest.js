@@ -71,6 +71,8 @@ export function useTape(options = {}) {
       title: `${task.file.name} > ${names(task).join(" > ")} (${cassette})`,
     };
   };
+  /** What tells two tapes alike: their settings and the variables mcp-tape reads. */
+  const keyOf = (wanted) => JSON.stringify(wanted) + environment();
   // The next test's tape, started while this test runs (or ends): most of a tape's start (the
   // process, its cassette, its port) is then no longer that test's wait.
   let ahead;
@@ -85,7 +87,7 @@ export function useTape(options = {}) {
     const following = tests[tests.indexOf(task) + 1];
     if (!following) return;
     const wanted = settings(following);
-    const key = JSON.stringify(wanted) + environment();
+    const key = keyOf(wanted);
     if (ahead?.key === key) return;
     await endUnused();
     if (beside !== undefined && wanted.cassette === beside) return; // waits for this test's recording
@@ -99,7 +101,7 @@ export function useTape(options = {}) {
   let saved;
   beforeEach(async (context) => {
     const wanted = settings(context.task);
-    const key = JSON.stringify(wanted) + environment();
+    const key = keyOf(wanted);
     let started;
     if (ahead?.key === key) {
       started = ahead.tape;
@@ -108,13 +110,7 @@ export function useTape(options = {}) {
       await endUnused();
     }
     started ??= spawnTape(wanted);
-    let url;
-    try {
-      url = await started.take();
-    } catch (error) {
-      await started.stop(false).catch(() => {});
-      throw error;
-    }
+    const url = await started.take();
     tape = started;
     state.url = url;
     state.cassette = wanted.cassette;

@@ -92,12 +92,6 @@ def fault_spec(fault):
     raise TapeError(f"fault {fault!r}: expected a spec string or a dict of a [[fault]] table's keys")
 
 
-# One directory for what every tape of this process writes before it is moved into place (its
-# reports) or read and dropped (its log); made once, removed at exit.
-_SCRATCH = []
-_SERIAL = itertools.count()
-
-
 # Tapes whose run has said all it will (its report is written) but whose process is still ending:
 # reaped as they end, and each's log read then.
 _ENDING = []
@@ -113,6 +107,11 @@ def _reap(wait=False):
 
 atexit.register(_reap, wait=True)
 
+# One directory for what every tape of this process writes before it is moved into place (its
+# reports) or read and dropped (its log); made once, removed at exit.
+_SCRATCH = []
+_SERIAL = itertools.count()
+
 
 def _scratch():
     if not _SCRATCH:
@@ -125,7 +124,14 @@ def _move(source, target):
     """`source` to `target` (made whole there: a reader never sees half a report), if it was written."""
     if source.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(source, target)
+        try:
+            os.replace(source, target)
+        except OSError:
+            # Another file system: copied beside the target first, then renamed over it.
+            partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+            source.unlink()
 
 
 class Tape:

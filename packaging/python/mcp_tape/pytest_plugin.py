@@ -184,11 +184,9 @@ def _start_ahead(item, beside=None):
     if following is None or config.stash[_SETTINGS]["outer"] or "mcp_tape" not in following.fixturenames:
         return
     ahead = config.stash.get(_AHEAD, None)
-    if ahead is not None:
-        if ahead[0] == following.nodeid:
-            return  # started already
-        del config.stash[_AHEAD]
-        _end_unused(ahead[2])
+    if ahead is not None and ahead[0] == following.nodeid:
+        return  # started already
+    _end_ahead(config)
     try:
         tape = _tape_for(following)
         if beside is not None and tape.cassette.resolve() == beside.cassette.resolve():
@@ -220,6 +218,14 @@ def _end_unused(tape):
         pass
 
 
+def _end_ahead(config):
+    """Ends the tape started ahead, if there is one, unused."""
+    ahead = config.stash.get(_AHEAD, None)
+    if ahead is not None:
+        del config.stash[_AHEAD]
+        _end_unused(ahead[2])
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     item.stash[_NEXT] = nextitem
@@ -231,9 +237,8 @@ def mcp_tape(request):
     """The URL of this test's tape (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT while the test runs)."""
     settings = request.config.stash[_SETTINGS]
     try:
-        options = _marker_options(request.node)
         if settings["outer"]:
-            ignored = sorted(set(options) - {"cassette"})
+            ignored = sorted(set(_marker_options(request.node)) - {"cassette"})
             if ignored:
                 request.node.warn(pytest.PytestWarning(
                     f"mcp_tape marker: {', '.join(ignored)} ignored under `mcp-tape test`, whose one tape serves "
@@ -311,11 +316,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session):
-    ahead = session.config.stash.get(_AHEAD, None)
-    if ahead is not None:
-        # Started for a test that never ran (the session stopped first).
-        del session.config.stash[_AHEAD]
-        _end_unused(ahead[2])
+    _end_ahead(session.config)  # started for a test that never ran (the session stopped first)
     _reap(wait=True)  # every tape's process ended before the session does
     settings = session.config.stash.get(_SETTINGS, None)
     # Under xdist the workers write the pages and the controller (no workerinput) the index.
