@@ -15,6 +15,8 @@ wheel and tarballs packaging/build.sh made of this checkout:
   cassette of their own (naming_test.py);
 - a fresh npm project installs both tarballs and runs the vitest example
   through `mcp-tape/vitest` the same way;
+- the README's install-from-checkout lines (pip, npm), run as written, give a
+  working `mcp-tape` and `npx mcp-tape`;
 - headless Chromium renders the HTML report of a run with a miss, and the
   DOM shows the miss's tool, pointer and both values.
 """
@@ -451,6 +453,7 @@ def node_package(args, work, checks):
                             "--omit=optional"], alone, env)
         assert code != 0, output
         assert "npm install --save-dev @mcp-tape/linux-x64@" in output, output
+        assert "npm install --save-dev ./dist/mcp-tape-linux-x64-" in output, output
 
     checks.run("npm: the main tarball installed without its platform package fails, saying which package to add",
                alone_says_what_is_missing)
@@ -656,6 +659,38 @@ def browser_shows_the_miss(chromium, page, profile):
     assert shown["dots"] == 1, shown
 
 
+def readme_install_lines():
+    """The README's install-from-checkout lines after its build line, as a person copies them."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"<!-- install-from-checkout:.*?-->\n```sh\n(.*?)```", text, re.S)
+    assert found, "the README has no install-from-checkout block"
+    lines = found.group(1).splitlines()
+    assert lines[0].startswith("packaging/build.sh "), lines
+    return lines[1:]
+
+
+def readme_install_from_checkout(args, work, checks):
+    """The README's pip and npm lines, run as written in a fresh venv and a fresh npm project whose `dist/` is
+    the checkout's (the test command's build, profile quick, stands in for the README's build line)."""
+    project = work / "readme-install"
+    project.mkdir()
+    (project / "dist").symlink_to(args.dist)
+    (project / "package.json").write_text('{"name": "readme-install", "private": true, "type": "module"}\n')
+    venv = work / "readme-venv"
+    env = clean_env([str(venv / "bin"), str(Path(args.node).parent), str(project / "node_modules" / ".bin")])
+
+    def installs():
+        must([sys.executable, "-m", "venv", str(venv)], work, env)
+        for line in readme_install_lines():
+            must(["bash", "-euc", line], project, env)
+        for command in (["mcp-tape", "--version"], ["npx", "--no-install", "mcp-tape", "--version"]):
+            assert must(command, project, env).startswith("mcp-tape "), command
+        assert shutil.which("mcp-tape", path=env["PATH"]) == str(venv / "bin" / "mcp-tape")
+
+    checks.run("README: the install-from-checkout lines as written (pip, npm) in a fresh venv and npm project; "
+               "mcp-tape --version and npx mcp-tape --version answer", installs)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dist", required=True, help="where packaging/build.sh put the wheel and tarballs")
@@ -668,7 +703,7 @@ def main():
     checks = Checks()
     with tempfile.TemporaryDirectory(prefix="mcp-tape-packaging-") as scratch:
         work = Path(scratch)
-        for part in (python_package, node_package):
+        for part in (python_package, node_package, readme_install_from_checkout):
             checks.run(f"{part.__name__}: every step ran", lambda part=part: part(args, work, checks))
         platforms.check_all(args, work, checks)
     print(f"packaging: {checks.passed} passed, {checks.failed} failed", flush=True)

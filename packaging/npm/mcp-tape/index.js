@@ -94,6 +94,8 @@ export function missingPlatformPackage(name = platformPackage()) {
     `no mcp-tape binary for this machine: looked for ${name}, which is not installed. ` +
     `Install it beside mcp-tape (npm install --save-dev ${name}@${VERSION}); npm leaves it out when ` +
     "optional dependencies are omitted (--omit=optional, or a lockfile made on another platform). " +
+    `From a checkout's dist/, give npm both tarballs in one command: npm install --save-dev ` +
+    `./dist/mcp-tape-${name.slice("@mcp-tape/".length)}-${VERSION}.tgz ./dist/mcp-tape-${VERSION}.tgz. ` +
     "Or set MCP_TAPE_BIN to an mcp-tape binary."
   );
 }
@@ -308,7 +310,8 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
             `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
           );
         }
-        return { code: parsed.passed ? 0 : 1, misses, text: describeMisses(misses, cassette, html) };
+        const cases = parsed.cases ?? [];
+        return { code: parsed.passed ? 0 : 1, cases, misses, text: describeMisses(misses, cassette, html) };
       } finally {
         exited.then(drop); // once the process has ended: it writes its log until then
       }
