@@ -92,7 +92,8 @@
 //!   ([`engine::ledger`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an
-//!   HTML page for a person (`report::html`).
+//!   HTML page for a person (`report::html`); under GitHub Actions, the
+//!   step summary and an annotation a miss (`report::github`).
 //! - [`suggest`]: `rules suggest`: match rules from a report's misses,
 //!   checked against the cassette.
 //! - [`drift`]: answers and tool catalogues compared (same, changed, gone;

@@ -15,7 +15,7 @@ use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::transport::http::{App, server};
-use crate::{ci, redact, util};
+use crate::{ci, redact, report, util};
 
 /// `mcp-tape test`: serves the tape on loopback for as long as the
 /// command runs, then reports, then lets go of its stdout (a reader hears
@@ -151,6 +151,12 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.status)),
     }
     write_reports(&report, &config.reports, verdict == 0)?;
+    let test = config
+        .reports
+        .title
+        .clone()
+        .unwrap_or_else(|| util::printable(&config.command.join(" ")).into_owned());
+    report::github::tell(&report, &test, verdict == 0);
     // The reports are written: a test plugin reading this run's stdout to its end goes on now.
     crate::os::release_stdout();
     Ok(verdict)

@@ -8,6 +8,7 @@
 //! and which fault rule was injected into how many. A fault is not a miss:
 //! it fails nothing by itself.
 
+pub mod github;
 pub mod html;
 
 use std::collections::BTreeMap;

@@ -136,6 +136,59 @@ async fn a_miss_fails_a_passing_command_and_the_junit_file_names_it() {
 }
 
 #[tokio::test]
+async fn under_github_actions_a_miss_is_an_annotation_and_the_step_summary_tells_misses_and_faults() {
+    let (cassettes, path) = mail_cassette();
+    let summary = cassettes.path().join("step-summary.md");
+    std::fs::write(&summary, "what an earlier step wrote\n").unwrap();
+    let calls = json!([[MAIL, "GetMessage", {"id": "m1"}], [MAIL, "GetMessage", {"id": "m2"}]]);
+    let args = [
+        path.to_str().unwrap(),
+        "--title",
+        "agent suite, run 1",
+        "--fault",
+        r#"tool = "GetMessage", nth = [1], http = 503"#,
+    ];
+    let github = [("GITHUB_STEP_SUMMARY", summary.to_str().unwrap()), ("GITHUB_ACTIONS", "true")];
+    let run = tape_test(&args, &github, calls.clone(), "0").await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    let annotations: Vec<&str> = run.stdout.lines().filter(|line| line.starts_with("::")).collect();
+    assert_eq!(
+        annotations,
+        [
+            "::error title=mcp-tape miss in agent suite%2C run 1::mcp_MailTools tools/call GetMessage missed ×1: \
+             mcp-tape: no recorded answer for mcp_MailTools tools/call GetMessage: the nearest recording differs \
+             at /arguments/id (recorded \"m1\", requested \"m2\"); 1 recorded request(s) of this kind differ"
+        ],
+        "{}",
+        run.stdout
+    );
+    let written = std::fs::read_to_string(&summary).unwrap();
+    let (earlier, section) = written.split_once('\n').unwrap();
+    assert_eq!(earlier, "what an earlier step wrote", "appended, not replaced");
+    assert!(section.starts_with("### mcp-tape: agent suite, run 1: failed\n\n2 requests: "), "{section}");
+    let rows: Vec<&str> = section.lines().filter(|line| line.starts_with("| ")).collect();
+    assert_eq!(rows[0], "| | case | requests | what |", "{section}");
+    assert!(
+        rows[1]
+            .starts_with("| miss | mcp\\_MailTools tools/call GetMessage | 1 | mcp-tape: no recorded answer"),
+        "{section}"
+    );
+    assert_eq!(
+        rows[2], "| fault | mcp\\_MailTools tools/call GetMessage | 1 | fault --fault 1 (http 503) |",
+        "{section}"
+    );
+    assert_eq!(rows.len(), 3, "{section}");
+
+    // Outside GitHub Actions: no workflow command, no summary.
+    std::fs::remove_file(&summary).unwrap();
+    let elsewhere = [("GITHUB_STEP_SUMMARY", ""), ("GITHUB_ACTIONS", "")];
+    let run = tape_test(&args, &elsewhere, calls, "0").await;
+    assert_eq!(run.status.code(), Some(1), "{}", run.stderr);
+    assert!(!run.stdout.contains("::error"), "{}", run.stdout);
+    assert!(!summary.exists());
+}
+
+#[tokio::test]
 async fn the_html_report_shows_a_miss_beside_its_nearest_recording_and_fetches_nothing() {
     let (cassettes, path) = mail_cassette();
     let html = cassettes.path().join("run.html");

@@ -214,6 +214,30 @@ def python_package(args, work, checks):
     checks.run("pytest plugin: a miss fails only its test, the tool, pointer and both values in the failure text",
                a_miss_fails_its_test)
 
+    def tells_github():
+        summary = work / "pytest-step-summary.md"
+        github = dict(env, AGENT_QUESTION=CHANGED_QUESTION, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
+        test = "test_agent.py::test_the_agent_searches_the_mailbox"
+        for extra in ([], ["-n", "2"]):
+            summary.write_text("")
+            code, output = run([*example, *extra], project, github)
+            assert code == 1, output
+            annotations = [line for line in output.splitlines() if line.startswith("::")]
+            assert len(annotations) == 1, output
+            assert annotations[0].startswith("::error file=test_agent.py,line="), annotations
+            assert f",title=mcp-tape miss in {test.replace(':', '%3A')}::mcp_MailTools tools/call SearchMessages " \
+                   "missed ×1: mcp-tape: no recorded answer" in annotations[0], annotations
+            written = summary.read_text()
+            assert written.startswith("### mcp-tape: 3 tests with a tape, 1 with misses\n"), written
+            rows = [line for line in written.splitlines() if line.startswith("| ")]
+            assert len(rows) == 2 and rows[1].startswith(
+                f"| {test.replace('_', chr(92) + '_')} | miss | mcp\\_MailTools tools/call SearchMessages | 1 | "), rows
+            assert "/arguments/message" in rows[1] and "budget review" in rows[1], rows
+        assert "::error" not in must(example, project, dict(env, GITHUB_ACTIONS="true")), "a passing run annotates"
+
+    checks.run("pytest plugin: under GitHub Actions a miss is an ::error annotation at its test and the step "
+               "summary lists it with the test (also under pytest -n 2)", tells_github)
+
     def under_xdist():
         output = must([*example, "-n", "2"], project, env)
         assert "3 passed" in output, output
@@ -543,6 +567,29 @@ def node_package(args, work, checks):
     checks.run("vitest helper: a miss fails only its test, the tool, pointer and both values in the error; "
                "MCP_TAPE_HTML writes a page per test and an index",
                a_miss_fails_its_test)
+
+    def tells_github():
+        summary = work / "vitest-step-summary.md"
+        summary.write_text("")
+        github = dict(env, AGENT_QUESTION=CHANGED_QUESTION, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
+        code, output = run(vitest, project, github)
+        assert code == 1, output
+        test = "the agent searches the mailbox"
+        # One for the client's error (the tool call's text is the miss), one for the miss, at useTape's line.
+        annotations = [line for line in output.splitlines() if line.startswith("::error")
+                       and "tools/call SearchMessages on mcp_MailTools" in line]
+        assert len(annotations) == 1, output
+        assert annotations[0].startswith(f"::error file={project / 'agent.test.mjs'},title=agent.test.mjs > {test},"
+                                         "line=15,"), annotations
+        written = summary.read_text()
+        ours = written[written.index("### mcp-tape: "):]
+        assert ours.startswith("### mcp-tape: agent.test.mjs: 3 tests with a tape, 1 with misses\n"), written
+        rows = [line for line in ours.splitlines() if line.startswith("| ")]
+        assert len(rows) == 2 and rows[1].startswith(
+            f"| {test} | miss | mcp\\_MailTools tools/call SearchMessages | 1 | mcp-tape: no recorded answer"), rows
+
+    checks.run("vitest helper: under GitHub Actions a miss is an ::error annotation titled with its test (vitest's "
+               "github-actions reporter) and the step summary lists it with the test", tells_github)
 
     def no_cassette_no_pass():
         with placed(project, {"unrecorded.test.mjs": HERE / "unrecorded.test.mjs"}, [cassettes / "unrecorded"]):

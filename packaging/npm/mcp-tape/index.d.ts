@@ -35,6 +35,8 @@ export interface Miss {
 export interface Stopped {
   /** 0 when the tape's run passed (its report says so), else 1: known once the report is written. */
   code: number;
+  /** Every case of the run's report (what answered each, the faults injected), those that missed among them. */
+  cases: Miss[];
   misses: Miss[];
   text: string;
 }

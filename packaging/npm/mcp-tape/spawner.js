@@ -15,15 +15,18 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { createInterface } from "node:readline";
+import { GITHUB_VARIABLES } from "./github.js";
 
 const tapes = new Map();
 const tell = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
+// What a tape would tell GitHub would go to a pipe; the vitest helper tells it for each file.
+const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => !GITHUB_VARIABLES.includes(name)));
 
 function start(id, [bin, args, log]) {
   let child;
   const fd = openSync(log, "w");
   try {
-    child = spawn(bin, args, { stdio: ["pipe", "pipe", fd] });
+    child = spawn(bin, args, { stdio: ["pipe", "pipe", fd], env: environment });
   } catch (error) {
     tell({ id, error: error.message });
     return;

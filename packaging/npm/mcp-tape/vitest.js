@@ -6,10 +6,13 @@
 // cassette does not hold fails that test, with the misses in the error; so
 // does any request when the cassette is not there. Recording modes
 // (MCP_TAPE_MODE, MCP_TAPE_UPSTREAM) keep a test's recording only when it
-// passes. Under `mcp-tape test -- vitest run`, the one tape already running
-// serves every test instead.
+// passes. Under GitHub Actions each file appends its tests' misses, drift
+// and faults to the job's summary (GITHUB_STEP_SUMMARY). Under
+// `mcp-tape test -- vitest run`, the one tape already running serves every
+// test instead.
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach } from "vitest";
+import { rows, tellFile } from "./github.js";
 import { fileName, spawnTape, writeIndex } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
@@ -56,6 +59,9 @@ export function useTape(options = {}) {
   const outer = process.env.MCP_TAPE_URL;
   const state = { url: outer, cassette: undefined };
   if (outer) return state;
+  // Where the test file called useTape: a miss's error points there (not into this package), so
+  // vitest shows that line, and its github-actions reporter makes the miss an annotation there.
+  const calledAt = (new Error().stack ?? "").split("\n").slice(2).join("\n");
   const directory = options.cassettes ?? process.env.MCP_TAPE_CASSETTES ?? "cassettes";
   const htmlDirectory = options.html ?? process.env.MCP_TAPE_HTML;
   const reportDirectory = options.reports ?? process.env.MCP_TAPE_REPORTS;
@@ -99,6 +105,9 @@ export function useTape(options = {}) {
   };
   let tape;
   let saved;
+  // What each test's tape tells GitHub: [[test, rows]], appended to the step summary when the file is done.
+  const told = [];
+  let testFile;
   beforeEach(async (context) => {
     const wanted = settings(context.task);
     const key = keyOf(wanted);
@@ -124,14 +133,21 @@ export function useTape(options = {}) {
       else process.env[v] = saved[i];
     });
     const passed = context.task.result?.state !== "fail";
-    const { misses, text } = await tape.stop(passed);
+    const { cases, misses, text } = await tape.stop(passed);
     state.url = undefined;
+    told.push([names(context.task).join(" > "), rows(cases)]);
+    testFile = context.task.file.name;
     // After this test's tape has ended: a cassette it recorded is in place for the next test to read.
     await startAhead(context.task);
     // Thrown when the test failed too: often its failure is the client's error for the miss.
-    if (misses.length > 0) throw new Error(text);
+    if (misses.length > 0) {
+      const miss = new Error(text);
+      miss.stack = `Error: ${text}\n${calledAt}`;
+      throw miss;
+    }
   });
   afterAll(endUnused);
+  afterAll(() => tellFile(testFile, told));
   // Each file, when done, lists every page there is so far: the last one lists the run's.
   if (htmlDirectory) afterAll(() => writeIndex(htmlDirectory));
   return state;

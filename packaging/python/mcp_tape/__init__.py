@@ -92,6 +92,9 @@ def fault_spec(fault):
     raise TapeError(f"fault {fault!r}: expected a spec string or a dict of a [[fault]] table's keys")
 
 
+# What `mcp-tape test` reads to tell GitHub Actions of a run (its step summary, its annotations).
+_GITHUB_VARIABLES = ("GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS")
+
 # Tapes whose run has said all it will (its report is written) but whose process is still ending:
 # reaped as they end, and each's log read then.
 _ENDING = []
@@ -141,7 +144,8 @@ class Tape:
     rules file's; `on_miss`: `--on-miss`; `report`: keep the JSON usage report there; `title`: what the reports say
     the run was (the test's id and cassette). The reports are written to a scratch directory and moved to `html`
     and `report` when the run ends: a tape started ahead of its test and never used (`spawn()`, then `stop(False)`)
-    leaves none.
+    leaves none. Once stopped, `cases` holds the report's cases and `misses` those that missed. A tape tells
+    GitHub Actions nothing itself (the pytest plugin tells it of the whole session).
     """
 
     def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
@@ -159,6 +163,7 @@ class Tape:
         self.title = title
         self.executable = executable or binary()
         self.url = None
+        self.cases = []
         self.misses = []
         self._process = None
         self._ending = None
@@ -195,9 +200,11 @@ class Tape:
         """Starts the tape on a free loopback port, without waiting for it to serve (`start()` does)."""
         self._log = tempfile.TemporaryFile(dir=_scratch())  # noqa: SIM115 - kept open for the run
         self.cassette.parent.mkdir(parents=True, exist_ok=True)
+        # What the tape would tell GitHub goes to this pipe; the pytest plugin tells it for the session.
+        env = {name: value for name, value in os.environ.items() if name not in _GITHUB_VARIABLES}
         self._process = subprocess.Popen(
             [self.executable, *self._arguments()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True,
+            stderr=self._log, text=True, env=env,
         )
 
     def start(self):
@@ -243,7 +250,8 @@ class Tape:
             self._drop_reports()  # started ahead of a test that never took it
         else:
             self._place_reports()
-        self.misses = [case for case in report.get("cases", []) if case.get("misses")]
+        self.cases = report.get("cases", [])
+        self.misses = [case for case in self.cases if case.get("misses")]
         if passed and not report.get("passed") and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
             # say) was not kept, or a recording it used is too old; the log's last lines say which.

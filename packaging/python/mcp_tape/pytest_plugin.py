@@ -10,6 +10,10 @@ is not there. Recording modes store a test's recording only when the test
 passes. The marker takes the test's own cassette, mode, rules file, faults
 and on-miss.
 
+Under GitHub Actions the session ends with each miss as an `::error` annotation
+at its test (GITHUB_ACTIONS=true) and a section of the job's summary listing each
+test's misses, drift and faults (GITHUB_STEP_SUMMARY).
+
 Under `mcp-tape test -- pytest` (MCP_TAPE_URL set when the session starts),
 the fixture yields that one tape's URL instead, and `mcp-tape test` judges
 the run as a whole.
@@ -17,20 +21,26 @@ the run as a whole.
 
 import hashlib
 import html
+import json
 import os
 import re
 from pathlib import Path
 
 import pytest
 
-from mcp_tape import MODES, Tape, TapeError, _reap
+from mcp_tape import MODES, Tape, TapeError, _reap, github
 
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
 _SETTINGS = pytest.StashKey()
 _NEXT = pytest.StashKey()
 _AHEAD = pytest.StashKey()
+_CASES = pytest.StashKey()
 _VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
+# The name under which a test's report carries what GitHub is told of its tape (across xdist's workers too).
+_GITHUB_PROPERTY = "mcp-tape"
+# What the session's tests told GitHub: [(test id, file, line, rows)], gathered where reports are logged.
+_TOLD = []
 _MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss")
 
 
@@ -58,6 +68,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    _TOLD.clear()
     config.addinivalue_line(
         "markers",
         "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None): give the test a tape of its own; "
@@ -281,6 +292,7 @@ def pytest_runtest_call(item):
         if tape is not None:
             try:
                 misses = tape.stop(passed=False)
+                item.stash[_CASES] = tape.cases
             except TapeError:
                 misses = []  # the test's own failure is the one to show
             if misses:
@@ -293,6 +305,7 @@ def pytest_runtest_call(item):
     if tape is not None:
         try:
             misses = tape.stop(passed=True)
+            item.stash[_CASES] = tape.cases
         except TapeError as error:
             failure = f"mcp-tape: {error}"
     # After this test's tape has ended: a cassette it recorded is in place for the next test to read.
@@ -312,7 +325,36 @@ def pytest_runtest_makereport(item, call):
     if misses and report.when == "call" and report.failed:
         # What missed is the first thing a person reads; the test's own traceback follows.
         report.longrepr = f"{misses}\n\n{report.longreprtext}"
+    cases = item.stash.get(_CASES, None)
+    if cases is not None and report.when == "call" and github.wanted():
+        report.user_properties.append((_GITHUB_PROPERTY, json.dumps(github.rows(cases))))
     return report
+
+
+def pytest_runtest_logreport(report):
+    """Gathers what each test's tape tells GitHub: in the one process, or in xdist's controller."""
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == _GITHUB_PROPERTY:
+            path, line, _ = report.location
+            _TOLD.append((report.nodeid, path, (line or 0) + 1, json.loads(value)))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Under GitHub Actions: each miss as an annotation at its test, and the session's section of the step
+    summary (where the session's reports were gathered: not in an xdist worker)."""
+    if hasattr(config, "workerinput") or not _TOLD:
+        return
+    if os.environ.get(github.ACTIONS_VARIABLE) == "true":
+        for test, path, line, found in _TOLD:
+            for annotation in github.annotations(test, path, line, found):
+                terminalreporter.write_line(annotation)
+    if os.environ.get(github.SUMMARY_VARIABLE):
+        try:
+            github.append_summary(github.summary([(test, found) for test, _, _, found in _TOLD]))
+        except OSError as error:
+            terminalreporter.write_line(f"mcp-tape: the GitHub step summary was not written: {error}")
 
 
 def pytest_sessionfinish(session):
