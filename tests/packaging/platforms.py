@@ -36,6 +36,7 @@ from running import must, run  # noqa: E402
 DEMO_SQLITE = os.path.join(SHIPPED_CASSETTES, "agent365-demo.sqlite")
 PLATFORMS_TXT = ROOT / "packaging" / "platforms.txt"
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 DOCKERFILE = ROOT / "packaging" / "Dockerfile"
 QEMU = "/usr/bin/qemu-aarch64-static"
 # Where Debian's libc6-arm64-cross puts the aarch64 glibc (the loader and libc qemu needs for a
@@ -377,16 +378,20 @@ console.log(JSON.stringify({ names: machines.map(platformPackage),
         tools = ROOT / ".interop" / "pack-venv" / "bin"
         lint_env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ['PATH']}")
         must([str(tools / "actionlint"), "-version"], env=lint_env)
-        output = must([str(tools / "actionlint"), str(WORKFLOW)], env=lint_env)
+        output = must([str(tools / "actionlint"), str(WORKFLOW), str(CI_WORKFLOW)], env=lint_env)
         assert output.strip() == "", output
+        ci = CI_WORKFLOW.read_text()
+        assert re.search(r"^  push:$", ci, re.M) and re.search(r"^  pull_request:$", ci, re.M), "ci.yml: on push and PR"
+        assert "run: .ci/run" in ci and "os: [macos-15, windows-2025]" in ci, "ci.yml: the test command, cargo test"
         broken = work / "broken.yml"
         broken.write_text(WORKFLOW.read_text().replace("${{ matrix.target }}", "${{ matrix.triple }}")
                           .replace('echo "version=$version"', 'echo version=$version'))
         code, output = run([str(tools / "actionlint"), str(broken)], env=lint_env)
         assert code != 0 and "triple" in output and "SC2086" in output, output
 
-    checks.run("platforms: actionlint (with shellcheck) passes the release workflow, and fails a copy with an "
-               "unknown matrix key and an unquoted shell variable", release_workflow_lints)
+    checks.run("platforms: actionlint (with shellcheck) passes the release and CI workflows (ci.yml: the test "
+               "command on Linux, cargo test on macOS and Windows, on every push and pull request), and fails a "
+               "copy with an unknown matrix key and an unquoted shell variable", release_workflow_lints)
 
     def from_scratch():
         assert "linux-x64-musl" in binaries, "no musl binary (above)"
