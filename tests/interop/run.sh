@@ -3,4 +3,4 @@
 # interop.py against the debug binary.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-exec "$python" "$here/interop.py" --binary "$binary" --node "$node" --logs "$tools/logs" --tools "$foreign_tools"
+exec "$python" "$here/interop.py" --binary "$binary" --node "$node" --logs "$tools/logs" --tools "$foreign_tools" "$@"
