@@ -30,8 +30,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "packaging: installing Debian's ${missing[*]}" >&2
     debian_install --no-install-recommends "${missing[@]}"
 fi
-# MCP_TAPE_CHROMIUM names another Chromium (GitHub's runner has Google Chrome, and Ubuntu's chromium is a snap).
-chromium=${MCP_TAPE_CHROMIUM:-$(command -v chromium || true)}
+chromium=$(command -v chromium || true)
 if [ -z "$chromium" ]; then
     echo "packaging: installing Debian's chromium for the HTML report check" >&2
     debian_install chromium
