@@ -1,17 +1,17 @@
 """When the upstream hears a client's GET stream and its `notifications/initialized`, directly and
 through `mcp-tape record`: what a recorder adds to a POST against what it adds to a GET.
 
-    PYTHON bench/arrival_order.py --bin target/release/mcp-tape [--sessions 40] [--load N]
+    PYTHON bench/arrival_order.py --bin target/release/mcp-tape [--sessions 40] [--load N] [--json]
 
 PYTHON needs mcp and uvicorn (tests/interop/setup.sh's venv). The upstream is a server on the official
 Python SDK (a `search` tool) whose ASGI app notes, on the system's monotonic clock, when each request
-reached it. The official Python SDK client (legacy mode) connects --sessions times, one after another; after
+reached it (a POST's body, which is when the server can act on it). The official Python SDK client (legacy mode) connects --sessions times, one after another; after
 `initialize` it opens its GET stream and POSTs `notifications/initialized` at once. For each session
 the upstream's gap is taken: the notification's arrival minus the GET's (positive: the GET came
 first); and for the GET, the notification and `tools/list`, the time from the client handing the
 request to its HTTP client (httpx2) to the upstream hearing it. Sessions alternate between the server directly and the server through `mcp-tape record`
 (pairs, so a machine's drift falls on both). --load N runs N busy processes beside everything (a
-CI runner busy with other work). Prints per way the median of each and its 10th and 90th percentiles in
+CI runner busy with other work). --json has the server answer in JSON instead of SSE. Prints per way the median of each and its 10th and 90th percentiles in
 milliseconds, and in how many sessions the GET came first. Loopback only.
 """
 
@@ -28,8 +28,9 @@ import time
 from pathlib import Path
 
 
-def serve(log_path):
-    """The upstream: one MCP server at /mcp; each request's arrival appended to `log_path` as JSON."""
+def serve(log_path, json_response):
+    """The upstream: one MCP server at /mcp (answering in JSON, not SSE, with `json_response`); each
+    request's arrival appended to `log_path` as JSON."""
     import uvicorn
     from mcp.server.mcpserver import MCPServer
 
@@ -39,7 +40,7 @@ def serve(log_path):
     def search(query: str) -> str:
         return query
 
-    app = server.streamable_http_app(streamable_http_path="/mcp")
+    app = server.streamable_http_app(streamable_http_path="/mcp", json_response=json_response)
     log = open(log_path, "a", buffering=1)  # noqa: SIM115 - open while the server runs
 
     async def noting(scope, receive, send):
@@ -52,6 +53,8 @@ def serve(log_path):
         async def peeked():
             message = await receive()
             if not first:
+                # A POST has arrived when its body has: what the server can act on.
+                arrived = time.monotonic_ns()
                 first.append(message.get("body", b""))
                 try:
                     rpc = json.loads(first[0]).get("method")
@@ -170,18 +173,20 @@ def main():
     parser.add_argument("--bin", help="the mcp-tape binary")
     parser.add_argument("--sessions", type=int, default=40, help="sessions each way (default 40)")
     parser.add_argument("--load", type=int, default=0, help="busy processes beside (default none)")
+    parser.add_argument("--json", action="store_true", help="the server answers in JSON (default: SSE)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        return serve(args.serve)
+        return serve(args.serve, args.json)
     scratch = Path(tempfile.mkdtemp(prefix="arrival-order-"))
     log = open(scratch / "daemons.log", "w")  # noqa: SIM115 - open for the run
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     processes = []
     try:
         direct_log, record_log = scratch / "direct.jsonl", scratch / "record.jsonl"
-        upstream, direct = started([sys.executable, __file__, "--serve", str(direct_log)], log)
-        recorded, upstream_url = started([sys.executable, __file__, "--serve", str(record_log)], log)
+        answering = ["--json"] if args.json else []
+        upstream, direct = started([sys.executable, __file__, "--serve", str(direct_log), *answering], log)
+        recorded, upstream_url = started([sys.executable, __file__, "--serve", str(record_log), *answering], log)
         processes += [upstream, recorded]
         record, through = started([args.bin, "record", "--upstream", f"{upstream_url}/mcp", "--cassettes",
                                    str(scratch), "--name", "arrivals", "--port", "0"], log)
@@ -193,8 +198,8 @@ def main():
                 SENT.clear()
                 asyncio.run(one_session(url))
                 sent[url] += SENT
-        print(f"{args.sessions} sessions each way, {args.load} busy processes beside; milliseconds, median "
-              "(10th to 90th percentile)")
+        print(f"{args.sessions} sessions each way, {args.load} busy processes beside, answers in "
+              f"{'JSON' if args.json else 'SSE'}; milliseconds, median (10th to 90th percentile)")
         print(row("directly", *figures(direct_log, sent[direct])))
         print(row("through record", *figures(record_log, sent[through])))
     finally:
