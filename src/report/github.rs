@@ -13,10 +13,10 @@ use crate::engine::ledger::Case;
 use crate::normalize;
 
 /// The file GitHub reads a step's Markdown summary from.
-pub const SUMMARY_VARIABLE: &str = "GITHUB_STEP_SUMMARY";
+const SUMMARY_VARIABLE: &str = "GITHUB_STEP_SUMMARY";
 
 /// Set to `true` in every GitHub Actions step.
-pub const ACTIONS_VARIABLE: &str = "GITHUB_ACTIONS";
+const ACTIONS_VARIABLE: &str = "GITHUB_ACTIONS";
 
 /// Appends the summary of the run of `test` to the step summary when
 /// GitHub asks for one, and prints its misses as annotations on stdout
@@ -44,11 +44,9 @@ pub fn tell(report: &Report, test: &str, passed: bool) {
 
 /// The run's section of the step summary: a heading with the verdict, the
 /// counts, and a row for each case that missed, drifted or had a fault.
-pub fn summary(report: &Report, test: &str, passed: bool) -> String {
+fn summary(report: &Report, test: &str, passed: bool) -> String {
     let verdict = if passed { "passed" } else { "failed" };
-    let counts = report.summary();
-    let counts = counts.lines().next().unwrap_or_default();
-    let mut text = format!("### mcp-tape: {}: {verdict}\n\n{}\n", cell(test), cell(counts));
+    let mut text = format!("### mcp-tape: {}: {verdict}\n\n{}\n", cell(test), cell(&report.tally()));
     let rows = rows(report);
     if !rows.is_empty() {
         text.push_str("\n| | case | requests | what |\n|---|---|---:|---|\n");
@@ -63,7 +61,7 @@ pub fn summary(report: &Report, test: &str, passed: bool) -> String {
 /// One `::error` workflow command per case that missed, titled with the
 /// test, saying the case, how often it missed and where the nearest
 /// recording differed.
-pub fn annotations(report: &Report, test: &str) -> Vec<String> {
+fn annotations(report: &Report, test: &str) -> Vec<String> {
     report
         .usage
         .cases

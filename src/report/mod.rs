@@ -78,8 +78,8 @@ impl Report {
         self.stale_fails && !self.usage.stale.is_empty()
     }
 
-    /// The summary printed when a run ends.
-    pub fn summary(&self) -> String {
+    /// The summary's first line: how many requests, and how each kind was answered.
+    pub fn tally(&self) -> String {
         let count = |field: fn(&Case) -> u64| self.usage.cases.values().map(field).sum::<u64>();
         let mut text = format!(
             "{} requests: {} answered from recordings, {} by the mock, {} missed, {} forwarded to record",
@@ -102,6 +102,13 @@ impl Report {
                 count(|c| c.hits)
             );
         }
+        text
+    }
+
+    /// The summary printed when a run ends: its [`Report::tally`], then
+    /// each rule, fault and miss by case, the stale and the unused recordings.
+    pub fn summary(&self) -> String {
+        let mut text = self.tally();
         for (key, case) in &self.usage.cases {
             for (rule, ruled) in &case.ruled {
                 let _ = write!(text, "\n  rule {} ×{}: {key}", self.rule_label(*rule), ruled.answered);
