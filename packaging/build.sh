@@ -102,7 +102,6 @@ fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
-# Builds one platform's wheel and npm package; says why not on stderr and returns 1 if it cannot.
 # Adds the standard library for `target` if it is missing; says why not and returns 1 if it cannot.
 add_target() {
     local platform=$1 target=$2
@@ -115,6 +114,8 @@ add_target() {
     fi
 }
 
+# Builds one platform's wheel and npm package; says why not on stderr and returns 1 if it cannot, 3
+# if rustup cannot add the target.
 build_platform() {
     local platform=$1 target=$2 compatibility=$3 os=$4
     add_target "$platform" "$target" || return 3
@@ -133,12 +134,9 @@ build_platform() {
     packaging/npm-pack.sh "$platform" "$target_dir/$target/$profile_dir/$exe" "$out"
 }
 
-# The crates with C code in them.
-C_CRATES=(libmimalloc-sys libsqlite3-sys ring)
-
-# Compiles one platform's C crates with zig as maturin drives it (its `zig cc` and `zig ar`, the
-# same target); says why not on stderr and returns 1 if they do not compile, 3 if rustup cannot
-# add the target.
+# Compiles one platform's C crates (those that build with the `cc` crate, for that target) with zig
+# as maturin drives it (its `zig cc` and `zig ar`, the same target); says why not on stderr and
+# returns 1 if they do not compile, 3 if rustup cannot add the target.
 build_c_crates() {
     local platform=$1 target=$2
     add_target "$platform" "$target" || return 3
@@ -155,7 +153,10 @@ build_c_crates() {
     local variable=${target//-/_}
     echo "packaging: $platform: compiling the C crates (zig, $zig_target, profile $profile)" >&2
     local packages=()
-    for crate in "${C_CRATES[@]}"; do packages+=(-p "$crate"); done
+    for crate in $(cargo tree --locked -i cc --target "$target" -e normal,build --depth 1 --prefix none |
+        tail -n +2 | awk '{ print $1 }' | sort -u); do
+        packages+=(-p "$crate")
+    done
     if ! env "CC_$variable=$stage/cc-$platform" "AR_$variable=$stage/ar-$platform" PATH="$venv/bin:$PATH" \
         cargo build --locked --profile "$profile" --target "$target" "${packages[@]}" \
         > "$stage/c-$platform.log" 2>&1; then
