@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use crate::config::{
     Command, DEFAULT_IDLE_TIMEOUT, DEFAULT_PORT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
-    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, OnMiss, Pace, PruneConfig,
-    RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig, TestMode,
-    Timeouts, Upstream, VerifyConfig,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, ModelUpstream, OnMiss, Pace,
+    PruneConfig, RecordConfig, RecordMode, ReplayConfig, Reports, RuleSources, SuggestConfig, TestConfig,
+    TestMode, Timeouts, Upstream, VerifyConfig,
 };
 use crate::error::Error;
 use crate::interchange::foreign::{self, Reader};
@@ -243,6 +243,13 @@ struct UpstreamArgs {
     /// top of Authorization, Cookie and API key headers).
     #[arg(long = "redact-header", value_name = "NAME")]
     redact_headers: Vec<String>,
+    /// Record the agent's model too: the tape's /model/NAME stands for URL,
+    /// the base URL its client had (openai=https://api.openai.com/v1 gives
+    /// the client http://127.0.0.1:5309/model/openai), and its exchanges go
+    /// on the same cassette (repeatable; default MCP_TAPE_MODEL: NAME=URL
+    /// entries separated by spaces).
+    #[arg(long = "model", value_name = "NAME=URL")]
+    models: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -733,6 +740,13 @@ impl Cli {
                         args.command.join(" ")
                     )));
                 }
+                if args.stdio && !args.upstream_args.models.is_empty() {
+                    return Err(Error::Config(
+                        "--model with --stdio: a model client reaches the tape over HTTP, which a stdio \
+                         recording does not serve; record the model with an HTTP recording (--upstream URL)"
+                            .into(),
+                    ));
+                }
                 let upstream = match args.upstream {
                     _ if args.stdio => Upstream::Stdio {
                         server: match args.server {
@@ -862,6 +876,44 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
     })
 }
 
+/// The environment variable `--model` defaults to: `NAME=URL` entries
+/// separated by spaces.
+pub const MODEL_VARIABLE: &str = "MCP_TAPE_MODEL";
+
+/// The agent's models `--model` names, else [`MODEL_VARIABLE`] does.
+///
+/// # Errors
+///
+/// An entry that is not `NAME=URL` with a name of letters, digits, `_`,
+/// `.` and `-` and an http(s) URL, or a name given twice.
+fn models(flags: Vec<String>) -> Result<Vec<ModelUpstream>, Error> {
+    let (entries, from) = match std::env::var(MODEL_VARIABLE) {
+        Ok(value) if flags.is_empty() => {
+            (value.split_whitespace().map(str::to_owned).collect(), format!("{MODEL_VARIABLE}: "))
+        }
+        _ => (flags, "--model ".to_owned()),
+    };
+    let mut models: Vec<ModelUpstream> = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let shown = crate::redact::url_for_log(&entry);
+        let bad = |why: &str| Error::Config(format!("{from}{shown:?}: {why}"));
+        let (name, url) = entry
+            .split_once('=')
+            .ok_or_else(|| bad("expected NAME=URL, e.g. openai=https://api.openai.com/v1"))?;
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
+            return Err(bad("the NAME takes letters, digits, '_', '.' and '-' only"));
+        }
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(bad("expected an http:// or https:// URL after the '='"));
+        }
+        if models.iter().any(|known| known.name == name) {
+            return Err(bad("a model of that name is given already"));
+        }
+        models.push(ModelUpstream { name: name.to_owned(), url: url.trim_end_matches('/').to_owned() });
+    }
+    Ok(models)
+}
+
 impl UpstreamArgs {
     fn validate(self, url: String) -> Result<HttpUpstream, Error> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -884,6 +936,7 @@ impl UpstreamArgs {
                 idle: seconds("--idle-timeout", self.idle_timeout)?,
             },
             redact_headers: self.redact_headers.iter().map(|name| name.to_ascii_lowercase()).collect(),
+            models: models(self.models)?,
         })
     }
 }

@@ -178,6 +178,17 @@ pub struct HttpUpstream {
     /// Request headers whose values are scrubbed as credentials
     /// (`--redact-header`, lowercase), besides the built-in ones.
     pub redact_headers: Vec<String>,
+    /// The agent's models recorded beside the upstream (`--model`).
+    pub models: Vec<ModelUpstream>,
+}
+
+/// One of the agent's models (`--model NAME=URL`): the tape's
+/// `/model/NAME` stands for `url`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelUpstream {
+    pub name: String,
+    /// Base URL, without a trailing slash.
+    pub url: String,
 }
 
 /// `mcp-tape test`: the tape for the length of one command.

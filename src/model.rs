@@ -26,6 +26,7 @@ pub struct Status(u16);
 
 impl Status {
     pub const OK: Status = Status(200);
+    pub const BAD_REQUEST: Status = Status(400);
 
     /// A status code, if `code` is one (three digits, 100 to 999).
     pub fn new(code: u16) -> Option<Status> {
@@ -743,4 +744,41 @@ mod properties {
             prop_assert_eq!(canonical_json_without(&value, &key), canonical_json(&copy));
         }
     }
+}
+
+/// One request to the agent's model (`--model NAME=URL`) and its answer,
+/// as the client and the server wrote them. Credentials are never part of
+/// it: record leaves them out of `target` and scrubs them from the bodies.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelExchange {
+    /// The `NAME` of `--model NAME=URL`.
+    pub model: String,
+    pub method: String,
+    /// The path after `/model/NAME` (`/` for none), with its query.
+    pub target: String,
+    /// The request body as the client wrote it.
+    pub request: String,
+    pub status: Status,
+    pub content_type: String,
+    pub answer: ModelAnswer,
+    /// Seconds since the Unix epoch.
+    pub recorded_at: Option<i64>,
+}
+
+/// A model's answer body: whole, or a stream's events.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelAnswer {
+    Whole(String),
+    /// Server-Sent Events in the order they came.
+    Events(Vec<ModelEvent>),
+}
+
+/// One Server-Sent Event of a model's streamed answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelEvent {
+    /// Milliseconds from the request to the event.
+    pub offset_ms: u64,
+    /// The event's lines as the server wrote them, without the blank line
+    /// that ends it.
+    pub text: String,
 }

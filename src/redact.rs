@@ -31,6 +31,32 @@ const SENSITIVE_QUERY_NAMES: [&str; 4] = ["key", "sig", "signature", "code"];
 /// What stands for a credential in a URL shown in a log line or a message.
 const MASK: &str = "***";
 
+/// Whether a query parameter named `name` carries a credential: it ends
+/// like a sensitive body key, or is one of [`SENSITIVE_QUERY_NAMES`].
+fn is_credential_parameter(redactor: &Redactor, name: &str) -> bool {
+    redactor.is_sensitive(name) || SENSITIVE_QUERY_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+/// `query` without the parameters that carry a credential (those
+/// [`url_for_log`] masks), and their values, to be scrubbed from whatever
+/// else is stored.
+pub fn query_without_credentials(query: &str) -> (String, Vec<String>) {
+    let redactor = Redactor::default();
+    let mut values = Vec::new();
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let credential = is_credential_parameter(&redactor, name);
+            if credential && value.chars().count() >= MIN_SCRUBBED_SECRET_CHARS {
+                values.push(value.to_owned());
+            }
+            !credential
+        })
+        .collect();
+    (kept.join("&"), values)
+}
+
 /// `url` as it may be shown: the password of its user information and the
 /// value of each query parameter that names a credential (by the same
 /// endings as body keys, or [`SENSITIVE_QUERY_NAMES`]) as `***`; the rest,
@@ -60,12 +86,7 @@ pub fn url_for_log(url: &str) -> String {
         let pairs: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((name, _))
-                    if redactor.is_sensitive(name)
-                        || SENSITIVE_QUERY_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name)) =>
-                {
-                    format!("{name}={MASK}")
-                }
+                Some((name, _)) if is_credential_parameter(&redactor, name) => format!("{name}={MASK}"),
                 _ => pair.to_owned(),
             })
             .collect();

@@ -17,6 +17,7 @@ use crate::engine::replay::{Replay, ServiceAnswers};
 use crate::engine::{Engine, Facts, Mode, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
+use crate::model::ModelExchange;
 use crate::normalize::Normalization;
 use crate::normalize::Rules as Normalizing;
 use crate::redact;
@@ -40,20 +41,30 @@ pub(super) async fn run(config: RecordConfig) -> Result<u8, Error> {
     }
 }
 
+/// What a cassette held when a `--mode missing` recording began: its MCP
+/// exchanges and its model exchanges.
+struct Existing {
+    tape: Tape,
+    models: Vec<ModelExchange>,
+}
+
 /// The cassette a recording writes, its directory made, and what it holds
 /// already for `--mode missing`.
 fn open_for_recording(
     cassette: &Path,
     mode: RecordMode,
     rules: &Normalizing,
-) -> Result<(Cassette, Option<Tape>), Error> {
+) -> Result<(Cassette, Option<Existing>), Error> {
     if let Some(dir) = cassette.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
     }
     let cassette = Cassette::open(cassette)?;
     let existing = match mode {
         RecordMode::All => None,
-        RecordMode::Missing => Some(Tape::new(cassette.exchanges_as_text()?, rules)),
+        RecordMode::Missing => Some(Existing {
+            tape: Tape::new(cassette.exchanges_as_text()?, rules),
+            models: cassette.model_exchanges()?,
+        }),
     };
     Ok((cassette, existing))
 }
@@ -73,9 +84,20 @@ pub(super) fn http_recording(
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
         http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
+    let models = upstream
+        .models
+        .iter()
+        .map(|model| {
+            let client =
+                http::upstream::UpstreamClient::new(&model.url, upstream.ca.as_deref(), upstream.timeouts)
+                    .map_err(|e| Error::Config(format!("--model {}: {e}", model.name)))?;
+            Ok((model.name.clone(), client))
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
-    let engine = recording_engine(recorder, Proxy::new(client), existing, rules, matches).with_faults(faults);
+    let link = Proxy::new(client).with_models(models);
+    let engine = recording_engine(recorder, link, existing, rules, matches).with_faults(faults);
     let app = App::new(engine, front_door).redacting_headers(upstream.redact_headers.clone());
     Ok((Arc::new(app), writer))
 }
@@ -86,13 +108,13 @@ pub(super) fn http_recording(
 fn recording_engine<L>(
     recorder: Recorder,
     link: L,
-    existing: Option<Tape>,
+    existing: Option<Existing>,
     rules: Normalizing,
     match_rules: MatchRules,
 ) -> Engine<L> {
     let mode = match existing {
         None => Mode::Record { recorder, link },
-        Some(tape) => Mode::Missing {
+        Some(Existing { tape, models }) => Mode::Missing {
             cassette: Replay::new(
                 tape,
                 ServiceAnswers::default(),
@@ -100,7 +122,8 @@ fn recording_engine<L>(
                 config::OnMiss::Error,
                 config::Pace::Instant,
             )
-            .with_match_rules(match_rules),
+            .with_match_rules(match_rules)
+            .with_models(models),
             recorder,
             link,
         },

@@ -94,7 +94,13 @@ pub(super) fn load_cassettes(
         tracing::info!("{} answer templates fail a share of their calls (errorRate)", carried.len());
     }
     let service = ServiceAnswers::new(loaded.service_answers);
-    let replay = Replay::new(tape, service, rules, on_miss, pace).with_max_age(max_age.map(|age| age.limit));
+    let models = loaded.model_exchanges;
+    if !models.is_empty() {
+        tracing::info!("loaded {} exchanges with the agent's model", models.len());
+    }
+    let replay = Replay::new(tape, service, rules, on_miss, pace)
+        .with_max_age(max_age.map(|age| age.limit))
+        .with_models(models);
     Ok((replay, carried))
 }
 

@@ -163,7 +163,7 @@ impl ServiceFlight {
         };
         let route = self.route;
         let answer = ServiceAnswer { route, upstream, status, content_type: content_type.to_owned(), body };
-        Held { committed: self.recorder.writer.write_service(answer), id: None }
+        Held::stored(self.recorder.writer.write_service(answer))
     }
 }
 
@@ -210,6 +210,14 @@ pub struct Held {
     committed: Commit,
     /// The caller's id (`None` for a service endpoint, which is not JSON-RPC).
     id: Option<RequestId>,
+}
+
+impl Held {
+    /// The commit of an entry that is not JSON-RPC (a service answer, a
+    /// model exchange): no id to answer with.
+    pub(super) fn stored(committed: Commit) -> Held {
+        Held { committed, id: None }
+    }
 }
 
 impl Future for Held {

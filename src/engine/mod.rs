@@ -29,6 +29,7 @@ pub mod inject;
 pub mod ledger;
 pub mod memory;
 pub mod miss;
+pub mod models;
 pub mod nearest;
 pub mod policy;
 pub mod record;
@@ -52,6 +53,7 @@ use ledger::Usage;
 use replay::Replay;
 
 pub use flight::{Arrived, Flight, Flights, Heard, Held, Listener, Said, ServiceFlight, Wait};
+pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
 pub use record::Recorder;
 
@@ -610,6 +612,21 @@ impl<L> Engine<L> {
                 self.say(session, messages);
                 None
             }
+        }
+    }
+
+    /// What to do with a request to the agent's model: replay's answer (a
+    /// recording or a miss); record's forward; `--mode missing` answers
+    /// what the cassette holds and forwards the rest. Fault rules do not
+    /// apply: they name MCP servers and tools.
+    pub fn model(&self, call: &ModelCall) -> ModelStep<'_, L> {
+        match &self.mode {
+            Mode::Replay(replay) => ModelStep::Answer(replay.model(call)),
+            Mode::Record { recorder, link } => ModelStep::Forward { link, flight: recorder.model(call) },
+            Mode::Missing { cassette, recorder, link } => match cassette.model_recorded(call) {
+                Some(reply) => ModelStep::Answer(reply),
+                None => ModelStep::Forward { link, flight: recorder.model(call) },
+            },
         }
     }
 

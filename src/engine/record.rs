@@ -40,6 +40,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::flight::{Arrived, Flight, Listener, Said, ServiceFlight};
 use super::ledger::Ledger;
+use super::models::{ModelCall, ModelFlight};
 use super::{Call, Outcome};
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::jsonrpc::RequestId;
@@ -497,6 +498,11 @@ impl Recorder {
     /// request that carried `credentials`.
     pub fn service(&self, route: ServiceRoute, credentials: Vec<String>) -> ServiceFlight {
         ServiceFlight::new(self.clone(), route, credentials)
+    }
+
+    /// Starts recording a request to the agent's model.
+    pub fn model(&self, call: &ModelCall) -> Box<ModelFlight> {
+        Box::new(ModelFlight::new(self.clone(), call))
     }
 }
 

@@ -38,6 +38,13 @@ impl Daemon {
         Daemon::spawn(command).await
     }
 
+    /// The binary run with `args`, which must make it listen.
+    pub async fn run(args: &[&str]) -> Daemon {
+        let mut command = Command::new(BIN);
+        command.args(args);
+        Daemon::spawn(command).await
+    }
+
     /// The binary recording `upstream` into `cassettes` on a free port.
     pub async fn record(upstream: &str, cassettes: &std::path::Path) -> Daemon {
         let mut command = Command::new(BIN);

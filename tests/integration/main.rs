@@ -14,6 +14,7 @@ mod fidelity;
 mod http_rules;
 mod imports;
 mod limits;
+mod models;
 mod record;
 mod recorded;
 mod resume;

@@ -337,6 +337,7 @@ impl Recorder {
                     ca: options.upstream_ca,
                     timeouts: options.timeouts,
                     redact_headers: options.redact_headers,
+                    models: Vec::new(),
                 },
             },
             cassette: cassette.clone(),

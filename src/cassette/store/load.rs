@@ -1,5 +1,6 @@
 //! Reading cassettes back: which files a set of paths names, and every
-//! exchange and service answer they hold, in recorded order.
+//! exchange, service answer and model exchange they hold, in recorded
+//! order.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,8 +10,8 @@ use rusqlite::Connection;
 use super::Cassette;
 use crate::error::{CassetteError, Error};
 use crate::model::{
-    AnswerTemplate, Aside, Exchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status, StreamShape,
-    TemplateFailure, Text,
+    AnswerTemplate, Aside, Exchange, ModelExchange, Provenance, RecordedMessage, ServiceAnswer, Source,
+    Status, StreamShape, TemplateFailure, Text,
 };
 use crate::util;
 
@@ -44,6 +45,7 @@ pub struct Loaded<J = serde_json::Value> {
     pub exchanges: Vec<Exchange<J>>,
     pub service_answers: Vec<ServiceAnswer>,
     pub templates: Vec<AnswerTemplate>,
+    pub model_exchanges: Vec<ModelExchange>,
 }
 
 /// What one cassette holds, exchanges as stored.
@@ -52,6 +54,7 @@ pub struct Everything {
     pub exchanges: Vec<Exchange<Text>>,
     pub service_answers: Vec<ServiceAnswer>,
     pub templates: Vec<AnswerTemplate>,
+    pub model_exchanges: Vec<ModelExchange>,
 }
 
 /// Everything in `files`, file by file, each in recorded order. Files are
@@ -72,6 +75,7 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
         }
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);
+        loaded.model_exchanges.extend(everything.model_exchanges);
     }
     Ok(loaded)
 }
@@ -88,6 +92,7 @@ pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
         loaded.exchanges.extend(everything.exchanges);
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);
+        loaded.model_exchanges.extend(everything.model_exchanges);
     }
     Ok(loaded)
 }
@@ -349,7 +354,7 @@ fn conversion(error: rusqlite::Error) -> String {
 }
 
 /// A stored HTTP status, if it is one.
-fn status(code: i64) -> Result<Status, String> {
+pub(super) fn status(code: i64) -> Result<Status, String> {
     u16::try_from(code).ok().and_then(Status::new).ok_or_else(|| format!("bad status {code}"))
 }
 

@@ -2,7 +2,8 @@
 //! (schema in `migrations/`). This module owns opening and migrating a file
 //! and writing finished exchanges (the writer thread commits what queued up
 //! while it was busy in one transaction); [`load`] reads
-//! cassettes back for replay. It speaks SQLite and the domain types of
+//! cassettes back for replay, and `models` writes and reads the agent's
+//! model exchanges. It speaks SQLite and the domain types of
 //! `model`, nothing else: no protocol, no HTTP.
 //!
 //! ## Compatibility
@@ -24,6 +25,7 @@
 //! the last commits).
 
 mod load;
+mod models;
 mod writer;
 
 use std::collections::HashMap;
@@ -36,7 +38,9 @@ pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
-use crate::model::{AnswerTemplate, Aside, Exchange, MatchKey, ServiceAnswer, Text, canonical_json};
+use crate::model::{
+    AnswerTemplate, Aside, Exchange, MatchKey, ModelExchange, ServiceAnswer, Text, canonical_json,
+};
 
 /// What [`Cassette::remove`] did: each row removed, and each row kept
 /// because it no longer holds what it was asked to remove (with what it
@@ -50,7 +54,7 @@ pub struct Removed {
 
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 9] = [
+const MIGRATIONS: [&str; 10] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
@@ -60,6 +64,7 @@ const MIGRATIONS: [&str; 9] = [
     include_str!("../../../migrations/0007_stream_shape.sql"),
     include_str!("../../../migrations/0008_messages_as_sent.sql"),
     include_str!("../../../migrations/0009_asides_in_flight.sql"),
+    include_str!("../../../migrations/0010_model_exchanges.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -314,6 +319,19 @@ impl Cassette {
         if self.version < 2 { Ok(Vec::new()) } else { load::read_service_answers(&self.conn) }
     }
 
+    /// Every model exchange in the cassette, in recorded order.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure, or a row that does not hold a valid exchange.
+    pub fn model_exchanges(&self) -> Result<Vec<ModelExchange>, Error> {
+        self.read_model_exchanges().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    }
+
+    fn read_model_exchanges(&self) -> Result<Vec<ModelExchange>, CassetteError> {
+        if self.version < models::SINCE { Ok(Vec::new()) } else { models::read(&self.conn) }
+    }
+
     /// Every answer template, by server and tool.
     ///
     /// # Errors
@@ -342,6 +360,7 @@ impl Cassette {
                 exchanges: load::read_all(&snapshot, &self.path, self.version)?,
                 service_answers: self.read_service_answers()?,
                 templates: self.read_templates()?,
+                model_exchanges: self.read_model_exchanges()?,
             };
             snapshot.finish()?;
             Ok(everything)
@@ -595,6 +614,7 @@ impl Cassette {
                         None => Err(rusqlite::Error::QueryReturnedNoRows),
                     },
                     Entry::Service(answer) => insert_service_row(&tx, answer).map(|()| None),
+                    Entry::Model(exchange) => models::insert(&tx, exchange).map(|()| None),
                 };
                 match inserted {
                     Ok(next) => run_cached(&tx, "RELEASE entry").map(|()| next),
@@ -657,6 +677,15 @@ impl Importing<'_> {
         insert_service_row(&self.tx, answer).map_err(|e| self.failed(e))
     }
 
+    /// Adds a model exchange.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn model(&mut self, exchange: &ModelExchange) -> Result<(), Error> {
+        models::insert(&self.tx, exchange).map_err(|e| self.failed(e))
+    }
+
     /// Adds an answer template, replacing one for the same server and tool.
     ///
     /// # Errors
@@ -705,6 +734,7 @@ pub enum Entry {
     /// that exchange was stored already.
     Asides(Tag, Vec<Aside>),
     Service(Box<ServiceAnswer>),
+    Model(Box<ModelExchange>),
 }
 
 /// The same SQLite error again (one failure reported for each entry it failed).

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
+use super::models::{ModelCall, ModelReply, ModelTape};
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Subscriptions};
 use super::sessions::Sessions;
@@ -38,7 +39,7 @@ use crate::jsonrpc;
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::model::{Direction, Era, MatchKey, StreamShape, written};
+use crate::model::{Direction, Era, MatchKey, ModelExchange, StreamShape, written};
 use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, printable};
 
@@ -69,6 +70,8 @@ pub enum Unrecorded {
 pub struct Replay {
     tape: Tape,
     service: ServiceAnswers,
+    /// The agent's model exchanges.
+    models: ModelTape,
     rules: Rules,
     /// The match rules (`mcp-tape.toml`) with what they need of the tape.
     by_rule: RuleIndex,
@@ -99,6 +102,7 @@ impl Replay {
         Replay {
             tape,
             service,
+            models: ModelTape::default(),
             rules,
             by_rule: RuleIndex::default(),
             on_miss,
@@ -133,8 +137,28 @@ impl Replay {
         Replay { by_rule, ..self }
     }
 
+    /// The same engine answering requests to the agent's model from `models`.
+    pub fn with_models(self, models: Vec<ModelExchange>) -> Replay {
+        let models = ModelTape::new(models, &self.rules);
+        Replay { models, ..self }
+    }
+
     pub fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// The answer to a request to the agent's model: a recording, or a miss.
+    pub fn model(&self, call: &ModelCall) -> ModelReply {
+        self.models.answer(call, &self.rules, self.pace, &self.ledger)
+    }
+
+    /// The recording that answers a request to the agent's model, if one
+    /// does (record `--mode missing`).
+    pub fn model_recorded(&self, call: &ModelCall) -> Option<ModelReply> {
+        if self.models.is_empty() {
+            return None;
+        }
+        self.models.recorded(call, &self.rules, self.pace, &self.ledger)
     }
 
     /// What this engine was asked and how it answered, so far.

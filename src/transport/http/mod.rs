@@ -10,6 +10,7 @@
 
 mod arrival;
 mod frame;
+mod models;
 mod proxy;
 mod resume;
 pub mod server;
@@ -298,6 +299,11 @@ fn dispatch(
         }
         // The futures of the rarer doors are boxed: a future is as large as its largest
         // branch, and a replayed POST's is moved whole as hyper takes it.
+        if let Some((name, rest)) = models::route(parts.uri.path()) {
+            let (name, rest) = (name.to_owned(), rest.to_owned());
+            return Box::pin(models::model(Request::from_parts(parts, body), &name, &rest, app, logged))
+                .await;
+        }
         if let Some(route) = agent365::route(parts.method.as_str(), parts.uri.path()) {
             return Box::pin(service(Request::from_parts(parts, body), route, app, logged)).await;
         }

@@ -59,6 +59,8 @@ const BUDGET_UNIT: usize = 1024;
 /// The upstream link, shared by every connection.
 pub struct Proxy {
     upstream: UpstreamClient,
+    /// The agent's models (`--model NAME=URL`), by name.
+    models: Vec<(String, UpstreamClient)>,
     budget: Arc<Semaphore>,
     parked: Arc<Parking>,
 }
@@ -66,7 +68,12 @@ pub struct Proxy {
 impl Proxy {
     pub fn new(upstream: UpstreamClient) -> Proxy {
         let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
-        Proxy { upstream, budget, parked: Arc::default() }
+        Proxy { upstream, models: Vec::new(), budget, parked: Arc::default() }
+    }
+
+    /// The same link, reaching the agent's models too: `(NAME, client)`.
+    pub fn with_models(self, models: Vec<(String, UpstreamClient)>) -> Proxy {
+        Proxy { models, ..self }
     }
 
     /// The recorded stream the upstream closed early in `session` after
@@ -236,46 +243,56 @@ impl Proxy {
         Ok(Response::from_parts(relay_head(head), relay.boxed()))
     }
 
-    /// An answer that could not be read whole: it broke off (logged), or
-    /// would have passed the budget of answers in flight.
+    /// An answer that could not be read whole, as the fault it is.
     fn unread(&self, unread: Unread) -> Fault {
-        match unread {
-            Unread::Broken(why) => {
-                tracing::warn!("{why}");
-                Fault::Upstream(UpstreamFailure::Answer { upstream: self.upstream.shown().to_owned(), why })
-            }
-            Unread::OverBudget => {
-                tracing::warn!(
-                    "an answer would take the answers held at once past {MAX_ANSWERS_IN_FLIGHT_BYTES} bytes; \
-                     refused with 503"
-                );
-                Fault::Busy { limit: MAX_ANSWERS_IN_FLIGHT_BYTES }
-            }
-        }
+        unread.fault(&self.upstream)
+    }
+
+    /// The client of the agent's model `name` (`--model NAME=URL`).
+    pub(super) fn model(&self, name: &str) -> Option<&UpstreamClient> {
+        self.models.iter().find(|(known, _)| known == name).map(|(_, client)| client)
+    }
+
+    /// The budget of answers held at once.
+    pub(super) fn budget(&self) -> &Arc<Semaphore> {
+        &self.budget
     }
 
     /// Sends the request upstream.
     async fn forward(&self, parts: &Parts, body: Bytes) -> Result<Response<Incoming>, RequestError> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let uri = self.upstream.uri_for(path).map_err(Fault::Upstream)?;
-        let mut request = Request::new(Full::new(body));
-        *request.method_mut() = parts.method.clone();
-        *request.uri_mut() = uri;
-        *request.headers_mut() = upstream::forwardable(&parts.headers);
-        // A compressed answer could be neither stored nor rewritten: ask for
-        // it plain (every client takes identity; the client's own wish for
-        // gzip is about transfer size on loopback, not meaning).
-        request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-        let response = self.upstream.send(request).await.map_err(|why| {
-            tracing::warn!("{why}");
-            RequestError::from(Fault::Upstream(why))
-        })?;
-        if let Some(redirect) = self.upstream.redirect(path, &response) {
-            tracing::warn!("{redirect}");
-            return Err(Fault::Upstream(redirect).into());
-        }
-        Ok(response)
+        send_to(&self.upstream, path, uri, parts, body).await
     }
+}
+
+/// Sends the request (`path` as the client asked for it) to `uri` through
+/// `client`: hop-by-hop headers left out, an answer asked for uncompressed,
+/// a redirect refused.
+pub(super) async fn send_to(
+    client: &UpstreamClient,
+    path: &str,
+    uri: hyper::Uri,
+    parts: &Parts,
+    body: Bytes,
+) -> Result<Response<Incoming>, RequestError> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = parts.method.clone();
+    *request.uri_mut() = uri;
+    *request.headers_mut() = upstream::forwardable(&parts.headers);
+    // A compressed answer could be neither stored nor rewritten: ask for
+    // it plain (every client takes identity; the client's own wish for
+    // gzip is about transfer size on loopback, not meaning).
+    request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
+    let response = client.send(request).await.map_err(|why| {
+        tracing::warn!("{why}");
+        RequestError::from(Fault::Upstream(why))
+    })?;
+    if let Some(redirect) = client.redirect(path, &response) {
+        tracing::warn!("{redirect}");
+        return Err(Fault::Upstream(redirect).into());
+    }
+    Ok(response)
 }
 
 /// The SSE side of a flight: the parser that finds each event in the
@@ -580,11 +597,32 @@ fn arrival_of<B>(response: &Response<B>) -> Option<Arc<Arrival>> {
 
 /// Why an answer was not read whole.
 #[derive(Debug)]
-enum Unread {
+pub(super) enum Unread {
     /// It broke off, stalled, or is larger than [`MAX_JSON_ANSWER_BYTES`].
     Broken(String),
     /// Holding it would pass [`MAX_ANSWERS_IN_FLIGHT_BYTES`].
     OverBudget,
+}
+
+impl Unread {
+    /// The fault an answer of `upstream` that could not be read whole is:
+    /// it broke off (logged), or would have passed the budget of answers in
+    /// flight.
+    pub(super) fn fault(self, upstream: &UpstreamClient) -> Fault {
+        match self {
+            Unread::Broken(why) => {
+                tracing::warn!("{why}");
+                Fault::Upstream(UpstreamFailure::Answer { upstream: upstream.shown().to_owned(), why })
+            }
+            Unread::OverBudget => {
+                tracing::warn!(
+                    "an answer would take the answers held at once past {MAX_ANSWERS_IN_FLIGHT_BYTES} bytes; \
+                     refused with 503"
+                );
+                Fault::Busy { limit: MAX_ANSWERS_IN_FLIGHT_BYTES }
+            }
+        }
+    }
 }
 
 /// Widens `share` to cover `bytes` from `budget`; false when the budget has
@@ -612,7 +650,7 @@ fn cover(budget: &Arc<Semaphore>, share: &mut Option<OwnedSemaphorePermit>, byte
 /// to it, not beyond). Every byte of the buffer's capacity is first taken
 /// from `budget`; the share comes back with the bytes, to be held until
 /// they are sent.
-async fn read_whole(
+pub(super) async fn read_whole(
     mut body: Incoming,
     idle: Duration,
     budget: &Arc<Semaphore>,
@@ -656,12 +694,12 @@ async fn read_whole(
 
 /// A whole body that keeps its share of the budget until it is sent (or
 /// the client goes away).
-fn held(bytes: Bytes, share: Option<OwnedSemaphorePermit>) -> Body {
+pub(super) fn held(bytes: Bytes, share: Option<OwnedSemaphorePermit>) -> Body {
     frame::Holding::new(Full::new(bytes), share).boxed()
 }
 
 /// The upstream's answer head as relayed: hop-by-hop headers dropped.
-fn relay_head(mut head: hyper::http::response::Parts) -> hyper::http::response::Parts {
+pub(super) fn relay_head(mut head: hyper::http::response::Parts) -> hyper::http::response::Parts {
     head.headers = upstream::forwardable(&head.headers);
     head
 }

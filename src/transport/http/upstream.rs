@@ -186,6 +186,21 @@ impl UpstreamClient {
             .map_err(|e| bad(format!("{e}")))
     }
 
+    /// The upstream URI for `rest_and_query` under the upstream URL: its
+    /// path always after the URL's (a model's base URL), built from parts
+    /// as [`UpstreamClient::uri_for`] builds its own.
+    pub fn uri_under(&self, rest_and_query: &str) -> Result<Uri, UpstreamFailure> {
+        if !rest_and_query.starts_with('/') {
+            return Err(UpstreamFailure::Address(format!("{rest_and_query:?} is not a path")));
+        }
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(format!("{}{rest_and_query}", self.prefix))
+            .build()
+            .map_err(|e| UpstreamFailure::Address(format!("{e}")))
+    }
+
     /// The failure an answer to `path` is when it is a redirect: where it
     /// pointed, and the `--upstream` URL that reaches that place directly.
     pub fn redirect<B>(&self, path: &str, response: &Response<B>) -> Option<UpstreamFailure> {

@@ -1,0 +1,84 @@
+//! The agent's model on the cassette: its exchanges written and read back
+//! (schema 10), a streamed answer's events in their own rows.
+
+use rusqlite::{Connection, params};
+
+use super::load::status;
+use crate::error::CassetteError;
+use crate::model::{ModelAnswer, ModelEvent, ModelExchange};
+
+/// Model exchanges arrived with schema 10.
+pub(super) const SINCE: i64 = 10;
+
+/// Inserts `exchange` and its events through `conn` (inside a transaction
+/// the caller owns).
+pub(super) fn insert(conn: &Connection, exchange: &ModelExchange) -> rusqlite::Result<()> {
+    let body = match &exchange.answer {
+        ModelAnswer::Whole(body) => Some(body.as_str()),
+        ModelAnswer::Events(_) => None,
+    };
+    conn.prepare_cached(
+        "INSERT INTO model_exchange (model, method, target, request, status, content_type, body, recorded_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        exchange.model,
+        exchange.method,
+        exchange.target,
+        exchange.request,
+        exchange.status.as_u16(),
+        exchange.content_type,
+        body,
+        exchange.recorded_at,
+    ])?;
+    let ModelAnswer::Events(events) = &exchange.answer else { return Ok(()) };
+    let id = conn.last_insert_rowid();
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO model_event (exchange_id, seq, offset_ms, event) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (seq, event) in (0_i64..).zip(events) {
+        insert.execute(params![id, seq, i64::try_from(event.offset_ms).unwrap_or(i64::MAX), event.text])?;
+    }
+    Ok(())
+}
+
+/// Every model exchange `conn` holds, in recorded order.
+pub(super) fn read(conn: &Connection) -> Result<Vec<ModelExchange>, CassetteError> {
+    let mut select = conn.prepare(
+        "SELECT id, model, method, target, request, status, content_type, body, recorded_at \
+         FROM model_exchange ORDER BY id",
+    )?;
+    let mut events =
+        conn.prepare("SELECT offset_ms, event FROM model_event WHERE exchange_id = ?1 ORDER BY seq")?;
+    let mut rows = select.query([])?;
+    let mut exchanges = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let body: Option<String> = row.get(7)?;
+        let answer = match body {
+            Some(body) => ModelAnswer::Whole(body),
+            None => ModelAnswer::Events(
+                events
+                    .query_map(params![id], |event| {
+                        let offset_ms: i64 = event.get(0)?;
+                        Ok(ModelEvent {
+                            offset_ms: u64::try_from(offset_ms).unwrap_or(0),
+                            text: event.get(1)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<_>>()?,
+            ),
+        };
+        exchanges.push(ModelExchange {
+            model: row.get(1)?,
+            method: row.get(2)?,
+            target: row.get(3)?,
+            request: row.get(4)?,
+            status: status(row.get(5)?).map_err(|why| CassetteError::Damaged { id, why })?,
+            content_type: row.get(6)?,
+            answer,
+            recorded_at: row.get(8)?,
+        });
+    }
+    Ok(exchanges)
+}

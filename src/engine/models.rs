@@ -1,0 +1,437 @@
+//! The agent's model on the tape (`--model NAME=URL`): what the engine
+//! does with a request to the tape's `/model/NAME/...`, as plain data like
+//! an MCP call. The front door reads the request into a [`ModelCall`];
+//! replay answers it from the cassettes' model exchanges ([`ModelTape`]:
+//! method, target and body compared, headers never; a request made again
+//! gets the next recording of it), or with a miss in the API's own error
+//! shape, status 400, which no SDK retries; record forwards it and stores
+//! what came back ([`ModelFlight`]). No vendor's API is parsed: a streamed
+//! answer is its events as written.
+
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::ledger::CaseKey;
+use super::miss::{Miss, Nearest};
+use super::{Held, Outcome, Recorder};
+use crate::config::Pace;
+use crate::limits::MAX_SHOWN_BYTES;
+use crate::model::{ModelAnswer, ModelExchange, Status, canonical_json, written};
+use crate::normalize::{self, Rules};
+use crate::redact;
+use crate::util::{FastMap, lock, printable};
+
+/// The status of a request the cassettes do not answer: a client error no
+/// SDK retries (unlike 408, 409, 429 and 5xx).
+pub const MISS_STATUS: Status = Status::BAD_REQUEST;
+
+/// One request to the agent's model, as the front door read it.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelCall<'a> {
+    /// The `NAME` of `/model/NAME`.
+    pub model: &'a str,
+    pub method: &'a str,
+    /// The path after `/model/NAME` (`/` for none), with its query, the
+    /// query's credentials left out.
+    pub target: &'a str,
+    /// The request body as the client wrote it.
+    pub body: &'a str,
+    /// Credentials the request carried (headers, query): never stored.
+    pub credentials: &'a [String],
+}
+
+impl ModelCall<'_> {
+    /// The ledger's case: server `model NAME`, method `METHOD PATH`.
+    fn case(&self) -> CaseKey {
+        case_of(self.model, self.method, self.target)
+    }
+}
+
+/// What the engine makes of a [`ModelCall`].
+pub enum ModelStep<'e, L> {
+    /// Replay's answer: a recording, or a miss.
+    Answer(ModelReply),
+    /// Forward it through `link`; what comes back goes to `flight`.
+    Forward { link: &'e L, flight: Box<ModelFlight> },
+}
+
+/// A model's answer before HTTP framing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelReply {
+    /// [`Outcome::Hit`] or [`Outcome::Miss`].
+    pub outcome: Outcome,
+    pub status: Status,
+    pub content_type: String,
+    pub answer: ModelAnswer,
+    /// How a stream's events are spaced.
+    pub pace: Pace,
+}
+
+/// The model exchanges of the cassettes, by what replay compares of a
+/// request.
+#[derive(Debug, Default)]
+pub struct ModelTape {
+    recordings: Vec<ModelExchange>,
+    /// Recordings (indexes into `recordings`, in recorded order) by
+    /// [`compared`] form.
+    by_request: FastMap<String, Vec<usize>>,
+    /// How many recordings of each compared form have answered.
+    used: Mutex<FastMap<String, usize>>,
+}
+
+impl ModelTape {
+    pub fn new(recordings: Vec<ModelExchange>, rules: &Rules) -> ModelTape {
+        let mut by_request: FastMap<String, Vec<usize>> = FastMap::default();
+        for (at, recording) in recordings.iter().enumerate() {
+            let form =
+                compared(rules, &recording.model, &recording.method, &recording.target, &recording.request);
+            by_request.entry(form).or_default().push(at);
+        }
+        ModelTape { recordings, by_request, used: Mutex::default() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.recordings.is_empty()
+    }
+
+    /// The recording that answers `call`: the next of those of the same
+    /// request in recorded order, the last again once all have answered.
+    fn find(&self, call: &ModelCall, rules: &Rules) -> Option<&ModelExchange> {
+        let form = compared(rules, call.model, call.method, call.target, call.body);
+        let recordings = self.by_request.get(&form)?;
+        let mut used = lock(&self.used);
+        let count = used.entry(form).or_default();
+        let at = recordings[(*count).min(recordings.len() - 1)];
+        *count += 1;
+        Some(&self.recordings[at])
+    }
+
+    /// Why nothing answers `call`: the nearest recordings of the same
+    /// model, method and target and where each differs.
+    fn miss(&self, call: &ModelCall, rules: &Rules) -> Miss {
+        let requested = body_value(rules, call.body);
+        let case = call.case();
+        let same_model: Vec<&ModelExchange> =
+            self.recordings.iter().filter(|r| r.model == call.model).collect();
+        let same_target: Vec<&ModelExchange> = same_model
+            .iter()
+            .copied()
+            .filter(|r| r.method == call.method && r.target == call.target)
+            .collect();
+        let mut nearest: Vec<Nearest> = same_target
+            .iter()
+            .map(|recording| {
+                let recorded = body_value(rules, &recording.request);
+                let (differences, differing) = normalize::first_differences(&recorded, &requested, 32);
+                let params = normalize::clipped(&recorded, MAX_SHOWN_BYTES);
+                Nearest { params, differences, differing }
+            })
+            .collect();
+        nearest.sort_by_key(|n| n.differing);
+        nearest.dedup_by(|a, b| a.params == b.params);
+        nearest.truncate(3);
+        let asked = format!("{} {}", printable(call.method), printable(&redact::url_for_log(call.target)));
+        let model = printable(call.model);
+        let message = match (nearest.first(), same_model.first()) {
+            (Some(near), _) => format!(
+                "mcp-tape: no recording of model {model} answers this {asked}; the nearest differs at {}",
+                normalize::describe(&near.differences)
+            ),
+            (None, Some(other)) => format!(
+                "mcp-tape: no recording of model {model} answers {asked}: it was recorded for {} {} only",
+                printable(&other.method),
+                printable(&redact::url_for_log(&other.target))
+            ),
+            (None, None) => {
+                format!("mcp-tape: the cassettes hold no exchange with model {model} (asked: {asked})")
+            }
+        };
+        Miss::new(message, &case.server, &case.method, &requested).with_nearest(nearest)
+    }
+
+    /// Replay's answer to `call`, counted on `ledger`'s case for it.
+    pub fn answer(
+        &self,
+        call: &ModelCall,
+        rules: &Rules,
+        pace: Pace,
+        ledger: &super::ledger::Ledger,
+    ) -> ModelReply {
+        let case = call.case();
+        let reply = match self.find(call, rules) {
+            Some(recorded) => ModelReply {
+                outcome: Outcome::Hit,
+                status: recorded.status,
+                content_type: recorded.content_type.clone(),
+                answer: recorded.answer.clone(),
+                pace,
+            },
+            None => {
+                let miss = self.miss(call, rules);
+                tracing::warn!("{}", miss.message);
+                ledger.missed(&case, &miss);
+                ModelReply {
+                    outcome: Outcome::Miss,
+                    status: MISS_STATUS,
+                    content_type: "application/json".into(),
+                    answer: ModelAnswer::Whole(error_body(call.target, &miss.message)),
+                    pace,
+                }
+            }
+        };
+        ledger.note(&case.server, &case.method, None, reply.outcome, None);
+        reply
+    }
+
+    /// The recording that answers `call`, if one does (record
+    /// `--mode missing`), counted on `ledger`.
+    pub fn recorded(
+        &self,
+        call: &ModelCall,
+        rules: &Rules,
+        pace: Pace,
+        ledger: &super::ledger::Ledger,
+    ) -> Option<ModelReply> {
+        let recorded = self.find(call, rules)?;
+        let case = call.case();
+        ledger.note(&case.server, &case.method, None, Outcome::Cassette, None);
+        Some(ModelReply {
+            outcome: Outcome::Cassette,
+            status: recorded.status,
+            content_type: recorded.content_type.clone(),
+            answer: recorded.answer.clone(),
+            pace,
+        })
+    }
+}
+
+/// The recording of one model exchange, as its answer comes back.
+pub struct ModelFlight {
+    recorder: Recorder,
+    exchange: ModelExchange,
+    credentials: Vec<String>,
+    started: Instant,
+}
+
+impl ModelFlight {
+    /// Starts recording `call`.
+    pub(super) fn new(recorder: Recorder, call: &ModelCall) -> ModelFlight {
+        let exchange = ModelExchange {
+            model: call.model.to_owned(),
+            method: call.method.to_owned(),
+            target: call.target.to_owned(),
+            request: call.body.to_owned(),
+            status: Status::OK,
+            content_type: String::new(),
+            answer: ModelAnswer::Whole(String::new()),
+            recorded_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .ok()
+                .and_then(|d| i64::try_from(d.as_secs()).ok()),
+        };
+        ModelFlight { recorder, exchange, credentials: call.credentials.to_vec(), started: Instant::now() }
+    }
+
+    /// The `NAME` of the model it goes to.
+    pub fn model(&self) -> &str {
+        &self.exchange.model
+    }
+
+    /// When the request was forwarded: a streamed event's offset counts from here.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// Stores the exchange with its answer (counted as forwarded on the
+    /// recorder's ledger), the request's credentials scrubbed from both
+    /// bodies and sensitive JSON keys redacted; the front door ends the
+    /// answer once the held commit resolves.
+    pub fn complete(self, status: Status, content_type: &str, answer: ModelAnswer) -> Held {
+        let ModelFlight { recorder, mut exchange, credentials, .. } = self;
+        let case = case_of(&exchange.model, &exchange.method, &exchange.target);
+        recorder.ledger().note(&case.server, &case.method, None, Outcome::Forwarded, None);
+        let clean = |text: &str| scrubbed(&recorder.rules, text, &credentials);
+        exchange.request = clean(&exchange.request);
+        exchange.answer = match answer {
+            ModelAnswer::Whole(body) => ModelAnswer::Whole(clean(&body)),
+            ModelAnswer::Events(mut events) => {
+                for event in &mut events {
+                    event.text = redact::scrub_str(&event.text, &credentials);
+                }
+                ModelAnswer::Events(events)
+            }
+        };
+        exchange.status = status;
+        content_type.clone_into(&mut exchange.content_type);
+        Held::stored(recorder.writer.write_model(exchange))
+    }
+}
+
+/// `text` as stored: as written, with sensitive JSON keys redacted (when
+/// it is JSON) and `credentials` scrubbed.
+fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
+    match serde_json::from_str::<Value>(text) {
+        Ok(mut json) => {
+            let before = json.clone();
+            rules.redact(&mut json);
+            redact::scrub(&mut json, credentials);
+            if json == before { text.to_owned() } else { written::rewrite(text, &json) }
+        }
+        Err(_) => redact::scrub_str(text, credentials),
+    }
+}
+
+/// A body as compared: its JSON with sensitive keys redacted (as record
+/// stored it), else its text.
+fn body_value(rules: &Rules, body: &str) -> Value {
+    match serde_json::from_str::<Value>(body) {
+        Ok(mut json) => {
+            rules.redact(&mut json);
+            json
+        }
+        Err(_) => Value::String(body.to_owned()),
+    }
+}
+
+/// What replay compares of a request: model, method, target and the body
+/// as canonical JSON (as text when it is not JSON).
+fn compared(rules: &Rules, model: &str, method: &str, target: &str, body: &str) -> String {
+    let body = match body_value(rules, body) {
+        Value::String(text) if serde_json::from_str::<Value>(body).is_err() => text,
+        json => canonical_json(&json),
+    };
+    format!("{model}\n{method}\n{target}\n{body}")
+}
+
+/// The ledger's case of a request to a model: server `model NAME`, method
+/// `METHOD PATH`.
+fn case_of(model: &str, method: &str, target: &str) -> CaseKey {
+    CaseKey::named(&format!("model {model}"), &format!("{method} {}", path(target)), None)
+}
+
+/// A target's path, without its query.
+fn path(target: &str) -> &str {
+    target.split_once('?').map_or(target, |(path, _)| path)
+}
+
+/// A miss as the API says an error: Anthropic's shape on its Messages
+/// path, else OpenAI's (which Azure OpenAI and most compatible servers
+/// share).
+fn error_body(target: &str, message: &str) -> String {
+    let body = if path(target).ends_with("/messages") {
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+    } else {
+        json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "mcp_tape_miss"}})
+    };
+    body.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ledger::Ledger;
+    use crate::normalize::Normalization;
+
+    fn recording(target: &str, request: &str, body: &str) -> ModelExchange {
+        ModelExchange {
+            model: "openai".into(),
+            method: "POST".into(),
+            target: target.into(),
+            request: request.into(),
+            status: Status::OK,
+            content_type: "application/json".into(),
+            answer: ModelAnswer::Whole(body.into()),
+            recorded_at: None,
+        }
+    }
+
+    fn call<'a>(target: &'a str, body: &'a str) -> ModelCall<'a> {
+        ModelCall { model: "openai", method: "POST", target, body, credentials: &[] }
+    }
+
+    fn rules() -> Rules {
+        Rules::new(&Normalization::default()).unwrap()
+    }
+
+    fn whole(reply: &ModelReply) -> &str {
+        match &reply.answer {
+            ModelAnswer::Whole(body) => body,
+            ModelAnswer::Events(_) => panic!("a stream"),
+        }
+    }
+
+    /// Key order and spacing do not matter; a request made again gets the
+    /// next recording, then the last again.
+    #[test]
+    fn a_request_is_answered_by_its_recordings_in_order() {
+        let rules = rules();
+        let tape = ModelTape::new(
+            vec![
+                recording("/chat/completions", r#"{"model":"m","n":1}"#, "first"),
+                recording("/chat/completions", r#"{"model":"m","n":2}"#, "other"),
+                recording("/chat/completions", r#"{"model":"m","n":1}"#, "second"),
+            ],
+            &rules,
+        );
+        let ledger = Ledger::default();
+        let answers: Vec<String> = (0..3)
+            .map(|_| {
+                let reply = tape.answer(
+                    &call("/chat/completions", r#"{ "n": 1, "model": "m" }"#),
+                    &rules,
+                    Pace::Instant,
+                    &ledger,
+                );
+                assert_eq!(reply.outcome, Outcome::Hit);
+                whole(&reply).to_owned()
+            })
+            .collect();
+        assert_eq!(answers, ["first", "second", "second"]);
+    }
+
+    /// A miss is a 400 in the API's error shape naming the differing
+    /// pointer and both values, and the ledger keeps it.
+    #[test]
+    fn a_miss_names_the_pointer_in_the_apis_own_error_shape() {
+        let rules = rules();
+        let recorded = r#"{"messages":[{"role":"system","content":"Be brief."}]}"#;
+        let tape = ModelTape::new(
+            vec![recording("/chat/completions", recorded, "{}"), recording("/v1/messages", recorded, "{}")],
+            &rules,
+        );
+        let ledger = Ledger::default();
+        let asked = r#"{"messages":[{"role":"system","content":"Be long."}]}"#;
+        let openai = tape.answer(&call("/chat/completions", asked), &rules, Pace::Instant, &ledger);
+        assert_eq!((openai.outcome, openai.status.as_u16()), (Outcome::Miss, 400));
+        let error: Value = serde_json::from_str(whole(&openai)).unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(r#"/messages/0/content (recorded "Be brief.", requested "Be long.")"#),
+            "{message}"
+        );
+        assert_eq!(error["error"]["type"], "invalid_request_error");
+        let anthropic = tape.answer(&call("/v1/messages", asked), &rules, Pace::Instant, &ledger);
+        let error: Value = serde_json::from_str(whole(&anthropic)).unwrap();
+        assert_eq!(error["type"], "error");
+        assert!(error["error"]["message"].as_str().unwrap().contains("/messages/0/content"));
+        let usage = ledger.usage();
+        assert_eq!(usage.misses(), 2);
+        let case = usage.cases.keys().next().unwrap();
+        assert_eq!((case.server.as_str(), case.method.as_str()), ("model openai", "POST /chat/completions"));
+    }
+
+    /// Another target, or a model nothing was recorded for, is said so.
+    #[test]
+    fn a_miss_says_what_was_recorded_instead() {
+        let rules = rules();
+        let tape = ModelTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules);
+        let ledger = Ledger::default();
+        let reply = tape.answer(&call("/responses", "{}"), &rules, Pace::Instant, &ledger);
+        assert!(whole(&reply).contains("recorded for POST /chat/completions only"), "{}", whole(&reply));
+        let other = ModelCall { model: "anthropic", ..call("/v1/messages", "{}") };
+        let reply = tape.answer(&other, &rules, Pace::Instant, &ledger);
+        assert!(whole(&reply).contains("no exchange with model anthropic"), "{}", whole(&reply));
+    }
+}

@@ -1,0 +1,327 @@
+//! The agent's model on the tape: the tape's `/model/NAME/<rest>?<query>`
+//! stands for `URL/<rest>?<query>` of `--model NAME=URL`. The door reads
+//! the request into a [`ModelCall`] (the query's credentials left out of
+//! its target, the header ones named, neither ever stored) and frames the
+//! engine's answer: a whole body, or a stream's events, all at once or
+//! spaced as recorded (`--pace`). Recording, the link forwards the request
+//! as the client wrote it (body byte for byte; headers, credentials
+//! included, to the model's server only) and relays the answer: a whole
+//! one once it is stored, a stream as it arrives, its end once it is
+//! stored.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Body as HttpBody, Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Request, Response, StatusCode};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::proxy::{held, read_whole, relay_head, send_to};
+use super::upstream::UpstreamClient;
+use super::{App, Body, Logged, RequestBody, credentials, frame, read_body, status};
+use crate::config::Pace;
+use crate::engine::{ModelCall, ModelFlight, ModelReply, ModelStep, Outcome};
+use crate::error::RequestError;
+use crate::jsonrpc;
+use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
+use crate::model::{ModelAnswer, ModelEvent, Status};
+use crate::redact;
+use crate::sse;
+use crate::util::printable;
+
+/// Where the tape's model routes begin.
+const PREFIX: &str = "/model/";
+
+/// Events a relayed or paced stream holds for a slow client at most.
+const EVENTS_WAITING: usize = 64;
+
+/// The `NAME` and the rest (`/` for none) of a path to the tape's
+/// `/model/NAME[/rest]`.
+pub(super) fn route(path: &str) -> Option<(&str, &str)> {
+    let after = path.strip_prefix(PREFIX)?;
+    let (name, rest) = after.find('/').map_or((after, "/"), |at| after.split_at(at));
+    (!name.is_empty()).then_some((name, rest))
+}
+
+/// A request to the agent's model `name`: replay's answer, or recording's
+/// forward.
+pub(super) async fn model(
+    request: Request<impl RequestBody>,
+    name: &str,
+    rest: &str,
+    app: &App,
+    logged: &mut Logged,
+) -> Result<Response<Body>, RequestError> {
+    let (parts, body) = request.into_parts();
+    logged.mcp_method = jsonrpc::Method::Owned(format!("{} {rest}", parts.method));
+    let body = read_body(body, app.front_door.idle_timeout).await?;
+    let (kept, mut secrets) = redact::query_without_credentials(parts.uri.query().unwrap_or_default());
+    let target = if kept.is_empty() { rest.to_owned() } else { format!("{rest}?{kept}") };
+    secrets.extend(credentials(&parts.headers, &app.redact_headers));
+    let text = String::from_utf8_lossy(&body);
+    let call = ModelCall {
+        model: name,
+        method: parts.method.as_str(),
+        target: &target,
+        body: &text,
+        credentials: &secrets,
+    };
+    match app.engine.model(&call) {
+        ModelStep::Answer(reply) => {
+            logged.outcome = reply.outcome;
+            Ok(answer(reply))
+        }
+        ModelStep::Forward { link, flight } => {
+            let Some(upstream) = link.model(name) else {
+                logged.outcome = Outcome::Rejected;
+                let message = format!(
+                    "mcp-tape: no model is named {}: give record --model {}=URL for the API this client \
+                     had as its base URL",
+                    printable(name),
+                    printable(name)
+                );
+                return Ok(api_error(StatusCode::NOT_FOUND, &message));
+            };
+            let rest_and_query = match parts.uri.query() {
+                Some(query) => format!("{rest}?{query}"),
+                None => rest.to_owned(),
+            };
+            forward(upstream, link.budget(), &parts, &rest_and_query, body, flight, &mut logged.outcome).await
+        }
+    }
+}
+
+/// Replay's answer framed: its status and content type, a whole body or
+/// the stream's events.
+fn answer(reply: ModelReply) -> Response<Body> {
+    let body = match reply.answer {
+        ModelAnswer::Whole(text) => frame::full(Bytes::from(text)),
+        ModelAnswer::Events(events) => match reply.pace {
+            Pace::Instant => frame::full(Bytes::from(events.iter().map(event_bytes).collect::<String>())),
+            Pace::Recorded => paced(events),
+        },
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status::recorded(reply.status);
+    if let Ok(content_type) = HeaderValue::from_str(&reply.content_type)
+        && !reply.content_type.is_empty()
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    response
+}
+
+/// An event as it goes out again: its lines, then the blank line.
+fn event_bytes(event: &ModelEvent) -> String {
+    format!("{}\n\n", event.text)
+}
+
+/// The events, each sent at its recorded offset from now.
+fn paced(events: Vec<ModelEvent>) -> Body {
+    let (sender, receiver) = mpsc::channel(EVENTS_WAITING);
+    let start = tokio::time::Instant::now();
+    tokio::spawn(async move {
+        for event in events {
+            tokio::time::sleep_until(start + Duration::from_millis(event.offset_ms)).await;
+            if sender.send(Bytes::from(event_bytes(&event))).await.is_err() {
+                return;
+            }
+        }
+    });
+    Fed(receiver).boxed()
+}
+
+/// An error in the shape OpenAI-compatible APIs give theirs.
+fn api_error(status: StatusCode, message: &str) -> Response<Body> {
+    frame::json(
+        status,
+        &json!({"error": {"message": message, "type": "invalid_request_error", "code": null}}),
+    )
+}
+
+/// Forwards the request to the model's server and relays its answer,
+/// storing a successful one: a stream as it arrives (its end once
+/// stored), a whole body once stored. What fails is relayed unstored.
+async fn forward(
+    upstream: &UpstreamClient,
+    budget: &std::sync::Arc<tokio::sync::Semaphore>,
+    parts: &Parts,
+    rest_and_query: &str,
+    body: Bytes,
+    flight: Box<ModelFlight>,
+    outcome: &mut Outcome,
+) -> Result<Response<Body>, RequestError> {
+    let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Fault::Upstream)?;
+    let response = send_to(upstream, rest_and_query, uri, parts, body).await?;
+    let (head, body) = response.into_parts();
+    *outcome = Outcome::Forwarded;
+    let content_type =
+        head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let encoded = head.headers.get(header::CONTENT_ENCODING).is_some_and(|v| v != "identity");
+    let idle = upstream.timeouts().idle;
+    if !head.status.is_success() || encoded {
+        tracing::warn!(
+            "model {}: {} answer{}; relayed, not stored",
+            printable(flight.model()),
+            head.status,
+            if encoded { " compressed though asked for none" } else { "" }
+        );
+        let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
+        return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
+    }
+    let status = status::to_record(head.status);
+    if content_type.starts_with("text/event-stream") {
+        *outcome = Outcome::Streaming;
+        return Ok(Response::from_parts(
+            relay_head(head),
+            relay_stream(body, idle, flight, status, content_type),
+        ));
+    }
+    let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        tracing::warn!(
+            "model {}: the answer is not UTF-8 text; relayed, not stored",
+            printable(flight.model())
+        );
+        return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
+    };
+    if let Err(error) = flight.complete(status, &content_type, ModelAnswer::Whole(text.to_owned())).await {
+        *outcome = Outcome::of(&error.fault);
+        return Ok(api_error(status::of_fault(&error.fault), &error.fault.error().message));
+    }
+    *outcome = Outcome::Recorded;
+    Ok(Response::from_parts(relay_head(head), held(bytes, share)))
+}
+
+/// A streamed answer relayed as it arrives while its events are captured
+/// with their offsets; the stream ends for the client once the exchange
+/// is stored. One that breaks, falls silent past `idle`, passes the bounds
+/// or loses its client is relayed as far as it got and not stored.
+fn relay_stream(
+    upstream: Incoming,
+    idle: Duration,
+    flight: Box<ModelFlight>,
+    status: Status,
+    content_type: String,
+) -> Body {
+    let (sender, receiver) = mpsc::channel(EVENTS_WAITING);
+    tokio::spawn(async move {
+        let model = printable(flight.model()).into_owned();
+        let started = flight.started();
+        let mut capture = Some(Capture::default());
+        let mut upstream = upstream;
+        loop {
+            let data = match tokio::time::timeout(idle, upstream.frame()).await {
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    tracing::warn!("model {model}: the stream broke off ({e}); relayed, not stored");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!("model {model}: the stream was silent for {idle:?}; relayed, not stored");
+                    return;
+                }
+            };
+            if let Some(kept) = &mut capture
+                && let Err(why) = kept.take(&data, started)
+            {
+                tracing::warn!("model {model}: {why}; the rest is relayed, nothing of it stored");
+                capture = None;
+            }
+            if sender.send(data).await.is_err() {
+                tracing::warn!("model {model}: the client went away before the stream ended; not stored");
+                return;
+            }
+        }
+        let Some(capture) = capture else { return };
+        // The writer logs an exchange it could not store.
+        let _ = flight.complete(status, &content_type, ModelAnswer::Events(capture.finish(started))).await;
+        drop(sender);
+    });
+    Fed(receiver).boxed()
+}
+
+/// A stream's events as they are found in its bytes.
+#[derive(Default)]
+struct Capture {
+    parser: sse::Parser,
+    events: Vec<ModelEvent>,
+    bytes: usize,
+}
+
+impl Capture {
+    fn take(&mut self, data: &[u8], started: Instant) -> Result<(), String> {
+        self.bytes += data.len();
+        if self.bytes > MAX_RECORDED_STREAM_BYTES {
+            return Err(format!("the stream passed the {MAX_RECORDED_STREAM_BYTES} bytes stored"));
+        }
+        self.parser.push(data);
+        loop {
+            match self.parser.next_event() {
+                Ok(Some((raw, _))) => self.events.push(event(&raw, started)),
+                Ok(None) => return Ok(()),
+                Err(sse::Overflow) => return Err(format!("an event passed {MAX_SSE_EVENT_BYTES} bytes")),
+            }
+        }
+    }
+
+    /// The events, with what the stream ended on without a blank line.
+    fn finish(mut self, started: Instant) -> Vec<ModelEvent> {
+        let rest = self.parser.take_rest();
+        if !rest.iter().all(u8::is_ascii_whitespace) {
+            self.events.push(event(&rest, started));
+        }
+        self.events
+    }
+}
+
+/// One event as stored: its lines without the blank line that ends it.
+fn event(raw: &[u8], started: Instant) -> ModelEvent {
+    let text = String::from_utf8_lossy(raw);
+    ModelEvent {
+        offset_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        text: text.trim_end_matches(['\r', '\n']).to_owned(),
+    }
+}
+
+/// A body fed by a task, chunk by chunk; it ends when the task drops its
+/// sender.
+struct Fed(mpsc::Receiver<Bytes>);
+
+impl HttpBody for Fed {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_route_names_the_model_and_the_rest() {
+        assert_eq!(route("/model/openai/chat/completions"), Some(("openai", "/chat/completions")));
+        assert_eq!(route("/model/openai"), Some(("openai", "/")));
+        assert_eq!(route("/model/openai/"), Some(("openai", "/")));
+        assert_eq!(route("/model/"), None);
+        assert_eq!(route("/models/openai"), None);
+        assert_eq!(route("/mcp"), None);
+    }
+}

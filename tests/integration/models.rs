@@ -1,0 +1,275 @@
+//! The agent's model on the tape (`--model NAME=URL`): the real binary
+//! records a scripted model server of our own (OpenAI's chat completions,
+//! whole and streamed; Anthropic's Messages; Azure OpenAI's deployment
+//! path) beside an MCP upstream, then replays it with the server gone:
+//! each answer byte for byte, a request made again answered in recorded
+//! order, a changed request a 400 in the API's own shape naming the
+//! pointer, and no key anywhere in the cassette.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use mcp_tape::cassette::store::Cassette;
+use mcp_tape::model::ModelAnswer;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use crate::binary::Daemon;
+use crate::upstream;
+
+const OPENAI_KEY: &str = "sk-test-0123456789abcdefghijklmnopqrstuv";
+const ANTHROPIC_KEY: &str = "sk-ant-test-9876543210zyxwvutsrqponmlk";
+const AZURE_KEY: &str = "azure0123456789abcdef0123456789ab";
+
+/// One request the model server saw: path with query, headers, body.
+struct Seen {
+    target: String,
+    headers: hyper::HeaderMap,
+    body: Bytes,
+}
+
+/// A scripted model server: answers by path, counting its answers so that
+/// the same request asked twice is answered differently.
+struct ModelServer {
+    addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ModelServer {
+    async fn start() -> ModelServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let shared = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { return };
+                let seen = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| answer(request, Arc::clone(&seen)));
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        });
+        ModelServer { addr, seen, task }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+fn reply(status: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+    response.headers_mut().insert("content-type", content_type.parse().unwrap());
+    response
+}
+
+async fn answer(
+    request: Request<Incoming>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+    let header =
+        |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let count = {
+        let mut seen = seen.lock().unwrap();
+        seen.push(Seen { target: target.clone(), headers: parts.headers.clone(), body: body.clone() });
+        seen.len()
+    };
+    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let messages = request["messages"].as_array().map_or(0, Vec::len);
+    let path = parts.uri.path();
+    let authorized = match path {
+        "/v1/chat/completions" => header("authorization") == format!("Bearer {OPENAI_KEY}"),
+        "/v1/messages" => header("x-api-key") == ANTHROPIC_KEY,
+        "/openai/deployments/gpt/chat/completions" => header("api-key") == AZURE_KEY,
+        _ => return Ok(reply(404, "application/json", r#"{"error":{"message":"no such path"}}"#.into())),
+    };
+    if !authorized {
+        return Ok(reply(401, "application/json", r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#.into()));
+    }
+    if path == "/v1/messages" {
+        // Written as a server writes it: members in its order, a wide integer.
+        let text = format!(
+            r#"{{"type":"message","id":"msg_{count}","content":[{{"type":"text","text":"{messages} message(s), answer {count}"}}],"usage":{{"input_tokens":123456789012345678901234567890}}}}"#
+        );
+        return Ok(reply(200, "application/json", text));
+    }
+    if request["stream"] == true {
+        let events = [
+            format!(
+                r#"data: {{"id":"chatcmpl-{count}","choices":[{{"index":0,"delta":{{"role":"assistant","content":"Hel"}}}}]}}"#
+            ),
+            format!(
+                r#"data: {{"id":"chatcmpl-{count}","choices":[{{"index":0,"delta":{{"content":"lo {count}"}},"finish_reason":"stop"}}]}}"#
+            ),
+            "data: [DONE]".to_owned(),
+        ];
+        return Ok(reply(200, "text/event-stream", events.map(|e| format!("{e}\n\n")).concat()));
+    }
+    let text = format!(
+        r#"{{"id":"chatcmpl-{count}","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{messages} message(s), answer {count}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1.50E+1,"total_tokens":123456789012345678901234567890}}}}"#
+    );
+    Ok(reply(200, "application/json; charset=utf-8", text))
+}
+
+async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut request =
+        reqwest::Client::new().post(url).body(body.to_owned()).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let content_type =
+        response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    (status, content_type, response.text().await.unwrap())
+}
+
+fn chat(system: &str, stream: bool) -> String {
+    // Spaced and ordered as a client wrote it.
+    format!(
+        r#"{{ "model": "gpt-test", "messages": [{{"role": "system", "content": "{system}"}}, {{"role": "user", "content": "hi"}}]{} }}"#,
+        if stream { r#", "stream": true"# } else { "" }
+    )
+}
+
+const ANTHROPIC_BODY: &str = r#"{"model":"claude-test","max_tokens":64,"system":"Be brief.","messages":[{"role":"user","content":"hi"}]}"#;
+
+#[tokio::test]
+async fn the_model_is_recorded_beside_mcp_and_replayed_with_nothing_upstream() {
+    let mcp = upstream::start().await;
+    let models = ModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cassettes = dir.path().to_str().unwrap();
+    let record = Daemon::run(&[
+        "record",
+        "--port",
+        "0",
+        "--upstream",
+        &mcp.url(),
+        "--cassettes",
+        cassettes,
+        "--name",
+        "agent",
+        "--model",
+        &format!("openai={}", models.url("/v1")),
+        "--model",
+        &format!("anthropic={}", models.url("")),
+        "--model",
+        &format!("azure={}", models.url("/openai/")),
+    ])
+    .await;
+    let url = |path: &str| format!("{}{path}", record.url);
+    let openai = [("authorization", &*format!("Bearer {OPENAI_KEY}"))].map(|(n, v)| (n, v.to_owned()));
+    let openai: Vec<(&str, &str)> = openai.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let anthropic = [("x-api-key", ANTHROPIC_KEY), ("anthropic-version", "2023-06-01")];
+    let azure = [("api-key", AZURE_KEY)];
+    let azure_path =
+        format!("/model/azure/deployments/gpt/chat/completions?api-version=2024-10-21&api-key={AZURE_KEY}");
+
+    let first = post(&url("/model/openai/chat/completions"), &openai, &chat("Be brief.", false)).await;
+    let again = post(&url("/model/openai/chat/completions"), &openai, &chat("Be brief.", false)).await;
+    let streamed = post(&url("/model/openai/chat/completions"), &openai, &chat("Be brief.", true)).await;
+    let messages = post(&url("/model/anthropic/v1/messages"), &anthropic, ANTHROPIC_BODY).await;
+    let deployed = post(&url(&azure_path), &azure, &chat("Be brief.", false)).await;
+    let refused = post(&url("/model/openai/chat/completions"), &[], &chat("Be brief.", false)).await;
+    let unknown = post(&url("/model/mistral/chat/completions"), &[], "{}").await;
+    assert_eq!(first.0, 200, "{first:?}");
+    assert!(first.2.contains("answer 1") && again.2.contains("answer 2"), "{first:?} {again:?}");
+    assert!(
+        streamed.1.starts_with("text/event-stream") && streamed.2.ends_with("data: [DONE]\n\n"),
+        "{streamed:?}"
+    );
+    assert!(messages.2.contains("123456789012345678901234567890"), "{messages:?}");
+    assert_eq!(deployed.0, 200, "{deployed:?}");
+    assert_eq!(refused.0, 401, "the model server's own refusal is relayed: {refused:?}");
+    assert_eq!(unknown.0, 404, "{unknown:?}");
+    assert!(unknown.2.contains("--model mistral=URL"), "{unknown:?}");
+
+    // The server got each request as the client wrote it, credentials included.
+    {
+        let seen = models.seen.lock().unwrap();
+        assert_eq!(seen.len(), 6, "the unknown model reached nothing");
+        assert_eq!(seen[0].target, "/v1/chat/completions");
+        assert_eq!(seen[0].body, chat("Be brief.", false).as_bytes());
+        assert_eq!(seen[0].headers["authorization"], format!("Bearer {OPENAI_KEY}").as_str());
+        assert_eq!(seen[3].target, "/v1/messages");
+        assert_eq!(seen[3].headers["anthropic-version"], "2023-06-01");
+        assert_eq!(
+            seen[4].target,
+            format!("/openai/deployments/gpt/chat/completions?api-version=2024-10-21&api-key={AZURE_KEY}")
+        );
+    }
+
+    let (status, log) = record.stop("INT").await;
+    assert!(status.success(), "{log}");
+    models.task.abort();
+    let cassette = dir.path().join("agent.sqlite");
+    let bytes = std::fs::read(&cassette).unwrap();
+    for key in [OPENAI_KEY, ANTHROPIC_KEY, AZURE_KEY] {
+        assert!(!bytes.windows(key.len()).any(|w| w == key.as_bytes()), "{key} is in the cassette");
+    }
+    let stored = Cassette::open_read_only(&cassette).unwrap().model_exchanges().unwrap();
+    let targets: Vec<(&str, &str)> = stored.iter().map(|e| (e.model.as_str(), e.target.as_str())).collect();
+    assert_eq!(
+        targets,
+        [
+            ("openai", "/chat/completions"),
+            ("openai", "/chat/completions"),
+            ("openai", "/chat/completions"),
+            ("anthropic", "/v1/messages"),
+            ("azure", "/deployments/gpt/chat/completions?api-version=2024-10-21"),
+        ],
+        "the 401 is not stored; the query's key is left out"
+    );
+    assert_eq!(stored[0].request, chat("Be brief.", false), "the request as the client wrote it");
+    let ModelAnswer::Events(events) = &stored[2].answer else { panic!("a stream: {:?}", stored[2]) };
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[2].text, "data: [DONE]");
+
+    // Replay, the model server gone: headers do not take part (no key is sent now).
+    let replay = Daemon::start(&[cassettes]).await;
+    let url = |path: &str| format!("{}{path}", replay.url);
+    let replayed = post(&url("/model/openai/chat/completions"), &[], &chat("Be brief.", false)).await;
+    let replayed_again = post(&url("/model/openai/chat/completions"), &[], &chat("Be brief.", false)).await;
+    assert_eq!(replayed, first, "byte for byte, content type included");
+    assert_eq!(replayed_again, again, "a request made again gets the next recording");
+    // Reordered keys and other spacing are the same JSON.
+    let reordered = r#"{"stream":true,"messages":[{"content":"Be brief.","role":"system"},{"content":"hi","role":"user"}],"model":"gpt-test"}"#;
+    assert_eq!(post(&url("/model/openai/chat/completions"), &[], reordered).await, streamed);
+    assert_eq!(post(&url("/model/anthropic/v1/messages"), &[], ANTHROPIC_BODY).await, messages);
+    let azure_replayed = "/model/azure/deployments/gpt/chat/completions?api-version=2024-10-21&api-key=other";
+    assert_eq!(post(&url(azure_replayed), &[], &chat("Be brief.", false)).await, deployed);
+
+    let changed = post(&url("/model/openai/chat/completions"), &openai, &chat("Be thorough.", false)).await;
+    assert_eq!(changed.0, 400, "{changed:?}");
+    let error: Value = serde_json::from_str(&changed.2).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"/messages/0/content (recorded "Be brief.", requested "Be thorough.")"#),
+        "{message}"
+    );
+    let changed = post(&url("/model/anthropic/v1/messages"), &[], &ANTHROPIC_BODY.replace("64", "65")).await;
+    let error: Value = serde_json::from_str(&changed.2).unwrap();
+    assert_eq!((changed.0, &error["type"]), (400, &json!("error")), "{changed:?}");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("/max_tokens (recorded 64, requested 65)"),
+        "{error}"
+    );
+    let (status, log) = replay.stop("TERM").await;
+    assert!(status.success(), "{log}");
+}
