@@ -1,6 +1,6 @@
 //! Drift between two answers to the same request, and between two tool
 //! catalogues: what `verify` (recording against the live server) and
-//! `diff` (old cassette against new) report. Pure: JSON in, findings out.
+//! `diff` (old cassette against new, the agent's model exchanges too) report. Pure: JSON in, findings out.
 //!
 //! A catalogue change is **breaking** (a tool removed, a required parameter
 //! added, a parameter removed or its type changed, an output schema
@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::config::FailOn;
 use crate::engine::ledger::CaseKey;
 use crate::jsonrpc::ErrorCode;
-use crate::model::{Direction, Exchange};
+use crate::model::{Direction, Exchange, ModelAnswer, ModelExchange, canonical_json};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 
@@ -429,6 +429,47 @@ pub fn cassettes(old: &[Exchange], new: &[Exchange], ignored: &[String]) -> Find
     findings
 }
 
+/// Adds to `findings` the exchanges with the agent's model two sets of
+/// recordings hold: paired by model, method, target and request (equal as
+/// canonical JSON) and order, each answer compared as JSON (a stream as
+/// its events' texts), fields at `ignored` pointers left out.
+pub fn models(findings: &mut Findings, old: &[ModelExchange], new: &[ModelExchange], ignored: &[String]) {
+    let group = |exchanges: &[ModelExchange]| {
+        let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
+        for (i, e) in exchanges.iter().enumerate() {
+            let request = serde_json::from_str::<Value>(&e.request)
+                .map_or_else(|_| e.request.clone(), |v| canonical_json(&v));
+            groups.entry((e.model.clone(), e.method.clone(), e.target.clone(), request)).or_default().push(i);
+        }
+        groups
+    };
+    let label = |e: &ModelExchange| {
+        let path = e.target.split_once('?').map_or(e.target.as_str(), |(path, _)| path);
+        format!("model {} {} {}", printable(&e.model), printable(&e.method), printable(path))
+    };
+    let as_json = |e: &ModelExchange| match &e.answer {
+        ModelAnswer::Whole(body) => serde_json::from_str(body).unwrap_or_else(|_| Value::from(body.as_str())),
+        ModelAnswer::Events(events) => events.iter().map(|event| Value::from(event.text.as_str())).collect(),
+    };
+    let (old_groups, new_groups) = (group(old), group(new));
+    for (key, olds) in &old_groups {
+        let news = new_groups.get(key).map(Vec::as_slice).unwrap_or_default();
+        for (n, &i) in olds.iter().enumerate() {
+            match news.get(n) {
+                Some(&j) => {
+                    let verdict = answer(&as_json(&old[i]), &as_json(&new[j]), ignored);
+                    findings.exchanges.push((label(&old[i]), verdict));
+                }
+                None => findings.removed.push(label(&old[i])),
+            }
+        }
+    }
+    for (key, news) in &new_groups {
+        let known = old_groups.get(key).map_or(0, Vec::len);
+        findings.added.extend(news.iter().skip(known).map(|&j| label(&new[j])));
+    }
+}
+
 /// An exchange's final answer: its last server message that is not a
 /// request or notification.
 pub fn final_answer(exchange: &Exchange) -> Option<&Value> {
@@ -525,5 +566,32 @@ mod tests {
             Verdict::ErrorShape { recorded: None, now: Some(-32603) }
         );
         assert_eq!(answer(&error(-32001), &error(-32001), &[]), Verdict::Same);
+    }
+
+    #[test]
+    fn model_exchanges_are_paired_by_request_and_their_answers_compared() {
+        let exchange = |request: &str, body: &str| ModelExchange {
+            model: "openai".into(),
+            method: "POST".into(),
+            target: "/chat/completions?api-version=1".into(),
+            request: request.into(),
+            status: crate::model::Status::OK,
+            content_type: "application/json".into(),
+            answer: ModelAnswer::Whole(body.into()),
+            recorded_at: None,
+        };
+        let old = [exchange(r#"{"a":1,"b":2}"#, r#"{"text":"hi"}"#), exchange(r#"{"a":9}"#, "{}")];
+        let new = [exchange(r#"{ "b": 2, "a": 1 }"#, r#"{"text":"hello"}"#), exchange(r#"{"a":7}"#, "{}")];
+        let mut findings = Findings::default();
+        models(&mut findings, &old, &new, &[]);
+        let label = "model openai POST /chat/completions";
+        assert_eq!(findings.exchanges.len(), 1, "{findings:?}");
+        assert_eq!(findings.exchanges[0].0, label);
+        let Verdict::Changed(differences) = &findings.exchanges[0].1 else { panic!("{findings:?}") };
+        assert_eq!(differences[0].pointer, "/text");
+        assert_eq!(
+            (findings.removed.as_slice(), findings.added.as_slice()),
+            ([label.to_owned()].as_slice(), [label.to_owned()].as_slice())
+        );
     }
 }

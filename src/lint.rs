@@ -1,5 +1,5 @@
 //! `mcp-tape lint`: stored requests, answers and asides (and service
-//! answers and answer templates) searched for secrets a user did not mean
+//! answers, answer templates and the agent's model exchanges) searched for secrets a user did not mean
 //! to commit: the built-in [`Shapes`] anywhere in a string, and random-
 //! looking values under key names that say they are credentials. A string
 //! that is itself JSON (a tool's text result) is searched inside too, so
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::cassette::store;
 use crate::error::Error;
-use crate::model::Exchange;
+use crate::model::{Exchange, ModelAnswer, ModelExchange};
 use crate::secrets::{self, Shapes};
 
 /// Where in a cassette a finding is.
@@ -23,6 +23,9 @@ pub enum Place {
     Service(String),
     /// An answer template, by its tool.
     Template(String),
+    /// An exchange with the agent's model: its model's name and its place
+    /// among the cassette's model exchanges (from 1).
+    Model(String, usize),
 }
 
 /// One secret found.
@@ -71,6 +74,9 @@ pub fn lint(paths: &[PathBuf]) -> Result<Linted, Error> {
             search.text(&place, "/text", &template.text, None);
             search.value(&place, "/inputSchema", &template.input_schema, None);
         }
+        for (n, exchange) in loaded.model_exchanges.iter().enumerate() {
+            search.model(&Place::Model(exchange.model.clone(), n + 1), exchange);
+        }
     }
     Ok(linted)
 }
@@ -90,6 +96,21 @@ impl Search<'_> {
         }
         for (n, aside) in exchange.asides.iter().enumerate() {
             self.value(&place, &format!("/asides/{n}/body"), &aside.message.body, None);
+        }
+    }
+
+    fn model(&mut self, place: &Place, exchange: &ModelExchange) {
+        self.text(place, "/target", &exchange.target, None);
+        self.text(place, "/request", &exchange.request, None);
+        match &exchange.answer {
+            ModelAnswer::Whole(body) => self.text(place, "/body", body, None),
+            ModelAnswer::Events(events) => {
+                for (n, event) in events.iter().enumerate() {
+                    let data =
+                        event.text.lines().filter_map(|line| line.strip_prefix("data:")).collect::<Vec<_>>();
+                    self.text(place, &format!("/events/{n}"), data.join("\n").trim_start(), None);
+                }
+            }
         }
     }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::error::Error;
 
 /// The built-in shapes: (kind, expression).
-const BUILTIN: [(&str, &str); 9] = [
+const BUILTIN: [(&str, &str); 11] = [
     ("aws-access-key-id", r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b"),
     ("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
     ("slack-token", r"\bxox[abposr]-[A-Za-z0-9-]{10,250}"),
@@ -20,6 +20,9 @@ const BUILTIN: [(&str, &str); 9] = [
     ("azure-storage-connection-string", r"(?i)\bAccountName=[^;\s]+;\s*AccountKey=[A-Za-z0-9+/]{86}=="),
     ("azure-storage-account-key", r"\bAccountKey=[A-Za-z0-9+/]{86}=="),
     ("azure-sas-signature", r"[?&]sv=\d{4}-\d{2}-\d{2}&[^\s]*\bsig=[A-Za-z0-9%+/=]{40,}"),
+    // Project, service-account and admin keys, and the older keys that carry "OpenAI" in base64.
+    ("openai-api-key", r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})"),
+    ("anthropic-api-key", r"\bsk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{40,}"),
 ];
 
 /// A compiled set of shapes, each with the kind it names.
@@ -174,6 +177,9 @@ mod tests {
                 "azure-sas-signature",
                 format!("https://a.blob.core.windows.net/c?sv=2024-01-01&sp=r&sig={}", "Z".repeat(44)),
             ),
+            ("openai-api-key", format!("sk-proj-{}", "Ab3_x9-Kq2".repeat(6))),
+            ("openai-api-key", format!("sk-{}T3BlbkFJ{}", "aB3dE6gH9jK2mN5pQ8sT", "vW1yZ4bC7eF0hJ3kL6nP")),
+            ("anthropic-api-key", format!("sk-ant-api03-{}", "Zx9-Yw8_Vu7T".repeat(8))),
         ]
     }
 

@@ -1,9 +1,10 @@
 //! Cassettes as canonical JSON Lines, for review in a pull request: one
 //! exchange per line, keys sorted (but each message's `body`, which is its
 //! sender's text, as replay sends it), in recorded order, then one line per
-//! Agent 365 service answer (`"service": ROUTE`), then one per answer
-//! template (`"toolTemplate": TOOL`, written by hand or imported from Agent
-//! 365 mocks). Import reads the same form
+//! Agent 365 service answer (`"service": ROUTE`), then one per exchange
+//! with the agent's model (`"model": NAME`, its bodies as the text they
+//! were written as), then one per answer template (`"toolTemplate": TOOL`,
+//! written by hand or imported from Agent 365 mocks). Import reads the same form
 //! back (normalizing exchanges again, which changes nothing for exported
 //! lines). When an exchange was recorded and each message's offset are
 //! written only when asked for ([`Timings::Kept`]): two recordings of the
@@ -19,8 +20,9 @@ use crate::cassette::store::Cassette;
 use crate::error::Error;
 use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::model::{
-    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, Provenance, RawExchange, RecordedMessage,
-    ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure, canonical_json, written,
+    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, ModelAnswer, ModelEvent, ModelExchange,
+    Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status, StreamShape,
+    TemplateFailure, canonical_json, written,
 };
 use crate::normalize::Rules;
 
@@ -56,6 +58,9 @@ pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Si
         }
         writeln!(out, "{}", canonical_json(&line))?;
     }
+    for exchange in &cassette.model_exchanges().map_err(std::io::Error::other)? {
+        writeln!(out, "{}", canonical_json(&model_line(exchange, timings)))?;
+    }
     for template in &cassette.templates().map_err(std::io::Error::other)? {
         let mut line = json!({
             "toolTemplate": template.tool,
@@ -75,6 +80,75 @@ pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Si
         writeln!(out, "{}", canonical_json(&line))?;
     }
     Ok(())
+}
+
+/// An exchange with the agent's model as one line: its bodies as the text
+/// they were written as (`body`, or a stream's `events`), with
+/// `recordedAt` and each event's `offsetsMs` when timings are kept.
+fn model_line(exchange: &ModelExchange, timings: Timings) -> Value {
+    let mut line = json!({
+        "model": exchange.model,
+        "method": exchange.method,
+        "target": exchange.target,
+        "request": exchange.request,
+        "status": exchange.status.as_u16(),
+        "contentType": exchange.content_type,
+    });
+    match &exchange.answer {
+        ModelAnswer::Whole(body) => line["body"] = body.as_str().into(),
+        ModelAnswer::Events(events) => {
+            line["events"] = events.iter().map(|event| Value::from(event.text.as_str())).collect();
+            if timings == Timings::Kept {
+                line["offsetsMs"] = events.iter().map(|event| Value::from(event.offset_ms)).collect();
+            }
+        }
+    }
+    if let (Timings::Kept, Some(at)) = (timings, exchange.recorded_at) {
+        line["recordedAt"] = at.into();
+    }
+    line
+}
+
+/// A `"model"` line, as [`model_line`] writes it.
+fn parse_model_line(value: &Value) -> Result<ModelExchange, String> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
+    let answer = match (value.get("body"), value.get("events")) {
+        (Some(Value::String(body)), None) => ModelAnswer::Whole(body.clone()),
+        (None, Some(Value::Array(events))) => {
+            let offsets = value.get("offsetsMs").and_then(Value::as_array);
+            let events = events
+                .iter()
+                .enumerate()
+                .map(|(n, event)| {
+                    let text = event.as_str().ok_or("each of \"events\" must be a string")?.to_owned();
+                    let offset_ms = match offsets {
+                        None => 0,
+                        Some(offsets) => offsets
+                            .get(n)
+                            .and_then(Value::as_u64)
+                            .ok_or("\"offsetsMs\" must hold a count of milliseconds for each event")?,
+                    };
+                    Ok(ModelEvent { offset_ms, text })
+                })
+                .collect::<Result<_, String>>()?;
+            ModelAnswer::Events(events)
+        }
+        _ => return Err("a model exchange needs either \"body\" (text) or \"events\" (texts)".into()),
+    };
+    let recorded_at = match value.get("recordedAt") {
+        None => None,
+        Some(at) => Some(at.as_i64().ok_or("\"recordedAt\" must be whole seconds since 1970")?),
+    };
+    Ok(ModelExchange {
+        model: text("model")?.to_owned(),
+        method: text("method")?.to_owned(),
+        target: text("target")?.to_owned(),
+        request: text("request")?.to_owned(),
+        status: status(value)?,
+        content_type: text("contentType")?.to_owned(),
+        answer,
+        recorded_at,
+    })
 }
 
 /// One member of an exchange's line.
@@ -281,10 +355,11 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
                 continue;
             }
             let value: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
-            match (value.get("service"), value.get("toolTemplate")) {
-                (Some(_), _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
-                (None, Some(_)) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
-                (None, None) => {
+            match (value.get("service"), value.get("toolTemplate"), value.get("model")) {
+                (Some(_), _, _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
+                (None, Some(_), _) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
+                (None, None, Some(_)) => importing.model(&parse_model_line(&value).map_err(bad)?)?,
+                (None, None, None) => {
                     let mut exchange = rules.exchange(parse_line(&value, line).map_err(bad)?);
                     if let Some(why) = exchange.over_record_bounds() {
                         return Err(bad(why));
@@ -504,13 +579,24 @@ mod tests {
     const ASIDE_LINE: &str = r#"{"asides":[{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","method":"roots/list"},"channel":"standalone","direction":"server","offsetMs":3},{"after":"notifications/initialized","body":{"id":0,"jsonrpc":"2.0","result":{"roots":[]}},"channel":"standalone","direction":"client","offsetMs":4}],"contentType":"application/json","era":"handshake","messages":[{"body":{"id":1,"jsonrpc":"2.0","result":{"protocolVersion":"2025-11-25"}},"direction":"server","offsetMs":2}],"protocolVersion":"2025-11-25","request":{"id":1,"jsonrpc":"2.0","method":"initialize"},"server":"mcp_MeServer","status":200,"stream":{"closedAfter":0,"primed":true,"retryMs":500}}"#;
     const SERVICE_LINE: &str = r#"{"body":[{"mcpServerName":"mcp_MeServer","url":"https://g.example/agents/servers/mcp_MeServer"}],"contentType":"application/json","service":"gateway-v2","status":200,"upstream":"https://g.example:443"}"#;
     const TEMPLATE_LINE: &str = r#"{"delayMs":250,"description":"Reads a message","inputSchema":{"properties":{"id":{"type":"string"}},"type":"object"},"server":"mcp_MailTools","text":"Message {{id}}","toolTemplate":"GetMessage"}"#;
+    const MODEL_LINE: &str = r#"{"body":"{\n  \"id\": \"chatcmpl-1\",\n  \"total\": 123456789012345678901234567890\n}","contentType":"application/json","method":"POST","model":"openai","recordedAt":1790000000,"request":"{ \"model\": \"m\", \"messages\": [] }","status":200,"target":"/chat/completions"}"#;
+    const STREAM_LINE: &str = r#"{"contentType":"text/event-stream","events":["data: {\"delta\":\"Hel\"}","event: done\ndata: [DONE]"],"method":"POST","model":"openai","offsetsMs":[3,9],"request":"{\"stream\":true}","status":200,"target":"/chat/completions"}"#;
     const TEXT_SERVICE_LINE: &str = r#"{"bodyText":"ok","contentType":"text/plain","service":"chat-message","status":200,"upstream":"https://g.example:443"}"#;
 
     #[test]
     fn import_then_export_round_trips_in_canonical_form() {
         let mut cassette = Cassette::open_in_memory().unwrap();
-        let input = format!("{LINE}\n{ASIDE_LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{TEMPLATE_LINE}\n");
-        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 5);
+        let input = format!(
+            "{LINE}\n{ASIDE_LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{MODEL_LINE}\n{STREAM_LINE}\n{TEMPLATE_LINE}\n"
+        );
+        assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 7);
+        let models = cassette.model_exchanges().unwrap();
+        assert!(
+            matches!(&models[0].answer, ModelAnswer::Whole(body) if body.contains("\n  \"total\": 1234"))
+        );
+        assert_eq!(models[0].request, r#"{ "model": "m", "messages": [] }"#, "the request as written");
+        let ModelAnswer::Events(events) = &models[1].answer else { panic!("{models:?}") };
+        assert_eq!((events[1].offset_ms, events[1].text.as_str()), (9, "event: done\ndata: [DONE]"));
         assert_eq!(cassette.exchanges().unwrap()[1].asides.len(), 2, "asides are stored");
         let shape = StreamShape { primed: true, retry_ms: Some(500), closed_after: Some(0) };
         assert_eq!(cassette.exchanges().unwrap()[1].stream, shape, "so is the stream's shape");
@@ -525,7 +611,7 @@ mod tests {
         assert_eq!(first, second);
         let first = String::from_utf8(first).unwrap();
         assert!(first.contains("\"id\":\"mcp-tape:request-id\""));
-        assert!(first.ends_with(&format!("{TEMPLATE_LINE}\n")), "{first}");
+        assert!(first.ends_with(&format!("{MODEL_LINE}\n{STREAM_LINE}\n{TEMPLATE_LINE}\n")), "{first}");
         assert!(
             first.contains(&ASIDE_LINE.replace("\"id\":1,", "\"id\":\"mcp-tape:request-id\",")),
             "{first}"

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -40,6 +40,9 @@ struct Seen {
 struct ModelServer {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Released by a test to let a stream whose user says `gated` go on
+    /// past its first event.
+    gate: Arc<tokio::sync::Notify>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -48,19 +51,21 @@ impl ModelServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let shared = Arc::clone(&seen);
+        let gate: Arc<tokio::sync::Notify> = Arc::default();
+        let (shared, gate_shared) = (Arc::clone(&seen), Arc::clone(&gate));
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
-                let seen = Arc::clone(&shared);
+                let (seen, gate) = (Arc::clone(&shared), Arc::clone(&gate_shared));
                 tokio::spawn(async move {
-                    let service = service_fn(move |request| answer(request, Arc::clone(&seen)));
+                    let service =
+                        service_fn(move |request| answer(request, Arc::clone(&seen), Arc::clone(&gate)));
                     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                     let _ = builder.serve_connection(TokioIo::new(stream), service).await;
                 });
             }
         });
-        ModelServer { addr, seen, task }
+        ModelServer { addr, seen, gate, task }
     }
 
     fn url(&self, path: &str) -> String {
@@ -68,8 +73,10 @@ impl ModelServer {
     }
 }
 
-fn reply(status: u16, content_type: &str, body: String) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(body)));
+type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn reply(status: u16, content_type: &str, body: String) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
     response.headers_mut().insert("content-type", content_type.parse().unwrap());
     response
@@ -78,7 +85,8 @@ fn reply(status: u16, content_type: &str, body: String) -> Response<Full<Bytes>>
 async fn answer(
     request: Request<Incoming>,
     seen: Arc<Mutex<Vec<Seen>>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    gate: Arc<tokio::sync::Notify>,
+) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
@@ -118,12 +126,42 @@ async fn answer(
             ),
             "data: [DONE]".to_owned(),
         ];
-        return Ok(reply(200, "text/event-stream", events.map(|e| format!("{e}\n\n")).concat()));
+        let events = events.map(|e| Bytes::from(format!("{e}\n\n")));
+        if request["messages"][1]["content"] == "gated" {
+            // The first event now, the rest once the test opens the gate.
+            let (sender, receiver) = tokio::sync::mpsc::channel(4);
+            tokio::spawn(async move {
+                let [first, second, done] = events;
+                let _ = sender.send(first).await;
+                gate.notified().await;
+                let _ = sender.send(second).await;
+                let _ = sender.send(done).await;
+            });
+            let mut response = Response::new(Receiving(receiver).boxed());
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            return Ok(response);
+        }
+        return Ok(reply(200, "text/event-stream", String::from_utf8(events.concat()).unwrap()));
     }
     let text = format!(
         r#"{{"id":"chatcmpl-{count}","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{messages} message(s), answer {count}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1.50E+1,"total_tokens":123456789012345678901234567890}}}}"#
     );
     Ok(reply(200, "application/json; charset=utf-8", text))
+}
+
+/// A body sent piece by piece, as a channel gives them.
+struct Receiving(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Receiving {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|piece| piece.map(|bytes| Ok(Frame::data(bytes))))
+    }
 }
 
 async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
@@ -272,4 +310,105 @@ async fn the_model_is_recorded_beside_mcp_and_replayed_with_nothing_upstream() {
     );
     let (status, log) = replay.stop("TERM").await;
     assert!(status.success(), "{log}");
+}
+
+/// Recording, a stream reaches the client event by event as the server
+/// sends it: the first event is read while the server still holds the rest.
+#[tokio::test]
+async fn a_streamed_answer_is_relayed_as_it_arrives_while_recording() {
+    let mcp = upstream::start().await;
+    let models = ModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let model = format!("openai={}", models.url("/v1"));
+    let record = Daemon::run(&[
+        "record",
+        "--port",
+        "0",
+        "--upstream",
+        &mcp.url(),
+        "--cassettes",
+        dir.path().to_str().unwrap(),
+        "--model",
+        &model,
+    ])
+    .await;
+    let body = chat("Be brief.", true).replace(r#""content": "hi""#, r#""content": "gated""#);
+    let mut response = reqwest::Client::new()
+        .post(format!("{}/model/openai/chat/completions", record.url))
+        .header("authorization", format!("Bearer {OPENAI_KEY}"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), response.chunk())
+        .await
+        .expect("the first event did not come while the server held the rest")
+        .unwrap()
+        .unwrap();
+    assert!(std::str::from_utf8(&first).unwrap().contains(r#""content":"Hel""#), "{first:?}");
+    models.gate.notify_one();
+    let mut rest = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+    }
+    assert!(String::from_utf8(rest).unwrap().ends_with("data: [DONE]\n\n"));
+    let (status, log) = record.stop("INT").await;
+    assert!(status.success(), "{log}");
+    let stored =
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+    let ModelAnswer::Events(events) = &stored[0].answer else { panic!("{stored:?}") };
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(events[0].offset_ms <= events[1].offset_ms && events[1].offset_ms <= events[2].offset_ms);
+}
+
+/// Under `mcp-tape test`, a request to the model the cassette does not
+/// answer fails the run even when the command passes, and the miss is
+/// counted in the usage report.
+#[tokio::test]
+async fn a_model_miss_fails_the_test_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("agent.sqlite");
+    let line = json!({
+        "model": "openai", "method": "POST", "target": "/chat/completions",
+        "request": chat("Be brief.", false), "status": 200, "contentType": "application/json",
+        "body": r#"{"choices":[{"message":{"role":"assistant","content":"hi"}}]}"#,
+    });
+    let mut file = Cassette::open(&cassette).unwrap();
+    mcp_tape::interchange::jsonl::import(format!("{line}\n").as_bytes(), &mut file).unwrap();
+    drop(file);
+    let asking = |system: &str| {
+        format!(
+            "import json, os, urllib.request\n\
+             request = urllib.request.Request(os.environ['MCP_TAPE_URL'] + '/model/openai/chat/completions', \
+             data={body:?}.encode(), headers={{'content-type': 'application/json'}})\n\
+             try:\n    print(urllib.request.urlopen(request).read().decode())\n\
+             except urllib.error.HTTPError as error:\n    print(error.code, error.read().decode())\n",
+            body = chat(system, false)
+        )
+    };
+    let report = dir.path().join("usage.json");
+    let run = |system: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+            .arg("test")
+            .arg(&cassette)
+            .arg("--report")
+            .arg(&report)
+            .args(["--", "python3", "-c", &asking(system)])
+            .env_remove("MCP_TAPE_MODE")
+            .output()
+            .unwrap()
+    };
+    let passed = run("Be brief.");
+    let out = String::from_utf8_lossy(&passed.stdout);
+    assert!(
+        passed.status.success() && out.contains(r#""content":"hi""#),
+        "{out}\n{}",
+        String::from_utf8_lossy(&passed.stderr)
+    );
+    let missed = run("Be thorough.");
+    let (out, err) = (String::from_utf8_lossy(&missed.stdout), String::from_utf8_lossy(&missed.stderr));
+    assert_eq!(missed.status.code(), Some(1), "{out}\n{err}");
+    assert!(out.starts_with("400 ") && out.contains("/messages/0/content"), "{out}");
+    let usage: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert!(usage.to_string().contains("model openai"), "{usage}");
 }
