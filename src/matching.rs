@@ -6,8 +6,9 @@
 //! (`engine::by_rule`).
 //!
 //! A rule names which requests it decides (server, and a tool, prompt,
-//! resource URI or method, all globs) and how they are compared with the
-//! recordings of the same server, method and name: `ignore` pointers left
+//! resource URI or method, all globs; or the agent's model by its name, a
+//! glob, whose request bodies it then compares) and how they are compared
+//! with the recordings of the same server, method and name: `ignore` pointers left
 //! out, `normalize` folds (case, space, number) applied at pointers, and
 //! `by`: `exact` (equal once ignored and folded), `sequence` (the n-th call
 //! gets the n-th recording) or `nearest` (the recording that differs
@@ -94,7 +95,10 @@ pub struct MatchRules {
 pub struct MatchRule {
     /// The line its table starts on.
     pub line: usize,
-    selector: Selector,
+    /// Which MCP requests it decides; `None` for a rule about a model.
+    selector: Option<Selector>,
+    /// Which of the agent's models it decides the requests to (`model`).
+    model: Option<Glob>,
     ignore: Vec<Pointer>,
     normalize: Vec<(Pointer, Vec<Fold>)>,
     pub by: By,
@@ -109,6 +113,7 @@ pub(crate) struct RawRule {
     tool: Option<Spanned<String>>,
     prompt: Option<Spanned<String>>,
     uri: Option<Spanned<String>>,
+    model: Option<Spanned<String>>,
     #[serde(default)]
     ignore: Vec<Spanned<String>>,
     normalize: Option<Spanned<std::collections::BTreeMap<String, Vec<Fold>>>>,
@@ -178,6 +183,12 @@ impl MatchRules {
         self.rules.iter().position(|rule| rule.decides(server, method, name))
     }
 
+    /// The index of the first rule that decides the requests to the
+    /// agent's model `model`.
+    pub fn find_model(&self, model: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.decides_model(model))
+    }
+
     /// Where rule `index` stands, for reports: `FILE:LINE`.
     pub fn place(&self, index: usize) -> String {
         let line = self.rules.get(index).map_or(0, |rule| rule.line);
@@ -193,7 +204,31 @@ impl MatchRules {
 
 impl MatchRule {
     fn from_raw(raw: RawRule) -> Result<MatchRule, (Option<Range<usize>>, String)> {
-        let selector = Selector::new([&raw.server, &raw.method, &raw.tool, &raw.prompt, &raw.uri])?;
+        let (selector, model) = match &raw.model {
+            None => {
+                (Some(Selector::new([&raw.server, &raw.method, &raw.tool, &raw.prompt, &raw.uri])?), None)
+            }
+            Some(model) => {
+                let mcp = [
+                    ("server", &raw.server),
+                    ("method", &raw.method),
+                    ("tool", &raw.tool),
+                    ("prompt", &raw.prompt),
+                    ("uri", &raw.uri),
+                ];
+                if let Some((key, value)) = mcp.iter().find_map(|(key, value)| Some((key, value.as_ref()?))) {
+                    return Err((
+                        Some(value.span()),
+                        format!(
+                            "{key}: a rule with model decides that model's requests, not MCP ones; give it a table of its own"
+                        ),
+                    ));
+                }
+                let glob = Glob::new(model.get_ref())
+                    .map_err(|why| (Some(model.span()), format!("model {:?}: {why}", model.get_ref())))?;
+                (None, Some(glob))
+            }
+        };
         let pointer = |text: &Spanned<String>, what: &str| {
             Pointer::new(text.get_ref())
                 .map_err(|why| (Some(text.span()), format!("{what} {:?}: {why}", text.get_ref())))
@@ -212,12 +247,17 @@ impl MatchRule {
             }
             normalize.push((at, folds));
         }
-        Ok(MatchRule { line: 0, selector, ignore, normalize, by: raw.by })
+        Ok(MatchRule { line: 0, selector, model, ignore, normalize, by: raw.by })
     }
 
     /// Whether this rule decides a request of `method` to `server` naming `name`.
     pub fn decides(&self, server: &str, method: &str, name: &str) -> bool {
-        self.selector.selects(server, method, name)
+        self.selector.as_ref().is_some_and(|selector| selector.selects(server, method, name))
+    }
+
+    /// Whether this rule decides the requests to the agent's model `model`.
+    pub fn decides_model(&self, model: &str) -> bool {
+        self.model.as_ref().is_some_and(|glob| glob.matches(model))
     }
 
     /// `params` (canonical: redacted, `_meta` and `--ignore-param`s left

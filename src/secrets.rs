@@ -21,7 +21,10 @@ const BUILTIN: [(&str, &str); 11] = [
     ("azure-storage-account-key", r"\bAccountKey=[A-Za-z0-9+/]{86}=="),
     ("azure-sas-signature", r"[?&]sv=\d{4}-\d{2}-\d{2}&[^\s]*\bsig=[A-Za-z0-9%+/=]{40,}"),
     // Project, service-account and admin keys, and the older keys that carry "OpenAI" in base64.
-    ("openai-api-key", r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})"),
+    (
+        "openai-api-key",
+        r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
+    ),
     ("anthropic-api-key", r"\bsk-ant-[a-z]+[0-9]{2}-[A-Za-z0-9_-]{40,}"),
 ];
 

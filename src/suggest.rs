@@ -17,12 +17,15 @@ use serde_json::Value;
 
 use crate::cassette::store;
 use crate::cassette::tape::{Cursors, Recorded, Tape};
+use crate::config::Pace;
+use crate::engine::Outcome;
 use crate::engine::by_rule::{Asked, RuleIndex};
-use crate::engine::ledger::CaseKey;
+use crate::engine::ledger::{CaseKey, Ledger};
+use crate::engine::models::{MODEL_SERVER_PREFIX, ModelCall, ModelTape};
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules, Pointer};
 use crate::mcp;
-use crate::model::Era;
+use crate::model::{Era, ModelAnswer, ModelExchange};
 use crate::normalize::{self, Difference, Rules};
 
 /// One miss the report lists: what was asked, and where the nearest
@@ -38,6 +41,12 @@ pub struct ReportedMiss {
 }
 
 impl ReportedMiss {
+    /// The agent's model a miss of a request to one is of (its server is
+    /// `model NAME`).
+    fn model(&self) -> Option<&str> {
+        self.server.strip_prefix(MODEL_SERVER_PREFIX)
+    }
+
     /// The case this miss is of.
     pub fn case(&self) -> CaseKey {
         CaseKey::of(&self.server, &self.method, Some(&self.params))
@@ -81,6 +90,7 @@ pub fn suggest(
 ) -> Result<String, Error> {
     let loaded = store::load_as_text(&store::cassette_files(cassettes)?)?;
     let tape = Tape::new(loaded.exchanges, normalization);
+    let models = loaded.model_exchanges;
     // Each suggested table names one server, method and name: its check looks at their recordings.
     let mut cases: HashMap<(&str, &str, &str), Vec<&Arc<Recorded>>> = HashMap::new();
     for recorded in tape.recordings() {
@@ -107,10 +117,17 @@ pub fn suggest(
             let _ =
                 write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));
         }
-        let name = mcp::subject_of(&miss.method, Some(&miss.params)).unwrap_or_default();
-        let recordings =
-            cases.get(&(miss.server.as_str(), miss.method.as_str(), name)).map_or(&[][..], Vec::as_slice);
-        let _ = writeln!(out, "\n# {}\n{table}", check(&table, miss, recordings, normalization));
+        let checked = match miss.model() {
+            Some(model) => check_model(&table, model, miss, &models, normalization),
+            None => {
+                let name = mcp::subject_of(&miss.method, Some(&miss.params)).unwrap_or_default();
+                let recordings = cases
+                    .get(&(miss.server.as_str(), miss.method.as_str(), name))
+                    .map_or(&[][..], Vec::as_slice);
+                check(&table, miss, recordings, normalization)
+            }
+        };
+        let _ = writeln!(out, "\n# {checked}\n{table}");
     }
     Ok(out)
 }
@@ -124,16 +141,23 @@ fn toml_string(text: &str) -> String {
 /// The `[[match]]` table for one miss.
 fn table(miss: &ReportedMiss) -> String {
     let quote = toml_string;
-    let mut lines = vec!["[[match]]".to_owned(), format!("server = {}", quote(&Glob::escape(&miss.server)))];
-    let key = match miss.method.as_str() {
-        "tools/call" => "tool",
-        "prompts/get" => "prompt",
-        "resources/read" => "uri",
-        _ => "method",
-    };
-    let subject =
-        mcp::subject_of(&miss.method, Some(&miss.params)).filter(|_| key != "method").unwrap_or(&miss.method);
-    lines.push(format!("{key} = {}", quote(&Glob::escape(subject))));
+    let mut lines = vec!["[[match]]".to_owned()];
+    match miss.model() {
+        Some(model) => lines.push(format!("model = {}", quote(&Glob::escape(model)))),
+        None => {
+            lines.push(format!("server = {}", quote(&Glob::escape(&miss.server))));
+            let key = match miss.method.as_str() {
+                "tools/call" => "tool",
+                "prompts/get" => "prompt",
+                "resources/read" => "uri",
+                _ => "method",
+            };
+            let subject = mcp::subject_of(&miss.method, Some(&miss.params))
+                .filter(|_| key != "method")
+                .unwrap_or(&miss.method);
+            lines.push(format!("{key} = {}", quote(&Glob::escape(subject))));
+        }
+    }
     let (mut ignore, mut normalize) = (Vec::new(), Vec::new());
     for difference in &miss.differences {
         let folds = match (&difference.recorded, &difference.requested) {
@@ -183,6 +207,35 @@ fn check(table: &str, miss: &ReportedMiss, recordings: &[&Arc<Recorded>], normal
             None => "checked: answers the miss with a recording".into(),
         },
         Err(refusal) => format!("checked: would still miss: {}", refusal.why),
+    }
+}
+
+/// What `table` would do with a miss of a request to the agent's model
+/// `model` over the cassettes' `recordings` of it.
+fn check_model(
+    table: &str,
+    model: &str,
+    miss: &ReportedMiss,
+    recordings: &[ModelExchange],
+    normalization: &Rules,
+) -> String {
+    let rules = match MatchRules::parse(std::path::Path::new("(suggested)"), table) {
+        Ok(rules) => rules,
+        Err(error) => return format!("not checked: {error}"),
+    };
+    let Some((method, target)) = miss.method.split_once(' ') else {
+        return "not checked: the report does not say the request's method and target".into();
+    };
+    let tape = ModelTape::new(recordings.to_vec(), normalization);
+    let body = miss.params.to_string();
+    let call = ModelCall { model, method, target, body: &body, credentials: &[] };
+    let reply = tape.answer(&call, normalization, &rules, Pace::Instant, &Ledger::default());
+    match reply.outcome {
+        Outcome::Hit | Outcome::Ruled => "checked: answers the miss with a recording".into(),
+        _ => match reply.answer {
+            ModelAnswer::Whole(error) => format!("checked: would still miss: {error}"),
+            ModelAnswer::Events(_) => "checked: would still miss".into(),
+        },
     }
 }
 
@@ -256,5 +309,35 @@ mod tests {
         // The rule ignores the argument named `*`, not every argument.
         let prepared = rules.rules()[0].prepare(&json!({"arguments": {"*": 1, "other": 2}}));
         assert_eq!(prepared, json!({"arguments": {"other": 2}}));
+    }
+
+    /// A miss of a request to the agent's model gets a table about that
+    /// model, checked against the cassette's model exchanges.
+    #[test]
+    fn a_model_miss_gets_a_model_table_checked_against_its_recordings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.sqlite");
+        let line = json!({"model": "openai", "method": "POST", "target": "/chat/completions?v=1",
+            "request": r#"{"user":"u-1","messages":["hi"]}"#, "status": 200,
+            "contentType": "application/json", "body": "{}"});
+        let mut cassette = store::Cassette::open(&path).unwrap();
+        crate::interchange::jsonl::import(format!("{line}\n").as_bytes(), &mut cassette).unwrap();
+        drop(cassette);
+        let miss = ReportedMiss {
+            server: "model openai".into(),
+            method: "POST /chat/completions?v=1".into(),
+            params: json!({"user": "u-2", "messages": ["hi"]}),
+            misses: 1,
+            differences: vec![Difference {
+                pointer: "/user".into(),
+                recorded: Some(json!("u-1")),
+                requested: Some(json!("u-2")),
+            }],
+        };
+        let text = suggest(&[miss], &[path], &Rules::default()).unwrap();
+        assert!(
+            text.contains("# checked: answers the miss with a recording\n[[match]]\nmodel = \"openai\"\nignore = [\"/user\"]\n"),
+            "{text}"
+        );
     }
 }

@@ -13,11 +13,13 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::ledger::CaseKey;
+use super::by_rule::RuleUse;
+use super::ledger::{CaseKey, Ledger};
 use super::miss::{Miss, Nearest};
 use super::{Held, Outcome, Recorder};
 use crate::config::Pace;
 use crate::limits::MAX_SHOWN_BYTES;
+use crate::matching::{By, MatchRule, MatchRules};
 use crate::model::{ModelAnswer, ModelExchange, Status, canonical_json, written};
 use crate::normalize::{self, Rules};
 use crate::redact;
@@ -26,6 +28,9 @@ use crate::util::{FastMap, lock, printable};
 /// The status of a request the cassettes do not answer: a client error no
 /// SDK retries (unlike 408, 409, 429 and 5xx).
 pub const MISS_STATUS: Status = Status::BAD_REQUEST;
+
+/// What the ledger's server of a request to a model begins with (`model NAME`).
+pub const MODEL_SERVER_PREFIX: &str = "model ";
 
 /// One request to the agent's model, as the front door read it.
 #[derive(Clone, Copy, Debug)]
@@ -108,6 +113,60 @@ impl ModelTape {
         Some(&self.recordings[at])
     }
 
+    /// The recording match rule `index` picks for `call`, with where it
+    /// differs (`nearest`), or why it picks none.
+    fn by_rule(
+        &self,
+        call: &ModelCall,
+        rules: &Rules,
+        index: usize,
+        rule: &MatchRule,
+    ) -> Result<(&ModelExchange, RuleUse), String> {
+        let candidates: Vec<usize> = (0..self.recordings.len())
+            .filter(|&at| {
+                let r = &self.recordings[at];
+                r.model == call.model && r.method == call.method && r.target == call.target
+            })
+            .collect();
+        let requested = rule.prepare(&body_value(rules, call.body));
+        let prepared = |at: usize| rule.prepare(&body_value(rules, &self.recordings[at].request));
+        let cursor = |key: String| {
+            let mut used = lock(&self.used);
+            let count = used.entry(key).or_default();
+            *count += 1;
+            *count - 1
+        };
+        let (at, differences) = match rule.by {
+            By::Exact => {
+                let equal: Vec<usize> =
+                    candidates.iter().copied().filter(|&at| prepared(at) == requested).collect();
+                if equal.is_empty() {
+                    return Err("no recording is equal once its ignore and normalize are applied".into());
+                }
+                let n = cursor(format!("rule {index}\n{}\n{}", call.target, canonical_json(&requested)));
+                (equal[n.min(equal.len() - 1)], Vec::new())
+            }
+            By::Sequence => {
+                let n = cursor(format!("rule {index}\n{}\n{}\n{}", call.model, call.method, call.target));
+                let Some(&at) = candidates.get(n) else {
+                    return Err(format!("call {} in sequence, and {} recordings", n + 1, candidates.len()));
+                };
+                (at, Vec::new())
+            }
+            By::Nearest => {
+                let nearest = candidates
+                    .iter()
+                    .map(|&at| (at, normalize::differences(&prepared(at), &requested)))
+                    .min_by_key(|(_, differences)| differences.len());
+                let Some((at, differences)) = nearest else {
+                    return Err("there is no recording of this method and target".into());
+                };
+                (at, differences)
+            }
+        };
+        Ok((&self.recordings[at], RuleUse { rule: index, differences: differences.into() }))
+    }
+
     /// Why nothing answers `call`: the nearest recordings of the same
     /// model, method and target and where each differs.
     fn miss(&self, call: &ModelCall, rules: &Rules) -> Miss {
@@ -148,41 +207,58 @@ impl ModelTape {
                 format!("mcp-tape: the cassettes hold no exchange with model {model} (asked: {asked})")
             }
         };
-        Miss::new(message, &case.server, &case.method, &requested).with_nearest(nearest)
+        // The miss names the whole target (its query too), for `rules suggest` to ask again.
+        let asked = format!("{} {}", call.method, call.target);
+        Miss::new(message, &case.server, &asked, &requested).with_nearest(nearest)
     }
 
-    /// Replay's answer to `call`, counted on `ledger`'s case for it.
+    /// Replay's answer to `call`: the recording of the same request, else
+    /// the one the first match rule about its model picks, else a miss;
+    /// counted on `ledger`'s case for it.
     pub fn answer(
         &self,
         call: &ModelCall,
         rules: &Rules,
+        match_rules: &MatchRules,
         pace: Pace,
-        ledger: &super::ledger::Ledger,
+        ledger: &Ledger,
     ) -> ModelReply {
         let case = call.case();
-        let reply = match self.find(call, rules) {
-            Some(recorded) => ModelReply {
-                outcome: Outcome::Hit,
-                status: recorded.status,
-                content_type: recorded.content_type.clone(),
-                answer: recorded.answer.clone(),
-                pace,
-            },
-            None => {
-                let miss = self.miss(call, rules);
-                tracing::warn!("{}", miss.message);
-                ledger.missed(&case, &miss);
-                ModelReply {
-                    outcome: Outcome::Miss,
-                    status: MISS_STATUS,
-                    content_type: "application/json".into(),
-                    answer: ModelAnswer::Whole(error_body(call.target, &miss.message)),
-                    pace,
-                }
-            }
+        let reply = |outcome, recorded: &ModelExchange| ModelReply {
+            outcome,
+            status: recorded.status,
+            content_type: recorded.content_type.clone(),
+            answer: recorded.answer.clone(),
+            pace,
         };
-        ledger.note(&case.server, &case.method, None, reply.outcome, None);
-        reply
+        if let Some(recorded) = self.find(call, rules) {
+            ledger.note(&case.server, &case.method, None, Outcome::Hit, None);
+            return reply(Outcome::Hit, recorded);
+        }
+        let mut refusal = None;
+        if let Some(index) = match_rules.find_model(call.model) {
+            match self.by_rule(call, rules, index, &match_rules.rules()[index]) {
+                Ok((recorded, used)) => {
+                    ledger.note(&case.server, &case.method, None, Outcome::Ruled, Some(&used));
+                    return reply(Outcome::Ruled, recorded);
+                }
+                Err(why) => refusal = Some((match_rules.label(index), why)),
+            }
+        }
+        let mut miss = self.miss(call, rules);
+        if let Some((rule, why)) = refusal {
+            miss = miss.decided_by(rule, why);
+        }
+        tracing::warn!("{}", miss.message);
+        ledger.missed(&case, &miss);
+        ledger.note(&case.server, &case.method, None, Outcome::Miss, None);
+        ModelReply {
+            outcome: Outcome::Miss,
+            status: MISS_STATUS,
+            content_type: "application/json".into(),
+            answer: ModelAnswer::Whole(error_body(call.target, &miss.message)),
+            pace,
+        }
     }
 
     /// The recording that answers `call`, if one does (record
@@ -192,7 +268,7 @@ impl ModelTape {
         call: &ModelCall,
         rules: &Rules,
         pace: Pace,
-        ledger: &super::ledger::Ledger,
+        ledger: &Ledger,
     ) -> Option<ModelReply> {
         let recorded = self.find(call, rules)?;
         let case = call.case();
@@ -308,7 +384,7 @@ fn compared(rules: &Rules, model: &str, method: &str, target: &str, body: &str) 
 /// The ledger's case of a request to a model: server `model NAME`, method
 /// `METHOD PATH`.
 fn case_of(model: &str, method: &str, target: &str) -> CaseKey {
-    CaseKey::named(&format!("model {model}"), &format!("{method} {}", path(target)), None)
+    CaseKey::named(&format!("{MODEL_SERVER_PREFIX}{model}"), &format!("{method} {}", path(target)), None)
 }
 
 /// A target's path, without its query.
@@ -381,6 +457,7 @@ mod tests {
                 let reply = tape.answer(
                     &call("/chat/completions", r#"{ "n": 1, "model": "m" }"#),
                     &rules,
+                    &MatchRules::default(),
                     Pace::Instant,
                     &ledger,
                 );
@@ -403,7 +480,13 @@ mod tests {
         );
         let ledger = Ledger::default();
         let asked = r#"{"messages":[{"role":"system","content":"Be long."}]}"#;
-        let openai = tape.answer(&call("/chat/completions", asked), &rules, Pace::Instant, &ledger);
+        let openai = tape.answer(
+            &call("/chat/completions", asked),
+            &rules,
+            &MatchRules::default(),
+            Pace::Instant,
+            &ledger,
+        );
         assert_eq!((openai.outcome, openai.status.as_u16()), (Outcome::Miss, 400));
         let error: Value = serde_json::from_str(whole(&openai)).unwrap();
         let message = error["error"]["message"].as_str().unwrap();
@@ -412,7 +495,8 @@ mod tests {
             "{message}"
         );
         assert_eq!(error["error"]["type"], "invalid_request_error");
-        let anthropic = tape.answer(&call("/v1/messages", asked), &rules, Pace::Instant, &ledger);
+        let anthropic =
+            tape.answer(&call("/v1/messages", asked), &rules, &MatchRules::default(), Pace::Instant, &ledger);
         let error: Value = serde_json::from_str(whole(&anthropic)).unwrap();
         assert_eq!(error["type"], "error");
         assert!(error["error"]["message"].as_str().unwrap().contains("/messages/0/content"));
@@ -422,16 +506,47 @@ mod tests {
         assert_eq!((case.server.as_str(), case.method.as_str()), ("model openai", "POST /chat/completions"));
     }
 
+    /// A `[[match]] model = ...` table decides what differs only where it
+    /// ignores, and a `nearest` one picks the recording that differs least.
+    #[test]
+    fn match_rules_about_a_model_apply_to_its_bodies() {
+        let rules = rules();
+        let tape = ModelTape::new(
+            vec![
+                recording("/chat/completions", r#"{"user":"u-1","messages":["a","x"]}"#, "first"),
+                recording("/chat/completions", r#"{"user":"u-1","messages":["b","c"]}"#, "second"),
+            ],
+            &rules,
+        );
+        let file = std::path::Path::new("mcp-tape.toml");
+        let ignoring =
+            MatchRules::parse(file, "[[match]]\nmodel = \"open*\"\nignore = [\"/user\"]\n").unwrap();
+        let ledger = Ledger::default();
+        let asked = call("/chat/completions", r#"{"user":"u-2","messages":["b","c"]}"#);
+        let reply = tape.answer(&asked, &rules, &ignoring, Pace::Instant, &ledger);
+        assert_eq!((reply.outcome, whole(&reply)), (Outcome::Ruled, "second"));
+        let other = call("/chat/completions", r#"{"user":"u-2","messages":["b","d"]}"#);
+        let reply = tape.answer(&other, &rules, &ignoring, Pace::Instant, &ledger);
+        assert_eq!(reply.outcome, Outcome::Miss);
+        assert!(whole(&reply).contains("rule mcp-tape.toml:1 (exact) decided it"), "{}", whole(&reply));
+        let nearest = MatchRules::parse(file, "[[match]]\nmodel = \"openai\"\nby = \"nearest\"\n").unwrap();
+        let reply = tape.answer(&other, &rules, &nearest, Pace::Instant, &ledger);
+        assert_eq!((reply.outcome, whole(&reply)), (Outcome::Ruled, "second"));
+        let refused = MatchRules::parse(file, "[[match]]\nmodel = \"openai\"\ntool = \"x\"\n").unwrap_err();
+        assert!(refused.to_string().contains("tool: a rule with model decides"), "{refused}");
+    }
+
     /// Another target, or a model nothing was recorded for, is said so.
     #[test]
     fn a_miss_says_what_was_recorded_instead() {
         let rules = rules();
         let tape = ModelTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules);
         let ledger = Ledger::default();
-        let reply = tape.answer(&call("/responses", "{}"), &rules, Pace::Instant, &ledger);
+        let reply =
+            tape.answer(&call("/responses", "{}"), &rules, &MatchRules::default(), Pace::Instant, &ledger);
         assert!(whole(&reply).contains("recorded for POST /chat/completions only"), "{}", whole(&reply));
         let other = ModelCall { model: "anthropic", ..call("/v1/messages", "{}") };
-        let reply = tape.answer(&other, &rules, Pace::Instant, &ledger);
+        let reply = tape.answer(&other, &rules, &MatchRules::default(), Pace::Instant, &ledger);
         assert!(whole(&reply).contains("no exchange with model anthropic"), "{}", whole(&reply));
     }
 }

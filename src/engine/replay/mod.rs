@@ -149,7 +149,7 @@ impl Replay {
 
     /// The answer to a request to the agent's model: a recording, or a miss.
     pub fn model(&self, call: &ModelCall) -> ModelReply {
-        self.models.answer(call, &self.rules, self.pace, &self.ledger)
+        self.models.answer(call, &self.rules, self.by_rule.rules(), self.pace, &self.ledger)
     }
 
     /// The recording that answers a request to the agent's model, if one
