@@ -58,6 +58,11 @@ TypeScript SDK and the official conformance suite:
   same text directly, through record and on replay; a varied run's miss
   names the pointer in what they surface, a rules file answers it; faults
   reach them;
+- the agent's model on the tape (models.py): Pydantic AI, the OpenAI Agents
+  SDK and the Vercel AI SDK with their real OpenAI providers against a
+  scripted model server: directly, through `record --model` and on replay
+  with both servers stopped, the same run; a changed system prompt fails
+  naming the pointer; the key never stored; AzureOpenAI's deployment path;
 - CI: `mcp-tape test` around a stand-in agent with a miss, its JUnit file
   read by junitparser (the pytest and vitest examples run from the
   installed packages in tests/packaging);
@@ -78,6 +83,7 @@ import types
 import clients
 import frameworks
 import imports
+import models
 import soak
 
 from harness import (
@@ -111,9 +117,10 @@ def main():
     parser.add_argument("--python", default=sys.executable, help="Python with the pinned SDKs")
     parser.add_argument("--logs", required=True, help="directory for conformance and daemon logs")
     parser.add_argument("--tools", required=True, help="where setup.sh put the venvs of other recorders")
-    parser.add_argument("--only", choices=["published"],
-                        help="only the checks against published servers: server-everything and server-filesystem "
-                             "(npm) over stdio and HTTP, and the frameworks' server on the Python SDK (PyPI)")
+    parser.add_argument("--only", choices=["published", "models"],
+                        help="published: only the checks against published servers (server-everything and "
+                             "server-filesystem (npm) over stdio and HTTP, and the frameworks' server on the Python "
+                             "SDK (PyPI)); models: only the checks of the agent's model on the tape")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
     node_env = dict(os.environ, PATH=os.path.dirname(args.node) + os.pathsep + os.environ["PATH"])
@@ -122,6 +129,9 @@ def main():
     checks = Checks()
     if args.only == "published":
         return published_servers(args, node_env, checks)
+    if args.only == "models":
+        models.run(helpers_of(args, node_env), checks, args.tools)
+        return finished(checks)
 
     with tempfile.TemporaryDirectory() as empty:
         daemon = Daemon(args.binary, [empty])
@@ -205,6 +215,7 @@ def main():
     ci_examples(args, node_env, checks)
     imports.run(helpers_of(args, node_env), checks, args.tools)
     frameworks.run(helpers_of(args, node_env), checks, args.tools)
+    models.run(helpers_of(args, node_env), checks, args.tools)
     with tempfile.TemporaryDirectory() as cassettes:
         run_process([args.binary, "import", FIXTURE, "--cassette", os.path.join(cassettes, "mail.sqlite")],
                     CLIENT_TIMEOUT_S)

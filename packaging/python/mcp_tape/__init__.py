@@ -19,7 +19,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-__all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec"]
+__all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec", "model_url"]
 
 # mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 MODES = ("replay", "missing", "all", "once", "none", "new_episodes")
@@ -137,6 +137,28 @@ def _move(source, target):
             source.unlink()
 
 
+def model_specs(models):
+    """`--model` values from `models`: a dict of name to base URL, `NAME=URL` strings (one, or several), or
+    None."""
+    if not models:
+        return []
+    if isinstance(models, dict):
+        return [f"{name}={url}" for name, url in models.items()]
+    if isinstance(models, str):
+        models = models.split()
+    specs = list(models)
+    for spec in specs:
+        name, equals, url = str(spec).partition("=")
+        if not (name and equals and url):
+            raise TapeError(f"model {spec!r}: expected NAME=URL, e.g. openai=https://api.openai.com/v1")
+    return specs
+
+
+def model_url(tape_url, name):
+    """The base URL of the agent's model `name` on the tape at `tape_url`."""
+    return f"{tape_url.rstrip('/')}/model/{name}"
+
+
 class Tape:
     """One `mcp-tape test` run around one test; `start()` returns its URL.
 
@@ -149,7 +171,7 @@ class Tape:
     """
 
     def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
-                 faults=(), on_miss=None, report=None, title=None):
+                 faults=(), on_miss=None, report=None, title=None, models=None):
         if mode not in MODES:
             raise TapeError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
         self.cassette = Path(cassette)
@@ -161,6 +183,7 @@ class Tape:
         self.on_miss = on_miss
         self.kept_report = Path(report) if report else None
         self.title = title
+        self.models = model_specs(models)
         self.executable = executable or binary()
         self.url = None
         self.cases = []
@@ -176,7 +199,14 @@ class Tape:
     def settings(self):
         """What this tape was made with: two tapes with the same settings are alike."""
         return (self.executable, self.cassette, self.mode, self.upstream, self.rules, self.html, tuple(self.faults),
-                self.on_miss, self.kept_report, self.title)
+                self.on_miss, self.kept_report, self.title, tuple(self.models))
+
+    def model_url(self, name):
+        """The base URL the agent's model `name` is reached at on this tape (`URL/model/NAME`), for its client
+        in place of the API's own (`--model NAME=URL` records it; replay answers it from the cassette)."""
+        if self.url is None:
+            raise TapeError("the tape is not started: start() it first")
+        return model_url(self.url, name)
 
     def _arguments(self):
         """`mcp-tape test`'s arguments for this tape, the command it runs included."""
@@ -184,6 +214,8 @@ class Tape:
         command = ["test", str(self.cassette), "--mode", self.mode, "--report", str(self._report)]
         if self.upstream:
             command += ["--upstream", self.upstream]
+        for model in self.models:
+            command += ["--model", model]
         if self.rules:
             command += ["--rules", str(self.rules)]
         for fault in self.faults:

@@ -7,8 +7,10 @@ also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT (where the Agent 365 SDKs look)
 while the test runs. A request the cassette does not hold fails that test,
 the misses first in its failure text; so does any request when the cassette
 is not there. Recording modes store a test's recording only when the test
-passes. The marker takes the test's own cassette, mode, rules file, faults
-and on-miss.
+passes. The marker takes the test's own cassette, mode, rules file, faults,
+on-miss and models. The agent's model goes on the same tape: `--mcp-tape-model
+NAME=URL` (or the marker's `models=`) records it, and the `mcp_tape_model`
+fixture gives its base URL on the tape (`mcp_tape_model("openai")`).
 
 Under GitHub Actions the session ends with each miss as an `::error` annotation
 at its test (GITHUB_ACTIONS=true) and a section of the job's summary listing each
@@ -19,6 +21,7 @@ the fixture yields that one tape's URL instead, and `mcp-tape test` judges
 the run as a whole.
 """
 
+import functools
 import hashlib
 import html
 import json
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_tape import MODES, Tape, TapeError, _reap, github
+from mcp_tape import MODES, Tape, TapeError, _reap, github, model_url
 
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
@@ -41,7 +44,7 @@ _VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
 _GITHUB_PROPERTY = "mcp-tape"
 # What the session's tests told GitHub: [(test id, file, line, rows)], gathered where reports are logged.
 _TOLD = []
-_MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss")
+_MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss", "models")
 
 
 def pytest_addoption(parser):
@@ -54,6 +57,14 @@ def pytest_addoption(parser):
         "default MCP_TAPE_MODE",
     )
     group.addoption("--mcp-tape-upstream", metavar="URL", help="the MCP server the recording modes record from")
+    group.addoption(
+        "--mcp-tape-model",
+        metavar="NAME=URL",
+        action="append",
+        default=None,
+        help="record the agent's model NAME too, at the base URL its client had (repeatable; default "
+        "MCP_TAPE_MODEL); the mcp_tape_model fixture gives its URL on the tape",
+    )
     group.addoption(
         "--mcp-tape-cassettes", metavar="DIR", help="where per-test cassettes live (default: cassettes)"
     )
@@ -71,10 +82,11 @@ def pytest_configure(config):
     _TOLD.clear()
     config.addinivalue_line(
         "markers",
-        "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None): give the test a tape of its own; "
-        "cassette= names its file (relative to the cassettes directory) instead of <module>/<test>.sqlite; mode= "
-        "and rules= override the command line's for this test; faults= adds fault rules (spec strings or dicts of "
-        "a [[fault]] table's keys); on_miss= is --on-miss",
+        "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None, models=None): give the test a tape "
+        "of its own; cassette= names its file (relative to the cassettes directory) instead of "
+        "<module>/<test>.sqlite; mode= and rules= override the command line's for this test; faults= adds fault "
+        "rules (spec strings or dicts of a [[fault]] table's keys); on_miss= is --on-miss; models= (a dict of name "
+        "to base URL) records the agent's models instead of --mcp-tape-model's",
     )
     root = Path(config.rootpath)
     option = config.getoption
@@ -86,6 +98,7 @@ def pytest_configure(config):
         # The command line wins over the environment, as everywhere else.
         "mode": option("--mcp-tape-mode") or os.environ.get("MCP_TAPE_MODE", "").strip() or "replay",
         "upstream": option("--mcp-tape-upstream") or os.environ.get("MCP_TAPE_UPSTREAM"),
+        "models": option("--mcp-tape-model") or os.environ.get("MCP_TAPE_MODEL", "").split(),
         "cassettes": root / cassettes,
         "rules": Path(rules) if Path(rules).exists() or option("--mcp-tape-rules") else None,
         "html": root / html_dir if html_dir else None,
@@ -177,6 +190,7 @@ def _tape_for(item):
         on_miss=options.get("on_miss"),
         report=settings["reports"] / _with(place, ".json") if settings["reports"] else None,
         title=f"{item.nodeid} ({cassette})",
+        models=options.get("models") or settings["models"],
     )
 
 
@@ -280,6 +294,13 @@ def mcp_tape(request):
                 os.environ[name] = value
         # Still running when the test body never ran (a fixture after this one failed).
         tape.stop(passed=False)
+
+
+@pytest.fixture
+def mcp_tape_model(mcp_tape):
+    """`mcp_tape_model("openai")`: the base URL of the agent's model `openai` on this test's tape, for its client
+    in place of the API's own."""
+    return functools.partial(model_url, mcp_tape)
 
 
 @pytest.hookimpl(wrapper=True)
