@@ -9,7 +9,9 @@ frameworks_agents.py from the messages it is sent, as a model would.
   OpenAI's deployment path): with no tool result among the messages it calls
   `list_messages`; after that one, `create_event` with the subject of the
   first message the tool result lists; after that, `send_invite` with the
-  event id the result names; then it answers in text. `"stream": true` gets
+  event id the result names; then it answers in text. Offered other tools,
+  it calls the first with the user's last word as `query`, then answers
+  with the tool's result. `"stream": true` gets
   the same as Server-Sent Events (chunks, then `data: [DONE]`).
 - `POST /v1/messages`: Anthropic's Messages shape, a text answer naming how
   many messages it was sent.
@@ -43,9 +45,17 @@ def step_of(messages):
     return results
 
 
-def next_move(messages):
-    """What the model does next: (tool name, arguments) or (None, the answer's text)."""
+def next_move(messages, tools):
+    """What the model does next: (tool name, arguments) or (None, the answer's text). With the four-step
+    agent's tools on offer it plays that agent; with others, it calls the first with the last word the user
+    wrote as its `query`, then answers with what the tool said."""
     results = step_of(messages)
+    if "list_messages" not in tools:
+        if results:
+            return None, f"Found {results[0]}"
+        asked = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "") or ""
+        words = re.findall(r"\w+", asked if isinstance(asked, str) else json.dumps(asked))
+        return (tools[0] if tools else "search"), {"query": (words[-1] if words else "").lower()}
     if not results:
         return "list_messages", {"folder": "inbox", "top": 3}
     if len(results) == 1:
@@ -59,8 +69,13 @@ def next_move(messages):
     return None, f"Invited Bob to {invited.group(0) if invited else 'the review'}."
 
 
-def completion(messages, model, number):
-    tool, what = next_move(messages)
+def offered(request):
+    """The names of the tools the request offers the model, in order."""
+    return [tool.get("function", {}).get("name") for tool in request.get("tools") or [] if isinstance(tool, dict)]
+
+
+def completion(messages, model, number, tools):
+    tool, what = next_move(messages, tools)
     step = len(step_of(messages))
     if tool:
         message = {"role": "assistant", "content": None, "tool_calls": [
@@ -74,9 +89,9 @@ def completion(messages, model, number):
             "usage": {"prompt_tokens": 10 * len(messages), "completion_tokens": 7, "total_tokens": 10 * len(messages) + 7}}
 
 
-def chunks(messages, model, number, usage):
+def chunks(messages, model, number, usage, tools):
     """The same answer as the chunks of a stream."""
-    tool, what = next_move(messages)
+    tool, what = next_move(messages, tools)
     step = len(step_of(messages))
     base = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 1790000000 + number,
             "model": model}
@@ -150,14 +165,14 @@ class Handler(BaseHTTPRequestHandler):
                 "usage": {"input_tokens": 12, "output_tokens": 6}}))
         messages, model = request.get("messages", []), request.get("model", "gpt-test")
         if not request.get("stream"):
-            return self.answer(200, json.dumps(completion(messages, model, number)))
+            return self.answer(200, json.dumps(completion(messages, model, number, offered(request))))
         usage = bool((request.get("stream_options") or {}).get("include_usage"))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        for chunk in [*(f"data: {json.dumps(c)}\n\n" for c in chunks(messages, model, number, usage)),
+        for chunk in [*(f"data: {json.dumps(c)}\n\n" for c in chunks(messages, model, number, usage, offered(request))),
                       "data: [DONE]\n\n"]:
             data = chunk.encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

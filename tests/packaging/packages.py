@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,10 @@ from interop import Checks, Daemon  # noqa: E402
 
 UPSTREAM = ROOT / "tests" / "interop" / "agent365_upstream.py"
 QUICKSTART = HERE / "quickstart_server.py"
+# The scripted OpenAI-compatible model the README's examples record (it calls the offered tool with the
+# user's last word), and the key it wants: never in a cassette.
+MODEL_SERVER = ROOT / "tests" / "interop" / "model_server.py"
+MODEL_KEY = "sk-proj-" + "Readme0Example1Key2" * 3
 CHANGED_QUESTION = "holiday plans"
 MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
 # A rules file that lets any question through to the mailbox cassette's recording.
@@ -76,11 +81,13 @@ def files_under(directory):
 
 
 class Upstream:
-    """The fixture MCP servers (or the quick-start server), started and stopped as a test run needs them."""
+    """The fixture MCP servers (or the quick-start server, or the scripted model server with `extra` its
+    arguments), started and stopped as a test run needs them."""
 
-    def __init__(self, python, script=UPSTREAM):
+    def __init__(self, python, script=UPSTREAM, extra=()):
         self.python = python
         self.command = [python, str(script)] + (["--no-auth", "--port", "0"] if script == UPSTREAM else [])
+        self.command += list(extra)
         self.daemon = None
 
     def __enter__(self):
@@ -91,11 +98,28 @@ class Upstream:
         self.daemon.stop()
 
 
+def assert_both_sides_on_the_tape(cassette):
+    """`cassette` holds exchanges with the MCP server and with the model, and not the model's key."""
+    with contextlib.closing(sqlite3.connect(f"file:{cassette}?mode=ro", uri=True)) as db:
+        mcp = db.execute("SELECT count(*) FROM exchange WHERE method = 'tools/call'").fetchone()[0]
+        model = db.execute("SELECT count(*) FROM model_exchange").fetchone()[0]
+    assert (mcp, model) == (1, 1), (mcp, model)
+    assert MODEL_KEY.encode() not in Path(cassette).read_bytes(), "the model's key is in the cassette"
+
+
 def readme_pytest_example():
     """The README's pytest example, as a person copies it: the first Python block after "In a pytest suite"."""
     text = (ROOT / "README.md").read_text()
     found = re.search(r"```python\n(.*?)```", text[text.index("In a pytest suite"):], re.S)
     assert found, "the README has no pytest example"
+    return found.group(1)
+
+
+def readme_vitest_example():
+    """The README's vitest example, as a person copies it: the first JavaScript block after "In a vitest suite"."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(r"```js\n(.*?)```", text[text.index("In a vitest suite"):], re.S)
+    assert found, "the README has no vitest example"
     return found.group(1)
 
 
@@ -339,16 +363,20 @@ def python_package(args, work, checks):
         "test_p[1.7]", "test_p[a%2Fb]", "test_p[a_b]", "test_p[value7]", "test_taken_in_the_body",
     ]
 
-    with Upstream(args.python, QUICKSTART) as quickstart:
+    with Upstream(args.python, QUICKSTART) as quickstart, \
+            Upstream(args.python, MODEL_SERVER, ["--key", MODEL_KEY]) as model:
         def readme_example_records():
             output = must([*strict, "test_search.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
-                           f"{quickstart}/mcp"], readme, env)
+                           f"{quickstart}/mcp", "--mcp-tape-model", f"openai={model}/v1"], readme,
+                          dict(env, OPENAI_API_KEY=MODEL_KEY))
             assert "1 passed" in output, output
-            assert files_under(readme / "cassettes") == ["test_search/test_the_server_offers_search.sqlite"], \
+            assert files_under(readme / "cassettes") == ["test_search/test_the_agent_searches.sqlite"], \
                 files_under(readme / "cassettes")
+            assert_both_sides_on_the_tape(readme / "cassettes" / "test_search" / "test_the_agent_searches.sqlite")
 
         checks.run("README's pytest example, copied as written: under pytest -W error it records "
-                   "cassettes/test_search/test_the_server_offers_search.sqlite, as the README says", readme_example_records)
+                   "cassettes/test_search/test_the_agent_searches.sqlite, as the README says, the MCP server's "
+                   "and the model's exchanges on it and the model's key nowhere", readme_example_records)
 
         def each_test_its_own_cassette():
             output = must([*strict, "test_naming.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
@@ -543,6 +571,27 @@ def node_package(args, work, checks):
         checks.run("vitest helper: a tape started ahead of the next test: of two tests on the file's cassette the "
                    "second replays what the first recorded (0 forwarded); after a failure --bail stops at, the one "
                    "started ahead ends unused, with no page, report or recording left", ahead_tapes)
+
+    with Upstream(args.python, QUICKSTART) as quickstart, \
+            Upstream(args.python, MODEL_SERVER, ["--key", MODEL_KEY]) as model:
+        def readme_vitest_example_records():
+            with placed(project, {"search.test.mjs": readme_vitest_example()}):
+                output = must([*vitest, "search.test.mjs"], project, dict(
+                    env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=f"{quickstart}/mcp",
+                    MCP_TAPE_MODEL=f"openai={model}/v1", OPENAI_API_KEY=MODEL_KEY))
+                assert "1 passed" in output, output
+            assert_both_sides_on_the_tape(cassettes / "search" / "the_agent_searches.sqlite")
+
+        checks.run("README's vitest example, copied as written: MCP_TAPE_MODE=once with MCP_TAPE_MODEL records "
+                   "cassettes/search/the_agent_searches.sqlite, the MCP server's and the model's exchanges on it and "
+                   "the model's key nowhere", readme_vitest_example_records)
+
+    def readme_vitest_example_replays():
+        with placed(project, {"search.test.mjs": readme_vitest_example()}, [cassettes / "search"]):
+            output = must([*vitest, "search.test.mjs"], project, env)
+            assert "1 passed" in output, output
+
+    checks.run("README's vitest example replays with both servers stopped and no key", readme_vitest_example_replays)
 
     def replays():
         output = must(vitest, project, env)

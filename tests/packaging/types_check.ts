@@ -2,17 +2,20 @@
 // the npm package must come with its declarations.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { describeMisses, MODES, type Mode, startTape } from "mcp-tape";
+import { describeMisses, MODES, type Mode, modelUrl, startTape } from "mcp-tape";
 import setup from "mcp-tape/global-setup";
 import { useTape } from "mcp-tape/vitest";
 import { test } from "vitest";
 
-const tape = useTape({ mode: "once", rules: "mcp-tape.toml", onMiss: "error", faults: [{ tool: "GetMyDetails", nth: [1], http: 503 }] });
+const tape = useTape({ mode: "once", rules: "mcp-tape.toml", onMiss: "error", faults: [{ tool: "GetMyDetails", nth: [1], http: 503 }],
+  models: { openai: "https://api.openai.com/v1" } });
 
 test("the agent reads the profile", async () => {
   const client = new Client({ name: "types-check", version: "1.0.0" });
   await client.connect(new StreamableHTTPClientTransport(new URL("/agents/servers/mcp_MeServer", tape.url)));
   await client.close();
+  const baseURL: string = tape.model("openai");
+  if (!baseURL.endsWith("/model/openai") || modelUrl(tape.url ?? "", "openai") !== baseURL) throw new Error(baseURL);
 });
 
 export async function withJest(): Promise<string> {

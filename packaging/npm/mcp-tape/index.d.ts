@@ -22,7 +22,15 @@ export interface TapeOptions {
   html?: string;
   /** The mcp-tape executable (default: this platform's package, or MCP_TAPE_BIN). */
   bin?: string;
+  /**
+   * The agent's models to record beside the MCP traffic: name to the base URL its client had
+   * (`{ openai: "https://api.openai.com/v1" }`), or `NAME=URL` strings (default: MCP_TAPE_MODEL).
+   */
+  models?: Record<string, string> | string | string[];
 }
+
+/** The base URL of the agent's model `name` on the tape at `tapeUrl` (`tapeUrl/model/name`). */
+export declare function modelUrl(tapeUrl: string, name: string): string;
 
 export interface Miss {
   server: string;

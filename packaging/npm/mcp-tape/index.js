@@ -223,6 +223,25 @@ function helper() {
 }
 
 /**
+ * `--model` values from `models`: an object of name to base URL, `NAME=URL` strings, or nothing
+ * (the binary then reads MCP_TAPE_MODEL).
+ */
+export function modelSpecs(models) {
+  if (!models) return [];
+  const specs = typeof models === "string" ? models.split(/\s+/).filter(Boolean)
+    : Array.isArray(models) ? models : Object.entries(models).map(([name, url]) => `${name}=${url}`);
+  for (const spec of specs) {
+    if (!/^[^=]+=.+$/.test(spec)) throw new Error(`model ${JSON.stringify(spec)}: expected NAME=URL, e.g. openai=https://api.openai.com/v1`);
+  }
+  return specs;
+}
+
+/** The base URL of the agent's model `name` on the tape at `tapeUrl`. */
+export function modelUrl(tapeUrl, name) {
+  return `${tapeUrl.replace(/\/+$/, "")}/model/${name}`;
+}
+
+/**
  * Starts a tape on a free loopback port, answering from (or recording into)
  * `cassette`, without waiting for it to serve: `take()` resolves with its
  * URL once it does. `stop(passed)` ends it. The reports are written to a
@@ -230,7 +249,7 @@ function helper() {
  * the tape was taken: one started ahead of a test and never used leaves
  * none.
  */
-export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin } = {}) {
+export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin, models } = {}) {
   if (!cassette) throw new Error("startTape: name the cassette file");
   // What the code says wins over the environment.
   const chosen = mode || process.env.MCP_TAPE_MODE?.trim() || "replay";
@@ -243,6 +262,7 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
   // A cassette that is not there is replayed as absent: each request misses, naming it.
   const args = ["test", cassette, "--mode", chosen, "--report", report];
   if (upstream ?? process.env.MCP_TAPE_UPSTREAM) args.push("--upstream", upstream ?? process.env.MCP_TAPE_UPSTREAM);
+  for (const model of modelSpecs(models)) args.push("--model", model);
   if (rules) args.push("--rules", rules);
   for (const fault of [faults ?? []].flat()) args.push("--fault", faultSpec(fault));
   if (onMiss) args.push("--on-miss", onMiss);

@@ -15,6 +15,8 @@ export interface UseTapeOptions extends Omit<TapeOptions, "cassette" | "html" | 
 export interface TapeState {
   url: string | undefined;
   cassette: string | undefined;
+  /** The base URL of the agent's model `name` on the running test's tape, for its client's base URL. */
+  model(name: string): string;
 }
 
 /** Gives each test of the file a tape of its own; call it at the top of a test file. */

@@ -6,14 +6,15 @@
 // cassette does not hold fails that test, with the misses in the error; so
 // does any request when the cassette is not there. Recording modes
 // (MCP_TAPE_MODE, MCP_TAPE_UPSTREAM) keep a test's recording only when it
-// passes. Under GitHub Actions each file appends its tests' misses, drift
-// and faults to the job's summary (GITHUB_STEP_SUMMARY). Under
-// `mcp-tape test -- vitest run`, the one tape already running serves every
-// test instead.
+// passes. `useTape({ models: { openai: URL } })` records the agent's model
+// too, and `tape.model("openai")` is its base URL on the tape. Under GitHub
+// Actions each file appends its tests' misses, drift and faults to the
+// job's summary (GITHUB_STEP_SUMMARY). Under `mcp-tape test -- vitest run`,
+// the one tape already running serves every test instead.
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach } from "vitest";
 import { rows, tellFile } from "./github.js";
-import { fileName, spawnTape, writeIndex } from "./index.js";
+import { fileName, modelUrl, spawnTape, writeIndex } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
 
@@ -57,7 +58,15 @@ function environment() {
 
 export function useTape(options = {}) {
   const outer = process.env.MCP_TAPE_URL;
-  const state = { url: outer, cassette: undefined };
+  const state = {
+    url: outer,
+    cassette: undefined,
+    /** The base URL of the agent's model `name` on this test's tape. */
+    model(name) {
+      if (state.url === undefined) throw new Error("mcp-tape: the tape's model URL is there while a test runs");
+      return modelUrl(state.url, name);
+    },
+  };
   if (outer) return state;
   // Where the test file called useTape: a miss's error points there (not into this package), so
   // vitest shows that line, and its github-actions reporter makes the miss an annotation there.
