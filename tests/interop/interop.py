@@ -59,7 +59,7 @@ TypeScript SDK and the official conformance suite:
   names the pointer in what they surface, a rules file answers it; faults
   reach them;
 - the agent's model on the tape (models.py): Pydantic AI, the OpenAI Agents
-  SDK and the Vercel AI SDK with their real OpenAI providers against a
+  SDK, LangChain and the Vercel AI SDK with their real OpenAI providers against a
   scripted model server: directly, through `record --model` and on replay
   with both servers stopped, the same run; a changed system prompt fails
   naming the pointer; the key never stored; AzureOpenAI's deployment path;

@@ -1,7 +1,7 @@
 """The agent's model on the tape (part of interop.py): agent frameworks with
 their real OpenAI providers — Pydantic AI (OpenAIChatModel), the OpenAI
-Agents SDK (OpenAIChatCompletionsModel, streamed) and the Vercel AI SDK
-(@ai-sdk/openai, streamed) — run the four-step agent against
+Agents SDK (OpenAIChatCompletionsModel, streamed), LangChain (ChatOpenAI)
+and the Vercel AI SDK (@ai-sdk/openai, streamed) — run the four-step agent against
 model_server.py (a scripted OpenAI-compatible model of our own, playing the
 agent from the messages it is sent, answering 401 without the key) and
 frameworks_server.py (the MCP upstream):
@@ -24,7 +24,7 @@ import os
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FRAMEWORKS = ["pydantic-ai", "openai-agents", "vercel-ai-sdk"]
+FRAMEWORKS = ["pydantic-ai", "openai-agents", "langchain", "vercel-ai-sdk"]
 KEY = "sk-proj-" + "Tape0Test1Key2Not3Real4" * 3
 SYSTEM = "You plan meetings. Be brief."
 

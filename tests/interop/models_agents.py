@@ -6,11 +6,13 @@ mcp-tape's /model/openai standing for it), the tools an MCP server's.
     python models_agents.py FRAMEWORK MCP_URL MODEL_URL KEY SYSTEM
 
 FRAMEWORK is `pydantic-ai` (OpenAIChatModel through OpenAIProvider,
-MCPToolset) or `openai-agents` (OpenAIChatCompletionsModel on AsyncOpenAI,
+MCPToolset), `openai-agents` (OpenAIChatCompletionsModel on AsyncOpenAI,
 streamed with Runner.run_streamed, MCPServerStreamableHttp; tracing off, so
-nothing leaves the machine); `azure-openai` is the openai SDK's AzureOpenAI
-client asking its deployment once (MODEL_URL is the Azure endpoint; no
-tools). Prints, as JSON, the tool calls the model made (name, arguments),
+nothing leaves the machine) or `langchain` (langchain-openai's ChatOpenAI
+with langchain-mcp-adapters' tools bound, in a tool-calling loop);
+`azure-openai` is the openai SDK's AzureOpenAI
+client asking its deployment once (MODEL_URL is the Azure endpoint; one
+tool offered, none called). Prints, as JSON, the tool calls the model made (name, arguments),
 the text each tool result was handed back as, and the final answer; or what
 the framework raised.
 """
@@ -66,18 +68,50 @@ async def openai_agents(mcp_url, model_url, key, system):
     return {"calls": calls, "results": results, "output": result.final_output}
 
 
+async def langchain(mcp_url, model_url, key, system):
+    from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+    from langchain_mcp_adapters.client import MultiServerMCPClient
+    from langchain_openai import ChatOpenAI
+
+    client = MultiServerMCPClient({"mail": {"url": mcp_url, "transport": "streamable_http"}})
+    tools = {tool.name: tool for tool in await client.get_tools()}
+    model = ChatOpenAI(model="gpt-test", base_url=model_url, api_key=key).bind_tools(list(tools.values()))
+    messages = [SystemMessage(system), HumanMessage(PROMPT)]
+    calls, results = [], []
+    for _ in range(6):
+        answer = await model.ainvoke(messages)
+        messages.append(answer)
+        if not answer.tool_calls:
+            return {"calls": calls, "results": results, "output": answer.content}
+        for call in answer.tool_calls:
+            calls.append([call["name"], call["args"]])
+            message = await tools[call["name"]].ainvoke({**call, "type": "tool_call"})
+            assert isinstance(message, ToolMessage), message
+            content = message.content
+            if isinstance(content, list):  # content blocks carry an id of their own, new on every run
+                content = [{k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
+                           for block in content]
+            results.append(content if isinstance(content, str) else json.dumps(content))
+            messages.append(message)
+    return {"calls": calls, "results": results, "output": None}
+
+
 async def azure_openai(_mcp_url, endpoint, key, system):
     from openai import AsyncAzureOpenAI
 
     client = AsyncAzureOpenAI(azure_endpoint=endpoint, api_key=key, api_version="2024-10-21")
+    tool = {"type": "function", "function": {"name": "list_messages", "parameters": {
+        "type": "object", "properties": {"folder": {"type": "string"}, "top": {"type": "integer"}}}}}
     answer = await client.chat.completions.create(
-        model="planner-deployment", messages=[{"role": "system", "content": system}, {"role": "user", "content": PROMPT}])
+        model="planner-deployment", tools=[tool],
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": PROMPT}])
     message = answer.choices[0].message
     calls = [[call.function.name, json.loads(call.function.arguments)] for call in message.tool_calls or []]
     return {"calls": calls, "results": [], "output": message.content}
 
 
-FRAMEWORKS = {"pydantic-ai": pydantic_ai, "openai-agents": openai_agents, "azure-openai": azure_openai}
+FRAMEWORKS = {"pydantic-ai": pydantic_ai, "openai-agents": openai_agents, "langchain": langchain,
+              "azure-openai": azure_openai}
 
 
 def main():
