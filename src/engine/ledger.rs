@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -108,11 +108,13 @@ impl AnsweredBy {
 }
 
 /// One request on the run's timeline: when (milliseconds since the ledger
-/// began) and how it was answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// began), how it was answered, and for a request to the agent's model,
+/// what it was asked last and what it answered ([`super::turn`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Moment {
     pub at_ms: u64,
     pub answer: AnsweredBy,
+    pub told: Option<Arc<str>>,
 }
 
 /// The counts of one case.
@@ -366,6 +368,20 @@ impl Ledger {
         outcome: Outcome,
         rule: Option<&RuleUse>,
     ) {
+        self.note_told(server, method, params, outcome, rule, None);
+    }
+
+    /// [`Ledger::note`], its moment on the timeline told with `told` (a
+    /// model's turn: what it was asked last and what it answered).
+    pub fn note_told(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&Value>,
+        outcome: Outcome,
+        rule: Option<&RuleUse>,
+        told: Option<String>,
+    ) {
         let answer = match (rule, outcome) {
             (Some(_), _) => AnsweredBy::Rule,
             (None, Outcome::Hit | Outcome::Cassette | Outcome::Ruled) => AnsweredBy::Recording,
@@ -382,7 +398,7 @@ impl Ledger {
         let at_ms = timed.then(|| u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX));
         state.count(server, method, mcp::subject_of(method, params), |case| {
             if let Some(at_ms) = at_ms {
-                case.moments.push(Moment { at_ms, answer });
+                case.moments.push(Moment { at_ms, answer, told: told.map(Arc::from) });
             }
             match answer {
                 AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),
@@ -405,7 +421,7 @@ impl Ledger {
         state.moments += usize::from(timed);
         state.count(server, method, mcp::subject_of(method, params), |case| {
             if timed {
-                case.moments.push(Moment { at_ms, answer: AnsweredBy::Fault });
+                case.moments.push(Moment { at_ms, answer: AnsweredBy::Fault, told: None });
             }
             *case.faults.entry(rule).or_default() += 1;
             case.faulted += u64::from(replaced);

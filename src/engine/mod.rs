@@ -37,6 +37,7 @@ pub mod reenact;
 pub mod replay;
 pub mod said;
 mod sessions;
+pub mod turn;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::by_rule::RuleUse;
 use super::ledger::{CaseKey, Ledger};
 use super::miss::{Miss, Nearest};
-use super::{Held, Outcome, Recorder};
+use super::{Held, Outcome, Recorder, turn};
 use crate::config::Pace;
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::matching::{By, MatchRule, MatchRules};
@@ -231,15 +231,24 @@ impl ModelTape {
             answer: recorded.answer.clone(),
             pace,
         };
+        let told = |answer| Some(turn::told(call.body, answer));
         if let Some(recorded) = self.find(call, rules) {
-            ledger.note(&case.server, &case.method, None, Outcome::Hit, None);
+            ledger.note_told(
+                &case.server,
+                &case.method,
+                None,
+                Outcome::Hit,
+                None,
+                told(Some(&recorded.answer)),
+            );
             return reply(Outcome::Hit, recorded);
         }
         let mut refusal = None;
         if let Some(index) = match_rules.find_model(call.model) {
             match self.by_rule(call, rules, index, &match_rules.rules()[index]) {
                 Ok((recorded, used)) => {
-                    ledger.note(&case.server, &case.method, None, Outcome::Ruled, Some(&used));
+                    let told = told(Some(&recorded.answer));
+                    ledger.note_told(&case.server, &case.method, None, Outcome::Ruled, Some(&used), told);
                     return reply(Outcome::Ruled, recorded);
                 }
                 Err(why) => refusal = Some((match_rules.label(index), why)),
@@ -251,7 +260,7 @@ impl ModelTape {
         }
         tracing::warn!("{}", miss.message);
         ledger.missed(&case, &miss);
-        ledger.note(&case.server, &case.method, None, Outcome::Miss, None);
+        ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, told(None));
         ModelReply {
             outcome: Outcome::Miss,
             status: MISS_STATUS,
@@ -272,7 +281,8 @@ impl ModelTape {
     ) -> Option<ModelReply> {
         let recorded = self.find(call, rules)?;
         let case = call.case();
-        ledger.note(&case.server, &case.method, None, Outcome::Cassette, None);
+        let told = Some(turn::told(call.body, Some(&recorded.answer)));
+        ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, told);
         Some(ModelReply {
             outcome: Outcome::Cassette,
             status: recorded.status,
@@ -327,7 +337,8 @@ impl ModelFlight {
     pub fn complete(self, status: Status, content_type: &str, answer: ModelAnswer) -> Held {
         let ModelFlight { recorder, mut exchange, credentials, .. } = self;
         let case = case_of(&exchange.model, &exchange.method, &exchange.target);
-        recorder.ledger().note(&case.server, &case.method, None, Outcome::Forwarded, None);
+        let told = Some(turn::told(&exchange.request, Some(&answer)));
+        recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, told);
         let clean = |text: &str| scrubbed(&recorder.rules, text, &credentials);
         exchange.request = clean(&exchange.request);
         exchange.answer = match answer {

@@ -3,7 +3,8 @@
 //! how each case's requests were answered; each miss with what was sent
 //! and its nearest recordings side by side, the differing JSON pointers
 //! marked in both; recordings never used and those past `--max-age`; and
-//! the run's timeline, one lane per case.
+//! the run's timeline, one lane per case, with the agent's model's turns
+//! told in order beside the tool calls when the model is on the tape.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -11,7 +12,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{Report, xml as escape};
-use crate::engine::ledger::{AnsweredBy, Case, CaseKey};
+use crate::engine::ledger::{AnsweredBy, Case, CaseKey, Moment};
 use crate::limits::MOMENTS_KEPT;
 use crate::normalize;
 
@@ -32,6 +33,7 @@ code{font-size:.95em}
 .answer-recording{fill:#1a7f37;background:#1a7f37}.answer-rule{fill:#0969da;background:#0969da}.answer-template{fill:#8250df;background:#8250df}
 .answer-mock{fill:#6e7781;background:#6e7781}.answer-miss{fill:#cf222e;background:#cf222e}.answer-forwarded{fill:#bc4c00;background:#bc4c00}.answer-fault{fill:#9a6700;background:#9a6700}
 .legend span{display:inline-block;width:.8em;height:.8em;border-radius:50%;margin:0 .3em 0 1em;vertical-align:-.1em}
+#turns span{display:inline-block;width:.7em;height:.7em;border-radius:50%;margin:0 .3em;vertical-align:-.05em}
 ";
 
 /// Every way a request can be answered, in the order the page lists them.
@@ -259,15 +261,42 @@ impl Report {
                 let x = label + plot * moment.at_ms as f64 / end as f64;
                 let _ = writeln!(
                     page,
-                    "<circle class=\"answer-{0}\" cx=\"{x:.1}\" cy=\"{1}\" r=\"4\"><title>{2} ms: {0}</title></circle>",
+                    "<circle class=\"answer-{0}\" cx=\"{x:.1}\" cy=\"{1}\" r=\"4\"><title>{2} ms: {0}{3}</title></circle>",
                     moment.answer.as_str(),
                     y - 4.0,
-                    moment.at_ms
+                    moment.at_ms,
+                    moment.told.as_deref().map(|told| format!(": {}", escape(told))).unwrap_or_default()
                 );
             }
         }
         page.push_str("</svg>\n");
+        turns(&lanes, page);
     }
+}
+
+/// When the agent's model is on the tape: every request of the timeline
+/// in the order they came, each model turn told (what it was asked last,
+/// what it answered), so the model's turns and the tool calls read as one
+/// sequence.
+fn turns(lanes: &[(&CaseKey, &Case)], page: &mut String) {
+    let mut sequence: Vec<(&CaseKey, &Moment)> =
+        lanes.iter().flat_map(|(key, case)| case.moments.iter().map(move |moment| (*key, moment))).collect();
+    if !sequence.iter().any(|(_, moment)| moment.told.is_some()) {
+        return;
+    }
+    sequence.sort_by_key(|(_, moment)| moment.at_ms);
+    page.push_str("<h3>The model's turns and the tool calls, in order</h3>\n<ol id=\"turns\">\n");
+    for (key, moment) in sequence {
+        let answer = moment.answer.as_str();
+        let told = moment.told.as_deref().map(|told| format!(": {}", escape(told))).unwrap_or_default();
+        let _ = writeln!(
+            page,
+            "<li><code>{} ms</code> {} <span class=\"answer-{answer}\">&#8203;</span>{answer}{told}</li>",
+            moment.at_ms,
+            escape(&normalize::cut(&key.to_string())),
+        );
+    }
+    page.push_str("</ol>\n");
 }
 
 /// `value` as indented JSON in HTML, each value at one of `marked`'s

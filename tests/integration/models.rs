@@ -387,12 +387,15 @@ async fn a_model_miss_fails_the_test_run() {
         )
     };
     let report = dir.path().join("usage.json");
+    let page = dir.path().join("run.html");
     let run = |system: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
             .arg("test")
             .arg(&cassette)
             .arg("--report")
             .arg(&report)
+            .arg("--html")
+            .arg(&page)
             .args(["--", "python3", "-c", &asking(system)])
             .env_remove("MCP_TAPE_MODE")
             .output()
@@ -400,6 +403,11 @@ async fn a_model_miss_fails_the_test_run() {
     };
     let passed = run("Be brief.");
     let out = String::from_utf8_lossy(&passed.stdout);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("model openai POST /chat/completions") && html.contains("asked user: hi; answered hi"),
+        "{html}"
+    );
     assert!(
         passed.status.success() && out.contains(r#""content":"hi""#),
         "{out}\n{}",
@@ -411,4 +419,9 @@ async fn a_model_miss_fails_the_test_run() {
     assert!(out.starts_with("400 ") && out.contains("/messages/0/content"), "{out}");
     let usage: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert!(usage.to_string().contains("model openai"), "{usage}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("asked user: hi; answered (nothing: a miss)") && html.contains("/messages/0/content"),
+        "{html}"
+    );
 }
