@@ -100,11 +100,11 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wrk_with_cpu(server, url, headers, seconds, scratch):
-    """wrk's figures for issue 48's request against `server`, with the server's CPU microseconds per
-    request during the run ("cpu_us")."""
+def wrk_with_cpu(server, url, headers, seconds, scratch, body=None):
+    """wrk's figures for `body` (issue 48's request unless given) against `server`, with the server's
+    CPU microseconds per request during the run ("cpu_us")."""
     before = cpu_seconds(server.proc.pid)
-    figures = wrk(url, GET_MESSAGE, 32, seconds, scratch, headers)
+    figures = wrk(url, body or GET_MESSAGE, 32, seconds, scratch, headers)
     figures["cpu_us"] = (cpu_seconds(server.proc.pid) - before) / figures["requests"] * 1e6
     return figures
 
@@ -113,7 +113,8 @@ def build_arguments(parser, in_bin):
     """The arguments naming the two builds (--old or --baseline, and --new), --bin (the directory
     with `in_bin`) and --python."""
     chosen = parser.add_mutually_exclusive_group()
-    chosen.add_argument("--old", help="the mcp-tape binary to compare with")
+    chosen.add_argument("--old", help="the mcp-tape binary to compare with (with its gen-cassette beside it, if "
+                        "its cassette schema is older)")
     chosen.add_argument("--baseline", default=BASELINE,
                         help=f"the commit whose release build to compare with (default {BASELINE})")
     parser.add_argument("--new", required=True, help="the mcp-tape binary after the change")
@@ -129,7 +130,8 @@ def main():
     parser.add_argument("--seconds", type=int, default=SECONDS, help="each run's length (issue 48 used 5)")
     parser.add_argument("--only", default="replay,session,record,stdio",
                         help="which of replay, session (issue 48's scenario), record (throughput and latency), "
-                             "stdio to measure")
+                             "stdio, model (the new build replaying the agent's model against the floor) to "
+                             "measure")
     parser.add_argument("--without-lines-too", action="store_true",
                         help="in the session scenario, also the new build with its request lines off "
                              "(MCP_TAPE_LOG=warn) against the floor, which writes none")
@@ -137,7 +139,10 @@ def main():
     tool = lambda name: os.path.join(args.bin, name)  # noqa: E731
     # Each build replays a cassette its own gen-cassette wrote (the baseline's reads an older schema).
     if args.old:
-        builds = {"old": (args.old, tool("gen-cassette")), "new": (args.new, tool("gen-cassette"))}
+        # The old build's own gen-cassette when it lies beside it (a newer one writes a schema it refuses).
+        beside = os.path.join(os.path.dirname(os.path.abspath(args.old)), "gen-cassette")
+        old_gen = beside if os.path.exists(beside) else tool("gen-cassette")
+        builds = {"old": (args.old, old_gen), "new": (args.new, tool("gen-cassette"))}
     else:
         built = baseline_build(args.baseline)
         builds = {"old": (os.path.join(built, "mcp-tape"), os.path.join(built, "gen-cassette")),
@@ -166,6 +171,8 @@ def main():
             session_rounds(emit, args, builds, scratch, log, tool)
         if "record" in only:
             record_rounds(emit, args, builds, scratch, log, tool)
+        if "model" in only:
+            model_rounds(emit, args, builds["new"], scratch, log, tool)
         if "stdio" in only:
             stdio = {key: (lambda b=binary, c=os.path.join(cassettes[key], "bench.sqlite"):
                            stdio_load(tool("stdio-load"), [b, "replay", "--stdio", c], args.seconds))
@@ -276,6 +283,44 @@ def session_rounds(emit, args, builds, scratch, log, tool):
             floor.stop()
     for server in replays.values():
         server.stop()
+
+
+# The agent's model on the tape: a chat completion as an OpenAI client asks it, and its answer.
+MODEL_REQUEST = json.dumps({"model": "gpt-test", "messages": [
+    {"role": "system", "content": "You plan meetings. Be brief."},
+    {"role": "user", "content": "Plan a review with Bob from my newest mail."}], "tool_choice": "auto"})
+MODEL_ANSWER = json.dumps({
+    "id": "chatcmpl-1", "object": "chat.completion", "created": 1790000001, "model": "gpt-test",
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+                 "tool_calls": [{"id": "call-0", "type": "function", "function": {
+                     "name": "list_messages", "arguments": "{\"folder\": \"inbox\", \"top\": 3}"}}]}}],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}}, indent=2)
+
+
+def model_rounds(emit, args, binary, scratch, log, tool):
+    """The new build replaying a recorded chat completion (imported), between two floor runs serving
+    its bytes with its head."""
+    line = {"model": "openai", "method": "POST", "target": "/chat/completions", "request": MODEL_REQUEST,
+            "status": 200, "contentType": "application/json", "body": MODEL_ANSWER}
+    cassettes = os.path.join(scratch, "model-cassettes")
+    os.makedirs(cassettes)
+    lines = os.path.join(scratch, "model.jsonl")
+    with open(lines, "w") as out:
+        out.write(json.dumps(line) + "\n")
+    subprocess.run([binary, "import", lines, "--cassette", os.path.join(cassettes, "model.sqlite")], check=True)
+    replay = Server([binary, "replay", cassettes, "--port", "0"], log("model-replay"))
+    url = replay.base + "/model/openai/chat/completions"
+    answered, body = mcp_post(url, MODEL_REQUEST)
+    if body != MODEL_ANSWER.encode():
+        raise RuntimeError(f"replay did not answer the recorded chat completion: {body[:300]!r}")
+    floor = Server([tool("floor"), "0", *floor_arguments(answered, body, os.path.join(scratch, "model-answer"))],
+                   log("model-floor"))
+    against_floor(emit, "model replay, a chat completion (JSON), 32 conns", args.rounds,
+                  lambda: wrk_with_cpu(floor, floor.base + "/model/openai/chat/completions", None, args.seconds,
+                                       scratch, MODEL_REQUEST),
+                  lambda: wrk_with_cpu(replay, url, None, args.seconds, scratch, MODEL_REQUEST))
+    floor.stop()
+    replay.stop()
 
 
 def against_floor(emit, name, rounds, floor, replay):

@@ -579,6 +579,7 @@ mod tests {
             content_type: "application/json".into(),
             answer: ModelAnswer::Whole(body.into()),
             recorded_at: None,
+            source: None,
         };
         let old = [exchange(r#"{"a":1,"b":2}"#, r#"{"text":"hi"}"#), exchange(r#"{"a":9}"#, "{}")];
         let new = [exchange(r#"{ "b": 2, "a": 1 }"#, r#"{"text":"hello"}"#), exchange(r#"{"a":7}"#, "{}")];

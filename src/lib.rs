@@ -88,8 +88,10 @@
 //!   was worked out for params read before ([`engine::memory`]), which
 //!   fault rule fires for a call ([`engine::inject`], before either mode
 //!   is asked), a request the recordings did not answer
-//!   ([`engine::miss`]), and the ledger of what a run exercised
-//!   ([`engine::ledger`]).
+//!   ([`engine::miss`]), the ledger of what a run exercised
+//!   ([`engine::ledger`]), and the agent's model on the tape
+//!   ([`engine::models`]; a model's turn in a line for the report:
+//!   [`engine::turn`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an
 //!   HTML page for a person (`report::html`); under GitHub Actions, the
@@ -101,8 +103,8 @@
 //! - [`lint`]: stored cassettes searched for secrets.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, statuses, replayed streams a client can resume, the record
-//!   proxy, the accept loop, the upstream client and when its
-//!   connections' reads arrived) and
+//!   proxy, the agent's model at `/model/NAME`, the accept loop, the
+//!   upstream client and when its connections' reads arrived) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its

@@ -763,6 +763,15 @@ pub struct ModelExchange {
     pub answer: ModelAnswer,
     /// Seconds since the Unix epoch.
     pub recorded_at: Option<i64>,
+    /// Where it was read from (`None` for one not read from a cassette).
+    pub source: Option<ModelSource>,
+}
+
+/// Where a model exchange was read from: the cassette and its row.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ModelSource {
+    pub cassette: std::sync::Arc<std::path::Path>,
+    pub row: i64,
 }
 
 /// A model's answer body: whole, or a stream's events.

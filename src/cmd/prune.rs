@@ -1,9 +1,11 @@
-//! `mcp-tape prune`: recordings a passing run never used, removed.
+//! `mcp-tape prune`: recordings a passing run never used, removed (the
+//! agent's model exchanges among them).
 
 use super::read_report;
 use crate::cassette::store::Cassette;
 use crate::config::PruneConfig;
 use crate::error::Error;
+use crate::model::ModelExchange;
 use crate::report;
 use crate::util;
 
@@ -20,9 +22,22 @@ pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
         .into_iter()
         .map(|unused| (unused.row, unused.key, unused.occurrence))
         .collect();
+    let models = report::unused_model_rows(&report, &config.cassette)?;
     let mut cassette = Cassette::open(&config.cassette)?;
-    let done = cassette.remove(&rows)?;
+    let mut done = cassette.remove(&rows)?;
+    let told: Vec<(i64, String)> = models
+        .iter()
+        .map(|unused| {
+            (unused.source.row, format!("model {} {} {}", unused.model, unused.method, unused.target))
+        })
+        .collect();
+    let holds = |row: i64, exchange: &ModelExchange| {
+        models.iter().any(|unused| unused.source.row == row && unused.holds(exchange))
+    };
+    let from_models = cassette.remove_models(&told, holds)?;
     cassette.settle();
+    done.removed.extend(from_models.removed);
+    done.kept.extend(from_models.kept);
     for (row, what) in &done.removed {
         println!("removed #{row}: {}", util::printable(what));
     }

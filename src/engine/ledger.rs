@@ -371,8 +371,9 @@ impl Ledger {
         self.note_told(server, method, params, outcome, rule, None);
     }
 
-    /// [`Ledger::note`], its moment on the timeline told with `told` (a
-    /// model's turn: what it was asked last and what it answered).
+    /// [`Ledger::note`], its moment on the timeline told with what `told`
+    /// says (a model's turn: what it was asked last and what it answered),
+    /// asked only for a moment the timeline keeps.
     pub fn note_told(
         &self,
         server: &str,
@@ -380,7 +381,7 @@ impl Ledger {
         params: Option<&Value>,
         outcome: Outcome,
         rule: Option<&RuleUse>,
-        told: Option<String>,
+        told: Option<&dyn Fn() -> String>,
     ) {
         let answer = match (rule, outcome) {
             (Some(_), _) => AnsweredBy::Rule,
@@ -398,7 +399,7 @@ impl Ledger {
         let at_ms = timed.then(|| u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX));
         state.count(server, method, mcp::subject_of(method, params), |case| {
             if let Some(at_ms) = at_ms {
-                case.moments.push(Moment { at_ms, answer, told: told.map(Arc::from) });
+                case.moments.push(Moment { at_ms, answer, told: told.map(|told| Arc::from(told())) });
             }
             match answer {
                 AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),

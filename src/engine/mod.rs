@@ -752,6 +752,11 @@ impl<L> Engine<L> {
         self.replay().map(Replay::tape)
     }
 
+    /// The agent's model exchanges replay answers from, when replaying.
+    pub fn model_recordings(&self) -> Option<&models::ModelTape> {
+        self.replay().map(Replay::models)
+    }
+
     /// The replay engine, when replaying.
     fn replay(&self) -> Option<&Replay> {
         match &self.mode {

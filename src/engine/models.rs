@@ -9,6 +9,7 @@
 //! answer is its events as written.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -84,6 +85,8 @@ pub struct ModelTape {
     by_request: FastMap<String, Vec<usize>>,
     /// How many recordings of each compared form have answered.
     used: Mutex<FastMap<String, usize>>,
+    /// Whether each recording has answered (for `prune`).
+    answered: Vec<AtomicBool>,
 }
 
 impl ModelTape {
@@ -94,7 +97,23 @@ impl ModelTape {
                 compared(rules, &recording.model, &recording.method, &recording.target, &recording.request);
             by_request.entry(form).or_default().push(at);
         }
-        ModelTape { recordings, by_request, used: Mutex::default() }
+        let answered = recordings.iter().map(|_| AtomicBool::new(false)).collect();
+        ModelTape { recordings, by_request, used: Mutex::default(), answered }
+    }
+
+    /// The recordings that never answered.
+    pub fn unused(&self) -> impl Iterator<Item = &ModelExchange> {
+        self.recordings
+            .iter()
+            .zip(&self.answered)
+            .filter(|(_, used)| !used.load(Ordering::Relaxed))
+            .map(|(r, _)| r)
+    }
+
+    /// Recording `at`, marked as having answered.
+    fn answering(&self, at: usize) -> &ModelExchange {
+        self.answered[at].store(true, Ordering::Relaxed);
+        &self.recordings[at]
     }
 
     pub fn is_empty(&self) -> bool {
@@ -110,7 +129,7 @@ impl ModelTape {
         let count = used.entry(form).or_default();
         let at = recordings[(*count).min(recordings.len() - 1)];
         *count += 1;
-        Some(&self.recordings[at])
+        Some(self.answering(at))
     }
 
     /// The recording match rule `index` picks for `call`, with where it
@@ -164,7 +183,7 @@ impl ModelTape {
                 (at, differences)
             }
         };
-        Ok((&self.recordings[at], RuleUse { rule: index, differences: differences.into() }))
+        Ok((self.answering(at), RuleUse { rule: index, differences: differences.into() }))
     }
 
     /// Why nothing answers `call`: the nearest recordings of the same
@@ -231,24 +250,24 @@ impl ModelTape {
             answer: recorded.answer.clone(),
             pace,
         };
-        let told = |answer| Some(turn::told(call.body, answer));
         if let Some(recorded) = self.find(call, rules) {
-            ledger.note_told(
-                &case.server,
-                &case.method,
-                None,
-                Outcome::Hit,
-                None,
-                told(Some(&recorded.answer)),
-            );
+            let told = || turn::told(call.body, Some(&recorded.answer));
+            ledger.note_told(&case.server, &case.method, None, Outcome::Hit, None, Some(&told));
             return reply(Outcome::Hit, recorded);
         }
         let mut refusal = None;
         if let Some(index) = match_rules.find_model(call.model) {
             match self.by_rule(call, rules, index, &match_rules.rules()[index]) {
                 Ok((recorded, used)) => {
-                    let told = told(Some(&recorded.answer));
-                    ledger.note_told(&case.server, &case.method, None, Outcome::Ruled, Some(&used), told);
+                    let told = || turn::told(call.body, Some(&recorded.answer));
+                    ledger.note_told(
+                        &case.server,
+                        &case.method,
+                        None,
+                        Outcome::Ruled,
+                        Some(&used),
+                        Some(&told),
+                    );
                     return reply(Outcome::Ruled, recorded);
                 }
                 Err(why) => refusal = Some((match_rules.label(index), why)),
@@ -260,7 +279,8 @@ impl ModelTape {
         }
         tracing::warn!("{}", miss.message);
         ledger.missed(&case, &miss);
-        ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, told(None));
+        let told = || turn::told(call.body, None);
+        ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, Some(&told));
         ModelReply {
             outcome: Outcome::Miss,
             status: MISS_STATUS,
@@ -281,8 +301,8 @@ impl ModelTape {
     ) -> Option<ModelReply> {
         let recorded = self.find(call, rules)?;
         let case = call.case();
-        let told = Some(turn::told(call.body, Some(&recorded.answer)));
-        ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, told);
+        let told = || turn::told(call.body, Some(&recorded.answer));
+        ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, Some(&told));
         Some(ModelReply {
             outcome: Outcome::Cassette,
             status: recorded.status,
@@ -316,6 +336,7 @@ impl ModelFlight {
                 .duration_since(UNIX_EPOCH)
                 .ok()
                 .and_then(|d| i64::try_from(d.as_secs()).ok()),
+            source: None,
         };
         ModelFlight { recorder, exchange, credentials: call.credentials.to_vec(), started: Instant::now() }
     }
@@ -337,8 +358,8 @@ impl ModelFlight {
     pub fn complete(self, status: Status, content_type: &str, answer: ModelAnswer) -> Held {
         let ModelFlight { recorder, mut exchange, credentials, .. } = self;
         let case = case_of(&exchange.model, &exchange.method, &exchange.target);
-        let told = Some(turn::told(&exchange.request, Some(&answer)));
-        recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, told);
+        let told = || turn::told(&exchange.request, Some(&answer));
+        recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, Some(&told));
         let clean = |text: &str| scrubbed(&recorder.rules, text, &credentials);
         exchange.request = clean(&exchange.request);
         exchange.answer = match answer {
@@ -431,6 +452,7 @@ mod tests {
             content_type: "application/json".into(),
             answer: ModelAnswer::Whole(body.into()),
             recorded_at: None,
+            source: None,
         }
     }
 

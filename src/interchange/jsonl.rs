@@ -148,6 +148,7 @@ fn parse_model_line(value: &Value) -> Result<ModelExchange, String> {
         content_type: text("contentType")?.to_owned(),
         answer,
         recorded_at,
+        source: None,
     })
 }
 

@@ -14,14 +14,17 @@ pub mod html;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::cassette::tape::Tape;
 use crate::engine::ledger::{Case, CaseKey, Usage};
+use crate::engine::models::ModelTape;
 use crate::error::Error;
 use crate::limits::MAX_OTHER_CASES;
-use crate::model::{MatchKey, Source};
+use crate::model::{MatchKey, ModelExchange, ModelSource, Source};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 
@@ -42,6 +45,35 @@ pub struct Report {
     pub unused: Vec<(Source, CaseKey)>,
     /// Whether stale recordings fail the run (`--expired error`).
     pub stale_fails: bool,
+    /// Exchanges with the agent's model that never answered.
+    pub unused_models: Vec<UnusedModel>,
+}
+
+/// An exchange with the agent's model a run never used: its row, and what
+/// the row held (for `prune` to check it still does).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UnusedModel {
+    pub source: ModelSource,
+    pub model: String,
+    pub method: String,
+    pub target: String,
+    /// Hex sha256 of the request body as stored.
+    pub request_digest: String,
+}
+
+impl UnusedModel {
+    /// Whether `exchange` holds what this says.
+    pub fn holds(&self, exchange: &ModelExchange) -> bool {
+        exchange.model == self.model
+            && exchange.method == self.method
+            && exchange.target == self.target
+            && digest(&exchange.request) == self.request_digest
+    }
+}
+
+/// Hex sha256 of `text`.
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 impl Report {
@@ -60,7 +92,27 @@ impl Report {
         }
         used.sort();
         unused.sort();
-        Report { usage, used, unused, stale_fails }
+        Report { usage, used, unused, stale_fails, unused_models: Vec::new() }
+    }
+
+    /// The same report, listing the exchanges with the agent's model of
+    /// `models` that never answered.
+    pub fn with_models(self, models: Option<&ModelTape>) -> Report {
+        let mut unused_models: Vec<UnusedModel> = models
+            .into_iter()
+            .flat_map(ModelTape::unused)
+            .filter_map(|exchange| {
+                Some(UnusedModel {
+                    source: exchange.source.clone()?,
+                    model: exchange.model.clone(),
+                    method: exchange.method.clone(),
+                    target: exchange.target.clone(),
+                    request_digest: digest(&exchange.request),
+                })
+            })
+            .collect();
+        unused_models.sort();
+        Report { unused_models, ..self }
     }
 
     pub fn requests(&self) -> u64 {
@@ -284,6 +336,14 @@ impl Report {
             "used": self.used.iter().map(place).collect::<Vec<_>>(),
             "stale": self.usage.stale.iter().map(place).collect::<Vec<_>>(),
             "unused": unused,
+            "unusedModels": self.unused_models.iter().map(|unused| json!({
+                "cassette": unused.source.cassette.to_string_lossy(),
+                "row": unused.source.row,
+                "model": unused.model,
+                "method": unused.method,
+                "target": unused.target,
+                "requestDigest": unused.request_digest,
+            })).collect::<Vec<_>>(),
         })
     }
 }
@@ -346,6 +406,43 @@ pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<Unused>, Error
             ));
         };
         rows.push(Unused { row, key, occurrence });
+    }
+    Ok(rows)
+}
+
+/// The exchanges with the agent's model of `cassette` a usage report lists
+/// as never used (none in a report written before it listed them).
+///
+/// # Errors
+///
+/// An `"unusedModels"` entry that does not say its row and what it held.
+pub fn unused_model_rows(report: &Value, cassette: &Path) -> Result<Vec<UnusedModel>, Error> {
+    let wanted = same_file(cassette);
+    let mut rows = Vec::new();
+    for entry in report.get("unusedModels").and_then(Value::as_array).into_iter().flatten() {
+        let text = |key: &str| entry.get(key).and_then(Value::as_str);
+        let parts =
+            (text("cassette"), entry.get("row").and_then(Value::as_i64), text("model"), text("method"));
+        let (Some(file), Some(row), Some(model), Some(method)) = parts else {
+            return Err(Error::Config(
+                "the usage report has an \"unusedModels\" entry without its row".into(),
+            ));
+        };
+        let (Some(target), Some(request_digest)) = (text("target"), text("requestDigest")) else {
+            return Err(Error::Config(
+                "the usage report has an \"unusedModels\" entry without its request".into(),
+            ));
+        };
+        if same_file(Path::new(file)) != wanted {
+            continue;
+        }
+        rows.push(UnusedModel {
+            source: ModelSource { cassette: Arc::from(Path::new(file)), row },
+            model: model.to_owned(),
+            method: method.to_owned(),
+            target: target.to_owned(),
+            request_digest: request_digest.to_owned(),
+        });
     }
     Ok(rows)
 }

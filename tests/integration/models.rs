@@ -425,3 +425,93 @@ async fn a_model_miss_fails_the_test_run() {
         "{html}"
     );
 }
+
+/// `--pace recorded` spaces a replayed stream's events as they came: the
+/// second event, recorded 400 ms after the first, follows it by as much.
+#[tokio::test]
+async fn a_replayed_stream_keeps_its_pace_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = json!({
+        "model": "openai", "method": "POST", "target": "/chat/completions", "request": "{}", "status": 200,
+        "contentType": "text/event-stream", "events": ["data: {\"n\":1}", "data: [DONE]"], "offsetsMs": [0, 400],
+    });
+    let mut file = Cassette::open(&dir.path().join("paced.sqlite")).unwrap();
+    mcp_tape::interchange::jsonl::import(format!("{line}\n").as_bytes(), &mut file).unwrap();
+    drop(file);
+    let replay = Daemon::start(&[dir.path().to_str().unwrap(), "--pace", "recorded"]).await;
+    let mut response = reqwest::Client::new()
+        .post(format!("{}/model/openai/chat/completions", replay.url))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let first = response.chunk().await.unwrap().unwrap();
+    let after_first = std::time::Instant::now();
+    assert_eq!(first, "data: {\"n\":1}\n\n");
+    let mut rest = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        rest.extend_from_slice(&chunk);
+    }
+    assert_eq!(rest, b"data: [DONE]\n\n");
+    assert!(
+        after_first.elapsed() >= std::time::Duration::from_millis(300),
+        "the 400 ms gap was kept: {:?}",
+        after_first.elapsed()
+    );
+    let (status, log) = replay.stop("TERM").await;
+    assert!(status.success(), "{log}");
+}
+
+/// A passing run's usage report lists the model exchanges it never used,
+/// and `prune` removes them (a row that holds another exchange now stays).
+#[tokio::test]
+async fn prune_removes_the_model_exchanges_a_passing_run_never_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("agent.sqlite");
+    let line = |system: &str, body: &str| {
+        json!({"model": "openai", "method": "POST", "target": "/chat/completions", "request": chat(system, false),
+               "status": 200, "contentType": "application/json", "body": body})
+    };
+    let lines = format!("{}\n{}\n", line("Be brief.", "{\"used\":1}"), line("Be thorough.", "{\"used\":0}"));
+    let mut file = Cassette::open(&cassette).unwrap();
+    mcp_tape::interchange::jsonl::import(lines.as_bytes(), &mut file).unwrap();
+    drop(file);
+    let report = dir.path().join("usage.json");
+    let asking = format!(
+        "import os, urllib.request\n\
+         request = urllib.request.Request(os.environ['MCP_TAPE_URL'] + '/model/openai/chat/completions', \
+         data={body:?}.encode())\n\
+         print(urllib.request.urlopen(request).read().decode())\n",
+        body = chat("Be brief.", false)
+    );
+    let bin = env!("CARGO_BIN_EXE_mcp-tape");
+    let ran = std::process::Command::new(bin)
+        .arg("test")
+        .arg(&cassette)
+        .arg("--report")
+        .arg(&report)
+        .args(["--allow-misses", "--", "python3", "-c", &asking])
+        .env_remove("MCP_TAPE_MODE")
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let usage: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let unused = usage["unusedModels"].as_array().unwrap();
+    assert_eq!((unused.len(), &unused[0]["row"]), (1, &json!(2)), "{usage}");
+    let pruned = std::process::Command::new(bin)
+        .arg("prune")
+        .arg(&cassette)
+        .arg("--unused-from")
+        .arg(&report)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&pruned.stdout);
+    assert!(
+        pruned.status.success() && out.contains("removed #2: model openai POST /chat/completions"),
+        "{out}"
+    );
+    let left = Cassette::open_read_only(&cassette).unwrap().model_exchanges().unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].request, chat("Be brief.", false));
+}

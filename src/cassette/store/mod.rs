@@ -329,7 +329,7 @@ impl Cassette {
     }
 
     fn read_model_exchanges(&self) -> Result<Vec<ModelExchange>, CassetteError> {
-        if self.version < models::SINCE { Ok(Vec::new()) } else { models::read(&self.conn) }
+        if self.version < models::SINCE { Ok(Vec::new()) } else { models::read(&self.conn, &self.path) }
     }
 
     /// Every answer template, by server and tool.
@@ -429,6 +429,28 @@ impl Cassette {
             Ok(done)
         };
         remove(&mut self.conn).map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// Removes the model exchanges of these rows (`(row, what to say)`) in
+    /// one transaction, each only if `holds` says the row still holds what
+    /// it was asked to remove.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure; nothing is then removed.
+    pub fn remove_models(
+        &mut self,
+        rows: &[(i64, String)],
+        holds: impl Fn(i64, &ModelExchange) -> bool,
+    ) -> Result<Removed, Error> {
+        if self.version < models::SINCE {
+            return Ok(Removed {
+                kept: rows.iter().map(|(row, _)| (*row, String::new())).collect(),
+                ..Removed::default()
+            });
+        }
+        let path = self.path.clone();
+        models::remove(&mut self.conn, rows, holds, &path).map_err(|kind| Error::Cassette { path, kind })
     }
 
     /// Leaves the file whole on its own: its WAL checkpointed into it and

@@ -1,11 +1,14 @@
 //! The agent's model on the cassette: its exchanges written and read back
 //! (schema 10), a streamed answer's events in their own rows.
 
+use std::path::Path;
+use std::sync::Arc;
+
 use rusqlite::{Connection, params};
 
 use super::load::status;
 use crate::error::CassetteError;
-use crate::model::{ModelAnswer, ModelEvent, ModelExchange};
+use crate::model::{ModelAnswer, ModelEvent, ModelExchange, ModelSource};
 
 /// Model exchanges arrived with schema 10.
 pub(super) const SINCE: i64 = 10;
@@ -42,8 +45,9 @@ pub(super) fn insert(conn: &Connection, exchange: &ModelExchange) -> rusqlite::R
     Ok(())
 }
 
-/// Every model exchange `conn` holds, in recorded order.
-pub(super) fn read(conn: &Connection) -> Result<Vec<ModelExchange>, CassetteError> {
+/// Every model exchange `conn` (the cassette at `path`) holds, in recorded order.
+pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<ModelExchange>, CassetteError> {
+    let cassette: Arc<Path> = Arc::from(path);
     let mut select = conn.prepare(
         "SELECT id, model, method, target, request, status, content_type, body, recorded_at \
          FROM model_exchange ORDER BY id",
@@ -78,7 +82,40 @@ pub(super) fn read(conn: &Connection) -> Result<Vec<ModelExchange>, CassetteErro
             content_type: row.get(6)?,
             answer,
             recorded_at: row.get(8)?,
+            source: Some(ModelSource { cassette: Arc::clone(&cassette), row: id }),
         });
     }
     Ok(exchanges)
+}
+
+/// Removes the model exchanges of these rows (their events with them), each
+/// only if it still holds the exchange `holds` says (a row re-recorded since,
+/// or gone, is kept and said); returns what was removed and what was kept,
+/// as [`super::Removed`] tells it.
+pub(super) fn remove(
+    conn: &mut Connection,
+    rows: &[(i64, String)],
+    holds: impl Fn(i64, &ModelExchange) -> bool,
+    path: &Path,
+) -> Result<super::Removed, CassetteError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let mut done = super::Removed::default();
+    {
+        let present = read(&tx, path)?;
+        for (row, told) in rows {
+            match present.iter().find(|exchange| exchange.source.as_ref().is_some_and(|s| s.row == *row)) {
+                Some(exchange) if holds(*row, exchange) => {
+                    tx.execute("DELETE FROM model_exchange WHERE id = ?1", params![row])?;
+                    done.removed.push((*row, told.clone()));
+                }
+                Some(exchange) => done.kept.push((
+                    *row,
+                    format!("model {} {} {}", exchange.model, exchange.method, exchange.target),
+                )),
+                None => done.kept.push((*row, String::new())),
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(done)
 }

@@ -147,6 +147,11 @@ impl Replay {
         &self.ledger
     }
 
+    /// The agent's model exchanges the cassettes hold.
+    pub fn models(&self) -> &ModelTape {
+        &self.models
+    }
+
     /// The answer to a request to the agent's model: a recording, or a miss.
     pub fn model(&self, call: &ModelCall) -> ModelReply {
         self.models.answer(call, &self.rules, self.by_rule.rules(), self.pace, &self.ledger)
