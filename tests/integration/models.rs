@@ -388,6 +388,7 @@ async fn a_model_miss_fails_the_test_run() {
     };
     let report = dir.path().join("usage.json");
     let page = dir.path().join("run.html");
+    let junit = dir.path().join("junit.xml");
     let run = |system: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
             .arg("test")
@@ -396,6 +397,8 @@ async fn a_model_miss_fails_the_test_run() {
             .arg(&report)
             .arg("--html")
             .arg(&page)
+            .arg("--junit")
+            .arg(&junit)
             .args(["--", "python3", "-c", &asking(system)])
             .env_remove("MCP_TAPE_MODE")
             .output()
@@ -424,6 +427,8 @@ async fn a_model_miss_fails_the_test_run() {
         html.contains("asked user: hi; answered (nothing: a miss)") && html.contains("/messages/0/content"),
         "{html}"
     );
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(junit.contains("<testsuite name=\"model openai\"") && junit.contains("<failure"), "{junit}");
 }
 
 /// `--pace recorded` spaces a replayed stream's events as they came: the

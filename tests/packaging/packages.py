@@ -48,6 +48,8 @@ QUICKSTART = HERE / "quickstart_server.py"
 # user's last word), and the key it wants: never in a cassette.
 MODEL_SERVER = ROOT / "tests" / "interop" / "model_server.py"
 MODEL_KEY = "sk-proj-" + "Readme0Example1Key2" * 3
+# What a model miss says when a test asks "Find the rota" where "Find the budget" was recorded.
+MODEL_MISS_TEXT = '/messages/0/content (recorded "Find the budget", requested "Find the rota")'
 CHANGED_QUESTION = "holiday plans"
 MISS_TEXT = 'at /arguments/message: recorded "budget review", sent "holiday plans"'
 # A rules file that lets any question through to the mailbox cassette's recording.
@@ -429,6 +431,18 @@ def python_package(args, work, checks):
     checks.run("README's pytest example and the naming tests replay under pytest -W error with the server stopped "
                "(12 passed)", readme_example_replays)
 
+    def model_miss_fails_its_test():
+        # The same test asking the model something it was never asked: its recording does not answer.
+        asked = readme_pytest_example().replace("Find the budget", "Find the rota")
+        with placed(readme, {"test_search.py": asked}):
+            code, output = run([*strict, "test_search.py"], readme, env)
+        (readme / "test_search.py").write_text(readme_pytest_example())
+        assert code == 1 and "1 failed" in output, output
+        assert MODEL_MISS_TEXT in output, output
+
+    checks.run("pytest plugin: a request to the model its cassette does not answer fails the test, the pointer and "
+               "both values in the failure text", model_miss_fails_its_test)
+
     def unkept_recording_fails():
         shutil.copy(HERE / "unkept_test.py", readme / "test_unkept.py")
         # The quick-start server has stopped: every request record forwards fails upstream.
@@ -587,11 +601,21 @@ def node_package(args, work, checks):
                    "the model's key nowhere", readme_vitest_example_records)
 
     def readme_vitest_example_replays():
-        with placed(project, {"search.test.mjs": readme_vitest_example()}, [cassettes / "search"]):
+        with placed(project, {"search.test.mjs": readme_vitest_example()}):
             output = must([*vitest, "search.test.mjs"], project, env)
             assert "1 passed" in output, output
 
     checks.run("README's vitest example replays with both servers stopped and no key", readme_vitest_example_replays)
+
+    def vitest_model_miss_fails_its_test():
+        asked = readme_vitest_example().replace("Find the budget", "Find the rota")
+        with placed(project, {"search.test.mjs": asked}, [cassettes / "search"]):
+            code, output = run([*vitest, "search.test.mjs"], project, env)
+        assert code == 1 and "1 failed" in output, output
+        assert MODEL_MISS_TEXT in output, output
+
+    checks.run("vitest helper: a request to the model its cassette does not answer fails the test, the pointer and "
+               "both values in the error", vitest_model_miss_fails_its_test)
 
     def replays():
         output = must(vitest, project, env)
