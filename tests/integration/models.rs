@@ -116,6 +116,14 @@ async fn answer(
         );
         return Ok(reply(200, "application/json", text));
     }
+    if header("x-test-answer") == "gzip" {
+        // Compressed though asked for none, as some servers do.
+        let mut response = reply(200, "application/json", String::new());
+        let text = format!(r#"{{"id":"chatcmpl-{count}","compressed":true}}"#);
+        *response.body_mut() = Full::new(Bytes::from(upstream::gzip(text.as_bytes()))).boxed();
+        response.headers_mut().insert("content-encoding", "gzip".parse().unwrap());
+        return Ok(response);
+    }
     if request["stream"] == true {
         let events = [
             format!(
@@ -164,6 +172,17 @@ impl hyper::body::Body for Receiving {
     }
 }
 
+/// The binary recording the MCP upstream at `mcp` into `cassettes`, with a
+/// `--model` for each of `models` (`NAME=URL`) and `extra` arguments.
+async fn recording(mcp: &str, cassettes: &str, models: &[String], extra: &[&str]) -> Daemon {
+    let mut args = vec!["record", "--port", "0", "--upstream", mcp, "--cassettes", cassettes];
+    args.extend(extra);
+    for model in models {
+        args.extend(["--model", model.as_str()]);
+    }
+    Daemon::run(&args).await
+}
+
 async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
     let mut request =
         reqwest::Client::new().post(url).body(body.to_owned()).header("content-type", "application/json");
@@ -193,24 +212,12 @@ async fn the_model_is_recorded_beside_mcp_and_replayed_with_nothing_upstream() {
     let models = ModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let cassettes = dir.path().to_str().unwrap();
-    let record = Daemon::run(&[
-        "record",
-        "--port",
-        "0",
-        "--upstream",
-        &mcp.url(),
-        "--cassettes",
-        cassettes,
-        "--name",
-        "agent",
-        "--model",
-        &format!("openai={}", models.url("/v1")),
-        "--model",
-        &format!("anthropic={}", models.url("")),
-        "--model",
-        &format!("azure={}", models.url("/openai/")),
-    ])
-    .await;
+    let named = [
+        format!("openai={}", models.url("/v1")),
+        format!("anthropic={}", models.url("")),
+        format!("azure={}", models.url("/openai/")),
+    ];
+    let record = recording(&mcp.url(), cassettes, &named, &["--name", "agent"]).await;
     let url = |path: &str| format!("{}{path}", record.url);
     let openai = [("authorization", &*format!("Bearer {OPENAI_KEY}"))].map(|(n, v)| (n, v.to_owned()));
     let openai: Vec<(&str, &str)> = openai.iter().map(|(n, v)| (*n, v.as_str())).collect();
@@ -320,18 +327,7 @@ async fn a_streamed_answer_is_relayed_as_it_arrives_while_recording() {
     let models = ModelServer::start().await;
     let dir = tempfile::tempdir().unwrap();
     let model = format!("openai={}", models.url("/v1"));
-    let record = Daemon::run(&[
-        "record",
-        "--port",
-        "0",
-        "--upstream",
-        &mcp.url(),
-        "--cassettes",
-        dir.path().to_str().unwrap(),
-        "--model",
-        &model,
-    ])
-    .await;
+    let record = recording(&mcp.url(), dir.path().to_str().unwrap(), &[model], &[]).await;
     let body = chat("Be brief.", true).replace(r#""content": "hi""#, r#""content": "gated""#);
     let mut response = reqwest::Client::new()
         .post(format!("{}/model/openai/chat/completions", record.url))
@@ -519,4 +515,28 @@ async fn prune_removes_the_model_exchanges_a_passing_run_never_used() {
     let left = Cassette::open_read_only(&cassette).unwrap().model_exchanges().unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].request, chat("Be brief.", false));
+}
+
+/// A server that compresses its answer though asked for none: the client
+/// gets it decompressed, and so does the cassette.
+#[tokio::test]
+async fn a_compressed_answer_is_stored_decompressed() {
+    let mcp = upstream::start().await;
+    let models = ModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let model = format!("openai={}", models.url("/v1"));
+    let cassettes = dir.path().to_str().unwrap();
+    let record = recording(&mcp.url(), cassettes, &[model], &[]).await;
+    let key = format!("Bearer {OPENAI_KEY}");
+    let headers = [("authorization", key.as_str()), ("x-test-answer", "gzip")];
+    let (status, _, text) =
+        post(&format!("{}/model/openai/chat/completions", record.url), &headers, &chat("Be brief.", false))
+            .await;
+    assert_eq!((status, text.as_str()), (200, r#"{"id":"chatcmpl-1","compressed":true}"#));
+    assert_eq!(models.seen.lock().unwrap()[0].headers["accept-encoding"], "identity");
+    let (status, log) = record.stop("INT").await;
+    assert!(status.success(), "{log}");
+    let stored =
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+    assert_eq!(stored[0].answer, ModelAnswer::Whole(r#"{"id":"chatcmpl-1","compressed":true}"#.into()));
 }

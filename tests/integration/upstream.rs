@@ -137,7 +137,7 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
 
 /// `data` as a gzip member holding one stored (uncompressed) deflate
 /// block (RFC 1952, RFC 1951 §3.2.4): what any gzip decoder reads.
-fn gzip(data: &[u8]) -> Vec<u8> {
+pub(crate) fn gzip(data: &[u8]) -> Vec<u8> {
     let length = u16::try_from(data.len()).expect("a stored block holds at most 64 KiB");
     let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1];
     out.extend(length.to_le_bytes());

@@ -5,9 +5,10 @@
 //! engine's answer: a whole body, or a stream's events, all at once or
 //! spaced as recorded (`--pace`). Recording, the link forwards the request
 //! as the client wrote it (body byte for byte; headers, credentials
-//! included, to the model's server only) and relays the answer: a whole
-//! one once it is stored, a stream as it arrives, its end once it is
-//! stored.
+//! included, to the model's server only, an answer asked for uncompressed)
+//! and relays the answer: a whole one once it is stored (gzip or deflate a
+//! server used all the same undone), a stream as it arrives, its end once
+//! it is stored.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -30,7 +31,7 @@ use crate::config::Pace;
 use crate::engine::{ModelCall, ModelFlight, ModelReply, ModelStep, Outcome};
 use crate::error::RequestError;
 use crate::jsonrpc;
-use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
+use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
 use crate::model::{ModelAnswer, ModelEvent, Status};
 use crate::redact;
 use crate::sse;
@@ -160,24 +161,39 @@ async fn forward(
 ) -> Result<Response<Body>, RequestError> {
     let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Fault::Upstream)?;
     let response = send_to(upstream, rest_and_query, uri, parts, body).await?;
-    let (head, body) = response.into_parts();
+    let (mut head, body) = response.into_parts();
     *outcome = Outcome::Forwarded;
     let content_type =
         head.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-    let encoded = head.headers.get(header::CONTENT_ENCODING).is_some_and(|v| v != "identity");
+    // Asked for none, a server may compress all the same: gzip and deflate are undone (a whole
+    // answer), anything else is relayed as it came.
+    let encoding = head
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_ascii_lowercase())
+        .filter(|encoding| encoding != "identity");
+    let streamed = content_type.starts_with("text/event-stream");
+    let decodable = match encoding.as_deref() {
+        None => true,
+        Some("gzip" | "x-gzip" | "deflate") => !streamed,
+        Some(_) => false,
+    };
     let idle = upstream.timeouts().idle;
-    if !head.status.is_success() || encoded {
+    if !head.status.is_success() || !decodable {
         tracing::warn!(
             "model {}: {} answer{}; relayed, not stored",
             printable(flight.model()),
             head.status,
-            if encoded { " compressed though asked for none" } else { "" }
+            encoding
+                .as_deref()
+                .map(|e| format!(" in Content-Encoding {e}, though asked for none"))
+                .unwrap_or_default()
         );
         let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     }
     let status = status::to_record(head.status);
-    if content_type.starts_with("text/event-stream") {
+    if streamed {
         *outcome = Outcome::Streaming;
         return Ok(Response::from_parts(
             relay_head(head),
@@ -185,6 +201,35 @@ async fn forward(
         ));
     }
     let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
+    if let Some(encoding) = &encoding {
+        match decompressed(encoding, &bytes) {
+            Ok(plain) => {
+                // Relayed as stored: the client gets what a replay will give it.
+                head.headers.remove(header::CONTENT_ENCODING);
+                head.headers.remove(header::CONTENT_LENGTH);
+                return store_whole(head, Bytes::from(plain), share, flight, status, &content_type, outcome)
+                    .await;
+            }
+            Err(why) => {
+                tracing::warn!("model {}: {why}; relayed, not stored", printable(flight.model()));
+                return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
+            }
+        }
+    }
+    store_whole(head, bytes, share, flight, status, &content_type, outcome).await
+}
+
+/// A whole answer stored, then relayed once committed (not stored when it
+/// is not UTF-8 text).
+async fn store_whole(
+    head: hyper::http::response::Parts,
+    bytes: Bytes,
+    share: Option<tokio::sync::OwnedSemaphorePermit>,
+    flight: Box<ModelFlight>,
+    status: Status,
+    content_type: &str,
+    outcome: &mut Outcome,
+) -> Result<Response<Body>, RequestError> {
     let Ok(text) = std::str::from_utf8(&bytes) else {
         tracing::warn!(
             "model {}: the answer is not UTF-8 text; relayed, not stored",
@@ -192,12 +237,30 @@ async fn forward(
         );
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     };
-    if let Err(error) = flight.complete(status, &content_type, ModelAnswer::Whole(text.to_owned())).await {
+    if let Err(error) = flight.complete(status, content_type, ModelAnswer::Whole(text.to_owned())).await {
         *outcome = Outcome::of(&error.fault);
         return Ok(api_error(status::of_fault(&error.fault), &error.fault.error().message));
     }
     *outcome = Outcome::Recorded;
     Ok(Response::from_parts(relay_head(head), held(bytes, share)))
+}
+
+/// `bytes` decompressed from Content-Encoding `encoding` (gzip, or HTTP's
+/// deflate: zlib), at most [`MAX_JSON_ANSWER_BYTES`] of them (the share of
+/// the answers' budget held is the compressed answer's).
+fn decompressed(encoding: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let mut plain = Vec::new();
+    let limit = MAX_JSON_ANSWER_BYTES as u64 + 1;
+    let read = match encoding {
+        "deflate" => flate2::read::ZlibDecoder::new(bytes).take(limit).read_to_end(&mut plain),
+        _ => flate2::read::GzDecoder::new(bytes).take(limit).read_to_end(&mut plain),
+    };
+    read.map_err(|e| format!("its {encoding} answer does not decompress ({e})"))?;
+    if plain.len() > MAX_JSON_ANSWER_BYTES {
+        return Err(format!("its {encoding} answer decompresses past {MAX_JSON_ANSWER_BYTES} bytes"));
+    }
+    Ok(plain)
 }
 
 /// A streamed answer relayed as it arrives while its events are captured
