@@ -540,3 +540,31 @@ async fn a_compressed_answer_is_stored_decompressed() {
         Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
     assert_eq!(stored[0].answer, ModelAnswer::Whole(r#"{"id":"chatcmpl-1","compressed":true}"#.into()));
 }
+
+/// `--model` is refused, with the reason, where it cannot mean what was
+/// meant: with `--stdio`, without `NAME=`, or with a name a path cannot hold.
+#[test]
+fn a_model_that_cannot_be_recorded_is_refused_at_start() {
+    let bin = env!("CARGO_BIN_EXE_mcp-tape");
+    let refused = |args: &[&str], env: Option<&str>| {
+        let mut command = std::process::Command::new(bin);
+        command.args(args).env_remove("MCP_TAPE_MODEL");
+        if let Some(value) = env {
+            command.env("MCP_TAPE_MODEL", value);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let upstream = ["record", "--port", "0", "--upstream", "http://127.0.0.1:9/mcp"];
+    let told =
+        refused(&["record", "--stdio", "--model", "openai=https://api.openai.com/v1", "--", "cat"], None);
+    assert!(told.contains("--model with --stdio: a model client reaches the tape over HTTP"), "{told}");
+    let told = refused(&upstream, Some("openai"));
+    assert!(told.contains("MCP_TAPE_MODEL: \"openai\": expected NAME=URL"), "{told}");
+    let told = refused(&[&upstream[..], &["--model", "bad name=http://x"]].concat(), None);
+    assert!(told.contains("the NAME takes letters, digits"), "{told}");
+    let twice = ["--model", "a=http://x", "--model", "a=http://y"];
+    let told = refused(&[&upstream[..], &twice[..]].concat(), None);
+    assert!(told.contains("a model of that name is given already"), "{told}");
+}
