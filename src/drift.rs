@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::config::FailOn;
 use crate::engine::ledger::CaseKey;
+use crate::engine::models;
 use crate::jsonrpc::ErrorCode;
 use crate::model::{Direction, Exchange, ModelAnswer, ModelExchange, canonical_json};
 use crate::normalize::{self, Difference};
@@ -377,37 +378,12 @@ impl Findings {
 /// method, match key and order; each server's tool catalogue (its first
 /// recorded `tools/list` result) classified.
 pub fn cassettes(old: &[Exchange], new: &[Exchange], ignored: &[String]) -> Findings {
-    let group = |exchanges: &[Exchange]| {
-        let mut groups: BTreeMap<(String, &str, String, String), Vec<usize>> = BTreeMap::new();
-        for (i, e) in exchanges.iter().enumerate() {
-            groups
-                .entry((e.server.clone(), e.era.as_str(), e.method.clone(), e.key.to_hex()))
-                .or_default()
-                .push(i);
-        }
-        groups
-    };
-    let (old_groups, new_groups) = (group(old), group(new));
     let mut findings = Findings::default();
-    for (key, olds) in &old_groups {
-        let news = new_groups.get(key).map(Vec::as_slice).unwrap_or_default();
-        for (n, &i) in olds.iter().enumerate() {
-            match news.get(n) {
-                Some(&j) => {
-                    let verdict = match (final_answer(&old[i]), final_answer(&new[j])) {
-                        (Some(a), Some(b)) => answer(a, b, ignored),
-                        _ => Verdict::Same,
-                    };
-                    findings.exchanges.push((label(&old[i]), verdict));
-                }
-                None => findings.removed.push(label(&old[i])),
-            }
-        }
-    }
-    for (key, news) in &new_groups {
-        let known = old_groups.get(key).map_or(0, Vec::len);
-        findings.added.extend(news.iter().skip(known).map(|&j| label(&new[j])));
-    }
+    let key = |e: &Exchange| (e.server.clone(), e.era.as_str(), e.method.clone(), e.key.to_hex());
+    pair_up(&mut findings, old, new, key, label, |a, b| match (final_answer(a), final_answer(b)) {
+        (Some(a), Some(b)) => answer(a, b, ignored),
+        _ => Verdict::Same,
+    });
     let catalogues = |exchanges: &[Exchange]| -> BTreeMap<String, Value> {
         let mut found = BTreeMap::new();
         for e in exchanges.iter().filter(|e| e.method == "tools/list") {
@@ -434,32 +410,43 @@ pub fn cassettes(old: &[Exchange], new: &[Exchange], ignored: &[String]) -> Find
 /// canonical JSON) and order, each answer compared as JSON (a stream as
 /// its events' texts), fields at `ignored` pointers left out.
 pub fn models(findings: &mut Findings, old: &[ModelExchange], new: &[ModelExchange], ignored: &[String]) {
-    let group = |exchanges: &[ModelExchange]| {
-        let mut groups: BTreeMap<(String, String, String, String), Vec<usize>> = BTreeMap::new();
-        for (i, e) in exchanges.iter().enumerate() {
-            let request = serde_json::from_str::<Value>(&e.request)
-                .map_or_else(|_| e.request.clone(), |v| canonical_json(&v));
-            groups.entry((e.model.clone(), e.method.clone(), e.target.clone(), request)).or_default().push(i);
-        }
-        groups
+    let key = |e: &ModelExchange| {
+        let request = serde_json::from_str::<Value>(&e.request)
+            .map_or_else(|_| e.request.clone(), |v| canonical_json(&v));
+        (e.model.clone(), e.method.clone(), e.target.clone(), request)
     };
-    let label = |e: &ModelExchange| {
-        let path = e.target.split_once('?').map_or(e.target.as_str(), |(path, _)| path);
-        format!("model {} {} {}", printable(&e.model), printable(&e.method), printable(path))
-    };
+    let label = |e: &ModelExchange| models::case_of(&e.model, &e.method, &e.target).to_string();
     let as_json = |e: &ModelExchange| match &e.answer {
         ModelAnswer::Whole(body) => serde_json::from_str(body).unwrap_or_else(|_| Value::from(body.as_str())),
         ModelAnswer::Events(events) => events.iter().map(|event| Value::from(event.text.as_str())).collect(),
+    };
+    pair_up(findings, old, new, key, label, |a, b| answer(&as_json(a), &as_json(b), ignored));
+}
+
+/// Pairs the recordings of two sides by `key` and order (the n-th of a key
+/// with the n-th): each pair's `verdict`, under the old one's `label`, and
+/// the labels of those only one side holds.
+fn pair_up<T, K: Ord>(
+    findings: &mut Findings,
+    old: &[T],
+    new: &[T],
+    key: impl Fn(&T) -> K,
+    label: impl Fn(&T) -> String,
+    verdict: impl Fn(&T, &T) -> Verdict,
+) {
+    let group = |recordings: &[T]| {
+        let mut groups: BTreeMap<K, Vec<usize>> = BTreeMap::new();
+        for (i, recording) in recordings.iter().enumerate() {
+            groups.entry(key(recording)).or_default().push(i);
+        }
+        groups
     };
     let (old_groups, new_groups) = (group(old), group(new));
     for (key, olds) in &old_groups {
         let news = new_groups.get(key).map(Vec::as_slice).unwrap_or_default();
         for (n, &i) in olds.iter().enumerate() {
             match news.get(n) {
-                Some(&j) => {
-                    let verdict = answer(&as_json(&old[i]), &as_json(&new[j]), ignored);
-                    findings.exchanges.push((label(&old[i]), verdict));
-                }
+                Some(&j) => findings.exchanges.push((label(&old[i]), verdict(&old[i], &new[j]))),
                 None => findings.removed.push(label(&old[i])),
             }
         }

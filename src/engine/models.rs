@@ -75,6 +75,19 @@ pub struct ModelReply {
     pub pace: Pace,
 }
 
+impl ModelReply {
+    /// `recorded`'s answer, as `outcome`.
+    fn of(outcome: Outcome, recorded: &ModelExchange, pace: Pace) -> ModelReply {
+        ModelReply {
+            outcome,
+            status: recorded.status,
+            content_type: recorded.content_type.clone(),
+            answer: recorded.answer.clone(),
+            pace,
+        }
+    }
+}
+
 /// The model exchanges of the cassettes, by what replay compares of a
 /// request.
 #[derive(Debug, Default)]
@@ -243,17 +256,10 @@ impl ModelTape {
         ledger: &Ledger,
     ) -> ModelReply {
         let case = call.case();
-        let reply = |outcome, recorded: &ModelExchange| ModelReply {
-            outcome,
-            status: recorded.status,
-            content_type: recorded.content_type.clone(),
-            answer: recorded.answer.clone(),
-            pace,
-        };
         if let Some(recorded) = self.find(call, rules) {
             let told = || turn::told(call.body, Some(&recorded.answer));
             ledger.note_told(&case.server, &case.method, None, Outcome::Hit, None, Some(&told));
-            return reply(Outcome::Hit, recorded);
+            return ModelReply::of(Outcome::Hit, recorded, pace);
         }
         let mut refusal = None;
         if let Some(index) = match_rules.find_model(call.model) {
@@ -268,7 +274,7 @@ impl ModelTape {
                         Some(&used),
                         Some(&told),
                     );
-                    return reply(Outcome::Ruled, recorded);
+                    return ModelReply::of(Outcome::Ruled, recorded, pace);
                 }
                 Err(why) => refusal = Some((match_rules.label(index), why)),
             }
@@ -303,13 +309,7 @@ impl ModelTape {
         let case = call.case();
         let told = || turn::told(call.body, Some(&recorded.answer));
         ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, Some(&told));
-        Some(ModelReply {
-            outcome: Outcome::Cassette,
-            status: recorded.status,
-            content_type: recorded.content_type.clone(),
-            answer: recorded.answer.clone(),
-            pace,
-        })
+        Some(ModelReply::of(Outcome::Cassette, recorded, pace))
     }
 }
 
@@ -391,31 +391,29 @@ fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
     }
 }
 
-/// A body as compared: its JSON with sensitive keys redacted (as record
-/// stored it), else its text.
+/// A body's JSON with sensitive keys redacted (as record stored it), if it
+/// is JSON.
+fn redacted_json(rules: &Rules, body: &str) -> Option<Value> {
+    let mut json = serde_json::from_str::<Value>(body).ok()?;
+    rules.redact(&mut json);
+    Some(json)
+}
+
+/// A body as compared: [`redacted_json`], else its text as a string.
 fn body_value(rules: &Rules, body: &str) -> Value {
-    match serde_json::from_str::<Value>(body) {
-        Ok(mut json) => {
-            rules.redact(&mut json);
-            json
-        }
-        Err(_) => Value::String(body.to_owned()),
-    }
+    redacted_json(rules, body).unwrap_or_else(|| Value::String(body.to_owned()))
 }
 
 /// What replay compares of a request: model, method, target and the body
 /// as canonical JSON (as text when it is not JSON).
 fn compared(rules: &Rules, model: &str, method: &str, target: &str, body: &str) -> String {
-    let body = match body_value(rules, body) {
-        Value::String(text) if serde_json::from_str::<Value>(body).is_err() => text,
-        json => canonical_json(&json),
-    };
+    let body = redacted_json(rules, body).map_or_else(|| body.to_owned(), |json| canonical_json(&json));
     format!("{model}\n{method}\n{target}\n{body}")
 }
 
 /// The ledger's case of a request to a model: server `model NAME`, method
 /// `METHOD PATH`.
-fn case_of(model: &str, method: &str, target: &str) -> CaseKey {
+pub fn case_of(model: &str, method: &str, target: &str) -> CaseKey {
     CaseKey::named(&format!("{MODEL_SERVER_PREFIX}{model}"), &format!("{method} {}", path(target)), None)
 }
 

@@ -73,7 +73,7 @@ impl UnusedModel {
 
 /// Hex sha256 of `text`.
 fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|byte| format!("{byte:02x}")).collect()
+    MatchKey::from_digest(Sha256::digest(text.as_bytes()).into()).to_hex()
 }
 
 impl Report {

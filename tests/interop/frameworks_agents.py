@@ -94,12 +94,18 @@ async def langchain(url, plan):
             seen.append(f"raised {type(error).__name__}: {error}")
             continue
         assert isinstance(message, ToolMessage), message
-        content = message.content
-        if isinstance(content, list):  # content blocks carry an id of their own, new on every run
-            content = [{k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
-                       for block in content]
-        seen.append(content if isinstance(content, str) else json.dumps(content))
+        seen.append(tool_message_text(message))
     return {"seen": seen, "output": ANSWER}
+
+
+def tool_message_text(message):
+    """A LangChain tool message's content as the text its model is handed, without the id each content block
+    carries (new on every run)."""
+    content = message.content
+    if isinstance(content, list):
+        content = [{k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
+                   for block in content]
+    return content if isinstance(content, str) else json.dumps(content)
 
 
 FRAMEWORKS = {"pydantic-ai": pydantic_ai, "openai-agents": openai_agents, "langchain": langchain}

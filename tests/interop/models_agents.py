@@ -21,6 +21,8 @@ import asyncio
 import json
 import sys
 
+from frameworks_agents import tool_message_text
+
 PROMPT = "Plan a review with Bob from my newest mail."
 
 
@@ -87,11 +89,7 @@ async def langchain(mcp_url, model_url, key, system):
             calls.append([call["name"], call["args"]])
             message = await tools[call["name"]].ainvoke({**call, "type": "tool_call"})
             assert isinstance(message, ToolMessage), message
-            content = message.content
-            if isinstance(content, list):  # content blocks carry an id of their own, new on every run
-                content = [{k: v for k, v in block.items() if k != "id"} if isinstance(block, dict) else block
-                           for block in content]
-            results.append(content if isinstance(content, str) else json.dumps(content))
+            results.append(tool_message_text(message))
             messages.append(message)
     return {"calls": calls, "results": results, "output": None}
 
