@@ -27,7 +27,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Version};
 
 pub use proxy::Proxy;
 use resume::Resumable;
@@ -286,7 +286,14 @@ fn dispatch(
     logged: &mut Logged,
 ) -> impl Future<Output = Result<Response<Body>, RequestError>> {
     async move {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
+        // Recording, a request goes upstream on its connection's own connection there; an
+        // HTTP/2 client's requests at once share the pool.
+        if let Some(wire) = wire.as_ref().filter(|_| app.policy.headers == Headers::Passed)
+            && parts.version < Version::HTTP_2
+        {
+            parts.extensions.insert(wire.lane());
+        }
         // What every request is checked by and a POST read by, found in one pass.
         let found = FoundHeaders::of(&parts.headers);
         check_host_and_origin(parts.version, &found, &parts.uri, &app.front_door.allowed_hosts)?;
