@@ -175,6 +175,7 @@ mod kernel {
                     if let Some(at) = at {
                         arrival.0.store(at, Ordering::Relaxed);
                     }
+                    // SAFETY: `receive` initialized the first `got` bytes of the unfilled part.
                     unsafe { buf.advance(got) };
                     return Poll::Ready(Ok(()));
                 }

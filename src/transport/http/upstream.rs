@@ -526,6 +526,7 @@ impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WatchedIo<T> {
         if got > 0 {
             self.traffic.answered.store(true, Ordering::Relaxed);
             self.traffic.writing.store(false, Ordering::Relaxed);
+            // SAFETY: the inner read initialized the first `got` bytes of the unfilled part.
             unsafe { buf.advance(got) };
         }
         polled

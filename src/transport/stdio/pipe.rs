@@ -117,8 +117,8 @@ mod reactor {
             loop {
                 let mut ready = ready!(self.fd.poll_read_ready(cx))?;
                 let unfilled = buf.initialize_unfilled();
-                // SAFETY: read(2) into the unfilled part of the buffer, at most its length.
                 let read = ready.try_io(|fd| {
+                    // SAFETY: read(2) into the unfilled part of the buffer, at most its length.
                     outcome(unsafe {
                         libc::read(fd.get_ref().0, unfilled.as_mut_ptr().cast(), unfilled.len())
                     })
@@ -145,8 +145,8 @@ mod reactor {
                 let mut ready = ready!(self.fd.poll_write_ready(cx))?;
                 // With `2>&1`, a log piece part-written holds the door's turn.
                 let Some(written) = crate::os::shared_output::door_write(data, cx.waker(), || {
-                    // SAFETY: write(2) from `data`, at most its length.
                     let written = ready.try_io(|fd| {
+                        // SAFETY: write(2) from `data`, at most its length.
                         outcome(unsafe { libc::write(fd.get_ref().0, data.as_ptr().cast(), data.len()) })
                     });
                     written.unwrap_or_else(|_would_block| Err(std::io::ErrorKind::WouldBlock.into()))
