@@ -80,7 +80,8 @@
 //!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
 //!   record ([`engine::record`]: held commits, which exchange a server
 //!   message belongs to), what a door holds while record forwards
-//!   ([`engine::flight`]), what a door does for its engine, fixed when it
+//!   ([`engine::flight`]) and a message it shows the engine
+//!   ([`engine::message`]), what a door does for its engine, fixed when it
 //!   is built ([`engine::policy`]), re-enacting a recorded stream
 //!   ([`engine::reenact`]), what a replayed server says on its own and
 //!   each session's standalone stream ([`engine::said`]), which recording

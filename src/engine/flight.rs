@@ -7,19 +7,21 @@
 //! stream carrying many exchanges (stdio) goes through [`Flights`]; a
 //! session's standalone stream through a [`Listener`]; an Agent 365 service
 //! endpoint's answer through a [`ServiceFlight`]. Messages travel as
-//! [`Said`]: parsed, with the text they came as.
+//! [`AsWritten`]: parsed, with the text they came as.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::MutexGuard;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, ready};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, timeout_at};
 
+use super::Call;
+use super::message::{Arrived, AsWritten};
 use super::record::{
     Answer, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written, not_stored,
 };
@@ -27,55 +29,9 @@ use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
-use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, Text, canonical_json, written};
+use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, written};
 use crate::redact;
 use crate::util::lock;
-
-/// One message as its sender wrote it: parsed, and the text it came as,
-/// which the cassette keeps ([`written::rewrite`]).
-pub struct Said {
-    pub body: Value,
-    pub written: Option<Text>,
-}
-
-impl Said {
-    /// The JSON message `text`; `None` when it is not JSON.
-    pub fn read(text: &str) -> Option<Said> {
-        let body = serde_json::from_str(text).ok()?;
-        Some(Said { body, written: Some(text.into()) })
-    }
-}
-
-impl From<Value> for Said {
-    /// A message built here, from no sender's text.
-    fn from(body: Value) -> Said {
-        Said { body, written: None }
-    }
-}
-
-/// When a message from the upstream arrived: the system clock's
-/// nanoseconds when the kernel received its last byte, where the front
-/// door can tell (so two connections' messages are ordered as they came,
-/// not as they were read), else when the engine was shown it.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-pub struct Arrived(u64);
-
-impl Arrived {
-    /// At `nanos` past the epoch of the system clock.
-    pub fn at(nanos: u64) -> Arrived {
-        Arrived(nanos)
-    }
-
-    /// Nanoseconds past the epoch of the system clock.
-    pub fn nanos(self) -> u64 {
-        self.0
-    }
-
-    pub fn now() -> Arrived {
-        let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Arrived(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
-    }
-}
 
 /// How long what the server says on its own while an exchange's answer
 /// has not been seen waits for that answer: the two may have arrived
@@ -85,6 +41,31 @@ const ANSWER_LOOKED_FOR: Duration = Duration::from_millis(10);
 /// A wait before a message of the standalone stream is relayed (see
 /// [`Listener::heard`]).
 pub type Wait = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// The flights a recorder starts.
+impl Recorder {
+    /// Starts recording `call`; the front door's link shows the flight the
+    /// upstream's answer.
+    pub fn flight(&self, call: &Call) -> Flight {
+        let shared = Arc::new(Mutex::new(None));
+        let capture = self.capture(call);
+        let spot = capture.spot(&shared);
+        *lock(&shared) = Some(capture);
+        self.saw(call.session, spot);
+        Flight::new(shared, self.clone(), call.id.clone())
+    }
+
+    /// What records the messages of `session`'s standalone stream.
+    pub fn listener(&self, session: Option<&str>) -> Listener {
+        Listener::new(self.clone(), session.map(str::to_owned))
+    }
+
+    /// Starts recording an Agent 365 service endpoint's answer, for a
+    /// request that carried `credentials`.
+    pub fn service(&self, route: ServiceRoute, credentials: Vec<String>) -> ServiceFlight {
+        ServiceFlight::new(self.clone(), route, credentials)
+    }
+}
 
 /// The recording of what a session's standalone stream (GET) carries:
 /// each request or notification on it is an aside (`Recorder::aside`).
@@ -106,7 +87,7 @@ impl Listener {
     /// `ANSWER_LOOKED_FOR` while that answer has not been seen, then
     /// until the answer has been written, [`MAX_ASIDE_WRITE_WAIT`] at most.
     pub fn heard(&self, data: &str, arrived: Option<Arrived>) -> Option<Wait> {
-        let said = Said::read(data)?;
+        let said = AsWritten::read(data)?;
         said.body.get("method")?;
         let arrived = arrived.unwrap_or_else(Arrived::now);
         let answer = self.recorder.aside(self.session.as_deref(), Channel::Standalone, said, arrived)?;
@@ -313,7 +294,7 @@ impl Flight {
 
     /// The whole answer came as one message, which arrived at `arrived`:
     /// the exchange is complete, whatever id the message carries.
-    pub fn complete(self, message: Said, arrived: Option<Arrived>) -> Held {
+    pub fn complete(self, message: AsWritten, arrived: Option<Arrived>) -> Held {
         let mut slot = lock(&self.capture);
         if let Some(capture) = slot.as_mut() {
             answer_arrived(&capture.answer, arrived.unwrap_or_else(Arrived::now));
@@ -344,7 +325,7 @@ impl Flight {
         if !self.within_bound(data.len()) {
             return Heard::Dropped;
         }
-        let Some(said) = Said::read(data) else {
+        let Some(said) = AsWritten::read(data) else {
             self.abandon("a message of the answer is not JSON");
             return Heard::Dropped;
         };
@@ -353,7 +334,7 @@ impl Flight {
 
     /// Shows the flight one relayed message the front door has parsed
     /// already (`bytes` long as relayed).
-    pub fn observe_message(&mut self, said: Said, bytes: usize) -> Heard {
+    pub fn observe_message(&mut self, said: AsWritten, bytes: usize) -> Heard {
         if !self.within_bound(bytes) {
             return Heard::Dropped;
         }
@@ -373,7 +354,7 @@ impl Flight {
 
     /// Records one message of the answer, which arrived at `arrived`; the
     /// final one completes it.
-    fn take(&mut self, said: Said, arrived: Arrived) -> Heard {
+    fn take(&mut self, said: AsWritten, arrived: Arrived) -> Heard {
         let mut guard = lock(&self.capture);
         let Some(capture) = guard.as_mut() else { return Heard::Message };
         let body = &said.body;
@@ -445,7 +426,7 @@ impl Flights {
     /// server says (log notifications, server→client requests) to the
     /// request sent last while one is open, else it is an aside
     /// (`Recorder::aside`).
-    pub fn heard(&mut self, message: Said, bytes: usize) -> Heard {
+    pub fn heard(&mut self, message: AsWritten, bytes: usize) -> Heard {
         let is_answer = message.body.get("method").is_none();
         let answering = message.body.get("id").filter(|_| is_answer).map(canonical_json);
         let Some(id) = answering else {
@@ -564,14 +545,14 @@ mod tests {
                     for _ in 0..n / 2 % 300 {
                         std::hint::spin_loop();
                     }
-                    recorder.aside(session, Channel::Standalone, Said::from(said), Arrived::now());
+                    recorder.aside(session, Channel::Standalone, AsWritten::from(said), Arrived::now());
                 })
             };
             go.store(true, Ordering::Release);
             let answer = json!({"jsonrpc": "2.0", "id": n, "result": {}});
             // A whole answer, or the last event of a stream.
             if n % 2 == 0 {
-                drop(flight.complete(Said::from(answer), None));
+                drop(flight.complete(AsWritten::from(answer), None));
             } else {
                 let mut flight = flight;
                 assert!(matches!(flight.observe(&answer.to_string(), None), Heard::Final(_)));

@@ -28,6 +28,7 @@ pub mod flight;
 pub mod inject;
 pub mod ledger;
 pub mod memory;
+pub mod message;
 pub mod miss;
 pub mod models;
 pub mod nearest;
@@ -53,7 +54,8 @@ use inject::Injector;
 use ledger::Usage;
 use replay::Replay;
 
-pub use flight::{Arrived, Flight, Flights, Heard, Held, Listener, Said, ServiceFlight, Wait};
+pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
+pub use message::{Arrived, AsWritten};
 pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
 pub use record::Recorder;

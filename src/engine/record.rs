@@ -29,6 +29,10 @@
 //! [`Fault::NotStored`]: crate::error::Fault::NotStored
 //! [`Held`]: super::flight::Held
 //! [`Flights`]: super::flight::Flights
+//! [`Flight`]: super::flight::Flight
+//! [`Flight::answered`]: super::flight::Flight::answered
+//! [`Flight::complete`]: super::flight::Flight::complete
+//! [`Flight::observe`]: super::flight::Flight::observe
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,8 +42,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
-use super::flight::{Arrived, Flight, Listener, Said, ServiceFlight};
 use super::ledger::Ledger;
+use super::message::{Arrived, AsWritten};
 use super::models::{ModelCall, ModelFlight};
 use super::{Call, Outcome};
 use crate::cassette::store::{Tag, WriterHandle};
@@ -47,8 +51,8 @@ use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_TRACKED_SESSIONS};
 use crate::mcp;
 use crate::model::{
-    Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, ServiceRoute, Status,
-    StreamShape, canonical_json,
+    Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, Status, StreamShape,
+    canonical_json,
 };
 use crate::normalize::Rules;
 use crate::redact;
@@ -194,9 +198,9 @@ pub(super) struct Capture {
 
 impl Capture {
     /// Adds a message, stamped with its offset from the request.
-    pub(super) fn push(&mut self, direction: Direction, said: Said) {
+    pub(super) fn push(&mut self, direction: Direction, said: AsWritten) {
         let offset_ms = self.started.elapsed().as_millis() as u64;
-        let Said { body, written } = said;
+        let AsWritten { body, written } = said;
         self.raw.messages.push(RecordedMessage { offset_ms, direction, body, written });
     }
 
@@ -245,17 +249,6 @@ impl Recorder {
         &self.ledger
     }
 
-    /// Starts recording `call`; the front door's link shows the flight the
-    /// upstream's answer.
-    pub fn flight(&self, call: &Call) -> Flight {
-        let shared = Arc::new(Mutex::new(None));
-        let capture = self.capture(call);
-        let spot = capture.spot(&shared);
-        *lock(&shared) = Some(capture);
-        self.saw(call.session, spot);
-        Flight::new(shared, self.clone(), call.id.clone())
-    }
-
     /// `spot` is what the server in `session` has seen last.
     pub(super) fn saw(&self, session: Option<&str>, spot: Spot) {
         let session = session.unwrap_or_default();
@@ -288,7 +281,7 @@ impl Recorder {
         &self,
         session: Option<&str>,
         channel: Channel,
-        said: Said,
+        said: AsWritten,
         arrived: Arrived,
     ) -> Option<Answer> {
         let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
@@ -312,9 +305,16 @@ impl Recorder {
     /// arrived after it, unless it follows a client notification; with its
     /// exchange while that is being recorded, else on its own, redacted and
     /// scrubbed.
-    fn put_aside(&self, spot: &Spot, channel: Channel, direction: Direction, said: Said, arrived: Arrived) {
+    fn put_aside(
+        &self,
+        spot: &Spot,
+        channel: Channel,
+        direction: Direction,
+        said: AsWritten,
+        arrived: Arrived,
+    ) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
-        let Said { mut body, written } = said;
+        let AsWritten { mut body, written } = said;
         if let Some(capture) = spot.capture.upgrade()
             && let Some(capture) = lock(&capture).as_mut()
         {
@@ -343,7 +343,7 @@ impl Recorder {
         self.writer.write_asides(spot.tag, vec![aside]);
     }
 
-    fn capture(&self, call: &Call) -> Capture {
+    pub(super) fn capture(&self, call: &Call) -> Capture {
         self.ledger.note(call.server, call.method, call.params(), Outcome::Forwarded, None);
         let header_version = call.facts.routing.as_ref().and_then(|r| r.protocol_version.map(str::to_owned));
         let meta = call.params().and_then(|p| p.get("_meta"));
@@ -487,17 +487,6 @@ impl Recorder {
             }
         }
         pending.insert(pending_key(session, id), reply);
-    }
-
-    /// What records the messages of `session`'s standalone stream.
-    pub fn listener(&self, session: Option<&str>) -> Listener {
-        Listener::new(self.clone(), session.map(str::to_owned))
-    }
-
-    /// Starts recording an Agent 365 service endpoint's answer, for a
-    /// request that carried `credentials`.
-    pub fn service(&self, route: ServiceRoute, credentials: Vec<String>) -> ServiceFlight {
-        ServiceFlight::new(self.clone(), route, credentials)
     }
 
     /// Starts recording a request to the agent's model.

@@ -274,43 +274,6 @@ pub(super) fn service(reply: ServiceReply) -> Response<Body> {
     response
 }
 
-/// A body that holds `G` (a count, a share of a budget) until it is sent
-/// whole or dropped.
-pub(super) struct Holding<B, G> {
-    body: B,
-    _held: G,
-}
-
-impl<B, G> Holding<B, G> {
-    pub(super) fn new(body: B, held: G) -> Holding<B, G> {
-        Holding { body, _held: held }
-    }
-}
-
-impl<B, G> hyper::body::Body for Holding<B, G>
-where
-    B: hyper::body::Body<Data = Bytes, Error = Infallible> + Unpin,
-    G: Unpin,
-{
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
 /// `response`, firing `written` once its body has ended and been written
 /// to the connection `wire` (at once with no wire to tell; never if the
 /// client goes first, when dropping it says as much).

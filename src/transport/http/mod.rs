@@ -10,6 +10,7 @@
 
 mod arrival;
 mod frame;
+mod holding;
 mod models;
 mod proxy;
 mod resume;

@@ -40,10 +40,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use super::arrival::Arrival;
+use super::holding::Holding;
 use super::upstream::{self, Lane, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
-use crate::engine::{Flight, Heard, Held, Listener, Outcome, Said, ServiceFlight, Wait};
+use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
 use crate::error::{Fault, RequestError, UpstreamFailure};
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
@@ -146,7 +147,7 @@ impl Proxy {
         let (bytes, share) = read_whole(body, idle, &self.budget)
             .await
             .map_err(|unread| RequestError { fault: Box::new(self.unread(unread)), id: id.clone() })?;
-        match std::str::from_utf8(&bytes).ok().and_then(Said::read) {
+        match std::str::from_utf8(&bytes).ok().and_then(AsWritten::read) {
             Some(message) if message.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0") => {
                 flight.complete(message, arrival.and_then(|arrival| arrival.latest())).await?;
                 *outcome = Outcome::Recorded;
@@ -697,7 +698,7 @@ pub(super) async fn read_whole(
 /// A whole body that keeps its share of the budget until it is sent (or
 /// the client goes away).
 pub(super) fn held(bytes: Bytes, share: Option<OwnedSemaphorePermit>) -> Body {
-    frame::Holding::new(Full::new(bytes), share).boxed()
+    Holding::new(Full::new(bytes), share).boxed()
 }
 
 /// The upstream's answer head as relayed: hop-by-hop headers dropped.

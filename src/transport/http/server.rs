@@ -38,7 +38,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use super::frame::Holding;
+use super::holding::Holding;
 use super::upstream::Lane;
 use super::{App, Body, handle};
 

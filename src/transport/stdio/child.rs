@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::Output;
 use super::lines::{Lines, Piece};
-use crate::engine::{Flight, Flights, Heard, Said};
+use crate::engine::{AsWritten, Flight, Flights, Heard};
 use crate::limits::{MAX_CHILD_LINE_BYTES, MAX_QUEUED_CHILD_LINES};
 use crate::os::Tree;
 use crate::util::{lock, printable};
@@ -196,7 +196,7 @@ async fn relay_output(
 async fn relay_line(line: Vec<u8>, flights: &Mutex<Flights>, output: &Output) {
     let message = std::str::from_utf8(&line)
         .ok()
-        .and_then(|text| Some((text, Said::read(text)?)))
+        .and_then(|text| Some((text, AsWritten::read(text)?)))
         .filter(|(_, said)| said.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
     let Some((text, value)) = message else {
         let shown: String = String::from_utf8_lossy(&line).chars().take(120).collect();
