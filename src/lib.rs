@@ -75,7 +75,7 @@
 //!   Lines, HAR, other tools' recordings (one [`interchange::foreign::Reader`]
 //!   per format), Agent 365 mock files and snapshots.
 //! - [`config`]: plain validated settings.
-//! - [`cli`]: clap definitions, validated into a [`config::Command`].
+//! - [`cli`]: clap definitions, validated into a [`config::Command`] (`cli::validate`).
 //! - [`engine`]: one message in, a [`engine::Step`] out: replay
 //!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
 //!   record ([`engine::record`]: held commits, which exchange a server
