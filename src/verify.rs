@@ -196,7 +196,7 @@ impl<'a> Session<'a> {
 
     async fn notify(&mut self, message: &Value) -> Result<(), String> {
         let request = self.request(message)?;
-        let response = self.upstream.send(request, None).await.map_err(|e| e.to_string())?;
+        let response = self.upstream.send(request).await.map_err(|e| e.to_string())?;
         let _ = response.into_body().collect().await;
         Ok(())
     }
@@ -208,7 +208,7 @@ impl<'a> Session<'a> {
         let mut message = message.clone();
         message["id"] = self.next_id.into();
         let request = self.request(&message)?;
-        let response = self.upstream.send(request, None).await.map_err(|e| e.to_string())?;
+        let response = self.upstream.send(request).await.map_err(|e| e.to_string())?;
         let session =
             response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let streamed = response

@@ -27,21 +27,9 @@ fn bearer() -> String {
 
 /// A tools/call through `url` with the bearer token and a fresh id.
 async fn call_tool(url: &str, id: u64, tool: &str, arguments: Value, meta: Value) -> Reply {
-    call_tool_on(&reqwest::Client::new(), url, id, tool, arguments, meta).await
-}
-
-/// [`call_tool`] by `client`, on a connection it keeps between calls.
-async fn call_tool_on(
-    client: &reqwest::Client,
-    url: &str,
-    id: u64,
-    tool: &str,
-    arguments: Value,
-    meta: Value,
-) -> Reply {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": tool, "arguments": arguments, "_meta": meta}});
-    post_on(client, url, &[("authorization", &bearer())], &body.to_string()).await
+    post(url, &[("authorization", &bearer())], &body.to_string()).await
 }
 
 #[tokio::test]
@@ -469,9 +457,8 @@ async fn a_request_that_meets_a_kept_connection_closed_is_sent_again() {
     let dir = Cassettes::new();
     let recorder = Recorder::start(&format!("http://{address}"), dir.path(), RecordOptions::default()).await;
     let url = recorder.url(MAIL);
-    let client = reqwest::Client::new();
     for id in 1..=3 {
-        let reply = call_tool_on(&client, &url, id, "plain", json!({"n": id}), json!({})).await;
+        let reply = call_tool(&url, id, "plain", json!({"n": id}), json!({})).await;
         assert_eq!((reply.status, reply.json()["id"].clone()), (200, json!(id)), "{reply:?}");
         assert_eq!(reply.json()["result"]["served"], 0, "answered on a new connection");
     }
@@ -487,41 +474,14 @@ async fn a_request_that_meets_a_kept_connection_closed_is_sent_again() {
         let recorder =
             Recorder::start(&format!("http://{address}"), dir.path(), RecordOptions::default()).await;
         let url = recorder.url(MAIL);
-        let client = reqwest::Client::new();
         for id in 0..answered {
-            let reply = call_tool_on(&client, &url, id as u64, "plain", json!({}), json!({})).await;
-            assert_eq!(reply.status, 200, "{what}");
+            assert_eq!(call_tool(&url, id as u64, "plain", json!({}), json!({})).await.status, 200, "{what}");
         }
-        let reply = call_tool_on(&client, &url, 9, "plain", json!({}), json!({})).await;
+        let reply = call_tool(&url, 9, "plain", json!({}), json!({})).await;
         assert_eq!((reply.status, reply.json()["id"].clone()), (502, json!(9)), "{what}: {reply:?}");
         assert_eq!(read.load(Ordering::SeqCst), answered + 1, "{what}: not sent again");
         assert_eq!(recorder.stop().await.len(), answered, "{what}");
     }
-}
-
-/// Each client connection reaches the upstream on a connection of its own,
-/// kept while the client keeps its own: a second client's request does not
-/// take the first one's idle connection from a pool, so which of two
-/// requests sent at once on two connections reaches the server first stays
-/// the client's race (an SDK's GET stream and its
-/// `notifications/initialized`), not won by the one that found a connection.
-#[tokio::test]
-async fn each_client_connection_has_its_own_upstream_connection() {
-    let upstream = upstream::start().await;
-    let dir = Cassettes::new();
-    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
-    let url = recorder.url(MAIL);
-    let (first, second) = (reqwest::Client::new(), reqwest::Client::new());
-    for (id, client) in [(1, &first), (2, &first), (3, &second), (4, &first), (5, &second)] {
-        let reply = call_tool_on(client, &url, id, "plain", json!({}), json!({})).await;
-        assert_eq!(reply.status, 200, "{reply:?}");
-    }
-    let peers: Vec<_> = upstream.state.seen.lock().unwrap().iter().map(|seen| seen.peer).collect();
-    assert_eq!(peers.len(), 5, "{peers:?}");
-    assert_eq!([peers[1], peers[3]], [peers[0]; 2], "the first client's connection, kept: {peers:?}");
-    assert_eq!(peers[4], peers[2], "the second client's: {peers:?}");
-    assert_ne!(peers[2], peers[0], "not the first client's, idle in a pool: {peers:?}");
-    assert_eq!(recorder.stop().await.len(), 5);
 }
 
 #[tokio::test]

@@ -200,33 +200,17 @@ pub const BOTH: &str = "application/json, text/event-stream";
 
 /// POSTs `body` with JSON content type, `Accept` for both framings, plus `headers`.
 pub async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    post_on(&reqwest::Client::new(), url, headers, body).await
-}
-
-/// [`post`] by `client`, on a connection it keeps between requests.
-pub async fn post_on(client: &reqwest::Client, url: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     let mut all = vec![("content-type", "application/json"), ("accept", BOTH)];
     for (name, value) in headers {
         all.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         all.push((name, value));
     }
-    raw_on(client, reqwest::Method::POST, url, &all, body.to_owned()).await
+    raw(reqwest::Method::POST, url, &all, body.to_owned()).await
 }
 
 /// Any request with exactly `headers`.
 pub async fn raw(method: reqwest::Method, url: &str, headers: &[(&str, &str)], body: String) -> Reply {
-    raw_on(&reqwest::Client::new(), method, url, headers, body).await
-}
-
-/// [`raw`] by `client`.
-pub async fn raw_on(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: String,
-) -> Reply {
-    let mut request = client.request(method, url).body(body);
+    let mut request = reqwest::Client::new().request(method, url).body(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -30,8 +30,6 @@ type Body = BoxBody<Bytes, std::io::Error>;
 /// One request the upstream saw.
 #[derive(Clone, Debug)]
 pub struct Seen {
-    /// The address of the connection it came on.
-    pub peer: SocketAddr,
     pub version: hyper::Version,
     pub method: hyper::Method,
     pub path: String,
@@ -118,11 +116,11 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
     let shared = Arc::clone(&state);
     tokio::spawn(async move {
         loop {
-            let Ok((stream, peer)) = listener.accept().await else { return };
+            let Ok((stream, _)) = listener.accept().await else { return };
             let state = Arc::clone(&shared);
             let tls = tls.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |request| answer(request, peer, Arc::clone(&state)));
+                let service = service_fn(move |request| answer(request, Arc::clone(&state)));
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let _ = match tls {
                     None => builder.serve_connection(TokioIo::new(stream), service).await,
@@ -252,16 +250,11 @@ fn agent365_service(parts: &hyper::http::request::Parts, body: &Value, auth: &st
     Some(full(200, Some("application/json"), listing.to_string()))
 }
 
-async fn answer(
-    request: Request<Incoming>,
-    peer: SocketAddr,
-    state: Arc<State>,
-) -> Result<Response<Body>, Infallible> {
+async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     state.seen.lock().unwrap().push(Seen {
-        peer,
         version: parts.version,
         method: parts.method.clone(),
         path: parts.uri.path().to_owned(),

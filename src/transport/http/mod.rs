@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use hyper::{Method, Request, Response, StatusCode, Version};
+use hyper::{Method, Request, Response, StatusCode};
 
 pub use proxy::Proxy;
 use resume::Resumable;
@@ -42,7 +42,7 @@ use super::RequestLine;
 use crate::agent365;
 use crate::config::FrontDoor;
 use crate::engine::{
-    Call, Engine, Failure, Flight, FromClient, Headers, Outcome, Policy, Resumption, ServiceStep, SessionAsk,
+    Call, Engine, Failure, Flight, FromClient, Outcome, Policy, Resumption, ServiceStep, SessionAsk,
     SessionStep, Step,
 };
 use crate::error::{Fault, RequestError};
@@ -283,14 +283,7 @@ fn dispatch(
     logged: &mut Logged,
 ) -> impl Future<Output = Result<Response<Body>, RequestError>> {
     async move {
-        let (mut parts, body) = request.into_parts();
-        // Recording, a request goes upstream on its connection's own connection there; an
-        // HTTP/2 client's requests at once share the pool.
-        if let Some(wire) = wire.as_ref().filter(|_| app.policy.headers == Headers::Passed)
-            && parts.version < Version::HTTP_2
-        {
-            parts.extensions.insert(wire.lane());
-        }
+        let (parts, body) = request.into_parts();
         // What every request is checked by and a POST read by, found in one pass.
         let found = FoundHeaders::of(&parts.headers);
         check_host_and_origin(parts.version, &found, &parts.uri, &app.front_door.allowed_hosts)?;

@@ -160,8 +160,7 @@ async fn forward(
     outcome: &mut Outcome,
 ) -> Result<Response<Body>, RequestError> {
     let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Fault::Upstream)?;
-    // Another server than the MCP upstream a client connection's lane goes to: pooled.
-    let response = send_to(upstream, rest_and_query, uri, parts, body, None).await?;
+    let response = send_to(upstream, rest_and_query, uri, parts, body).await?;
     let (mut head, body) = response.into_parts();
     *outcome = Outcome::Forwarded;
     let content_type =

@@ -41,7 +41,7 @@ use tokio::time::Sleep;
 
 use super::arrival::Arrival;
 use super::holding::Holding;
-use super::upstream::{self, Lane, UpstreamClient};
+use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
@@ -263,21 +263,19 @@ impl Proxy {
     async fn forward(&self, parts: &Parts, body: Bytes) -> Result<Response<Incoming>, RequestError> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let uri = self.upstream.uri_for(path).map_err(Fault::Upstream)?;
-        let lane = parts.extensions.get::<Arc<Lane>>().map(AsRef::as_ref);
-        send_to(&self.upstream, path, uri, parts, body, lane).await
+        send_to(&self.upstream, path, uri, parts, body).await
     }
 }
 
 /// Sends the request (`path` as the client asked for it) to `uri` through
-/// `client`, on `lane` when given: hop-by-hop headers left out, an answer
-/// asked for uncompressed, a redirect refused.
+/// `client`: hop-by-hop headers left out, an answer asked for uncompressed,
+/// a redirect refused.
 pub(super) async fn send_to(
     client: &UpstreamClient,
     path: &str,
     uri: hyper::Uri,
     parts: &Parts,
     body: Bytes,
-    lane: Option<&Lane>,
 ) -> Result<Response<Incoming>, RequestError> {
     let mut request = Request::new(Full::new(body));
     *request.method_mut() = parts.method.clone();
@@ -287,7 +285,7 @@ pub(super) async fn send_to(
     // it plain (every client takes identity; the client's own wish for
     // gzip is about transfer size on loopback, not meaning).
     request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
-    let response = client.send(request, lane).await.map_err(|why| {
+    let response = client.send(request).await.map_err(|why| {
         tracing::warn!("{why}");
         RequestError::from(Fault::Upstream(why))
     })?;

@@ -39,7 +39,6 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::holding::Holding;
-use super::upstream::Lane;
 use super::{App, Body, handle};
 
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
@@ -231,8 +230,6 @@ struct Activity {
     /// Fired at the next write ([`Wire`]); `awaiting` says there are any.
     on_write: Mutex<Vec<oneshot::Sender<()>>>,
     awaiting: AtomicBool,
-    /// Its own connection to the upstream, recording.
-    lane: Arc<Lane>,
 }
 
 /// A request's view of its connection's socket: what an answer's body must
@@ -248,11 +245,6 @@ impl Wire {
     pub(super) fn after_next_write(&self, written: oneshot::Sender<()>) {
         lock(&self.0.on_write).push(written);
         self.0.awaiting.store(true, Ordering::Release);
-    }
-
-    /// The connection's own connection to the upstream.
-    pub(super) fn lane(&self) -> Arc<Lane> {
-        Arc::clone(&self.0.lane)
     }
 }
 

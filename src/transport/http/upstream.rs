@@ -1,7 +1,6 @@
-//! The HTTP client to the upstream MCP server: hyper-util's pooled client
-//! over hyper-rustls (public web roots plus an optional CA file; HTTP/1.1,
-//! and HTTP/2 where TLS negotiates it), and beside it each client
-//! connection's own upstream connection ([`Lane`]); connect and response
+//! The one pooled HTTP client to the upstream MCP server: hyper-util's
+//! client over hyper-rustls (public web roots plus an optional CA file;
+//! HTTP/1.1, and HTTP/2 where TLS negotiates it), with connect and response
 //! timeouts, and one retry of a request that met a reused connection the
 //! server had already closed. Also which headers a proxy must not forward.
 
@@ -15,8 +14,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -29,7 +27,6 @@ use rustls::pki_types::pem::PemObject;
 use super::arrival::Stamping;
 use crate::config::Timeouts;
 use crate::error::{Error, UpstreamFailure};
-use crate::util::lock;
 use crate::{redact, util};
 
 /// Headers that describe one hop, not the message (RFC 9110 §7.6.1), plus
@@ -71,17 +68,9 @@ pub fn forwardable(headers: &HeaderMap) -> HeaderMap {
     kept
 }
 
-/// How an upstream connection is made.
-type Connector = Watched<HttpsConnector<Stamping>>;
-
-/// What opening a connection or sending on it can fail with.
-type Failed = Box<dyn std::error::Error + Send + Sync>;
-
 /// The upstream server and the client that reaches it.
 pub struct UpstreamClient {
-    client: Client<Connector, Full<Bytes>>,
-    /// What the pool connects with, and a [`Lane`] too.
-    connector: Connector,
+    client: Client<Watched<HttpsConnector<Stamping>>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
     /// `base` as log lines and messages show it, without credentials
@@ -144,9 +133,8 @@ impl UpstreamClient {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(Stamping(http));
-        let connector = Watched(https);
-        let client = Client::builder(TokioExecutor::new()).build(connector.clone());
-        Ok(UpstreamClient { client, connector, base, shown, scheme, authority, prefix, timeouts })
+        let client = Client::builder(TokioExecutor::new()).build(Watched(https));
+        Ok(UpstreamClient { client, base, shown, scheme, authority, prefix, timeouts })
     }
 
     pub fn base(&self) -> &str {
@@ -236,23 +224,17 @@ impl UpstreamClient {
         })
     }
 
-    /// Sends `request` and waits for the answer's head: on `lane`, the
-    /// client connection's own upstream connection, when it has one; else
-    /// through the pool. A request that met a kept-alive connection the
-    /// server had closed before it answered anything on it (the race every
-    /// keep-alive client meets, `Traffic`) is sent once more, on another
-    /// connection.
+    /// Sends `request` and waits for the answer's head. A request that met
+    /// a kept-alive connection the server had closed before it answered
+    /// anything on it (the race every keep-alive client meets, `Traffic`)
+    /// is sent once more, on another connection.
     ///
     /// # Errors
     ///
     /// Why, naming the upstream: refused, unreachable, TLS failure, not
     /// HTTP ([`UpstreamFailure::Failed`]), or no answer within the response
     /// timeout ([`UpstreamFailure::Silent`]).
-    pub async fn send(
-        &self,
-        request: Request<Full<Bytes>>,
-        lane: Option<&Lane>,
-    ) -> Result<Response<Incoming>, UpstreamFailure> {
+    pub async fn send(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, UpstreamFailure> {
         let (parts, body) = request.into_parts();
         let again = || {
             let mut request = Request::new(body.clone());
@@ -262,157 +244,24 @@ impl UpstreamClient {
             request
         };
         let sent = tokio::time::timeout(self.timeouts.response, async {
-            match lane {
-                Some(lane) => self.on_lane(lane, &parts.uri, again).await,
-                None => self.pooled(again).await,
+            match self.client.request(again()).await {
+                Err(e) if met_a_closed_connection(&e) => {
+                    tracing::debug!(
+                        "the upstream had closed a kept-alive connection ({}); sent again",
+                        error_chain(&e)
+                    );
+                    self.client.request(again()).await
+                }
+                sent => sent,
             }
         });
         match sent.await {
             Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => {
-                Err(UpstreamFailure::Failed { upstream: self.shown.clone(), why: error_chain(&*e) })
-            }
+            Ok(Err(e)) => Err(UpstreamFailure::Failed { upstream: self.shown.clone(), why: error_chain(&e) }),
             Err(_) => {
                 Err(UpstreamFailure::Silent { upstream: self.shown.clone(), after: self.timeouts.response })
             }
         }
-    }
-
-    /// Sends the request `again` makes through the pool.
-    async fn pooled(&self, again: impl Fn() -> Request<Full<Bytes>>) -> Result<Response<Incoming>, Failed> {
-        match self.client.request(again()).await {
-            Err(e) if met_a_closed_connection(&e) => {
-                tracing::debug!(
-                    "the upstream had closed a kept-alive connection ({}); sent again",
-                    error_chain(&e)
-                );
-                Ok(self.client.request(again()).await?)
-            }
-            sent => Ok(sent?),
-        }
-    }
-
-    /// Sends the request `again` makes on `lane`'s connection: the one it
-    /// has when that is ready for a request, else a new one, which the lane
-    /// keeps once the answer's head has come.
-    async fn on_lane(
-        &self,
-        lane: &Lane,
-        uri: &Uri,
-        again: impl Fn() -> Request<Full<Bytes>>,
-    ) -> Result<Response<Incoming>, Failed> {
-        let kept = lock(&lane.0).take().filter(Laned::ready);
-        let mut laned = match kept {
-            Some(laned) => laned,
-            None => self.open(uri).await?,
-        };
-        let response = match laned.send(again()).await {
-            Err(e) if e.is_canceled() || closed_before_answering(&laned.traffic, &e) => {
-                tracing::debug!(
-                    "the upstream had closed a kept-alive connection ({}); sent again",
-                    error_chain(&e)
-                );
-                laned = self.open(uri).await?;
-                laned.send(again()).await?
-            }
-            sent => sent?,
-        };
-        *lock(&lane.0) = Some(laned);
-        Ok(response)
-    }
-
-    /// A new connection to the upstream, for a [`Lane`].
-    async fn open(&self, uri: &Uri) -> Result<Laned, Failed> {
-        let io = tower_service::Service::call(&mut self.connector.clone(), uri.clone()).await?;
-        let connected = io.connected();
-        let traffic = Arc::clone(&io.traffic);
-        let sender = if connected.is_negotiated_h2() {
-            let (sender, connection) = http2::handshake(TokioExecutor::new(), io).await?;
-            tokio::spawn(async move { ended(connection.await) });
-            Sender::Two(sender)
-        } else {
-            let (sender, connection) = http1::handshake(io).await?;
-            tokio::spawn(async move { ended(connection.await) });
-            Sender::One(sender)
-        };
-        Ok(Laned { sender, connected, traffic })
-    }
-}
-
-/// A client connection's own connection to the upstream (recording, the
-/// client's side HTTP/1.1): record opens, reuses and lets go of upstream
-/// connections as the client does its connections to record. When a client
-/// sends two requests at once on two connections (an SDK's GET stream and
-/// its `notifications/initialized`), which reaches the server first is the
-/// client's race; through a pool, the one that found a connection already
-/// open would win it, whatever the client did.
-#[derive(Default)]
-pub struct Lane(std::sync::Mutex<Option<Laned>>);
-
-/// The open connection of a [`Lane`].
-struct Laned {
-    sender: Sender,
-    /// What the connector said of the connection: its extras go with each
-    /// answer, as the pool's do (when its reads arrived, `Arrival`).
-    connected: Connected,
-    traffic: Arc<Traffic>,
-}
-
-enum Sender {
-    One(http1::SendRequest<Full<Bytes>>),
-    Two(http2::SendRequest<Full<Bytes>>),
-}
-
-impl Laned {
-    /// Open, and done with the answer before.
-    fn ready(&self) -> bool {
-        match &self.sender {
-            Sender::One(sender) => sender.is_ready(),
-            Sender::Two(sender) => sender.is_ready(),
-        }
-    }
-
-    async fn send(&mut self, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>, hyper::Error> {
-        let mut response = match &mut self.sender {
-            Sender::One(sender) => {
-                on_the_connection(&mut request);
-                sender.ready().await?;
-                sender.send_request(request).await?
-            }
-            Sender::Two(sender) => {
-                sender.ready().await?;
-                sender.send_request(request).await?
-            }
-        };
-        self.connected.get_extras(response.extensions_mut());
-        Ok(response)
-    }
-}
-
-/// `request`, whose URI names the upstream, as HTTP/1.1 sends it on a
-/// connection to there: the URI its path and query alone, the `Host` its
-/// authority (the port left out when it is the scheme's own), as the pool
-/// sends it.
-fn on_the_connection(request: &mut Request<Full<Bytes>>) {
-    let uri = request.uri();
-    let default_port = if uri.scheme() == Some(&Scheme::HTTPS) { 443 } else { 80 };
-    let host = uri.host().map(|host| match uri.port_u16() {
-        Some(port) if port != default_port => format!("{host}:{port}"),
-        _ => host.to_owned(),
-    });
-    let target = uri.path_and_query().map_or("/", |target| target.as_str()).parse::<Uri>();
-    if let Some(Ok(host)) = host.map(HeaderValue::try_from) {
-        request.headers_mut().entry(header::HOST).or_insert(host);
-    }
-    if let Ok(target) = target {
-        *request.uri_mut() = target;
-    }
-}
-
-/// How a [`Lane`]'s connection ended, logged when it failed.
-fn ended(ended: Result<(), hyper::Error>) {
-    if let Err(e) = ended {
-        tracing::debug!("an upstream connection ended: {}", error_chain(&e));
     }
 }
 
@@ -428,17 +277,11 @@ fn met_a_closed_connection(error: &hyper_util::client::legacy::Error) -> bool {
     }
     let mut extensions = http::Extensions::new();
     connected.get_extras(&mut extensions);
-    extensions.get::<Arc<Traffic>>().is_some_and(|traffic| closed_before_answering(traffic, error))
-}
-
-/// Whether `error`, met on a connection that has carried `traffic`, is the
-/// server closing (or resetting) it before it answered anything of a
-/// request that was not the connection's first.
-fn closed_before_answering(traffic: &Traffic, error: &(dyn std::error::Error + 'static)) -> bool {
+    let Some(traffic) = extensions.get::<Arc<Traffic>>() else { return false };
     if traffic.requests.load(Ordering::Relaxed) < 2 || traffic.answered.load(Ordering::Relaxed) {
         return false;
     }
-    let mut cause = Some(error);
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(inner) = cause {
         if inner.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message)
             || inner.downcast_ref::<std::io::Error>().is_some_and(|e| {
