@@ -23,7 +23,8 @@ use tokio::time::{Instant, timeout_at};
 use super::Call;
 use super::message::{Arrived, AsWritten};
 use super::record::{
-    Answer, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written, not_stored,
+    AnswerProgress, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
+    not_stored,
 };
 use crate::error::{Fault, RequestError};
 use crate::jsonrpc::RequestId;
@@ -98,7 +99,7 @@ impl Listener {
 /// What a message that arrived at `arrived` waits for, beside the exchange
 /// whose answer is `answer` (see [`Listener::heard`]); `None` when the
 /// answer came after it or has been written.
-fn after_its_answer(answer: Answer, arrived: Arrived) -> Option<Wait> {
+fn after_its_answer(answer: AnswerProgress, arrived: Arrived) -> Option<Wait> {
     match *answer.borrow() {
         Progress::Written(_) => return None,
         Progress::Arrived(at) if at > arrived => return None,
@@ -283,7 +284,9 @@ impl Flight {
     /// the answer waits for it ([`Listener::heard`]).
     pub fn when_written(&self) -> oneshot::Sender<()> {
         let (written, told) = oneshot::channel();
-        if let Some(answer) = lock(&self.capture).as_ref().map(|capture| Answer::clone(&capture.answer)) {
+        if let Some(answer) =
+            lock(&self.capture).as_ref().map(|capture| AnswerProgress::clone(&capture.answer))
+        {
             tokio::spawn(async move {
                 let _ = told.await;
                 answer_written(&answer);
@@ -489,7 +492,7 @@ mod tests {
     use crate::model::{Channel, Era};
     use crate::normalize::Rules;
 
-    fn answer(progress: Progress) -> Answer {
+    fn answer(progress: Progress) -> AnswerProgress {
         Arc::new(watch::Sender::new(progress))
     }
 
@@ -500,14 +503,15 @@ mod tests {
         assert!(after_its_answer(answer(Progress::Written(before)), it).is_none(), "the client has it");
 
         let came_first = answer(Progress::Arrived(before));
-        let mut wait = after_its_answer(Answer::clone(&came_first), it).expect("waits for the answer");
+        let mut wait =
+            after_its_answer(AnswerProgress::clone(&came_first), it).expect("waits for the answer");
         assert!(futures_poll(&mut wait).is_pending());
         answer_written(&came_first);
         wait.await;
 
         // Not seen yet: looked for a while, then it came after all, second.
         let awaited = answer(Progress::Awaited);
-        let wait = after_its_answer(Answer::clone(&awaited), it).expect("looks for the answer");
+        let wait = after_its_answer(AnswerProgress::clone(&awaited), it).expect("looks for the answer");
         answer_arrived(&awaited, after);
         wait.await;
     }

@@ -103,14 +103,14 @@ pub(super) struct Spot {
     /// What the exchange's request carried that must not be stored.
     secrets: Arc<[String]>,
     /// How far the exchange's answer has come.
-    answer: Answer,
+    answer: AnswerProgress,
 }
 
 /// How far an exchange's answer has come, watched by what the server says
 /// on its own beside it: whether it came before the answer or after (by
 /// when each arrived, not when each was read) and, after, when the client
 /// has the answer.
-pub(super) type Answer = Arc<watch::Sender<Progress>>;
+pub(super) type AnswerProgress = Arc<watch::Sender<Progress>>;
 
 /// Where an exchange's answer is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -134,7 +134,7 @@ impl Progress {
 }
 
 /// The answer arrived at `at` (the first time it is told).
-pub(super) fn answer_arrived(answer: &Answer, at: Arrived) {
+pub(super) fn answer_arrived(answer: &AnswerProgress, at: Arrived) {
     answer.send_if_modified(|progress| {
         let first = *progress == Progress::Awaited;
         if first {
@@ -145,7 +145,7 @@ pub(super) fn answer_arrived(answer: &Answer, at: Arrived) {
 }
 
 /// The client has the answer, or will never get it.
-pub(super) fn answer_written(answer: &Answer) {
+pub(super) fn answer_written(answer: &AnswerProgress) {
     answer.send_modify(|progress| {
         *progress = Progress::Written(progress.arrived().unwrap_or_else(Arrived::now));
     });
@@ -188,7 +188,7 @@ pub(super) struct Capture {
     /// arrived first is stored as said after it.
     aside_arrivals: Vec<Arrived>,
     /// How far the answer has come.
-    pub(super) answer: Answer,
+    pub(super) answer: AnswerProgress,
     /// The upstream session this exchange belongs to (or opens).
     pub(super) session: Option<String>,
     /// The request carried more credential values than are scrubbed
@@ -283,7 +283,7 @@ impl Recorder {
         channel: Channel,
         said: AsWritten,
         arrived: Arrived,
-    ) -> Option<Answer> {
+    ) -> Option<AnswerProgress> {
         let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
         let Some(spot) = spot else {
             let what = said.body.get("method").and_then(Value::as_str).unwrap_or("a message");

@@ -140,7 +140,7 @@ fn events(
                 kept.keep(messages.clone());
             }
             let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
-            Channel {
+            EventStream {
                 emitted: reenact::reenact(messages, live, hold_open),
                 prefix,
                 numbering,
@@ -216,7 +216,7 @@ pub(super) fn stream(
     let numbering = numbering.map(|n| Numbering { kept_in: Some(Arc::clone(streams)), ..n });
     let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
     let mut response =
-        Response::new(Channel { emitted: stream, prefix, numbering, wire, after: None }.boxed());
+        Response::new(EventStream { emitted: stream, prefix, numbering, wire, after: None }.boxed());
     set_stream_headers(&mut response);
     response
 }
@@ -383,7 +383,7 @@ pub(super) fn empty(status: StatusCode) -> Response<Body> {
 /// A body fed by a re-enactment: first `prefix` (a priming event), then
 /// each message an SSE event (numbered on a resumable stream), each
 /// keep-alive an SSE comment; ends when the re-enactment does.
-struct Channel {
+struct EventStream {
     emitted: mpsc::Receiver<Emit>,
     prefix: Option<Bytes>,
     numbering: Option<Numbering>,
@@ -393,7 +393,7 @@ struct Channel {
     after: Option<(Option<oneshot::Receiver<()>>, VecDeque<String>)>,
 }
 
-impl hyper::body::Body for Channel {
+impl hyper::body::Body for EventStream {
     type Data = Bytes;
     type Error = Infallible;
 

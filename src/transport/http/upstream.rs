@@ -70,7 +70,7 @@ pub fn forwardable(headers: &HeaderMap) -> HeaderMap {
 
 /// The upstream server and the client that reaches it.
 pub struct UpstreamClient {
-    client: Client<Watched<HttpsConnector<Stamping>>, Full<Bytes>>,
+    client: Client<Tallying<HttpsConnector<Stamping>>, Full<Bytes>>,
     /// Scheme, authority and base path, without a trailing slash.
     base: String,
     /// `base` as log lines and messages show it, without credentials
@@ -133,7 +133,7 @@ impl UpstreamClient {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(Stamping(http));
-        let client = Client::builder(TokioExecutor::new()).build(Watched(https));
+        let client = Client::builder(TokioExecutor::new()).build(Tallying(https));
         Ok(UpstreamClient { client, base, shown, scheme, authority, prefix, timeouts })
     }
 
@@ -310,14 +310,14 @@ struct Traffic {
 
 /// The connector, whose connections note their [`Traffic`].
 #[derive(Clone)]
-struct Watched<C>(C);
+struct Tallying<C>(C);
 
-impl<C> tower_service::Service<Uri> for Watched<C>
+impl<C> tower_service::Service<Uri> for Tallying<C>
 where
     C: tower_service::Service<Uri>,
     C::Future: Send + 'static,
 {
-    type Response = WatchedIo<C::Response>;
+    type Response = TalliedIo<C::Response>;
     type Error = C::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, C::Error>> + Send>>;
 
@@ -327,24 +327,24 @@ where
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let connecting = self.0.call(uri);
-        Box::pin(async move { Ok(WatchedIo { io: connecting.await?, traffic: Arc::default() }) })
+        Box::pin(async move { Ok(TalliedIo { io: connecting.await?, traffic: Arc::default() }) })
     }
 }
 
 /// A connection and its [`Traffic`], which it hands to hyper-util as an
 /// extra of its [`Connected`] (so an error carries it).
-struct WatchedIo<T> {
+struct TalliedIo<T> {
     io: T,
     traffic: Arc<Traffic>,
 }
 
-impl<T: Connection> Connection for WatchedIo<T> {
+impl<T: Connection> Connection for TalliedIo<T> {
     fn connected(&self) -> Connected {
         self.io.connected().extra(Arc::clone(&self.traffic))
     }
 }
 
-impl<T> WatchedIo<T> {
+impl<T> TalliedIo<T> {
     /// A write: the first after the server last spoke begins a request.
     fn writes(&self) {
         if !self.traffic.writing.swap(true, Ordering::Relaxed) {
@@ -354,7 +354,7 @@ impl<T> WatchedIo<T> {
     }
 }
 
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WatchedIo<T> {
+impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for TalliedIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -376,7 +376,7 @@ impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for WatchedIo<T> {
     }
 }
 
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for WatchedIo<T> {
+impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for TalliedIo<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
