@@ -715,22 +715,6 @@ fn running(pid: &str) -> bool {
     state != Some("Z")
 }
 
-/// Waits until the file at `path` holds a line (a process id a command wrote).
-async fn written(path: &std::path::Path) -> String {
-    tokio::time::timeout(PATIENCE, async {
-        loop {
-            if let Ok(text) = std::fs::read_to_string(path)
-                && text.ends_with('\n')
-            {
-                return text;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the command wrote its pid")
-}
-
 /// A stdio server behind a wrapper left its real server running: the
 /// wrapper's child in its process group, and one that left the group
 /// (`setsid`), outlived mcp-tape after stdin EOF.
@@ -790,6 +774,7 @@ fn test_ends_what_its_command_left_running() {
 async fn an_interrupted_test_ends_a_stubborn_command_and_says_it_was_interrupted() {
     let dir = tempfile::tempdir().unwrap();
     let ready = dir.path().join("ready");
+    fifo(&ready);
     let script = format!("trap '' INT TERM; echo $$ > {}; sleep 300; exit 0", ready.display());
     let mut test = Command::new(BIN)
         .args(["test", dir.path().to_str().unwrap(), "--", "sh", "-c", &script])
@@ -797,7 +782,7 @@ async fn an_interrupted_test_ends_a_stubborn_command_and_says_it_was_interrupted
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let command = written(&ready).await;
+    let command = tokio::time::timeout(PATIENCE, said(&ready)).await.expect("the command said its pid");
     let pid = test.id().unwrap().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let status = tokio::time::timeout(PATIENCE, test.wait()).await.expect("test ended").unwrap();
@@ -811,6 +796,7 @@ async fn an_interrupted_test_ends_a_stubborn_command_and_says_it_was_interrupted
 async fn a_killed_recorder_leaves_no_grandchild_running() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("grandchild");
+    fifo(&pid_file);
     let script = format!("sleep 304 & echo $! > {}; exec cat", pid_file.display());
     let cassettes = dir.path().to_str().unwrap();
     let mut record = Command::new(BIN)
@@ -820,16 +806,12 @@ async fn a_killed_recorder_leaves_no_grandchild_running() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let grandchild = written(&pid_file).await;
+    let grandchild = tokio::time::timeout(PATIENCE, said(&pid_file)).await.expect("the shell said its child");
     record.start_kill().unwrap();
     record.wait().await.unwrap();
-    tokio::time::timeout(PATIENCE, async {
-        while running(&grandchild) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("the grandchild ({}) outlived the killed recorder", grandchild.trim()));
+    tokio::time::timeout(PATIENCE, ended(grandchild.trim().parse().unwrap()))
+        .await
+        .unwrap_or_else(|_| panic!("the grandchild ({}) outlived the killed recorder", grandchild.trim()));
 }
 
 /// A stdio server that never reads, and a client that sends 40 MB: the
@@ -1077,6 +1059,7 @@ async fn sighup_and_sigquit_end_test_and_leave_no_file_behind() {
     for (signal, number) in [("HUP", 1), ("QUIT", 3)] {
         let dir = tempfile::tempdir().unwrap();
         let ready = dir.path().join("ready");
+        fifo(&ready);
         let cassette = dir.path().join("c.sqlite");
         let script = format!("echo $$ > {}; sleep 300", ready.display());
         let mut test = Command::new(BIN)
@@ -1086,7 +1069,7 @@ async fn sighup_and_sigquit_end_test_and_leave_no_file_behind() {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        written(&ready).await;
+        tokio::time::timeout(PATIENCE, said(&ready)).await.expect("the command said its pid");
         let pid = test.id().unwrap().to_string();
         assert!(
             std::process::Command::new("kill")

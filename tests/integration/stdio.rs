@@ -348,13 +348,11 @@ fn gone(pid: i32) -> bool {
     }
 }
 
-/// Waits (bounded) until `pid` is gone.
+/// Waits (bounded) until `pid` has ended.
 async fn until_gone(pid: i32) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !gone(pid) {
-        assert!(tokio::time::Instant::now() < deadline, "process {pid} outlived mcp-tape");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    tokio::time::timeout(PATIENCE, ended(pid))
+        .await
+        .unwrap_or_else(|_| panic!("process {pid} outlived mcp-tape"));
 }
 
 /// The pid a shell child announces on stderr (which is record's), as a

@@ -399,3 +399,40 @@ pub async fn rest_of_log<R: tokio::io::AsyncBufRead + Unpin>(lines: &mut tokio::
     }
     log
 }
+
+/// Resolves once process `pid` has ended (a zombie no one has reaped
+/// included), or at once when there is no such process: its pidfd becomes
+/// readable then (Linux 5.3), an event rather than a look at `/proc` now
+/// and then. The process need not be a child of this one.
+pub async fn ended(pid: i32) {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let Ok(fd) = i32::try_from(fd) else { return };
+    if fd < 0 {
+        return; // no such process
+    }
+    // SAFETY: `fd` was opened just now by this process, and nothing else owns it.
+    let owned = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let interest = tokio::io::Interest::READABLE;
+    // SAFETY: the AsyncFd owns the descriptor, which stays open and the same until it is dropped.
+    let registered = unsafe { tokio::io::unix::AsyncFd::register_with_interest(owned, interest) };
+    let pidfd = registered.map_err(|e| e.to_string()).expect("the pidfd registered with the reactor");
+    let _ = pidfd.readable().await.expect("the pidfd polled");
+}
+
+/// A FIFO at `path`, for a command to say something through ([`said`]).
+pub fn fifo(path: &Path) {
+    assert!(std::process::Command::new("mkfifo").arg(path).status().unwrap().success(), "mkfifo {path:?}");
+}
+
+/// What a command wrote into the FIFO at `path` (until it closed it):
+/// opening the FIFO waits for the writer, reading for its words. On a
+/// thread of its own, which a writer that never comes leaves blocked.
+pub async fn said(path: &Path) -> String {
+    let (tell, told) = oneshot::channel();
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let _ = tell.send(std::fs::read_to_string(&path));
+    });
+    told.await.unwrap().unwrap()
+}
