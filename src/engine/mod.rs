@@ -352,6 +352,8 @@ pub struct ServiceReply {
 /// What a client asks of a handshake-era session besides requests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SessionAsk {
+    /// The health endpoint (`GET /health`).
+    Health,
     /// The standalone stream of server messages.
     OpenStream,
     /// The end of the session.
@@ -362,6 +364,8 @@ pub enum SessionAsk {
 
 /// What the engine makes of a [`SessionAsk`].
 pub enum SessionStep<'e, L> {
+    /// Replay's health: its mode, exchanges and servers.
+    Health(Value),
     /// Replay offers no standalone stream outside a session.
     NoStream,
     /// Replay's standalone stream of the session.
@@ -666,13 +670,23 @@ impl<L> Engine<L> {
         let replay = match &self.mode {
             Mode::Replay(replay) => replay,
             Mode::Record { link, recorder } | Mode::Missing { link, recorder, .. } => {
-                if ask != SessionAsk::OpenStream {
+                // The health endpoint is the upstream's, a GET as any other.
+                if !matches!(ask, SessionAsk::OpenStream | SessionAsk::Health) {
                     return Ok(SessionStep::Forward(link, None));
                 }
                 self.faults.check_session(session)?;
                 return Ok(SessionStep::Forward(link, Some(recorder.listener(session))));
             }
         };
+        if ask == SessionAsk::Health {
+            let tape = replay.tape();
+            return Ok(SessionStep::Health(serde_json::json!({
+                "status": "ok",
+                "mode": "replay",
+                "exchanges": tape.len(),
+                "servers": tape.servers().collect::<Vec<_>>(),
+            })));
+        }
         if ask == SessionAsk::Other || era == Era::Stateless {
             return Ok(SessionStep::NotAllowed);
         }
@@ -686,7 +700,7 @@ impl<L> Engine<L> {
                 replay.end_session(session.ok_or(Fault::MissingSessionHeader)?, server)?;
                 Ok(SessionStep::Ended)
             }
-            SessionAsk::Other => Ok(SessionStep::NotAllowed),
+            SessionAsk::Health | SessionAsk::Other => Ok(SessionStep::NotAllowed),
         }
     }
 
@@ -734,18 +748,6 @@ impl<L> Engine<L> {
             Mode::Record { link, .. } | Mode::Missing { link, .. } => Ok(link),
             Mode::Replay(_) => Err(error),
         }
-    }
-
-    /// What the health endpoint says: replay's mode, exchanges and
-    /// servers; `None` when recording (the upstream's own answers).
-    pub fn health(&self) -> Option<Value> {
-        let tape = self.replay()?.tape();
-        Some(serde_json::json!({
-            "status": "ok",
-            "mode": "replay",
-            "exchanges": tape.len(),
-            "servers": tape.servers().collect::<Vec<_>>(),
-        }))
     }
 
     /// The recordings a replay answers from (for its report); `None` when

@@ -561,19 +561,18 @@ async fn other(
     logged: &mut Logged,
 ) -> Result<Response<Body>, RequestError> {
     let (engine, idle) = (&app.engine, app.front_door.idle_timeout);
-    if request.method() == Method::GET
-        && request.uri().path().trim_end_matches('/') == "/health"
-        && let Some(health) = engine.health()
-    {
-        logged.outcome = Outcome::Health;
-        return Ok(frame::json(StatusCode::OK, &health));
-    }
-    let read = |name| header_as(request.headers(), name, app.policy.headers);
-    let era = mcp::era_of(read(&PROTOCOL_VERSION)?);
-    let session = read(&SESSION_ID)?;
     let method = request.method().clone();
+    let health = method == Method::GET && request.uri().path().trim_end_matches('/') == "/health";
+    let read = |name| header_as(request.headers(), name, app.policy.headers);
+    // A health probe is answered whatever its headers say.
+    let (era, session) = if health {
+        (mcp::era_of(read(&PROTOCOL_VERSION).ok().flatten()), read(&SESSION_ID).ok().flatten())
+    } else {
+        (mcp::era_of(read(&PROTOCOL_VERSION)?), read(&SESSION_ID)?)
+    };
     let mut resumed = None;
     if method == Method::GET
+        && !health
         && let Some(session) = session
         && let Some(last) = read(&LAST_EVENT_ID)?
     {
@@ -602,11 +601,16 @@ async fn other(
         }
     }
     let ask = match method {
+        Method::GET if health => SessionAsk::Health,
         Method::GET => SessionAsk::OpenStream,
         Method::DELETE => SessionAsk::End,
         _ => SessionAsk::Other,
     };
     match engine.session(ask, era, session, logged.server.as_str())? {
+        SessionStep::Health(health) => {
+            logged.outcome = Outcome::Health;
+            Ok(frame::json(StatusCode::OK, &health))
+        }
         SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
             Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
                 .into())
