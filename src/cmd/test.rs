@@ -88,7 +88,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let _ = stop.send(());
     let _ = serving.await;
     let report = report_of(app.engine(), config.max_age);
-    let upstream_failures = app.upstream_failures();
+    let upstream_failures = app.engine().upstream_failures();
     drop(app);
     let ran = match ran {
         Ok(ran) => ran,

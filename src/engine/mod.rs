@@ -761,6 +761,25 @@ impl<L> Engine<L> {
         self.replay().map(Replay::models)
     }
 
+    /// Tells the engine a request ended in `fault`: recording, an upstream
+    /// that failed it leaves the recording without it.
+    pub fn failed(&self, fault: &Fault) {
+        if let (Fault::Upstream(_), Mode::Record { recorder, .. } | Mode::Missing { recorder, .. }) =
+            (fault, &self.mode)
+        {
+            recorder.upstream_failed();
+        }
+    }
+
+    /// How many requests the upstream failed (recording): none of them is
+    /// in the recording.
+    pub fn upstream_failures(&self) -> u64 {
+        match &self.mode {
+            Mode::Record { recorder, .. } | Mode::Missing { recorder, .. } => recorder.upstream_failures(),
+            Mode::Replay(_) => 0,
+        }
+    }
+
     /// The replay engine, when replaying.
     fn replay(&self) -> Option<&Replay> {
         match &self.mode {

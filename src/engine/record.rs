@@ -172,6 +172,8 @@ pub struct Recorder {
     upstream: Arc<str>,
     /// What was forwarded to be recorded.
     ledger: Arc<Ledger>,
+    /// Requests the upstream failed: each is missing from the recording.
+    upstream_failures: Arc<AtomicU64>,
 }
 
 /// An exchange being recorded.
@@ -240,9 +242,21 @@ impl Recorder {
             versions: Arc::default(),
             said: Arc::default(),
             tags: Arc::default(),
+            upstream_failures: Arc::default(),
             upstream: Arc::from(upstream),
             ledger: Arc::default(),
         }
+    }
+
+    /// Notes a request the upstream failed (refused, unreachable, silent,
+    /// broken): it is missing from the recording.
+    pub fn upstream_failed(&self) {
+        self.upstream_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many requests the upstream failed so far.
+    pub fn upstream_failures(&self) -> u64 {
+        self.upstream_failures.load(Ordering::Relaxed)
     }
 
     pub fn ledger(&self) -> &Ledger {

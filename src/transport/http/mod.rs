@@ -78,9 +78,6 @@ pub struct App {
     stopping: tokio::sync::watch::Sender<bool>,
     /// Room for requests a `hang` fault holds ([`MAX_HANGING_REQUESTS`]).
     hanging: Arc<tokio::sync::Semaphore>,
-    /// Requests the upstream failed (recording): each is missing from the
-    /// recording.
-    upstream_failures: std::sync::atomic::AtomicU64,
 }
 
 impl App {
@@ -94,14 +91,7 @@ impl App {
             redact_headers: Vec::new(),
             stopping: tokio::sync::watch::Sender::new(false),
             hanging: Arc::new(tokio::sync::Semaphore::new(MAX_HANGING_REQUESTS)),
-            upstream_failures: std::sync::atomic::AtomicU64::new(0),
         }
-    }
-
-    /// How many requests the upstream failed (refused, unreachable, silent,
-    /// broken): none of them is in the recording.
-    pub fn upstream_failures(&self) -> u64 {
-        self.upstream_failures.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The shutdown grace has run out: every request still waiting for its
@@ -222,9 +212,7 @@ pub fn handle(
                 if matches!(*error.fault, Fault::Stopping { .. }) {
                     error.id = line.logged.id.take();
                 }
-                if matches!(*error.fault, Fault::Upstream(_)) {
-                    app.upstream_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
+                app.engine.failed(&error.fault);
                 line.logged.outcome = Outcome::of(&error.fault);
                 frame::error(&error)
             }
