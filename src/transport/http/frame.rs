@@ -230,7 +230,7 @@ pub(super) fn stream(
 pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
     match failure {
         Failure::Http { status, retry_after } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let status = status::injected(status);
             let text = format!("{}\n", status.canonical_reason().unwrap_or("Error"));
             let mut response = Response::new(full(Bytes::from(text)));
             *response.status_mut() = status;
@@ -249,7 +249,7 @@ pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
             response
         }
         Failure::Cut { .. } | Failure::Hang => {
-            let mut response = empty(StatusCode::OK);
+            let mut response = empty(status::DONE);
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             response
         }

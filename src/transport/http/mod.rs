@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request, Response};
 
 pub use proxy::Proxy;
 use resume::Resumable;
@@ -464,12 +464,12 @@ fn respond(
             }
             Step::Accepted => {
                 logged.outcome = Outcome::Accepted;
-                Ok(frame::empty(StatusCode::ACCEPTED))
+                Ok(frame::empty(status::TAKEN))
             }
             Step::Said(said) => {
                 logged.outcome = Outcome::Accepted;
                 app.engine.say(post.session, said);
-                Ok(frame::empty(StatusCode::ACCEPTED))
+                Ok(frame::empty(status::TAKEN))
             }
             Step::Forward { link, flight } => {
                 // What the server says on its GET stream after this answer waits for it to be written.
@@ -597,7 +597,7 @@ async fn other(
     match engine.session(ask, era, session, logged.server.as_str())? {
         SessionStep::Health(health) => {
             logged.outcome = Outcome::Health;
-            Ok(frame::json(StatusCode::OK, &health))
+            Ok(frame::json(status::DONE, &health))
         }
         SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
             Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
@@ -620,7 +620,7 @@ async fn other(
         SessionStep::Ended => {
             app.resumable.forget(session.unwrap_or_default());
             logged.outcome = Outcome::Ended;
-            Ok(frame::empty(StatusCode::OK))
+            Ok(frame::empty(status::DONE))
         }
         // The standalone stream: what the server says there is recorded.
         SessionStep::Forward(proxy, Some(listener)) => {

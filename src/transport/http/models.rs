@@ -88,7 +88,7 @@ pub(super) async fn model(
                     printable(name),
                     printable(name)
                 );
-                return Ok(api_error(StatusCode::NOT_FOUND, &message));
+                return Ok(api_error(status::NO_SUCH_MODEL, &message));
             };
             let rest_and_query = match parts.uri.query() {
                 Some(query) => format!("{rest}?{query}"),

@@ -26,6 +26,23 @@ pub(super) fn recorded(status: Status) -> StatusCode {
     StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::OK)
 }
 
+/// A message taken with nothing to answer (a notification, a client's
+/// reply): 202.
+pub(super) const TAKEN: StatusCode = StatusCode::ACCEPTED;
+
+/// Done, with nothing or a plain report to say (a session ended, the
+/// health endpoint, a stream cut before its answer): 200.
+pub(super) const DONE: StatusCode = StatusCode::OK;
+
+/// The status an injected HTTP fault names (400 to 599, checked when its
+/// rule was read), else 503.
+pub(super) fn injected(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
+}
+
+/// A request to an agent's model no `--model` names: 404.
+pub(super) const NO_SUCH_MODEL: StatusCode = StatusCode::NOT_FOUND;
+
 /// A status to record.
 pub(super) fn to_record(status: StatusCode) -> Status {
     Status::new(status.as_u16()).unwrap_or(Status::OK)
