@@ -1,7 +1,7 @@
 //! Errors. Start-up and store failures are [`Error`] (printed with their
 //! cause chain by `main`). A request that cannot be answered as MCP is a
-//! [`RequestError`]: a [`Fault`], with the JSON-RPC error a client gets
-//! ([`Fault::error`]). The HTTP door maps each fault to its status, in one
+//! [`RequestError`]: an [`Unanswered`], with the JSON-RPC error a client gets
+//! ([`Unanswered::error`]). The HTTP door maps each fault to its status, in one
 //! place (`transport/http/status.rs`); front doors without HTTP status
 //! codes (stdio) send the JSON-RPC error alone.
 
@@ -103,7 +103,7 @@ pub const UPSTREAM_ERROR: ErrorCode = ErrorCode(-32000);
 
 /// Why a request got no MCP answer.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Fault {
+pub enum Unanswered {
     /// A `Host` or `Origin` that is not loopback or allowed.
     Forbidden {
         header: &'static str,
@@ -174,57 +174,61 @@ pub enum Fault {
     },
 }
 
-impl Fault {
+impl Unanswered {
     /// The JSON-RPC error a client gets for this fault.
     pub fn error(&self) -> ErrorObject {
         let invalid = |message: String| ErrorObject::new(ErrorCode::INVALID_REQUEST, message);
         match self {
-            Fault::Forbidden { header, value } => invalid(format!(
+            Unanswered::Forbidden { header, value } => invalid(format!(
                 "Forbidden {header} {value:?}: only loopback hosts are served (see --allow-host)"
             )),
-            Fault::MethodNotAllowed { allow, why } => {
+            Unanswered::MethodNotAllowed { allow, why } => {
                 invalid(format!("Method not allowed: {why}")).with_data(json!({"allow": allow}))
             }
-            Fault::MissingSessionHeader => invalid("DELETE needs an Mcp-Session-Id header".into()),
-            Fault::MissingHost => invalid("An HTTP/1.1 request needs a Host header".into()),
-            Fault::UnsupportedMediaType => invalid("Content-Type must be application/json".into()),
-            Fault::NotAcceptable => invalid("Accept must allow application/json or text/event-stream".into()),
-            Fault::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
-            Fault::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
-            Fault::BodyTooSlow { rate } => {
+            Unanswered::MissingSessionHeader => invalid("DELETE needs an Mcp-Session-Id header".into()),
+            Unanswered::MissingHost => invalid("An HTTP/1.1 request needs a Host header".into()),
+            Unanswered::UnsupportedMediaType => invalid("Content-Type must be application/json".into()),
+            Unanswered::NotAcceptable => {
+                invalid("Accept must allow application/json or text/event-stream".into())
+            }
+            Unanswered::BodyTooLarge { limit } => invalid(format!("Request body larger than {limit} bytes")),
+            Unanswered::BodyStalled { idle } => invalid(format!("The request body stalled for {idle:?}")),
+            Unanswered::BodyTooSlow { rate } => {
                 invalid(format!("The request body came slower than {rate} bytes a second"))
             }
-            Fault::UriTooLong { limit } => invalid(format!("Request-target longer than {limit} bytes")),
-            Fault::NotAPath => invalid("The request-target must be a path beginning with /".into()),
-            Fault::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
-            Fault::HeaderNotAscii(name) => invalid(format!("Header {name} is not visible ASCII")),
-            Fault::NotJson(why) => ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {why}")),
-            Fault::NotJsonRpc(error) | Fault::Stateless(error) => error.clone(),
-            Fault::UnknownSession => invalid(
+            Unanswered::UriTooLong { limit } => invalid(format!("Request-target longer than {limit} bytes")),
+            Unanswered::NotAPath => invalid("The request-target must be a path beginning with /".into()),
+            Unanswered::BodyUnreadable(why) => invalid(format!("Could not read the request body: {why}")),
+            Unanswered::HeaderNotAscii(name) => invalid(format!("Header {name} is not visible ASCII")),
+            Unanswered::NotJson(why) => {
+                ErrorObject::new(ErrorCode::PARSE_ERROR, format!("Parse error: {why}"))
+            }
+            Unanswered::NotJsonRpc(error) | Unanswered::Stateless(error) => error.clone(),
+            Unanswered::UnknownSession => invalid(
                 "Session not found: it was never issued or has ended; initialize a new session".into(),
             ),
-            Fault::LineTooLong { limit } => invalid(format!("Message line longer than {limit} bytes")),
-            Fault::Upstream(failure) => {
+            Unanswered::LineTooLong { limit } => invalid(format!("Message line longer than {limit} bytes")),
+            Unanswered::Upstream(failure) => {
                 ErrorObject::new(UPSTREAM_ERROR, format!("mcp-tape record: {failure}"))
             }
-            Fault::NotStored => ErrorObject::new(
+            Unanswered::NotStored => ErrorObject::new(
                 ErrorCode::INTERNAL_ERROR,
                 "mcp-tape record: the upstream answered, but the exchange could not be stored (see the \
                  recorder's log, e.g. a full disk); the answer is withheld so that every exchange a client \
                  saw finish is in the cassette",
             ),
-            Fault::NoFinalAnswer => ErrorObject::new(
+            Unanswered::NoFinalAnswer => ErrorObject::new(
                 ErrorCode::INTERNAL_ERROR,
                 "The recording of this exchange holds no final answer; ask for text/event-stream to get its events",
             ),
-            Fault::Busy { limit } => ErrorObject::new(
+            Unanswered::Busy { limit } => ErrorObject::new(
                 UPSTREAM_ERROR,
                 format!(
                     "mcp-tape record: the answers held in memory at once would pass {limit} bytes; \
                      try again when fewer are in flight"
                 ),
             ),
-            Fault::Stopping { grace } => ErrorObject::new(
+            Unanswered::Stopping { grace } => ErrorObject::new(
                 UPSTREAM_ERROR,
                 format!(
                     "mcp-tape is stopping: this request had no answer within the {grace:?} shutdown grace"
@@ -239,7 +243,7 @@ impl Fault {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestError {
     /// Boxed: the error path is rare, and a `Result` carrying it stays small.
-    pub fault: Box<Fault>,
+    pub fault: Box<Unanswered>,
     pub id: Option<RequestId>,
 }
 
@@ -255,39 +259,39 @@ impl RequestError {
     }
 }
 
-impl From<Fault> for RequestError {
-    fn from(fault: Fault) -> RequestError {
+impl From<Unanswered> for RequestError {
+    fn from(fault: Unanswered) -> RequestError {
         RequestError { fault: Box::new(fault), id: None }
     }
 }
 
 /// One fault of each kind, for tests that must hold for every fault.
 #[cfg(test)]
-pub(crate) fn one_of_each_fault() -> Vec<Fault> {
+pub(crate) fn one_of_each_fault() -> Vec<Unanswered> {
     vec![
-        Fault::Forbidden { header: "Host", value: "evil".into() },
-        Fault::MethodNotAllowed { allow: "POST", why: "no" },
-        Fault::MissingSessionHeader,
-        Fault::MissingHost,
-        Fault::UnsupportedMediaType,
-        Fault::NotAcceptable,
-        Fault::BodyTooLarge { limit: 1 },
-        Fault::BodyStalled { idle: Duration::from_secs(1) },
-        Fault::BodyTooSlow { rate: 1 },
-        Fault::UriTooLong { limit: 1 },
-        Fault::NotAPath,
-        Fault::BodyUnreadable("reset".into()),
-        Fault::HeaderNotAscii("mcp-session-id"),
-        Fault::NotJson("eof".into()),
-        Fault::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
-        Fault::UnknownSession,
-        Fault::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
-        Fault::LineTooLong { limit: 1 },
-        Fault::Upstream(UpstreamFailure::Address("x".into())),
-        Fault::NotStored,
-        Fault::Busy { limit: 1 },
-        Fault::NoFinalAnswer,
-        Fault::Stopping { grace: Duration::from_secs(1) },
+        Unanswered::Forbidden { header: "Host", value: "evil".into() },
+        Unanswered::MethodNotAllowed { allow: "POST", why: "no" },
+        Unanswered::MissingSessionHeader,
+        Unanswered::MissingHost,
+        Unanswered::UnsupportedMediaType,
+        Unanswered::NotAcceptable,
+        Unanswered::BodyTooLarge { limit: 1 },
+        Unanswered::BodyStalled { idle: Duration::from_secs(1) },
+        Unanswered::BodyTooSlow { rate: 1 },
+        Unanswered::UriTooLong { limit: 1 },
+        Unanswered::NotAPath,
+        Unanswered::BodyUnreadable("reset".into()),
+        Unanswered::HeaderNotAscii("mcp-session-id"),
+        Unanswered::NotJson("eof".into()),
+        Unanswered::NotJsonRpc(ErrorObject::new(ErrorCode::INVALID_REQUEST, "x")),
+        Unanswered::UnknownSession,
+        Unanswered::Stateless(ErrorObject::new(ErrorCode(-32020), "x")),
+        Unanswered::LineTooLong { limit: 1 },
+        Unanswered::Upstream(UpstreamFailure::Address("x".into())),
+        Unanswered::NotStored,
+        Unanswered::Busy { limit: 1 },
+        Unanswered::NoFinalAnswer,
+        Unanswered::Stopping { grace: Duration::from_secs(1) },
     ]
 }
 
@@ -303,7 +307,7 @@ mod tests {
             let code = fault.error().code.0;
             assert!((-32768..=-32000).contains(&code), "{fault:?} → {code}");
         }
-        let answer = RequestError::from(Fault::NotJson("eof".into())).body();
+        let answer = RequestError::from(Unanswered::NotJson("eof".into())).body();
         assert_eq!(
             answer,
             r#"{"error":{"code":-32700,"message":"Parse error: eof"},"id":null,"jsonrpc":"2.0"}"#

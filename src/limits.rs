@@ -61,7 +61,7 @@ pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 
 /// Bytes of JSON answers read whole that all requests together may hold
 /// at once (four of the largest): a request whose answer would pass it
-/// gets 503 ([`Fault::Busy`](crate::error::Fault::Busy)) instead of the recorder running out of memory.
+/// gets 503 ([`Unanswered::Busy`](crate::error::Unanswered::Busy)) instead of the recorder running out of memory.
 ///
 /// Enforced in the record proxy (`transport/http/proxy.rs`).
 pub const MAX_ANSWERS_IN_FLIGHT_BYTES: usize = 4 * MAX_JSON_ANSWER_BYTES;

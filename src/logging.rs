@@ -20,7 +20,6 @@
 //! queue is full): with stderr taking 1 ms a write, 937 of 5,000 lines were
 //! out when the guard returned.
 
-use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::io::Write;
 use std::sync::mpsc;
@@ -340,90 +339,25 @@ fn is_printable_ascii(bytes: &[u8]) -> bool {
 /// with its lines not shown. False, with nothing written, when no sink was
 /// named: the caller logs the line as an event.
 pub fn write_direct(level: Level, write: impl FnOnce(&mut Direct<'_>, SystemTime)) -> bool {
-    thread_local! {
-        static LINE: RefCell<String> = const { RefCell::new(String::new()) };
-    }
     let Some(DirectSink { sink, ansi, shown }) = DIRECT.get() else { return false };
     if !shown {
         return true;
     }
-    LINE.with_borrow_mut(|line| {
-        line.clear();
-        let now = SystemTime::now();
-        if write_head(line, now, level, *ansi).is_ok() {
-            write(&mut Direct(line), now);
-            line.push('\n');
-            // Appending to the sink's buffer fails only once stderr is gone.
-            let _ = sink.make_writer().write_all(line.as_bytes());
-        }
-    });
+    let mut line = String::with_capacity(160);
+    let now = SystemTime::now();
+    if write_head(&mut line, now, level, *ansi).is_ok() {
+        write(&mut Direct(&mut line), now);
+        line.push('\n');
+        // Appending to the sink's buffer fails only once stderr is gone.
+        let _ = sink.make_writer().write_all(line.as_bytes());
+    }
     true
 }
 
 /// `time` in UTC to the microsecond, as `2026-11-23T20:17:41.823637Z`
-/// (a time before 1970 as 1970's first instant). The part to the second
-/// is worked out once a second on each thread: a busy daemon writes a line
-/// per request.
+/// (a time before 1970 as 1970's first instant).
 fn write_time(out: &mut impl fmt::Write, time: SystemTime) -> fmt::Result {
-    thread_local! {
-        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-    }
-    let since = time.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    let seconds = since.as_secs();
-    // Kept as text, not checked as UTF-8 again at each line.
-    SECOND.with_borrow_mut(|(shown, text)| {
-        if *shown != seconds {
-            *text = String::from_utf8_lossy(&to_the_second(seconds)).into_owned();
-            *shown = seconds;
-        }
-        out.write_str(text)
-    })?;
-    let mut fraction = [0; 6];
-    put_digits(&mut fraction, u64::from(since.subsec_micros()));
-    // Digit by digit: six characters are not worth a check that they are text.
-    fraction.iter().try_for_each(|digit| out.write_char(char::from(*digit)))?;
-    out.write_char('Z')
-}
-
-/// `seconds` after 1970 in UTC as `YYYY-MM-DDTHH:MM:SS.` (years past 9999
-/// are not shown right).
-fn to_the_second(seconds: u64) -> [u8; 20] {
-    let (days, of_day) = (seconds / 86_400, seconds % 86_400);
-    let (year, month, day) = civil_date(days);
-    let mut text = *b"0000-00-00T00:00:00.";
-    put_digits(&mut text[0..4], year);
-    put_digits(&mut text[5..7], month);
-    put_digits(&mut text[8..10], day);
-    put_digits(&mut text[11..13], of_day / 3600);
-    put_digits(&mut text[14..16], of_day / 60 % 60);
-    put_digits(&mut text[17..19], of_day % 60);
-    text
-}
-
-/// The last `digits.len()` decimal digits of `value`, zero-padded, into `digits`.
-fn put_digits(digits: &mut [u8], mut value: u64) {
-    for digit in digits.iter_mut().rev() {
-        *digit = b'0' + (value % 10) as u8;
-        value /= 10;
-    }
-}
-
-/// The proleptic Gregorian (year, month, day) of `days` after 1970-01-01:
-/// counted in 400-year eras from 0000-03-01, so that the leap day ends
-/// each year.
-fn civil_date(days: u64) -> (u64, u64, u64) {
-    const DAYS_TO_1970_FROM_0000_03_01: u64 = 719_468;
-    const DAYS_PER_ERA: u64 = 146_097;
-    let days = days + DAYS_TO_1970_FROM_0000_03_01;
-    let (era, of_era) = (days / DAYS_PER_ERA, days % DAYS_PER_ERA);
-    let year_of_era = (of_era - of_era / 1460 + of_era / 36_524 - of_era / 146_096) / 365;
-    let of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    // Months from March, each 30 or 31 days in a five-month rhythm.
-    let month_from_march = (5 * of_year + 2) / 153;
-    let day = of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 { month_from_march + 3 } else { month_from_march - 9 };
-    let year = era * 400 + year_of_era + u64::from(month <= 2);
-    (year, month, day)
+    write!(out, "{}", humantime::format_rfc3339_micros(time.max(std::time::UNIX_EPOCH)))
 }
 
 /// What every line starts with: its time, then its level and the space

@@ -10,34 +10,24 @@ use clap::Parser;
 use mcp_tape::cli::Cli;
 
 /// Requests allocate many small, short-lived objects (JSON trees, header
-/// maps); mimalloc serves those faster than the system allocator. Not on
-/// macOS, where its C needs the SDK's headers to build (a cross build has
-/// none) and the system allocator serves.
+/// maps); mimalloc, as its crate ships it, serves those faster than the
+/// system allocator (BENCHMARKS.md). Not on macOS, where its C needs the
+/// SDK's headers to build (a cross build has none) and the system
+/// allocator serves.
 #[cfg(not(target_os = "macos"))]
 #[global_allocator]
-static ALLOCATOR: mcp_tape::allocator::Mimalloc = mcp_tape::allocator::Mimalloc;
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The async runtime. A stdio command serves one client on one stream,
 /// and a tape for a test (`test`) a test's few requests: one thread does it
 /// all, with no hand-offs between threads and no threads to start (a
-/// test waits for its tape to start); a daemon uses every core. Each of
-/// the runtime's threads keeps the blocks it frees for its next
-/// allocations (`mcp_tape::allocator`), until it ends.
+/// test waits for its tape to start); a daemon uses every core.
 fn runtime(one_thread: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match one_thread {
         true => tokio::runtime::Builder::new_current_thread(),
         false => tokio::runtime::Builder::new_multi_thread(),
     };
-    builder.enable_all();
-    #[cfg(not(target_os = "macos"))]
-    {
-        use mcp_tape::allocator::{keep_on_this_thread, stop_keeping_on_this_thread};
-        if one_thread {
-            keep_on_this_thread(); // the runtime's one worker: this thread, until the process ends
-        }
-        builder.on_thread_start(keep_on_this_thread).on_thread_stop(stop_keeping_on_this_thread);
-    }
-    builder.build()
+    builder.enable_all().build()
 }
 
 fn main() -> ExitCode {

@@ -178,8 +178,7 @@ pub const LARGE_INPUT_BYTES: usize = 64 * 1024;
 pub fn sized_work<T>(size: usize, work: impl FnOnce() -> T) -> T {
     if size > LARGE_INPUT_BYTES {
         let done = in_place(work);
-        #[cfg(not(target_os = "macos"))]
-        crate::allocator::give_back_freed_memory();
+        crate::os::give_back_freed_memory();
         done
     } else {
         work()

@@ -26,7 +26,7 @@ use super::record::{
     AnswerProgress, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
     not_stored,
 };
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::RequestId;
 use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
@@ -211,7 +211,7 @@ impl Future for Held {
         let stored = ready!(Pin::new(&mut self.committed).poll(cx)).unwrap_or(false);
         Poll::Ready(match stored {
             true => Ok(()),
-            false => Err(RequestError { fault: Box::new(Fault::NotStored), id: self.id.take() }),
+            false => Err(RequestError { fault: Box::new(Unanswered::NotStored), id: self.id.take() }),
         })
     }
 }

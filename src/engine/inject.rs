@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use super::Call;
 use super::ledger::{Ledger, Usage};
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::faults::{Action, Effect, FaultRules};
 use crate::limits::MAX_SESSIONS;
 use crate::mcp;
@@ -79,10 +79,12 @@ impl Injector {
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`], as for any session that has ended.
+    /// [`Unanswered::UnknownSession`], as for any session that has ended.
     pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
         match session {
-            Some(id) if self.loses && lock(&self.lost).ids.contains(id) => Err(Fault::UnknownSession.into()),
+            Some(id) if self.loses && lock(&self.lost).ids.contains(id) => {
+                Err(Unanswered::UnknownSession.into())
+            }
             _ => Ok(()),
         }
     }

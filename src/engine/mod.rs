@@ -45,7 +45,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::faults::{Action, Effect, FaultRules};
 use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, RequestId};
 use crate::mcp::{self, RoutingHeaders, convert};
@@ -167,12 +167,12 @@ impl Outcome {
     }
 
     /// The outcome a request that failed with `fault` is logged with.
-    pub fn of(fault: &Fault) -> Outcome {
+    pub fn of(fault: &Unanswered) -> Outcome {
         match fault {
-            Fault::BodyStalled { .. } | Fault::BodyTooSlow { .. } => Outcome::Stalled,
-            Fault::BodyUnreadable(_) => Outcome::Unreadable,
-            Fault::Upstream(_) => Outcome::UpstreamError,
-            Fault::NotStored => Outcome::NotStored,
+            Unanswered::BodyStalled { .. } | Unanswered::BodyTooSlow { .. } => Outcome::Stalled,
+            Unanswered::BodyUnreadable(_) => Outcome::Unreadable,
+            Unanswered::Upstream(_) => Outcome::UpstreamError,
+            Unanswered::NotStored => Outcome::NotStored,
             _ => Outcome::Rejected,
         }
     }
@@ -492,7 +492,8 @@ impl<L> Engine<L> {
                         let _ = replay.end_session(session, call.server);
                     }
                 }
-                let lost = RequestError { fault: Box::new(Fault::UnknownSession), id: Some(call.id.clone()) };
+                let lost =
+                    RequestError { fault: Box::new(Unanswered::UnknownSession), id: Some(call.id.clone()) };
                 Step::Fail(Failure::LostSession(lost))
             }
         })
@@ -657,8 +658,8 @@ impl<L> Engine<L> {
     ///
     /// # Errors
     ///
-    /// A fault rule's lost session; replay: [`Fault::UnknownSession`] for
-    /// a session we do not know, [`Fault::MissingSessionHeader`] to end
+    /// A fault rule's lost session; replay: [`Unanswered::UnknownSession`] for
+    /// a session we do not know, [`Unanswered::MissingSessionHeader`] to end
     /// none.
     pub fn session(
         &self,
@@ -697,7 +698,7 @@ impl<L> Engine<L> {
                 None => Ok(SessionStep::NoStream),
             },
             SessionAsk::End => {
-                replay.end_session(session.ok_or(Fault::MissingSessionHeader)?, server)?;
+                replay.end_session(session.ok_or(Unanswered::MissingSessionHeader)?, server)?;
                 Ok(SessionStep::Ended)
             }
             SessionAsk::Health | SessionAsk::Other => Ok(SessionStep::NotAllowed),
@@ -763,8 +764,8 @@ impl<L> Engine<L> {
 
     /// Tells the engine a request ended in `fault`: recording, an upstream
     /// that failed it leaves the recording without it.
-    pub fn failed(&self, fault: &Fault) {
-        if let (Fault::Upstream(_), Mode::Record { recorder, .. } | Mode::Missing { recorder, .. }) =
+    pub fn failed(&self, fault: &Unanswered) {
+        if let (Unanswered::Upstream(_), Mode::Record { recorder, .. } | Mode::Missing { recorder, .. }) =
             (fault, &self.mode)
         {
             recorder.upstream_failed();

@@ -9,7 +9,7 @@
 //! [`Held`] and sends that answer only once the held commit resolves, so a
 //! client that saw an exchange finish can rely on it being in the
 //! cassette, whatever happens to the daemon next. One that cannot be
-//! committed (a full disk) resolves to the client [`Fault::NotStored`]
+//! committed (a full disk) resolves to the client [`Unanswered::NotStored`]
 //! error, sent instead.
 //!
 //! On a stream that carries many exchanges (stdio), [`Flights`] decides
@@ -26,7 +26,7 @@
 //!
 //! The types a door holds are in [`flight`](super::flight).
 //!
-//! [`Fault::NotStored`]: crate::error::Fault::NotStored
+//! [`Unanswered::NotStored`]: crate::error::Unanswered::NotStored
 //! [`Held`]: super::flight::Held
 //! [`Flights`]: super::flight::Flights
 //! [`Flight`]: super::flight::Flight

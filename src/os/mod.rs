@@ -18,7 +18,16 @@
 //!   paths are one file, a thread that yields to the runtime, a stderr pipe
 //!   that takes a batch of log lines at once (Linux only), and stderr
 //!   written whole even when another writer made it non-blocking.
+//! - [`fd`] (Unix): a descriptor's own calls: a pipe made non-blocking, its
+//!   reads and writes, a socket whose reads say when their bytes arrived.
+//! - [`give_back_freed_memory`]: a thread's freed pages back to the system
+//!   (mimalloc's `mi_collect`, not on macOS, whose system allocator serves).
+//!
+//! Every `unsafe` block of the crate is here (and in its platform files),
+//! each with the reason it is sound.
 
+#[cfg(unix)]
+pub mod fd;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
@@ -36,6 +45,18 @@ pub use imp::{
     Stderr, Tree, batch_thread, exit_code, exit_now, no_huge_pages, release_stdout, same_file,
     widen_stderr_pipe,
 };
+
+/// Gives the memory the calling thread freed back to the system now: a
+/// thread keeps freed pages for later, and one that worked through a large
+/// request may then idle long.
+pub fn give_back_freed_memory() {
+    #[cfg(not(target_os = "macos"))]
+    // SAFETY: mi_collect takes no pointer; it only frees the pages of the
+    // thread's heap that no block uses.
+    unsafe {
+        libmimalloc_sys::mi_collect(true)
+    }
+}
 
 /// A request to stop that comes from outside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

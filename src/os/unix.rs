@@ -160,7 +160,7 @@ impl Tree {
                 signal_group(group, libc::SIGKILL);
             }
         }
-        let guard = crate::util::lock(&self.guard).take();
+        let guard = self.guard.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         if let Some(mut guard) = guard {
             let _ = guard.watcher.kill().await;
         }

@@ -20,7 +20,7 @@ use std::fmt;
 use std::time::SystemTime;
 
 use crate::engine::Outcome;
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::{Message, ParamsCache, Unreadable};
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::logging::Direct;
@@ -35,8 +35,10 @@ use crate::util::{self, clip};
 /// `-32700` (not JSON) or `-32600` (not one JSON-RPC message).
 fn parse_message(bytes: &[u8], params: &ParamsCache) -> Result<Message, RequestError> {
     Message::from_slice_cached(bytes, params).map_err(|unreadable| match unreadable {
-        Unreadable::NotJson(why) => RequestError::from(Fault::NotJson(why)),
-        Unreadable::NotJsonRpc(id, error) => RequestError { fault: Box::new(Fault::NotJsonRpc(*error)), id },
+        Unreadable::NotJson(why) => RequestError::from(Unanswered::NotJson(why)),
+        Unreadable::NotJsonRpc(id, error) => {
+            RequestError { fault: Box::new(Unanswered::NotJsonRpc(*error)), id }
+        }
     })
 }
 

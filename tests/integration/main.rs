@@ -2,6 +2,10 @@
 //! real sockets by raw HTTP, by the official Rust MCP SDK (rmcp), and the
 //! real binary for what only the process shows (exit codes, signals, logs).
 
+// The tests look at processes and sockets through libc (pipe sizes, pidfds, socket options);
+// the rule that unsafe code lives in src/os/ is the crate's.
+#![allow(unsafe_code)]
+
 mod agent365;
 mod architecture;
 mod asides;

@@ -34,7 +34,7 @@ use super::{Answer, Call, Outcome, Outgoing, Standing};
 use crate::cassette::tape::{Cursors, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc;
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
@@ -191,11 +191,11 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] (404, as the spec requires, so the client
+    /// [`Unanswered::UnknownSession`] (404, as the spec requires, so the client
     /// starts a new session).
     pub fn check_session(&self, session: Option<&str>) -> Result<(), RequestError> {
         match session {
-            Some(id) if lock(&self.sessions).touch(id).is_none() => Err(Fault::UnknownSession.into()),
+            Some(id) if lock(&self.sessions).touch(id).is_none() => Err(Unanswered::UnknownSession.into()),
             _ => Ok(()),
         }
     }
@@ -209,7 +209,7 @@ impl Replay {
         let Some(id) = session else { return Ok(None) };
         match lock(&self.sessions).touch(id) {
             Some(state) => Ok(state.said.unwritten()),
-            None => Err(Fault::UnknownSession.into()),
+            None => Err(Unanswered::UnknownSession.into()),
         }
     }
 
@@ -218,7 +218,7 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] for a session we do not know, or one
+    /// [`Unanswered::UnknownSession`] for a session we do not know, or one
     /// another server's path opened (that session goes on).
     pub fn end_session(&self, session: &str, server: &str) -> Result<(), RequestError> {
         let mut sessions = lock(&self.sessions);
@@ -229,7 +229,7 @@ impl Replay {
                 }
                 Ok(())
             }
-            _ => Err(Fault::UnknownSession.into()),
+            _ => Err(Unanswered::UnknownSession.into()),
         }
     }
 
@@ -240,7 +240,7 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Fault::Stateless`] with the error the spec names.
+    /// [`Unanswered::Stateless`] with the error the spec names.
     fn check_stateless(&self, call: &Call) -> Result<(), RequestError> {
         let routing = call.facts.routing.as_ref();
         let checked = mcp::check_stateless(call.method, call.params(), routing).and_then(|()| {
@@ -258,7 +258,7 @@ impl Replay {
             }
         });
         checked.map_err(|error| RequestError {
-            fault: Box::new(Fault::Stateless(error)),
+            fault: Box::new(Unanswered::Stateless(error)),
             id: Some(call.id.clone()),
         })
     }
@@ -267,8 +267,8 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] for a session id we do not know, or
-    /// [`Fault::Stateless`] for a stateless request that does not hold
+    /// [`Unanswered::UnknownSession`] for a session id we do not know, or
+    /// [`Unanswered::Stateless`] for a stateless request that does not hold
     /// together; either carries the request's id.
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
         let behind = match call.era {
@@ -366,11 +366,11 @@ impl Replay {
     ///
     /// # Errors
     ///
-    /// [`Fault::UnknownSession`] for a session we do not know.
+    /// [`Unanswered::UnknownSession`] for a session we do not know.
     pub fn open_stream(&self, session: &str) -> Result<mpsc::Receiver<Emit>, RequestError> {
         match lock(&self.sessions).touch(session) {
             Some(state) => Ok(state.said.open()),
-            None => Err(Fault::UnknownSession.into()),
+            None => Err(Unanswered::UnknownSession.into()),
         }
     }
 

@@ -25,7 +25,7 @@ use super::{Accepts, Body, status};
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
 use crate::engine::{Answer, Failure, Outgoing, Policy, ServiceReply};
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::mcp;
 use crate::sse;
 
@@ -88,7 +88,7 @@ pub(super) fn answer(
     } else {
         match answer.messages.into_iter().last().filter(|m| m.is_answer) {
             Some(last) => json_text(status::of_answer(answer.era, answer.standing), last.json),
-            None => error(&Fault::NoFinalAnswer.into()),
+            None => error(&Unanswered::NoFinalAnswer.into()),
         }
     };
     if let Some(session) = answer.session_id.and_then(|s| HeaderValue::from_str(&s).ok()) {

@@ -7,7 +7,7 @@
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use crate::engine::{Facts, Headers};
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::mcp::{self, RoutingHeaders};
 use crate::model::Era;
 use crate::redact;
@@ -146,11 +146,11 @@ pub(super) fn credentials(headers: &HeaderMap, named: &[String]) -> Vec<String> 
 /// 415 or 406.
 pub(super) fn check_post_headers(found: &FoundHeaders<'_>) -> Result<Accepts, RequestError> {
     if !is_json_content_type(found.content_type) {
-        return Err(Fault::UnsupportedMediaType.into());
+        return Err(Unanswered::UnsupportedMediaType.into());
     }
     let accepts = found.accepts();
     if !accepts.json && !accepts.sse {
-        return Err(Fault::NotAcceptable.into());
+        return Err(Unanswered::NotAcceptable.into());
     }
     Ok(accepts)
 }
@@ -164,7 +164,7 @@ pub(super) fn check_host_and_origin(
     allowed: &[String],
 ) -> Result<(), RequestError> {
     let forbidden = |header: &'static str, value: &str| -> RequestError {
-        Fault::Forbidden { header, value: value.to_owned() }.into()
+        Unanswered::Forbidden { header, value: value.to_owned() }.into()
     };
     let host = match found.host {
         Some(value) => Some(value.to_str().map_err(|_| forbidden("Host", "(not ASCII)"))?),
@@ -173,7 +173,7 @@ pub(super) fn check_host_and_origin(
     match host {
         Some(host) if !is_allowed_authority(host, allowed) => return Err(forbidden("Host", host)),
         // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused.
-        None if version == hyper::Version::HTTP_11 => return Err(Fault::MissingHost.into()),
+        None if version == hyper::Version::HTTP_11 => return Err(Unanswered::MissingHost.into()),
         _ => {}
     }
     if let Some(origin) = found.origin {
@@ -235,7 +235,7 @@ fn value_str<'a>(
 ) -> Result<Option<&'a str>, RequestError> {
     match value {
         None => Ok(None),
-        Some(value) => value.to_str().map(Some).map_err(|_| Fault::HeaderNotAscii(name.as_str()).into()),
+        Some(value) => value.to_str().map(Some).map_err(|_| Unanswered::HeaderNotAscii(name.as_str()).into()),
     }
 }
 

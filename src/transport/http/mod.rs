@@ -13,6 +13,7 @@ mod frame;
 mod headers;
 mod holding;
 mod models;
+mod noted;
 mod proxy;
 mod resume;
 pub mod server;
@@ -45,7 +46,7 @@ use crate::engine::{
     Call, Engine, Failure, Flight, FromClient, Outcome, Policy, Resumption, ServiceStep, SessionAsk,
     SessionStep, Step,
 };
-use crate::error::{Fault, RequestError};
+use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::{self, Message, Params, ParamsCache, RequestId};
 use crate::limits::{
     HEADER_READ_TIMEOUT, MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES,
@@ -173,53 +174,41 @@ where
 /// `wire` is the connection's socket the answer goes out on; with none (a
 /// request with no socket, a fuzzer's) an answer does not wait for what the
 /// server said on the GET stream before it to be written.
-///
-/// Written as a function returning an `async move` block, as `dispatch`,
-/// `post` and `respond` are: an `async fn` copies each argument into a local of
-/// its body before it runs, and keeps room for both in its state (a
-/// request is 264 bytes), where a block uses what it captured in place.
-#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body")]
-pub fn handle(
-    request: Request<impl RequestBody>,
-    app: &App,
-    wire: Option<Wire>,
-) -> impl Future<Output = Response<Body>> {
-    async move {
-        let mut line = RequestLog {
-            http_method: request.method().clone(),
-            started: SystemTime::now(),
-            logged: Logged {
-                server: ServerName::of(request.uri()),
-                mcp_method: jsonrpc::Method::Borrowed(""),
-                params: None,
-                outcome: Outcome::Rejected,
-                id: None,
-            },
-            written: false,
-        };
-        let answered = {
-            tokio::select! {
-                // The request first: one answered at its first poll (a replayed answer) never
-                // subscribes to the shutdown signal.
-                biased;
-                answered = dispatch(request, app, wire, &mut line.logged) => answered,
-                () = app.stopped() => Err(Fault::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
+pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<Wire>) -> Response<Body> {
+    let mut line = RequestLog {
+        http_method: request.method().clone(),
+        started: SystemTime::now(),
+        logged: Logged {
+            server: ServerName::of(request.uri()),
+            mcp_method: jsonrpc::Method::Borrowed(""),
+            params: None,
+            outcome: Outcome::Rejected,
+            id: None,
+        },
+        written: false,
+    };
+    let answered = {
+        tokio::select! {
+            // The request first: one answered at its first poll (a replayed answer) never
+            // subscribes to the shutdown signal.
+            biased;
+            answered = dispatch(request, app, wire, &mut line.logged) => answered,
+            () = app.stopped() => Err(Unanswered::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
+        }
+    };
+    let response = match answered {
+        Ok(response) => response,
+        Err(mut error) => {
+            if matches!(*error.fault, Unanswered::Stopping { .. }) {
+                error.id = line.logged.id.take();
             }
-        };
-        let response = match answered {
-            Ok(response) => response,
-            Err(mut error) => {
-                if matches!(*error.fault, Fault::Stopping { .. }) {
-                    error.id = line.logged.id.take();
-                }
-                app.engine.failed(&error.fault);
-                line.logged.outcome = Outcome::of(&error.fault);
-                frame::error(&error)
-            }
-        };
-        line.write(response.status().as_str(), "");
-        response
-    }
+            app.engine.failed(&error.fault);
+            line.logged.outcome = Outcome::of(&error.fault);
+            frame::error(&error)
+        }
+    };
+    line.write(response.status().as_str(), "");
+    response
 }
 
 /// The target of the request lines (info level): the line a filter such as
@@ -263,40 +252,36 @@ impl Drop for RequestLog {
     }
 }
 
-#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
-fn dispatch(
+async fn dispatch(
     request: Request<impl RequestBody>,
     app: &App,
     wire: Option<Wire>,
     logged: &mut Logged,
-) -> impl Future<Output = Result<Response<Body>, RequestError>> {
-    async move {
-        let (parts, body) = request.into_parts();
-        // What every request is checked by and a POST read by, found in one pass.
-        let found = FoundHeaders::of(&parts.headers);
-        check_host_and_origin(parts.version, &found, &parts.uri, &app.front_door.allowed_hosts)?;
-        let target = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
-        if target > MAX_REQUEST_TARGET_BYTES {
-            return Err(Fault::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
-        }
-        if !parts.uri.path().starts_with('/') {
-            return Err(Fault::NotAPath.into());
-        }
-        // The futures of the rarer doors are boxed: a future is as large as its largest
-        // branch, and a replayed POST's is moved whole as hyper takes it.
-        if let Some((name, rest)) = models::route(parts.uri.path()) {
-            let (name, rest) = (name.to_owned(), rest.to_owned());
-            return Box::pin(models::model(Request::from_parts(parts, body), &name, &rest, app, logged))
-                .await;
-        }
-        if let Some(route) = agent365::route(parts.method.as_str(), parts.uri.path()) {
-            return Box::pin(service(Request::from_parts(parts, body), route, app, logged)).await;
-        }
-        if parts.method == Method::POST {
-            return post(&parts, &found, body, app, wire, logged).await;
-        }
-        Box::pin(other(Request::from_parts(parts, body), app, wire, logged)).await
+) -> Result<Response<Body>, RequestError> {
+    let (parts, body) = request.into_parts();
+    // What every request is checked by and a POST read by, found in one pass.
+    let found = FoundHeaders::of(&parts.headers);
+    check_host_and_origin(parts.version, &found, &parts.uri, &app.front_door.allowed_hosts)?;
+    let target = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_REQUEST_TARGET_BYTES {
+        return Err(Unanswered::UriTooLong { limit: MAX_REQUEST_TARGET_BYTES }.into());
     }
+    if !parts.uri.path().starts_with('/') {
+        return Err(Unanswered::NotAPath.into());
+    }
+    // The futures of the rarer doors are boxed: a future is as large as its largest
+    // branch, and a replayed POST's is moved whole as hyper takes it.
+    if let Some((name, rest)) = models::route(parts.uri.path()) {
+        let (name, rest) = (name.to_owned(), rest.to_owned());
+        return Box::pin(models::model(Request::from_parts(parts, body), &name, &rest, app, logged)).await;
+    }
+    if let Some(route) = agent365::route(parts.method.as_str(), parts.uri.path()) {
+        return Box::pin(service(Request::from_parts(parts, body), route, app, logged)).await;
+    }
+    if parts.method == Method::POST {
+        return post(&parts, &found, body, app, wire, logged).await;
+    }
+    Box::pin(other(Request::from_parts(parts, body), app, wire, logged)).await
 }
 
 /// Forwards a request that is not an MCP message, as it is.
@@ -315,32 +300,29 @@ async fn relay(
 /// A POST: one JSON-RPC message to the engine. Recording, anything the
 /// front door cannot read as one goes to the upstream as it is, for the
 /// upstream to judge.
-#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
-fn post<'h>(
+async fn post<'h>(
     parts: &'h hyper::http::request::Parts,
     found: &FoundHeaders<'h>,
     body: impl RequestBody,
     app: &App,
     wire: Option<Wire>,
     logged: &mut Logged,
-) -> impl Future<Output = Result<Response<Body>, RequestError>> {
-    async move {
-        let body = read_body(body, app.front_door.idle_timeout).await?;
-        // Held until the answer is made: large requests in work at once are bounded in bytes.
-        let _turn = util::large_work_turn(body.len()).await;
-        // Reading, scrubbing and matching a large body take time in its size: off the async workers.
-        let (step, read) = match util::sized_work(body.len(), || step(parts, found, &body, app, logged)) {
-            Ok(stepped) => stepped?,
-            Err(error) => {
-                let proxy = app.engine.unread(error)?;
-                logged.outcome = Outcome::Forwarded;
-                return Box::pin(proxy.relay(parts, body)).await;
-            }
-        };
-        let PostHeaders { accepts, session, era, primable } = read;
-        let post = Post { parts, body, accepts, session, era, primable, wire };
-        respond(step, app, &post, logged).await
-    }
+) -> Result<Response<Body>, RequestError> {
+    let body = read_body(body, app.front_door.idle_timeout).await?;
+    // Held until the answer is made: large requests in work at once are bounded in bytes.
+    let _turn = util::large_work_turn(body.len()).await;
+    // Reading, scrubbing and matching a large body take time in its size: off the async workers.
+    let (step, read) = match util::sized_work(body.len(), || step(parts, found, &body, app, logged)) {
+        Ok(stepped) => stepped?,
+        Err(error) => {
+            let proxy = app.engine.unread(error)?;
+            logged.outcome = Outcome::Forwarded;
+            return Box::pin(proxy.relay(parts, body)).await;
+        }
+    };
+    let PostHeaders { accepts, session, era, primable } = read;
+    let post = Post { parts, body, accepts, session, era, primable, wire };
+    respond(step, app, &post, logged).await
 }
 
 /// What a POST's headers said, beside what the engine made of its message.
@@ -421,92 +403,88 @@ struct Post<'h> {
 }
 
 /// Enacts what the engine made of a POST.
-#[expect(clippy::manual_async_fn, reason = "an async fn would copy its arguments into its body (see handle)")]
-fn respond(
+async fn respond(
     step: Step<'_, Proxy>,
     app: &App,
     post: &Post<'_>,
     logged: &mut Logged,
-) -> impl Future<Output = Result<Response<Body>, RequestError>> {
-    async move {
-        match step {
-            Step::Answer(mut answer) => {
-                logged.outcome = answer.outcome;
-                let session = post.session;
-                let first = std::mem::take(&mut answer.asides.first);
-                let said = std::mem::take(&mut answer.asides.now);
-                let opened = answer.session_id.clone();
-                let in_session = opened.as_deref().or(session);
-                // What the server said while the exchange was in flight goes out before its answer,
-                // after what it said after the session's previous answer: the answer waits until
-                // they have been written (for a while: a client that does not read its GET stream
-                // does not hold up its answers).
-                let before = app.engine.say_before(in_session, first);
-                // Boxed, as the other waits below: they are rare, and each timer would otherwise
-                // add its size to every request's state.
-                if let Some(written) = before.or_else(|| answer.behind.take()) {
-                    let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
+) -> Result<Response<Body>, RequestError> {
+    match step {
+        Step::Answer(mut answer) => {
+            logged.outcome = answer.outcome;
+            let session = post.session;
+            let first = std::mem::take(&mut answer.asides.first);
+            let said = std::mem::take(&mut answer.asides.now);
+            let opened = answer.session_id.clone();
+            let in_session = opened.as_deref().or(session);
+            // What the server said while the exchange was in flight goes out before its answer,
+            // after what it said after the session's previous answer: the answer waits until
+            // they have been written (for a while: a client that does not read its GET stream
+            // does not hold up its answers).
+            let before = app.engine.say_before(in_session, first);
+            // Boxed, as the other waits below: they are rare, and each timer would otherwise
+            // add its size to every request's state.
+            if let Some(written) = before.or_else(|| answer.behind.take()) {
+                let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
+            }
+            // Replayed handshake-era streams in a session can be resumed.
+            let resume = in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
+            let resume = resume.map(|session| frame::Resume {
+                streams: &app.resumable,
+                session,
+                primable: post.primable,
+            });
+            let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
+            // What it said after the answer goes once the answer has been written.
+            Ok(match app.engine.say_after(in_session, said) {
+                Some(written) => frame::announce(response, written, post.wire.clone()),
+                None => response,
+            })
+        }
+        Step::Accepted => {
+            logged.outcome = Outcome::Accepted;
+            Ok(frame::empty(status::TAKEN))
+        }
+        Step::Said(said) => {
+            logged.outcome = Outcome::Accepted;
+            app.engine.say(post.session, said);
+            Ok(frame::empty(status::TAKEN))
+        }
+        Step::Forward { link, flight } => {
+            // What the server says on its GET stream after this answer waits for it to be written.
+            let written = flight.as_ref().map(Flight::when_written);
+            let exchange = link.exchange(post.parts, post.body.clone(), flight, &mut logged.outcome);
+            let response = Box::pin(exchange).await?;
+            Ok(match written {
+                Some(written) => frame::announce(response, written, post.wire.clone()),
+                None => response,
+            })
+        }
+        Step::Delayed { by, then } => {
+            logged.outcome = Outcome::Injected;
+            Box::pin(tokio::time::sleep(by)).await;
+            Box::pin(respond(*then, app, post, logged)).await
+        }
+        Step::Fail(failure) => {
+            logged.outcome = Outcome::Injected;
+            match failure {
+                // Until the client gives up (hyper then drops this handler), the daemon
+                // stops, or a gateway in front would give up (504); a connection is held
+                // by a bounded number of hangs at once, past which the gateway is busy (503).
+                Failure::Hang => {
+                    let Ok(_room) = Arc::clone(&app.hanging).try_acquire_owned() else {
+                        tracing::warn!(
+                            "a hang fault found {MAX_HANGING_REQUESTS} requests hanging already: 503 instead"
+                        );
+                        return Ok(frame::failure(
+                            Failure::Http { status: 503, retry_after: None },
+                            post.accepts,
+                        ));
+                    };
+                    Box::pin(tokio::time::sleep(MAX_HANG)).await;
+                    Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
                 }
-                // Replayed handshake-era streams in a session can be resumed.
-                let resume =
-                    in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
-                let resume = resume.map(|session| frame::Resume {
-                    streams: &app.resumable,
-                    session,
-                    primable: post.primable,
-                });
-                let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
-                // What it said after the answer goes once the answer has been written.
-                Ok(match app.engine.say_after(in_session, said) {
-                    Some(written) => frame::announce(response, written, post.wire.clone()),
-                    None => response,
-                })
-            }
-            Step::Accepted => {
-                logged.outcome = Outcome::Accepted;
-                Ok(frame::empty(status::TAKEN))
-            }
-            Step::Said(said) => {
-                logged.outcome = Outcome::Accepted;
-                app.engine.say(post.session, said);
-                Ok(frame::empty(status::TAKEN))
-            }
-            Step::Forward { link, flight } => {
-                // What the server says on its GET stream after this answer waits for it to be written.
-                let written = flight.as_ref().map(Flight::when_written);
-                let exchange = link.exchange(post.parts, post.body.clone(), flight, &mut logged.outcome);
-                let response = Box::pin(exchange).await?;
-                Ok(match written {
-                    Some(written) => frame::announce(response, written, post.wire.clone()),
-                    None => response,
-                })
-            }
-            Step::Delayed { by, then } => {
-                logged.outcome = Outcome::Injected;
-                Box::pin(tokio::time::sleep(by)).await;
-                Box::pin(respond(*then, app, post, logged)).await
-            }
-            Step::Fail(failure) => {
-                logged.outcome = Outcome::Injected;
-                match failure {
-                    // Until the client gives up (hyper then drops this handler), the daemon
-                    // stops, or a gateway in front would give up (504); a connection is held
-                    // by a bounded number of hangs at once, past which the gateway is busy (503).
-                    Failure::Hang => {
-                        let Ok(_room) = Arc::clone(&app.hanging).try_acquire_owned() else {
-                            tracing::warn!(
-                                "a hang fault found {MAX_HANGING_REQUESTS} requests hanging already: 503 instead"
-                            );
-                            return Ok(frame::failure(
-                                Failure::Http { status: 503, retry_after: None },
-                                post.accepts,
-                            ));
-                        };
-                        Box::pin(tokio::time::sleep(MAX_HANG)).await;
-                        Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
-                    }
-                    failure => Ok(frame::failure(failure, post.accepts)),
-                }
+                failure => Ok(frame::failure(failure, post.accepts)),
             }
         }
     }
@@ -600,15 +578,18 @@ async fn other(
             Ok(frame::json(status::DONE, &health))
         }
         SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
-            Err(Fault::MethodNotAllowed { allow: "POST", why: "the stateless protocol era uses POST only" }
-                .into())
+            Err(Unanswered::MethodNotAllowed {
+                allow: "POST",
+                why: "the stateless protocol era uses POST only",
+            }
+            .into())
         }
-        SessionStep::NotAllowed => Err(Fault::MethodNotAllowed {
+        SessionStep::NotAllowed => Err(Unanswered::MethodNotAllowed {
             allow: "GET, POST, DELETE",
             why: "MCP endpoints take POST, GET and DELETE",
         }
         .into()),
-        SessionStep::NoStream => Err(Fault::MethodNotAllowed {
+        SessionStep::NoStream => Err(Unanswered::MethodNotAllowed {
             allow: "POST, DELETE",
             why: "this server offers no standalone SSE stream",
         }
@@ -642,7 +623,7 @@ async fn other(
 /// 413 over the limit, 408 for a stalled or too slow body, 400 when it
 /// cannot be read.
 async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, RequestError> {
-    let too_large = || RequestError::from(Fault::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
+    let too_large = || RequestError::from(Unanswered::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
     // A body announced (Content-Length) over the limit is refused before any of it is read.
     if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
         return Err(too_large());
@@ -669,13 +650,15 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
                 // A piece that is already there is taken before the timer is armed (the timeout polls first).
                 // Boxed: the timer would otherwise make every request's state larger.
                 match Box::pin(tokio::time::timeout(wait, body.frame())).await {
-                    Err(_) if wait < idle => return Err(Fault::BodyTooSlow { rate: MIN_BODY_RATE }.into()),
+                    Err(_) if wait < idle => {
+                        return Err(Unanswered::BodyTooSlow { rate: MIN_BODY_RATE }.into());
+                    }
                     piece => piece,
                 }
             }
         };
         match piece {
-            Err(_) => return Err(Fault::BodyStalled { idle }.into()),
+            Err(_) => return Err(Unanswered::BodyStalled { idle }.into()),
             Ok(None) => return Ok(done(whole, pieces)),
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
@@ -698,7 +681,7 @@ async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, 
                     return Ok(done(whole, pieces));
                 }
             }
-            Ok(Some(Err(e))) => return Err(Fault::BodyUnreadable(e.to_string()).into()),
+            Ok(Some(Err(e))) => return Err(Unanswered::BodyUnreadable(e.to_string()).into()),
         }
     }
 }

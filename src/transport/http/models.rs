@@ -159,7 +159,7 @@ async fn forward(
     flight: Box<ModelFlight>,
     outcome: &mut Outcome,
 ) -> Result<Response<Body>, RequestError> {
-    let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Fault::Upstream)?;
+    let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Unanswered::Upstream)?;
     let response = send_to(upstream, rest_and_query, uri, parts, body).await?;
     let (mut head, body) = response.into_parts();
     *outcome = Outcome::Forwarded;

@@ -18,7 +18,7 @@
 //! where the stream closed ([`Flight::closed_early`]).
 //!
 //! An upstream that fails before anything reached the client gets the
-//! client [`Fault::Upstream`] (502) with its id; a stream that breaks
+//! client [`Unanswered::Upstream`] (502) with its id; a stream that breaks
 //! mid-way ends cleanly for the client and stores nothing.
 
 use std::collections::{HashMap, VecDeque};
@@ -45,7 +45,7 @@ use super::upstream::{self, UpstreamClient};
 use super::{Body, frame, status};
 use crate::agent365;
 use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
-use crate::error::{Fault, RequestError, UpstreamFailure};
+use crate::error::{RequestError, Unanswered, UpstreamFailure};
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
 };
@@ -88,7 +88,7 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`Fault::Upstream`] when the upstream fails before answering.
+    /// [`Unanswered::Upstream`] when the upstream fails before answering.
     pub(super) async fn resume(
         &self,
         parts: &Parts,
@@ -115,8 +115,8 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`Fault::Upstream`] when the upstream fails before answering,
-    /// [`Fault::NotStored`] when its answer cannot be committed.
+    /// [`Unanswered::Upstream`] when the upstream fails before answering,
+    /// [`Unanswered::NotStored`] when its answer cannot be committed.
     pub(super) async fn exchange(
         &self,
         parts: &Parts,
@@ -173,7 +173,7 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`Fault::Upstream`] when the upstream fails.
+    /// [`Unanswered::Upstream`] when the upstream fails.
     pub(super) async fn service(
         &self,
         parts: &Parts,
@@ -218,7 +218,7 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`Fault::Upstream`] when the upstream fails before answering.
+    /// [`Unanswered::Upstream`] when the upstream fails before answering.
     pub(super) async fn relay(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, RequestError> {
         let (head, body) = self.forward(parts, body).await?.into_parts();
         Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None, None).boxed()))
@@ -229,7 +229,7 @@ impl Proxy {
     ///
     /// # Errors
     ///
-    /// [`Fault::Upstream`] when the upstream fails before answering.
+    /// [`Unanswered::Upstream`] when the upstream fails before answering.
     pub(super) async fn listen(
         &self,
         parts: &Parts,
@@ -245,7 +245,7 @@ impl Proxy {
     }
 
     /// An answer that could not be read whole, as the fault it is.
-    fn unread(&self, unread: Unread) -> Fault {
+    fn unread(&self, unread: Unread) -> Unanswered {
         unread.fault(&self.upstream)
     }
 
@@ -262,7 +262,7 @@ impl Proxy {
     /// Sends the request upstream.
     async fn forward(&self, parts: &Parts, body: Bytes) -> Result<Response<Incoming>, RequestError> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri = self.upstream.uri_for(path).map_err(Fault::Upstream)?;
+        let uri = self.upstream.uri_for(path).map_err(Unanswered::Upstream)?;
         send_to(&self.upstream, path, uri, parts, body).await
     }
 }
@@ -287,11 +287,11 @@ pub(super) async fn send_to(
     request.headers_mut().insert(header::ACCEPT_ENCODING, HeaderValue::from_static("identity"));
     let response = client.send(request).await.map_err(|why| {
         tracing::warn!("{why}");
-        RequestError::from(Fault::Upstream(why))
+        RequestError::from(Unanswered::Upstream(why))
     })?;
     if let Some(redirect) = client.redirect(path, &response) {
         tracing::warn!("{redirect}");
-        return Err(Fault::Upstream(redirect).into());
+        return Err(Unanswered::Upstream(redirect).into());
     }
     Ok(response)
 }
@@ -609,18 +609,18 @@ impl Unread {
     /// The fault an answer of `upstream` that could not be read whole is:
     /// it broke off (logged), or would have passed the budget of answers in
     /// flight.
-    pub(super) fn fault(self, upstream: &UpstreamClient) -> Fault {
+    pub(super) fn fault(self, upstream: &UpstreamClient) -> Unanswered {
         match self {
             Unread::Broken(why) => {
                 tracing::warn!("{why}");
-                Fault::Upstream(UpstreamFailure::Answer { upstream: upstream.shown().to_owned(), why })
+                Unanswered::Upstream(UpstreamFailure::Answer { upstream: upstream.shown().to_owned(), why })
             }
             Unread::OverBudget => {
                 tracing::warn!(
                     "an answer would take the answers held at once past {MAX_ANSWERS_IN_FLIGHT_BYTES} bytes; \
                      refused with 503"
                 );
-                Fault::Busy { limit: MAX_ANSWERS_IN_FLIGHT_BYTES }
+                Unanswered::Busy { limit: MAX_ANSWERS_IN_FLIGHT_BYTES }
             }
         }
     }

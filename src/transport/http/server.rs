@@ -29,7 +29,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use hyper::service::service_fn;
@@ -39,6 +38,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::holding::Holding;
+use super::noted::{Noted, Notes};
 use super::{App, Body, handle};
 
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
@@ -110,7 +110,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                 Ok::<_, Infallible>(answered.map(|body| busy.guard(body)))
             }
         });
-        let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
+        let io = TokioIo::new(Noted { io: stream, notes: Arc::clone(&activity) });
         let connection = builder.serve_connection(io, service).into_owned();
         tokio::spawn(async move {
             tokio::pin!(connection);
@@ -428,68 +428,18 @@ impl Wake for OwnWakes {
 /// How an HTTP/2 connection opens (RFC 9113, section 3.4).
 const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0";
 
-/// The socket, noting each read and write in its [`Activity`].
-struct Tracked {
-    io: TcpStream,
-    activity: Arc<Activity>,
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            let activity = &self.activity;
-            if activity.reads.fetch_add(1, Ordering::Relaxed) == 0 {
-                let first = &buf.filled()[before..];
-                let http2 = first.len() >= HTTP2_PREFACE.len() && first.starts_with(HTTP2_PREFACE);
-                activity.http2.store(http2, Ordering::Relaxed);
-            }
-            activity.touch();
+/// A socket's reads and writes, noted in its [`Activity`].
+impl Notes<TcpStream> for Arc<Activity> {
+    fn read(&self, got: &[u8]) {
+        if self.reads.fetch_add(1, Ordering::Relaxed) == 0 {
+            let http2 = got.len() >= HTTP2_PREFACE.len() && got.starts_with(HTTP2_PREFACE);
+            self.http2.store(http2, Ordering::Relaxed);
         }
-        polled
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.io).poll_write(cx, data);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.wrote();
-        }
-        polled
+        self.touch();
     }
 
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        data: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, data);
-        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.wrote();
-        }
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+    fn wrote(&self) {
+        Activity::wrote(self);
     }
 }
 

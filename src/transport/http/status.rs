@@ -1,13 +1,13 @@
 //! Every HTTP status mcp-tape answers with is decided here, from what the
 //! engine said: an answer's [`Standing`] (the recording's own status, or
 //! what the request's era makes of a final error) and a refusal's
-//! [`Fault`] (by the side at fault and what went wrong). Neither the engine
+//! [`Unanswered`] (by the side at fault and what went wrong). Neither the engine
 //! nor the cassette names an HTTP status.
 
 use hyper::StatusCode;
 
 use crate::engine::Standing;
-use crate::error::Fault;
+use crate::error::Unanswered;
 use crate::jsonrpc::ErrorCode;
 use crate::mcp::{HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION};
 use crate::model::{Era, Status};
@@ -62,35 +62,35 @@ fn of_error(era: Era, code: ErrorCode) -> StatusCode {
 }
 
 /// The status a request that failed with `fault` gets.
-pub(super) fn of_fault(fault: &Fault) -> StatusCode {
+pub(super) fn of_fault(fault: &Unanswered) -> StatusCode {
     match fault {
-        Fault::Forbidden { .. } => StatusCode::FORBIDDEN,
-        Fault::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-        Fault::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        Fault::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-        Fault::BodyTooLarge { .. } | Fault::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-        Fault::BodyStalled { .. } | Fault::BodyTooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
-        Fault::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
-        Fault::UnknownSession => StatusCode::NOT_FOUND,
-        Fault::MissingSessionHeader
-        | Fault::MissingHost
-        | Fault::NotAPath
-        | Fault::BodyUnreadable(_)
-        | Fault::HeaderNotAscii(_)
-        | Fault::NotJson(_)
-        | Fault::NotJsonRpc(_)
-        | Fault::Stateless(_) => StatusCode::BAD_REQUEST,
-        Fault::Upstream(_) => StatusCode::BAD_GATEWAY,
-        Fault::NotStored => StatusCode::INSUFFICIENT_STORAGE,
-        Fault::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
-        Fault::Busy { .. } | Fault::Stopping { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Unanswered::Forbidden { .. } => StatusCode::FORBIDDEN,
+        Unanswered::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+        Unanswered::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        Unanswered::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+        Unanswered::BodyTooLarge { .. } | Unanswered::LineTooLong { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Unanswered::BodyStalled { .. } | Unanswered::BodyTooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+        Unanswered::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+        Unanswered::UnknownSession => StatusCode::NOT_FOUND,
+        Unanswered::MissingSessionHeader
+        | Unanswered::MissingHost
+        | Unanswered::NotAPath
+        | Unanswered::BodyUnreadable(_)
+        | Unanswered::HeaderNotAscii(_)
+        | Unanswered::NotJson(_)
+        | Unanswered::NotJsonRpc(_)
+        | Unanswered::Stateless(_) => StatusCode::BAD_REQUEST,
+        Unanswered::Upstream(_) => StatusCode::BAD_GATEWAY,
+        Unanswered::NotStored => StatusCode::INSUFFICIENT_STORAGE,
+        Unanswered::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
+        Unanswered::Busy { .. } | Unanswered::Stopping { .. } => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Fault, one_of_each_fault};
+    use crate::error::{Unanswered, one_of_each_fault};
 
     #[test]
     fn error_statuses_per_era() {
@@ -113,9 +113,9 @@ mod tests {
         for fault in one_of_each_fault() {
             let status = of_fault(&fault).as_u16();
             let class = match fault {
-                Fault::Upstream(_) => 502..503,
-                Fault::NotStored => 507..508,
-                Fault::NoFinalAnswer | Fault::Busy { .. } | Fault::Stopping { .. } => 500..504,
+                Unanswered::Upstream(_) => 502..503,
+                Unanswered::NotStored => 507..508,
+                Unanswered::NoFinalAnswer | Unanswered::Busy { .. } | Unanswered::Stopping { .. } => 500..504,
                 _ => 400..500,
             };
             assert!(class.contains(&status), "{fault:?} → {status}");

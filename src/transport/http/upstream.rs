@@ -19,12 +19,13 @@ use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, Uri};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::{Connected, Connection, HttpConnector};
-use hyper_util::rt::TokioExecutor;
+use hyper_util::client::legacy::connect::{Connected, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use super::arrival::Stamping;
+use super::noted::{Noted, Notes};
 use crate::config::Timeouts;
 use crate::error::{Error, UpstreamFailure};
 use crate::{redact, util};
@@ -312,12 +313,15 @@ struct Traffic {
 #[derive(Clone)]
 struct Tallying<C>(C);
 
+/// A connection (hyper's) that notes its [`Traffic`].
+type Tallied<T> = TokioIo<Noted<TokioIo<T>, Arc<Traffic>>>;
+
 impl<C> tower_service::Service<Uri> for Tallying<C>
 where
     C: tower_service::Service<Uri>,
     C::Future: Send + 'static,
 {
-    type Response = TalliedIo<C::Response>;
+    type Response = Tallied<C::Response>;
     type Error = C::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, C::Error>> + Send>>;
 
@@ -327,84 +331,33 @@ where
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let connecting = self.0.call(uri);
-        Box::pin(async move { Ok(TalliedIo { io: connecting.await?, traffic: Arc::default() }) })
+        Box::pin(async move {
+            let io = TokioIo::new(connecting.await?);
+            Ok(TokioIo::new(Noted { io, notes: Arc::default() }))
+        })
     }
 }
 
-/// A connection and its [`Traffic`], which it hands to hyper-util as an
-/// extra of its [`Connected`] (so an error carries it).
-struct TalliedIo<T> {
-    io: T,
-    traffic: Arc<Traffic>,
-}
-
-impl<T: Connection> Connection for TalliedIo<T> {
-    fn connected(&self) -> Connected {
-        self.io.connected().extra(Arc::clone(&self.traffic))
+/// A connection's reads and writes, noted in its [`Traffic`], which it
+/// hands to hyper-util as an extra of its [`Connected`] (so an error
+/// carries it).
+impl<T> Notes<T> for Arc<Traffic> {
+    /// The server spoke.
+    fn read(&self, _got: &[u8]) {
+        self.answered.store(true, Ordering::Relaxed);
+        self.writing.store(false, Ordering::Relaxed);
     }
-}
 
-impl<T> TalliedIo<T> {
-    /// A write: the first after the server last spoke begins a request.
-    fn writes(&self) {
-        if !self.traffic.writing.swap(true, Ordering::Relaxed) {
-            self.traffic.requests.fetch_add(1, Ordering::Relaxed);
-            self.traffic.answered.store(false, Ordering::Relaxed);
+    /// The first write after the server last spoke begins a request.
+    fn writing(&self) {
+        if !self.writing.swap(true, Ordering::Relaxed) {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            self.answered.store(false, Ordering::Relaxed);
         }
     }
-}
 
-impl<T: hyper::rt::Read + Unpin> hyper::rt::Read for TalliedIo<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        mut buf: hyper::rt::ReadBufCursor<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        // SAFETY: the inner read gets the unfilled part of `buf` to fill
-        // and says how much of it it filled; exactly that much is then
-        // marked filled in `buf`.
-        let mut inner = hyper::rt::ReadBuf::uninit(unsafe { buf.as_mut() });
-        let polled = Pin::new(&mut self.io).poll_read(cx, inner.unfilled());
-        let got = inner.filled().len();
-        if got > 0 {
-            self.traffic.answered.store(true, Ordering::Relaxed);
-            self.traffic.writing.store(false, Ordering::Relaxed);
-            // SAFETY: the inner read initialized the first `got` bytes of the unfilled part.
-            unsafe { buf.advance(got) };
-        }
-        polled
-    }
-}
-
-impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for TalliedIo<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.writes();
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        self.writes();
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+    fn connected(&self, connected: Connected) -> Connected {
+        connected.extra(Arc::clone(self))
     }
 }
 

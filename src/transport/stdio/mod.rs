@@ -33,7 +33,7 @@ use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::{
     Answer, Call, Engine, Facts, Failure, Flight, FromClient, Outcome, Outgoing, Policy, Step,
 };
-use crate::error::Fault;
+use crate::error::Unanswered;
 use crate::jsonrpc::{Message, Params, ParamsCache};
 use crate::limits::MAX_STDIO_LINE_BYTES;
 use crate::mcp;
@@ -374,7 +374,7 @@ impl Door {
     /// first piece (its id cannot be read), or, recording, passed to the
     /// child as it is.
     async fn overlong(&self, bytes: Vec<u8>, end: bool, stream: &mut Stream, writer: &mut ToClient) {
-        match self.engine.unread(Fault::LineTooLong { limit: MAX_STDIO_LINE_BYTES }.into()) {
+        match self.engine.unread(Unanswered::LineTooLong { limit: MAX_STDIO_LINE_BYTES }.into()) {
             Ok(link) => forward(link, Piece::Overlong { bytes, end }, None, writer).await,
             Err(error) => {
                 if !stream.refusing {
