@@ -307,27 +307,13 @@ impl<'a> Direct<'a> {
     /// Text from outside, its control characters escaped.
     pub fn push_outside(&mut self, text: &str) {
         // The usual short name is printable ASCII: seen so in one pass.
-        if is_printable_ascii(text.as_bytes()) {
+        if text.bytes().all(|b| matches!(b, b' '..=b'~')) {
             self.0.push_str(text);
         } else {
             // Writing to a String does not fail.
             let _ = Escaped(&mut *self.0).write_str(text);
         }
     }
-}
-
-/// Whether every byte of `bytes` is printable ASCII (`' '..='~'`), looked
-/// at eight bytes at a time.
-fn is_printable_ascii(bytes: &[u8]) -> bool {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    // A byte below ' ' borrows into its high bit; one of '\x7f' or above has it set, or gets it
-    // plus one. A borrow or carry reaches the next byte only from a byte found already.
-    let printable =
-        |word: u64| (word.wrapping_sub(ONES * 0x20) & !word | word | word.wrapping_add(ONES)) & HIGHS == 0;
-    let mut words = bytes.chunks_exact(8);
-    words.by_ref().all(|eight| printable(u64::from_le_bytes(eight.try_into().unwrap_or_default())))
-        && words.remainder().iter().all(|b| matches!(b, b' '..=b'~'))
 }
 
 /// Appends the line `write` makes at `level` to the sink
@@ -503,18 +489,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The look eight bytes at a time says what a look at each byte says.
-        #[test]
-        fn printable_ascii_is_found_as_a_bytewise_look_finds_it(
-            bytes in proptest::collection::vec(
-                proptest::prop_oneof![24 => 0x20u8..=0x7e, 1 => 0x1eu8..=0x21, 1 => 0x7eu8..=0x81, 1 => proptest::num::u8::ANY],
-                0..40,
-            )
-        ) {
-            let bytewise = bytes.iter().all(|b| matches!(b, b' '..=b'~'));
-            proptest::prop_assert_eq!(is_printable_ascii(&bytes), bytewise);
-        }
-
         /// A batch goes out whole and in order, each write whole lines, at most a
         /// piece long unless it is one line longer than that.
         #[test]

@@ -12,7 +12,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
@@ -147,7 +147,7 @@ fn events(
                 wire: None,
                 after: None,
             }
-            .boxed()
+            .into_body()
         }
         None => {
             let mut body = prefix;
@@ -216,7 +216,7 @@ pub(super) fn stream(
     let numbering = numbering.map(|n| Numbering { kept_in: Some(Arc::clone(streams)), ..n });
     let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
     let mut response =
-        Response::new(EventStream { emitted: stream, prefix, numbering, wire, after: None }.boxed());
+        Response::new(EventStream { emitted: stream, prefix, numbering, wire, after: None }.into_body());
     set_stream_headers(&mut response);
     response
 }
@@ -353,6 +353,20 @@ pub(super) fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed()
 }
 
+/// A body over a stream: the pieces `next` makes of `state` in turn, until
+/// it makes none.
+pub(super) fn streamed<S, F>(state: S, next: fn(S) -> F) -> Body
+where
+    S: Send + Sync + 'static,
+    F: Future<Output = Option<(Bytes, S)>> + Send + Sync + 'static,
+{
+    let pieces = futures_util::stream::unfold(state, move |state| {
+        let piece = next(state);
+        async move { piece.await.map(|(bytes, state)| (Ok(Frame::data(bytes)), state)) }
+    });
+    StreamBody::new(pieces).boxed()
+}
+
 /// `text` as a body. Fitted to its length first, so that `Bytes` takes its
 /// buffer as it is rather than allocating a shared count beside it. An SSE
 /// body uses at least half the room reserved for it, which mimalloc shrinks
@@ -393,47 +407,40 @@ struct EventStream {
     after: Option<(Option<oneshot::Receiver<()>>, VecDeque<String>)>,
 }
 
-impl hyper::body::Body for EventStream {
-    type Data = Bytes;
-    type Error = Infallible;
+impl EventStream {
+    /// This stream as a response body.
+    fn into_body(self) -> Body {
+        streamed(self, |mut events| async move {
+            let piece = events.next().await?;
+            Some((piece, events))
+        })
+    }
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = &mut *self;
-        if let Some(prefix) = this.prefix.take() {
-            return Poll::Ready(Some(Ok(Frame::data(prefix))));
+    /// Its next piece: the prefix, then each message an event (what
+    /// followed an answer once that answer has been written), each
+    /// keep-alive a comment; none once the re-enactment ends.
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(prefix) = self.prefix.take() {
+            return Some(prefix);
         }
         loop {
-            if let Some((waiting, messages)) = &mut this.after {
-                // What followed an answer waits until that answer has been written.
-                if let Some(answered) = waiting {
-                    let _ = ready!(Pin::new(answered).poll(cx));
-                    *waiting = None;
+            if let Some((waiting, messages)) = &mut self.after {
+                if let Some(answered) = waiting.take() {
+                    let _ = answered.await;
                 }
                 match messages.pop_front() {
-                    Some(json) => {
-                        let event = Numbering::event(&mut this.numbering, &json);
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(event)))));
-                    }
-                    None => this.after = None,
+                    Some(json) => return Some(Bytes::from(Numbering::event(&mut self.numbering, &json))),
+                    None => self.after = None,
                 }
             }
-            let bytes = match ready!(this.emitted.poll_recv(cx)) {
-                None => return Poll::Ready(None),
-                Some(Emit::Message(json)) => Bytes::from(Numbering::event(&mut this.numbering, &json)),
-                Some(Emit::KeepAlive) => Bytes::from_static(b": keep-alive\n\n"),
-                Some(Emit::Written(written)) => {
-                    when_written(this.wire.as_ref(), written);
-                    continue;
+            match self.emitted.recv().await? {
+                Emit::Message(json) => {
+                    return Some(Bytes::from(Numbering::event(&mut self.numbering, &json)));
                 }
-                Some(Emit::After { answered, messages }) => {
-                    this.after = Some((Some(answered), messages.into()));
-                    continue;
-                }
-            };
-            return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                Emit::KeepAlive => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                Emit::Written(written) => when_written(self.wire.as_ref(), written),
+                Emit::After { answered, messages } => self.after = Some((Some(answered), messages.into())),
+            }
         }
     }
 }

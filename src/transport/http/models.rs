@@ -10,14 +10,11 @@
 //! server used all the same undone), a stream as it arrives, its end once
 //! it is stored.
 
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
@@ -136,7 +133,7 @@ fn paced(events: Vec<ModelEvent>) -> Body {
             }
         }
     });
-    Fed(receiver).boxed()
+    fed(receiver)
 }
 
 /// An error in the shape OpenAI-compatible APIs give theirs.
@@ -312,7 +309,7 @@ fn relay_stream(
         let _ = flight.complete(status, &content_type, ModelAnswer::Events(capture.finish(started))).await;
         drop(sender);
     });
-    Fed(receiver).boxed()
+    fed(receiver)
 }
 
 /// A stream's events as they are found in its bytes.
@@ -360,18 +357,11 @@ fn event(raw: &[u8], started: Instant) -> ModelEvent {
 
 /// A body fed by a task, chunk by chunk; it ends when the task drops its
 /// sender.
-struct Fed(mpsc::Receiver<Bytes>);
-
-impl HttpBody for Fed {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|chunk| chunk.map(|bytes| Ok(Frame::data(bytes))))
-    }
+fn fed(chunks: mpsc::Receiver<Bytes>) -> Body {
+    frame::streamed(chunks, |mut chunks| async move {
+        let chunk = chunks.recv().await?;
+        Some((chunk, chunks))
+    })
 }
 
 #[cfg(test)]

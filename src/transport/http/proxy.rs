@@ -22,11 +22,8 @@
 //! mid-way ends cleanly for the client and stores nothing.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -108,7 +105,7 @@ impl Proxy {
         let mut relay = Relay::new(body, Some(self.upstream.timeouts().idle), None, arrival);
         relay.tap = Some(tap);
         relay.parking = Some(Arc::clone(&self.parked));
-        Ok(Response::from_parts(relay_head(head), relay.boxed()))
+        Ok(Response::from_parts(relay_head(head), relay.into_body()))
     }
 
     /// Forwards a POSTed message; with a flight, shows it the answer.
@@ -141,7 +138,7 @@ impl Proxy {
             let (head, body) = response.into_parts();
             let mut relay = Relay::new(body, Some(idle), Some(flight), arrival);
             relay.parking = Some(Arc::clone(&self.parked));
-            return Ok(Response::from_parts(relay_head(head), relay.boxed()));
+            return Ok(Response::from_parts(relay_head(head), relay.into_body()));
         }
         let (head, body) = response.into_parts();
         let (bytes, share) = read_whole(body, idle, &self.budget)
@@ -221,7 +218,7 @@ impl Proxy {
     /// [`Unanswered::Upstream`] when the upstream fails before answering.
     pub(super) async fn relay(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, RequestError> {
         let (head, body) = self.forward(parts, body).await?.into_parts();
-        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None, None).boxed()))
+        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None, None).into_body()))
     }
 
     /// Forwards a GET for the standalone stream and relays it as it
@@ -241,7 +238,7 @@ impl Proxy {
         let (head, body) = response.into_parts();
         let mut relay = Relay::new(body, None, None, arrival);
         relay.listen = Some((sse::Parser::default(), listener));
-        Ok(Response::from_parts(relay_head(head), relay.boxed()))
+        Ok(Response::from_parts(relay_head(head), relay.into_body()))
     }
 
     /// An answer that could not be read whole, as the fault it is.
@@ -523,59 +520,93 @@ impl Drop for Relay {
     }
 }
 
-impl HttpBody for Relay {
-    type Data = Bytes;
-    type Error = Infallible;
+/// What a relay waited for came first.
+enum Came {
+    /// The front of `waits` may go.
+    Waited,
+    /// The upstream's next frame, or its end.
+    Upstream(Option<Result<Frame<Bytes>, hyper::Error>>),
+    /// The upstream was silent past the idle limit.
+    Silent,
+}
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = &mut *self;
+impl Relay {
+    /// This relay as a response body.
+    fn into_body(self) -> Body {
+        frame::streamed(self, |mut relay| async move {
+            let piece = relay.next().await?;
+            Some((piece, relay))
+        })
+    }
+
+    /// The next bytes for the client: what is ready, the final event once
+    /// its commit resolves, what waited once its wait ends, else what the
+    /// upstream sends next; none once the upstream is done and nothing waits.
+    async fn next(&mut self) -> Option<Bytes> {
         loop {
-            if let Some(bytes) = this.ready.pop_front() {
+            if let Some(bytes) = self.ready.pop_front() {
                 if bytes.is_empty() {
                     continue;
                 }
-                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                return Some(bytes);
             }
-            if let Some((commit, held)) = &mut this.held {
-                let next = match ready!(Pin::new(commit).poll(cx)) {
+            if let Some((commit, held)) = &mut self.held {
+                let next = match commit.await {
                     Ok(()) => held.split().freeze(),
                     Err(instead) => Bytes::from(sse::message_event(&instead.body())),
                 };
-                this.ready.push_back(next);
-                this.held = None;
+                self.ready.push_back(next);
+                self.held = None;
                 continue;
             }
-            if let Some((wait, _)) = this.waits.front_mut()
-                && wait.as_mut().poll(cx).is_ready()
-            {
-                if let Some((_, waited)) = this.waits.pop_front() {
-                    this.ready.push_back(waited.freeze());
+            // Past the upstream's end only what waits is left.
+            if self.ended && self.waits.is_empty() {
+                return None;
+            }
+            let waits = &mut self.waits;
+            let front = async move {
+                match waits.front_mut() {
+                    Some((wait, _)) => wait.as_mut().await,
+                    None => std::future::pending().await,
                 }
-                continue;
-            }
-            if this.ended {
-                // Past the end only what waits is left; its wait wakes this.
-                return if this.waits.is_empty() { Poll::Ready(None) } else { Poll::Pending };
-            }
-            match Pin::new(&mut this.upstream).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    if let Some((limit, timer)) = &mut this.idle {
+            };
+            let came = if self.ended {
+                front.await;
+                Came::Waited
+            } else {
+                let idle = &mut self.idle;
+                let silent = async move {
+                    match idle {
+                        Some((_, timer)) => timer.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = front => Came::Waited,
+                    frame = self.upstream.frame() => Came::Upstream(frame),
+                    () = silent => Came::Silent,
+                }
+            };
+            match came {
+                Came::Waited => {
+                    if let Some((_, waited)) = self.waits.pop_front() {
+                        self.ready.push_back(waited.freeze());
+                    }
+                }
+                Came::Upstream(Some(Ok(frame))) => {
+                    if let Some((limit, timer)) = &mut self.idle {
                         timer.as_mut().reset(tokio::time::Instant::now() + *limit);
                     }
                     if let Ok(data) = frame.into_data() {
-                        this.on_data(data);
+                        self.on_data(data);
                     }
                 }
-                Poll::Ready(Some(Err(e))) => this.on_end(Some(format!("the upstream broke off: {e}"))),
-                Poll::Ready(None) => this.on_end(None),
-                Poll::Pending => {
-                    let Some((limit, timer)) = &mut this.idle else { return Poll::Pending };
-                    ready!(timer.as_mut().poll(cx));
-                    let why = format!("the upstream was silent for {limit:?}");
-                    this.on_end(Some(why));
+                Came::Upstream(Some(Err(e))) => self.on_end(Some(format!("the upstream broke off: {e}"))),
+                Came::Upstream(None) => self.on_end(None),
+                Came::Silent => {
+                    let limit = self.idle.as_ref().map(|(limit, _)| *limit).unwrap_or_default();
+                    self.on_end(Some(format!("the upstream was silent for {limit:?}")));
                 }
             }
         }
