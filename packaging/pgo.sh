@@ -50,10 +50,15 @@ case $host in *windows*) exe=mcp-tape.exe ;; esac
 raw=$root/target/pgo/raw
 rm -rf "$raw"
 echo "pgo: building mcp-tape instrumented ($host)" >&2
-RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=$root/target/pgo/generate \
+# mcp_tape_counting: the instrumented binary exits the ordinary way, so that its counts are written.
+RUSTFLAGS="-Cprofile-generate=$raw --cfg mcp_tape_counting" CARGO_TARGET_DIR=$root/target/pgo/generate \
     cargo build --release --locked --bin mcp-tape --target "$host"
 echo "pgo: running the workload (packaging/pgo.py, $rounds rounds)" >&2
 python3 packaging/pgo.py "target/pgo/generate/$host/release/$exe" --rounds "$rounds"
+if ! compgen -G "$raw/*.profraw" >/dev/null; then
+    echo "pgo: the workload left no counts in $raw (an instrumented mcp-tape writes them as it exits)" >&2
+    exit 1
+fi
 "$profdata" merge -o "$out" "$raw"
 echo "pgo: profile in $out" >&2
 
