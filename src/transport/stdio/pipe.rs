@@ -7,9 +7,9 @@
 //! tokio's stdout. The descriptor's flags are restored when the stream goes.
 //!
 //! Why the descriptors' own calls (`os::fd`): with stdin read on a thread
-//! of its own and tokio's stdout instead, `replay --stdio` served 7.1% of the messages per
-//! second it serves this way (`bench/compare.py`, one client keeping 32
-//! requests in flight, six rounds).
+//! of its own and tokio's stdout instead, `replay --stdio` served 7.1% of
+//! the messages per second it serves this way (`bench/compare.py`, one
+//! client keeping 32 requests in flight, six rounds).
 
 use std::io::Read;
 use std::pin::Pin;
