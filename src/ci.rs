@@ -23,13 +23,64 @@ pub const PLATFORM_VARIABLE: &str = "MCP_PLATFORM_ENDPOINT";
 /// its tree is ended.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
-/// How the command ended: its status, and the stop that interrupted the
-/// run, if one did (the run then ends with 128 + its number, whatever the
-/// status).
+/// How the command ended: its exit code, how it ended in words, and the
+/// stop that interrupted the run, if one did (the run then ends with 128 +
+/// its number, whatever the code).
 #[derive(Debug)]
 pub struct Ran {
-    pub status: ExitStatus,
+    pub code: u8,
+    pub ended: String,
     pub interrupted: Option<Stop>,
+}
+
+impl Ran {
+    fn exited(status: ExitStatus, interrupted: Option<Stop>) -> Ran {
+        Ran { code: crate::os::exit_code(status), ended: status.to_string(), interrupted }
+    }
+}
+
+/// The longest verdict line read: an exit code and a line end, with room to spare.
+const VERDICT_BYTES: usize = 64;
+
+/// Prints `url` on stdout, then waits for the verdict on stdin: its first
+/// line, an exit code (0-255; anything else, or the end of input before a
+/// line, is 1). A stop (as [`run`] listens for) ends the wait, interrupted.
+///
+/// # Errors
+///
+/// [`Error::Spawn`]: the URL could not be written.
+pub async fn verdict_on_stdin(url: &str) -> Result<Ran, Error> {
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+
+    let failed = |source| Error::Spawn { command: "--verdict-on-stdin".into(), source };
+    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit]);
+    writeln!(std::io::stdout().lock(), "{url}").and_then(|()| std::io::stdout().flush()).map_err(failed)?;
+    let mut stdin = crate::transport::stdio::stdin();
+    let mut line = Vec::with_capacity(VERDICT_BYTES);
+    let reading = async {
+        let mut piece = [0u8; VERDICT_BYTES];
+        while !line.contains(&b'\n') && line.len() < VERDICT_BYTES {
+            match stdin.read(&mut piece[..VERDICT_BYTES - line.len()]).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => line.extend_from_slice(&piece[..n]),
+            }
+        }
+    };
+    let interrupted = tokio::select! {
+        () = reading => None,
+        stop = stops.next() => Some(stop),
+    };
+    let verdict = line
+        .iter()
+        .position(|&b| b == b'\n')
+        .and_then(|end| std::str::from_utf8(&line[..end]).ok())
+        .and_then(|text| text.trim().parse::<u8>().ok());
+    let (code, ended) = match verdict {
+        Some(code) => (code, format!("verdict {code}")),
+        None => (1, "no verdict".to_owned()),
+    };
+    Ok(Ran { code, ended, interrupted })
 }
 
 /// Runs `command` with `url` in its environment until it exits, passing
@@ -88,5 +139,5 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
     {
         tracing::info!("{} left processes running; ended them", crate::util::printable(&shown));
     }
-    Ok(Ran { status, interrupted })
+    Ok(Ran::exited(status, interrupted))
 }

@@ -192,6 +192,26 @@ pub struct ModelUpstream {
 }
 
 /// `mcp-tape test`: the tape for the length of one command.
+/// What a `test` tape runs around: the run ends when it does, with its
+/// exit code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Around {
+    /// A command, program first.
+    Command(Vec<String>),
+    /// The verdict a test plugin writes on stdin (`--verdict-on-stdin`).
+    Verdict,
+}
+
+impl Around {
+    /// What the run is called in its log and its reports.
+    pub fn shown(&self) -> String {
+        match self {
+            Around::Command(command) => crate::util::printable(&command.join(" ")).into_owned(),
+            Around::Verdict => "the verdict on stdin".to_owned(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TestConfig {
     /// Replay: cassette files and directories; recording modes: the one
@@ -201,8 +221,8 @@ pub struct TestConfig {
     pub mode: TestMode,
     /// Required by every mode but `Replay`.
     pub upstream: Option<HttpUpstream>,
-    /// The command to run, program first.
-    pub command: Vec<String>,
+    /// What the tape serves for as long as it runs.
+    pub around: Around,
     /// Misses do not fail a run whose command passed.
     pub allow_misses: bool,
     pub on_miss: OnMiss,
@@ -355,5 +375,11 @@ impl Command {
     /// what a test waits for.
     pub fn is_test(&self) -> bool {
         matches!(self, Command::Test(_))
+    }
+
+    /// Whether this serves until it is stopped (`replay`, `record`), where
+    /// every other command ends when its work is done.
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, Command::Replay(_) | Command::Record(_))
     }
 }

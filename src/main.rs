@@ -38,8 +38,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if command.is_test() {
-        mcp_tape::os::no_huge_pages(); // before the runtime's threads make their first allocations
+    if command.is_daemon() {
+        // Huge pages pay for a process that serves long; every other run keeps small ones.
+        mcp_tape::os::allow_huge_pages();
     }
     // Log lines gather in one buffer that a writer thread empties in large
     // writes: a busy daemon pays for a copy per request, not a write to stderr

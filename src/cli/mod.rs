@@ -271,8 +271,14 @@ struct TestArgs {
     allow_misses: bool,
     #[command(flatten)]
     serve: ServeArgs,
+    /// No command: print the tape's URL on stdout, then end the run at the
+    /// first line of stdin, the verdict of the test it served as an exit
+    /// code (0 passed; anything else, or no line, failed). The test
+    /// plugins drive a tape for each test this way.
+    #[arg(long, conflicts_with = "command")]
+    verdict_on_stdin: bool,
     /// The command to run, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, required_unless_present = "verdict_on_stdin", value_name = "CMD")]
     command: Vec<String>,
 }
 

@@ -11,9 +11,10 @@ use super::{
     ReportArgs, RulesCommand, TOKEN_VARIABLE, TestArgs, TestModeArg, ToArg, UpstreamArgs, VerifyArgs,
 };
 use crate::config::{
-    Command, DEFAULT_IDLE_TIMEOUT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front, FrontDoor,
-    HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, ModelUpstream, PruneConfig, RecordConfig,
-    RecordMode, ReplayConfig, Reports, SuggestConfig, TestConfig, TestMode, Timeouts, Upstream, VerifyConfig,
+    Around, Command, DEFAULT_IDLE_TIMEOUT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, ModelUpstream, PruneConfig,
+    RecordConfig, RecordMode, ReplayConfig, Reports, SuggestConfig, TestConfig, TestMode, Timeouts, Upstream,
+    VerifyConfig,
 };
 use crate::error::Error;
 use crate::normalize::Normalization;
@@ -208,7 +209,10 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         front_door: listen.validate()?,
         mode,
         upstream,
-        command: args.command,
+        around: match args.verdict_on_stdin {
+            true => Around::Verdict,
+            false => Around::Command(args.command),
+        },
         allow_misses: args.allow_misses,
         on_miss: args.serve.on_miss.into(),
         pace: args.serve.pace.into(),

@@ -10,7 +10,7 @@ use super::{
     write_reports,
 };
 use crate::cassette::store::Cassette;
-use crate::config::{RecordMode, TestConfig, TestMode};
+use crate::config::{Around, RecordMode, TestConfig, TestMode};
 use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
@@ -78,12 +78,15 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         }
         (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
     };
-    announce(format!("test: tape at {url} ({what}); running {}", util::printable(&config.command.join(" "))));
+    announce(format!("test: tape at {url} ({what}); running {}", config.around.shown()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server::run(listener, Arc::clone(&app), async {
         let _ = stopped.await;
     }));
-    let ran = ci::run(&config.command, &url).await;
+    let ran = match &config.around {
+        Around::Command(command) => ci::run(command, &url).await,
+        Around::Verdict => ci::verdict_on_stdin(&url).await,
+    };
     tracing::debug!("test: the command has ended; the tape stops once the requests in flight are answered");
     let _ = stop.send(());
     let _ = serving.await;
@@ -99,7 +102,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
             return Err(error);
         }
     };
-    let mut code = crate::os::exit_code(ran.status);
+    let mut code = ran.code;
     if let Some(stop) = ran.interrupted {
         // An interrupted run did not pass, whatever the command made of the stop.
         code = (128 + stop.number()).clamp(1, 255) as u8;
@@ -144,18 +147,14 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     match ran.interrupted {
         Some(stop) => util::say(format_args!(
             "mcp-tape: {}; interrupted by signal {} ({}); exit {verdict}",
-            ran.status,
+            ran.ended,
             stop.number(),
             stop.name()
         )),
-        None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.status)),
+        None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.ended)),
     }
     write_reports(&report, &config.reports, verdict == 0)?;
-    let test = config
-        .reports
-        .title
-        .clone()
-        .unwrap_or_else(|| util::printable(&config.command.join(" ")).into_owned());
+    let test = config.reports.title.clone().unwrap_or_else(|| config.around.shown());
     report::github::tell(&report, &test, verdict == 0);
     // The reports are written: a test plugin reading this run's stdout to its end goes on now.
     crate::os::release_stdout();

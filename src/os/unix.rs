@@ -244,7 +244,8 @@ fn become_subreaper() {}
 
 /// The child gets SIGKILL when the thread that spawned it ends (the
 /// runtime's, which lives as long as mcp-tape); if mcp-tape died before
-/// that was set, the child exits at once.
+/// that was set, the child exits at once. It starts with the huge pages
+/// the machine gives any process, whatever mcp-tape's own.
 #[cfg(target_os = "linux")]
 fn die_with_parent(command: &mut tokio::process::Command) {
     let parent = std::process::id() as libc::pid_t;
@@ -258,6 +259,7 @@ fn die_with_parent(command: &mut tokio::process::Command) {
             if libc::getppid() != parent {
                 libc::_exit(1);
             }
+            set_huge_pages(true);
             Ok(())
         });
     }
@@ -512,21 +514,42 @@ pub fn release_stdout() {
     unsafe { libc::dup2(null.as_raw_fd(), 1) };
 }
 
-/// Gives this process no transparent huge pages from now on (Linux): the
-/// allocator asks for them, and each thread's first allocation then has
-/// the kernel clear a 2 MiB page, about a tenth of the work a short run
-/// (a tape for one test) does from start to end, for no gain in a run
-/// that short. Elsewhere, or refused, nothing changes.
+/// Runs before anything allocates (an init array entry with a priority runs
+/// ahead of every plain one, the allocator's own start among them): the
+/// process begins with no transparent huge pages. The allocator asks for
+/// them, and the first allocation of each thread, the main one's before
+/// `main`, then has the kernel clear a 2 MiB page: about a tenth of the CPU
+/// time a tape for one test takes from start to end, for no gain in a run
+/// that short. A daemon takes them back ([`allow_huge_pages`]). Every
+/// program that links this crate starts so (its tests, the fuzz targets).
 #[cfg(target_os = "linux")]
-pub fn no_huge_pages() {
-    // SAFETY: prctl(2) on this process; no memory is passed.
-    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) } == -1 {
-        tracing::debug!("transparent huge pages stay allowed: {}", io::Error::last_os_error());
-    }
+#[used]
+#[unsafe(link_section = ".init_array.00100")]
+static SMALL_PAGES_FIRST: extern "C" fn() = small_pages_first;
+
+#[cfg(target_os = "linux")]
+extern "C" fn small_pages_first() {
+    set_huge_pages(false);
+}
+
+/// Lets this process have transparent huge pages from now on (Linux): a
+/// daemon serves long enough for them to pay. Elsewhere nothing changes.
+#[cfg(target_os = "linux")]
+pub fn allow_huge_pages() {
+    set_huge_pages(true);
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn no_huge_pages() {}
+pub fn allow_huge_pages() {}
+
+/// PR_SET_THP_DISABLE, which children inherit; refused, nothing changes.
+#[cfg(target_os = "linux")]
+fn set_huge_pages(allowed: bool) {
+    // SAFETY: prctl(2) on this process; no memory is passed, nothing is
+    // allocated (this also runs before the allocator has started, and in a
+    // forked child before exec).
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(!allowed), 0, 0, 0) };
+}
 
 /// Whether `a` and `b` name one existing file (same device and inode,
 /// through links).

@@ -210,7 +210,7 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 pub fn release_stdout() {}
 
 /// Transparent huge pages are Linux's: nothing to do.
-pub fn no_huge_pages() {}
+pub fn allow_huge_pages() {}
 
 /// Ends the process with `code`, once what was printed to stdout is out.
 pub fn exit_now(code: u8) -> ! {

@@ -232,6 +232,76 @@ async fn the_commands_own_status_comes_back() {
     assert_eq!(both.status.code(), Some(4), "{}", both.stderr);
 }
 
+/// `mcp-tape test --verdict-on-stdin`, as the plugins run a tape for a test: the URL, a
+/// tape that serves until the verdict, and the verdict as the exit code.
+async fn tape_with_verdict(path: &Path, verdict: Option<&[u8]>) -> (Option<i32>, u16, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut tape = Command::new(BIN)
+        .args(["test", path.to_str().unwrap(), "--verdict-on-stdin"])
+        .env_remove("MCP_TAPE_MODE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(tape.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(PATIENCE, stdout.next_line()).await.expect("a URL").unwrap().unwrap();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let health = reqwest::get(format!("{url}/health")).await.unwrap().status().as_u16();
+    let mut stdin = tape.stdin.take().unwrap();
+    match verdict {
+        Some(verdict) => {
+            stdin.write_all(verdict).await.unwrap();
+            drop(stdin);
+        }
+        None => {
+            // stdin stays open until the tape has ended: its end would be a verdict of its own.
+            let pid = tape.id().unwrap().to_string();
+            assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        }
+    }
+    let status = tokio::time::timeout(PATIENCE, tape.wait()).await.expect("the tape ended").unwrap();
+    let mut stderr = String::new();
+    tape.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+    (status.code(), health, stderr)
+}
+
+#[tokio::test]
+async fn the_verdict_on_stdin_ends_the_run_with_its_exit_code() {
+    let (_cassettes, path) = mail_cassette();
+    let cases: [(Option<&[u8]>, i32, &str); 6] = [
+        (Some(b"0\n"), 0, "verdict 0; exit 0"),
+        (Some(b"1\n"), 1, "verdict 1; exit 1"),
+        (Some(b" 3 \nrest"), 3, "verdict 3; exit 3"),
+        (Some(b"passed\n"), 1, "no verdict; exit 1"),
+        (Some(b"0"), 1, "no verdict; exit 1"),
+        (None, 128 + 15, "no verdict; interrupted by signal 15"),
+    ];
+    for (verdict, code, said) in cases {
+        let (status, health, stderr) = tape_with_verdict(&path, verdict).await;
+        assert_eq!(health, 200, "the tape served while it waited: {stderr}");
+        assert_eq!(status, Some(code), "{verdict:?}: {stderr}");
+        assert!(stderr.contains(said), "{verdict:?}: {stderr}");
+        assert!(stderr.contains("running the verdict on stdin"), "{stderr}");
+    }
+}
+
+#[tokio::test]
+async fn the_command_starts_with_the_huge_pages_the_tape_keeps_from_itself() {
+    let (_cassettes, path) = mail_cassette();
+    // Linux's own word for the process: THP_enabled is 0 under PR_SET_THP_DISABLE.
+    let said = Command::new(BIN)
+        .args(["test", path.to_str().unwrap(), "--", "sh", "-c"])
+        .arg(r#"grep THP_enabled /proc/self/status; grep THP_enabled "/proc/$PPID/status""#)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&said.stdout);
+    let flags: Vec<&str> = stdout.lines().filter_map(|line| line.split_whitespace().nth(1)).collect();
+    assert_eq!(flags, ["1", "0"], "the command's, then the tape's: {stdout}");
+}
+
 #[tokio::test]
 async fn sigterm_is_passed_on_to_the_command() {
     let (_cassettes, path) = mail_cassette();
@@ -433,11 +503,8 @@ async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
             "all",
             "--upstream",
             &fixture.url(),
-            "--",
-            "sh",
-            "-c",
+            "--verdict-on-stdin",
         ])
-        .arg(r#"printf "%s\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}""#)
         .env("MCP_TAPE_LOG", "debug")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -56,8 +56,6 @@ export interface Tape {
 }
 
 export declare function binary(): string;
-/** The command a tape gives `mcp-tape test`: a shell program, or this Node's on Windows. */
-export declare function verdictCommand(windows?: boolean): string[];
 export declare function fileName(text: string): string;
 export declare function faultSpec(fault: string | Record<string, unknown>): string;
 export declare function missingPlatformPackage(name?: string): string;

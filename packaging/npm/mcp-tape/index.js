@@ -1,8 +1,8 @@
 // mcp-tape for Node: where the binary is, and a tape for the length of one
-// test. A tape wraps `mcp-tape test`, whose command is a tiny shell program that
-// prints the tape's URL and waits for the test's verdict on its standard
-// input, so modes, match rules, reports and "a failing test never changes
-// its cassette" are exactly those of `mcp-tape test`.
+// test. A tape is `mcp-tape test --verdict-on-stdin`, which prints the tape's
+// URL and waits for the test's verdict on its standard input, so modes, match
+// rules, reports and "a failing test never changes its cassette" are exactly
+// those of `mcp-tape test`.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import {
@@ -27,30 +27,6 @@ const VERSION = PACKAGE.version;
 
 // mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 export const MODES = ["replay", "missing", "all", "once", "none", "new_episodes"];
-
-// The command a tape runs under `mcp-tape test`: it prints the tape's URL, then
-// exits with the verdict's first line (1 if there is none). A POSIX shell where
-// there is one (it starts in a millisecond); on Windows, this Node.
-const WAIT_FOR_VERDICT_SH = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"';
-const WAIT_FOR_VERDICT_NODE = `
-process.stdout.write(process.env.MCP_TAPE_URL + "\\n");
-let text = "";
-const verdict = () => {
-  const line = text.split("\\n")[0].trim();
-  process.exit(/^[0-9]+$/.test(line) ? Number(line) : 1);
-};
-process.stdin.setEncoding("utf8");
-process.stdin.on("data", (piece) => {
-  text += piece;
-  if (text.includes("\\n")) verdict();
-});
-process.stdin.on("end", verdict);
-`;
-
-/** The command a tape gives `mcp-tape test`. */
-export function verdictCommand(windows = process.platform === "win32") {
-  return windows ? [process.execPath, "-e", WAIT_FOR_VERDICT_NODE] : ["sh", "-c", WAIT_FOR_VERDICT_SH];
-}
 
 /** The mcp-tape executable: $MCP_TAPE_BIN, else the one in this platform's package. */
 export function binary() {
@@ -268,7 +244,7 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
   if (onMiss) args.push("--on-miss", onMiss);
   if (title) args.push("--title", title);
   if (html) args.push("--html", page);
-  args.push("--", ...verdictCommand());
+  args.push("--verdict-on-stdin");
   const readLog = () => (existsSync(log) ? readFileSync(log, "utf8") : "");
   let taken = false;
   let serve;

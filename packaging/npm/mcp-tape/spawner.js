@@ -19,6 +19,8 @@ import { GITHUB_VARIABLES } from "./github.js";
 
 const tapes = new Map();
 const tell = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
+// The asker may be gone before its tapes are (a worker that exits): nobody is left to tell.
+process.stdout.on("error", () => {});
 // What a tape would tell GitHub would go to a pipe; the vitest helper tells it for each file.
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => !GITHUB_VARIABLES.includes(name)));
 

@@ -2,10 +2,10 @@
 
 The wheel carries the `mcp-tape` binary; `binary()` finds it. `Tape` runs one
 tape for the length of one test (what the pytest plugin does per test): it
-wraps `mcp-tape test`, whose command is a tiny shell (on Windows, Python)
-program that prints the tape's URL and then waits for the test's verdict on its
-standard input. So the modes, the rules file, the reports and "a failing test
-never changes its cassette" are exactly those of `mcp-tape test`.
+runs `mcp-tape test --verdict-on-stdin`, which prints the tape's URL and then
+waits for the test's verdict on its standard input. So the modes, the rules
+file, the reports and "a failing test never changes its cassette" are exactly
+those of `mcp-tape test`.
 """
 
 import atexit
@@ -23,25 +23,6 @@ __all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec", "model_url"]
 
 # mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 MODES = ("replay", "missing", "all", "once", "none", "new_episodes")
-
-# The command `mcp-tape test` runs for a Tape: tells the tape's URL, then waits
-# for the verdict (0 passed, 1 failed; end of input counts as failed). A POSIX
-# shell where there is one (it starts in a millisecond); on Windows, this Python.
-_WAIT_FOR_VERDICT_SH = 'printf "%s\\n" "$MCP_TAPE_URL"; read verdict; exit "${verdict:-1}"'
-_WAIT_FOR_VERDICT_PY = """
-import os, sys
-print(os.environ["MCP_TAPE_URL"], flush=True)
-verdict = sys.stdin.readline().strip()
-sys.exit(int(verdict) if verdict.isdigit() else 1)
-"""
-
-
-def _verdict_command(windows=os.name == "nt"):
-    """The command a Tape gives `mcp-tape test`."""
-    if windows:
-        return [sys.executable, "-I", "-S", "-c", _WAIT_FOR_VERDICT_PY]
-    return ["sh", "-c", _WAIT_FOR_VERDICT_SH]
-
 
 class TapeError(Exception):
     """The tape could not start, or stopped in a way that says nothing of the test."""
@@ -226,7 +207,7 @@ class Tape:
             command += ["--title", self.title]
         if self.html:
             command += ["--html", str(self._page)]
-        return [*command, "--", *_verdict_command()]
+        return [*command, "--verdict-on-stdin"]
 
     def spawn(self):
         """Starts the tape on a free loopback port, without waiting for it to serve (`start()` does)."""
