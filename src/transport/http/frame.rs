@@ -140,14 +140,13 @@ fn events(
                 kept.keep(messages.clone());
             }
             let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
-            EventStream {
+            streamed(EventStream {
                 emitted: reenact::reenact(messages, live, hold_open),
                 prefix,
                 numbering,
                 wire: None,
                 after: None,
-            }
-            .into_body()
+            })
         }
         None => {
             let mut body = prefix;
@@ -216,7 +215,7 @@ pub(super) fn stream(
     let numbering = numbering.map(|n| Numbering { kept_in: Some(Arc::clone(streams)), ..n });
     let prefix = (!prefix.is_empty()).then(|| Bytes::from(prefix));
     let mut response =
-        Response::new(EventStream { emitted: stream, prefix, numbering, wire, after: None }.into_body());
+        Response::new(streamed(EventStream { emitted: stream, prefix, numbering, wire, after: None }));
     set_stream_headers(&mut response);
     response
 }
@@ -353,16 +352,17 @@ pub(super) fn full(bytes: Bytes) -> Body {
     Full::new(bytes).boxed()
 }
 
-/// A body over a stream: the pieces `next` makes of `state` in turn, until
-/// it makes none.
-pub(super) fn streamed<S, F>(state: S, next: fn(S) -> F) -> Body
-where
-    S: Send + Sync + 'static,
-    F: Future<Output = Option<(Bytes, S)>> + Send + Sync + 'static,
-{
-    let pieces = futures_util::stream::unfold(state, move |state| {
-        let piece = next(state);
-        async move { piece.await.map(|(bytes, state)| (Ok(Frame::data(bytes)), state)) }
+/// What a streamed body is made of: its pieces in turn, until none.
+pub(super) trait Pieces: Send + Sync + 'static {
+    fn next(&mut self) -> impl Future<Output = Option<Bytes>> + Send + Sync;
+}
+
+/// A body over a stream: the pieces `source` makes in turn, until it makes
+/// none.
+pub(super) fn streamed(source: impl Pieces) -> Body {
+    let pieces = futures_util::stream::unfold(source, |mut source| async move {
+        let piece = source.next().await?;
+        Some((Ok(Frame::data(piece)), source))
     });
     StreamBody::new(pieces).boxed()
 }
@@ -407,15 +407,7 @@ struct EventStream {
     after: Option<(Option<oneshot::Receiver<()>>, VecDeque<String>)>,
 }
 
-impl EventStream {
-    /// This stream as a response body.
-    fn into_body(self) -> Body {
-        streamed(self, |mut events| async move {
-            let piece = events.next().await?;
-            Some((piece, events))
-        })
-    }
-
+impl Pieces for EventStream {
     /// Its next piece: the prefix, then each message an event (what
     /// followed an answer once that answer has been written), each
     /// keep-alive a comment; none once the re-enactment ends.

@@ -133,7 +133,7 @@ fn paced(events: Vec<ModelEvent>) -> Body {
             }
         }
     });
-    fed(receiver)
+    frame::streamed(Fed(receiver))
 }
 
 /// An error in the shape OpenAI-compatible APIs give theirs.
@@ -309,7 +309,7 @@ fn relay_stream(
         let _ = flight.complete(status, &content_type, ModelAnswer::Events(capture.finish(started))).await;
         drop(sender);
     });
-    fed(receiver)
+    frame::streamed(Fed(receiver))
 }
 
 /// A stream's events as they are found in its bytes.
@@ -357,11 +357,12 @@ fn event(raw: &[u8], started: Instant) -> ModelEvent {
 
 /// A body fed by a task, chunk by chunk; it ends when the task drops its
 /// sender.
-fn fed(chunks: mpsc::Receiver<Bytes>) -> Body {
-    frame::streamed(chunks, |mut chunks| async move {
-        let chunk = chunks.recv().await?;
-        Some((chunk, chunks))
-    })
+struct Fed(mpsc::Receiver<Bytes>);
+
+impl frame::Pieces for Fed {
+    async fn next(&mut self) -> Option<Bytes> {
+        self.0.recv().await
+    }
 }
 
 #[cfg(test)]

@@ -37,9 +37,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use super::arrival::Arrival;
+use super::frame::{self, Pieces};
 use super::holding::Holding;
 use super::upstream::{self, UpstreamClient};
-use super::{Body, frame, status};
+use super::{Body, status};
 use crate::agent365;
 use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
 use crate::error::{RequestError, Unanswered, UpstreamFailure};
@@ -105,7 +106,7 @@ impl Proxy {
         let mut relay = Relay::new(body, Some(self.upstream.timeouts().idle), None, arrival);
         relay.tap = Some(tap);
         relay.parking = Some(Arc::clone(&self.parked));
-        Ok(Response::from_parts(relay_head(head), relay.into_body()))
+        Ok(Response::from_parts(relay_head(head), frame::streamed(relay)))
     }
 
     /// Forwards a POSTed message; with a flight, shows it the answer.
@@ -138,7 +139,7 @@ impl Proxy {
             let (head, body) = response.into_parts();
             let mut relay = Relay::new(body, Some(idle), Some(flight), arrival);
             relay.parking = Some(Arc::clone(&self.parked));
-            return Ok(Response::from_parts(relay_head(head), relay.into_body()));
+            return Ok(Response::from_parts(relay_head(head), frame::streamed(relay)));
         }
         let (head, body) = response.into_parts();
         let (bytes, share) = read_whole(body, idle, &self.budget)
@@ -218,7 +219,7 @@ impl Proxy {
     /// [`Unanswered::Upstream`] when the upstream fails before answering.
     pub(super) async fn relay(&self, parts: &Parts, body: Bytes) -> Result<Response<Body>, RequestError> {
         let (head, body) = self.forward(parts, body).await?.into_parts();
-        Ok(Response::from_parts(relay_head(head), Relay::new(body, None, None, None).into_body()))
+        Ok(Response::from_parts(relay_head(head), frame::streamed(Relay::new(body, None, None, None))))
     }
 
     /// Forwards a GET for the standalone stream and relays it as it
@@ -238,7 +239,7 @@ impl Proxy {
         let (head, body) = response.into_parts();
         let mut relay = Relay::new(body, None, None, arrival);
         relay.listen = Some((sse::Parser::default(), listener));
-        Ok(Response::from_parts(relay_head(head), relay.into_body()))
+        Ok(Response::from_parts(relay_head(head), frame::streamed(relay)))
     }
 
     /// An answer that could not be read whole, as the fault it is.
@@ -526,19 +527,11 @@ enum Came {
     Waited,
     /// The upstream's next frame, or its end.
     Upstream(Option<Result<Frame<Bytes>, hyper::Error>>),
-    /// The upstream was silent past the idle limit.
-    Silent,
+    /// The upstream was silent past the idle limit, this long.
+    Silent(Duration),
 }
 
-impl Relay {
-    /// This relay as a response body.
-    fn into_body(self) -> Body {
-        frame::streamed(self, |mut relay| async move {
-            let piece = relay.next().await?;
-            Some((piece, relay))
-        })
-    }
-
+impl Pieces for Relay {
     /// The next bytes for the client: what is ready, the final event once
     /// its commit resolves, what waited once its wait ends, else what the
     /// upstream sends next; none once the upstream is done and nothing waits.
@@ -577,7 +570,10 @@ impl Relay {
                 let idle = &mut self.idle;
                 let silent = async move {
                     match idle {
-                        Some((_, timer)) => timer.as_mut().await,
+                        Some((limit, timer)) => {
+                            timer.as_mut().await;
+                            *limit
+                        }
                         None => std::future::pending().await,
                     }
                 };
@@ -585,7 +581,7 @@ impl Relay {
                     biased;
                     () = front => Came::Waited,
                     frame = self.upstream.frame() => Came::Upstream(frame),
-                    () = silent => Came::Silent,
+                    limit = silent => Came::Silent(limit),
                 }
             };
             match came {
@@ -604,10 +600,7 @@ impl Relay {
                 }
                 Came::Upstream(Some(Err(e))) => self.on_end(Some(format!("the upstream broke off: {e}"))),
                 Came::Upstream(None) => self.on_end(None),
-                Came::Silent => {
-                    let limit = self.idle.as_ref().map(|(limit, _)| *limit).unwrap_or_default();
-                    self.on_end(Some(format!("the upstream was silent for {limit:?}")));
-                }
+                Came::Silent(limit) => self.on_end(Some(format!("the upstream was silent for {limit:?}"))),
             }
         }
     }
