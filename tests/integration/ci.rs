@@ -232,19 +232,27 @@ async fn the_commands_own_status_comes_back() {
     assert_eq!(both.status.code(), Some(4), "{}", both.stderr);
 }
 
-/// `mcp-tape test --verdict-on-stdin`, as the plugins run a tape for a test: the URL, a
-/// tape that serves until the verdict, and the verdict as the exit code.
-async fn tape_with_verdict(path: &Path, verdict: Option<&[u8]>) -> (Option<i32>, u16, String) {
-    use tokio::io::AsyncWriteExt;
-    let mut tape = Command::new(BIN)
-        .args(["test", path.to_str().unwrap(), "--verdict-on-stdin"])
+/// `mcp-tape test ARGS --verdict-on-stdin`, as the plugins run a tape for a test, its three
+/// streams piped.
+fn verdict_tape(args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .arg("test")
+        .args(args)
+        .arg("--verdict-on-stdin")
         .env_remove("MCP_TAPE_MODE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        .kill_on_drop(true);
+    command
+}
+
+/// A tape for a test: the URL, a tape that serves until the verdict, and the verdict as the exit
+/// code (`None`: SIGTERM instead).
+async fn tape_with_verdict(path: &Path, verdict: Option<&[u8]>) -> (Option<i32>, u16, String) {
+    use tokio::io::AsyncWriteExt;
+    let mut tape = verdict_tape(&[path.to_str().unwrap()]).spawn().unwrap();
     let mut stdout = BufReader::new(tape.stdout.take().unwrap()).lines();
     let url = tokio::time::timeout(PATIENCE, stdout.next_line()).await.expect("a URL").unwrap().unwrap();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
@@ -485,8 +493,8 @@ async fn mode_all_replaces_the_cassette_only_when_the_command_passes() {
 }
 
 /// A tape stopped while its client is mid-request, the way the test
-/// plugins stop one (its command prints the URL, then waits for the
-/// verdict on stdin): the call in flight when the verdict came is answered
+/// plugins stop one (it prints the URL, then waits for the verdict on
+/// stdin): the call in flight when the verdict came is answered
 /// within the shutdown grace, and the cassette keeps it beside the call
 /// answered before.
 #[tokio::test]
@@ -495,21 +503,8 @@ async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
     let fixture = upstream::start().await;
     let cassettes = Cassettes::new();
     let path = cassettes.path().join("mid.sqlite");
-    let mut tape = Command::new(BIN)
-        .args([
-            "test",
-            path.to_str().unwrap(),
-            "--mode",
-            "all",
-            "--upstream",
-            &fixture.url(),
-            "--verdict-on-stdin",
-        ])
+    let mut tape = verdict_tape(&[path.to_str().unwrap(), "--mode", "all", "--upstream", &fixture.url()])
         .env("MCP_TAPE_LOG", "debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let url = BufReader::new(tape.stdout.take().unwrap()).lines().next_line().await.unwrap().unwrap();

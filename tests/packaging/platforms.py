@@ -6,7 +6,8 @@
 - the binaries that can run here (x86-64 musl natively, aarch64 under qemu-user-static, Windows
   under wine, given wine/bcryptprimitives.c: Windows 10 has that DLL, wine 8.0 does not) print the
   version, answer the demo cassette's recorded requests over HTTP and over
-  stdio with the same bytes as this machine's own binary;
+  stdio with the same bytes as this machine's own binary, and run a tape for a test to the verdict
+  written on its stdin;
 - the macOS binaries are Mach-O for the right processor and link only the system's libraries: they
   cannot run here.
 """
@@ -231,8 +232,20 @@ def version(command, env=None):
     return result.stdout.strip()
 
 
+def verdicts(command, env=None):
+    """A tape for a test as the plugins run one (`test --verdict-on-stdin`): for the verdicts 0 and 3
+    and none, whether it printed its URL, and its exit code."""
+    ended = []
+    for verdict in ("0\n", "3\n", ""):
+        result = subprocess.run([*command, "test", DEMO_SQLITE, "--verdict-on-stdin"], env=env, input=verdict,
+                                capture_output=True, text=True, timeout=120)
+        ended.append((result.stdout.startswith("http://127.0.0.1:"), result.returncode))
+    return ended
+
+
 def smoke(command, env=None):
-    """What one binary says: its version line, its answers over HTTP (each one 200) and over stdio."""
+    """What one binary says: its version line, its answers over HTTP (each one 200) and over stdio, and
+    how a tape for a test ends."""
     said = {"version": version(command, env)}
     assert re.fullmatch(r"mcp-tape \d+\.\d+\.\d+", said["version"]), said["version"]
     said["http"] = answers_over_http(command)
@@ -243,6 +256,8 @@ def smoke(command, env=None):
     answered = {reply.get("id") for reply in replies if "result" in reply}
     asked = {json.loads(line).get("id") for line in stdio_lines().splitlines()} - {None}
     assert answered == asked, (sorted(asked), replies[:3])
+    said["verdicts"] = verdicts(command, env)
+    assert said["verdicts"] == [(True, 0), (True, 3), (True, 1)], said["verdicts"]
     return said
 
 
@@ -284,7 +299,7 @@ def check_all(args, work, checks):
 
     checks.run("platforms: linux-x64: its packages hold one binary, needing glibc 2.17 at most; it answers each "
                "stateless request of the demo over HTTP, and each request of the mailbox's session over stdio "
-               "(what the other platforms' binaries must answer)", host_answers)
+               "(what the other platforms' binaries must answer), and a tape for a test ends with its verdict", host_answers)
 
     def profile_workload_runs():
         assert HOST.name in binaries, "the package is missing (above)"
@@ -327,12 +342,13 @@ def check_all(args, work, checks):
                                              for a, b in zip(http, expected["http"]) if a != b]
             stdio = answers_over_stdio(command, env)
             assert stdio == expected["stdio"], (stdio[:400], expected["stdio"][:400])
+            assert verdicts(command, env) == expected["verdicts"]
 
         how = {"linux-x64-musl": "here, with no C library beside it",
                "win32-x64": "under wine (with a stand-in for Windows 10's bcryptprimitives.dll)"}.get(
             platform.name, "under qemu-user-static")
         checks.run(f"platforms: {platform.name} {how}: --version, the demo over HTTP and over stdio, "
-                   "byte for byte as this machine's binary", answers)
+                   "byte for byte as this machine's binary, and a tape for a test's verdicts", answers)
 
     def resolver_names_each_package():
         tarball = sorted(Path(args.dist).glob("mcp-tape-[0-9]*.tgz"))
