@@ -4,7 +4,9 @@
 //! passes on, and nothing else does), never outliving mcp-tape: when it
 //! exits, what it left running is ended ([`Tree::end`]); a stop is passed
 //! on, and a command still running [`INTERRUPT_GRACE`] later, or at a
-//! second stop, is ended (SIGKILL).
+//! second stop, is ended (SIGKILL). Or no command: a test plugin's tape for
+//! one test, which prints its URL and ends at the verdict the plugin
+//! writes on its stdin ([`verdict_on_stdin`]).
 
 use std::process::ExitStatus;
 use std::time::Duration;
