@@ -21,6 +21,11 @@ pub const URL_VARIABLE: &str = "MCP_TAPE_URL";
 /// too, so they use it with no code change.
 pub const PLATFORM_VARIABLE: &str = "MCP_PLATFORM_ENDPOINT";
 
+/// The stops a run listens for: every one, since one not listened for ends
+/// mcp-tape with its default action (SIGHUP: at once, its recording's files left behind), or,
+/// listened for elsewhere, not at all (SIGQUIT).
+const STOPS: [Stop; 4] = [Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit];
+
 /// After a stop is passed on, how long the command gets to exit before
 /// its tree is ended.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -53,24 +58,15 @@ const VERDICT_BYTES: usize = 64;
 /// [`Error::Spawn`]: the URL could not be written.
 pub async fn verdict_on_stdin(url: &str) -> Result<Ran, Error> {
     use std::io::Write;
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
     let failed = |source| Error::Spawn { command: "--verdict-on-stdin".into(), source };
-    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit]);
+    let mut stops = Stops::listen(&STOPS);
     writeln!(std::io::stdout().lock(), "{url}").and_then(|()| std::io::stdout().flush()).map_err(failed)?;
-    let mut stdin = crate::transport::stdio::stdin();
+    let mut stdin = BufReader::new(crate::transport::stdio::stdin().take(VERDICT_BYTES as u64));
     let mut line = Vec::with_capacity(VERDICT_BYTES);
-    let reading = async {
-        let mut piece = [0u8; VERDICT_BYTES];
-        while !line.contains(&b'\n') && line.len() < VERDICT_BYTES {
-            match stdin.read(&mut piece[..VERDICT_BYTES - line.len()]).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => line.extend_from_slice(&piece[..n]),
-            }
-        }
-    };
     let interrupted = tokio::select! {
-        () = reading => None,
+        _ = stdin.read_until(b'\n', &mut line) => None,
         stop = stops.next() => Some(stop),
     };
     let verdict = line
@@ -102,9 +98,7 @@ pub async fn run(command: &[String], url: &str) -> Result<Ran, Error> {
     };
     let mut spawning = tokio::process::Command::new(program);
     spawning.args(arguments).env(URL_VARIABLE, url).env(PLATFORM_VARIABLE, url).kill_on_drop(true);
-    // Every stop: one not listened for ends mcp-tape with its default action (SIGHUP: at once,
-    // its recording's files left behind), or, listened for elsewhere, not at all (SIGQUIT).
-    let mut stops = Stops::listen(&[Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit]);
+    let mut stops = Stops::listen(&STOPS);
     let (mut process, tree) = Tree::spawn(&mut spawning).map_err(failed)?;
     if let Some(tree) = &tree {
         tree.give_terminal();

@@ -191,10 +191,9 @@ pub struct ModelUpstream {
     pub url: String,
 }
 
-/// `mcp-tape test`: the tape for the length of one command.
 /// What a `test` tape runs around: the run ends when it does, with its
 /// exit code.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Around {
     /// A command, program first.
     Command(Vec<String>),
@@ -212,6 +211,7 @@ impl Around {
     }
 }
 
+/// `mcp-tape test`: the tape for the length of one command.
 #[derive(Clone, Debug)]
 pub struct TestConfig {
     /// Replay: cassette files and directories; recording modes: the one
