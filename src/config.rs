@@ -377,6 +377,20 @@ impl Command {
         matches!(self, Command::Test(_))
     }
 
+    /// Whether one thread does all its async work, with no hand-offs
+    /// between threads. A stdio command serves one client on one stream;
+    /// a tape for a test ([`Command::is_test`]) serves a test's few
+    /// requests and has no threads to start. `record` hears its clients in
+    /// the order their bytes arrived: a runtime of several threads runs
+    /// the task it woke last first, so of two requests that arrived
+    /// together (a client's GET stream and its POST, sent at once on a busy
+    /// machine) it would forward the later first, and the upstream would
+    /// hear them in an order the client did not send. Recording is bound
+    /// by its upstream and its cassette writer's thread, not by this one.
+    pub fn runs_on_one_thread(&self) -> bool {
+        self.is_stdio() || self.is_test() || matches!(self, Command::Record(_))
+    }
+
     /// Whether this serves until it is stopped (`replay`, `record`), where
     /// every other command ends when its work is done.
     pub fn is_daemon(&self) -> bool {

@@ -18,10 +18,8 @@ use mcp_tape::cli::Cli;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The async runtime. A stdio command serves one client on one stream,
-/// and a tape for a test (`test`) a test's few requests: one thread does it
-/// all, with no hand-offs between threads and no threads to start (a
-/// test waits for its tape to start); a daemon uses every core.
+/// The async runtime: one thread for a command that runs on one
+/// ([`mcp_tape::config::Command::runs_on_one_thread`]), else a thread a core.
 fn runtime(one_thread: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = match one_thread {
         true => tokio::runtime::Builder::new_current_thread(),
@@ -66,7 +64,7 @@ fn main() -> ExitCode {
     let request_lines =
         tracing::enabled!(target: mcp_tape::transport::http::REQUEST_LINES, tracing::Level::INFO);
     mcp_tape::logging::write_directly_to(writer, ansi, request_lines);
-    let runtime = match runtime(command.is_stdio() || command.is_test()) {
+    let runtime = match runtime(command.runs_on_one_thread()) {
         Ok(runtime) => runtime,
         Err(e) => {
             mcp_tape::util::say(format_args!("mcp-tape: cannot start the async runtime: {e}"));

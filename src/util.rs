@@ -157,8 +157,8 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// (`block_in_place`), so other clients' answers do not wait for it, and
 /// such pieces of work run one fewer at once than there are cores (the
 /// rest wait their turn), so those answers keep a core; on a
-/// current-thread runtime (stdio serves one client) or none, it runs as it
-/// is.
+/// current-thread runtime (stdio, a test's tape and `record`: see
+/// `Command::runs_on_one_thread`) or none, it runs as it is.
 pub fn off_the_workers<T>(work: impl FnOnce() -> T) -> T {
     /// The long pieces of work under way.
     static LONG: Gate = Gate::new();

@@ -572,6 +572,60 @@ async fn a_reply_after_its_exchange_ended_is_forwarded_and_logged() {
     assert!(log.contains("recorded 1 exchange"), "{log}");
 }
 
+/// A client's POST and its GET stream, sent at once on two connections,
+/// reach the upstream in the order they reached the recorder, also when
+/// one wake-up finds both waiting (a busy machine held the recorder back:
+/// here it is stopped while they arrive). A recorder on several threads
+/// ran the task woken last first, and the GET went upstream first.
+#[tokio::test]
+async fn requests_that_arrive_together_reach_the_upstream_in_their_order() {
+    use hyper::Method;
+    use tokio::io::AsyncWriteExt;
+    const ROUNDS: usize = 8;
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = Daemon::record(&upstream.url(), dir.path()).await;
+    let address = daemon.url.trim_start_matches("http://").to_owned();
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let post = format!(
+        "POST /agents/servers/mcp_MailTools HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-session-id: upstream-session-1\r\n\
+         authorization: Bearer {}\r\ncontent-length: {}\r\n\r\n{notification}",
+        crate::upstream::TOKEN,
+        notification.len()
+    );
+    let get = format!(
+        "GET /agents/servers/mcp_MailTools HTTP/1.1\r\nhost: {address}\r\naccept: text/event-stream\r\n\
+         mcp-session-id: upstream-session-1\r\n\r\n"
+    );
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill").args([name, &daemon.pid().to_string()]).status();
+        assert!(sent.unwrap().success());
+    };
+    for round in 0..ROUNDS {
+        let mut first = tokio::net::TcpStream::connect(&address).await.unwrap();
+        let mut second = tokio::net::TcpStream::connect(&address).await.unwrap();
+        signal("-STOP");
+        first.write_all(post.as_bytes()).await.unwrap();
+        second.write_all(get.as_bytes()).await.unwrap();
+        signal("-CONT");
+        let heard = tokio::time::timeout(PATIENCE, async {
+            loop {
+                let arrived = upstream.state.arrived().notified();
+                tokio::pin!(arrived);
+                arrived.as_mut().enable();
+                if upstream.state.seen.lock().unwrap().len() == 2 * (round + 1) {
+                    break upstream.state.heads.lock().unwrap().clone();
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .expect("the upstream did not hear both requests");
+        assert_eq!(heard[2 * round..], [Method::POST, Method::GET], "round {round}");
+    }
+}
+
 /// On a full disk, record once answered clients 200 for exchanges it could
 /// not store. Here the cassette directory is a 192 KiB tmpfs in the
 /// recorder's own mount namespace; every answer a client got must be in the

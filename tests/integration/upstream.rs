@@ -41,6 +41,9 @@ pub struct Seen {
 #[derive(Default)]
 pub struct State {
     pub seen: Mutex<Vec<Seen>>,
+    /// Each request's method as its head arrived (before its body is read:
+    /// the order in which requests reached the server).
+    pub heads: Mutex<Vec<hyper::Method>>,
     /// Told each time a request is seen.
     arrived: Notify,
     /// Released by a test to let the `gated` tool finish (or `break` break).
@@ -71,6 +74,11 @@ impl State {
             }
             arrived.await;
         }
+    }
+
+    /// Told each time a request is seen.
+    pub fn arrived(&self) -> &Notify {
+        &self.arrived
     }
 
     /// Ends the bodies kept open (cut short of what they announced).
@@ -252,6 +260,7 @@ fn agent365_service(parts: &hyper::http::request::Parts, body: &Value, auth: &st
 
 async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
+    state.heads.lock().unwrap().push(parts.method.clone());
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     state.seen.lock().unwrap().push(Seen {
