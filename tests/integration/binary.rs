@@ -86,11 +86,16 @@ impl Daemon {
         self.child.id().unwrap()
     }
 
-    /// Sends `signal` and returns the exit status and everything it logged.
-    pub async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
+    /// Sends `signal` (a name, as `kill` takes it: `TERM`, `STOP`).
+    pub fn signal(&self, signal: &str) {
         let pid = self.child.id().unwrap().to_string();
         let sent = std::process::Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
         assert!(sent.success());
+    }
+
+    /// Sends `signal` and returns the exit status and everything it logged.
+    pub async fn stop(mut self, signal: &str) -> (ExitStatus, String) {
+        self.signal(signal);
         let status =
             tokio::time::timeout(PATIENCE, self.child.wait()).await.expect("no exit in time").unwrap();
         (status, self.log.await.unwrap())
@@ -598,30 +603,17 @@ async fn requests_that_arrive_together_reach_the_upstream_in_their_order() {
         "GET /agents/servers/mcp_MailTools HTTP/1.1\r\nhost: {address}\r\naccept: text/event-stream\r\n\
          mcp-session-id: upstream-session-1\r\n\r\n"
     );
-    let signal = |name: &str| {
-        let sent = std::process::Command::new("kill").args([name, &daemon.pid().to_string()]).status();
-        assert!(sent.unwrap().success());
-    };
     for round in 0..ROUNDS {
         let mut first = tokio::net::TcpStream::connect(&address).await.unwrap();
         let mut second = tokio::net::TcpStream::connect(&address).await.unwrap();
-        signal("-STOP");
+        daemon.signal("STOP");
         first.write_all(post.as_bytes()).await.unwrap();
         second.write_all(get.as_bytes()).await.unwrap();
-        signal("-CONT");
-        let heard = tokio::time::timeout(PATIENCE, async {
-            loop {
-                let arrived = upstream.state.arrived().notified();
-                tokio::pin!(arrived);
-                arrived.as_mut().enable();
-                if upstream.state.seen.lock().unwrap().len() == 2 * (round + 1) {
-                    break upstream.state.heads.lock().unwrap().clone();
-                }
-                arrived.await;
-            }
-        })
-        .await
-        .expect("the upstream did not hear both requests");
+        daemon.signal("CONT");
+        tokio::time::timeout(PATIENCE, upstream.state.until_seen(2 * (round + 1)))
+            .await
+            .expect("the upstream did not hear both requests");
+        let heard = upstream.state.heads.lock().unwrap().clone();
         assert_eq!(heard[2 * round..], [Method::POST, Method::GET], "round {round}");
     }
 }

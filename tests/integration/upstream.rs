@@ -65,20 +65,25 @@ impl State {
 
     /// Returns once a request of `method` has been seen.
     pub async fn until_called(&self, method: &str) {
+        self.until(|state| state.calls(method) > 0).await;
+    }
+
+    /// Returns once `count` requests have been seen.
+    pub async fn until_seen(&self, count: usize) {
+        self.until(|state| state.seen.lock().unwrap().len() >= count).await;
+    }
+
+    /// Returns once `done` holds, looked at each time a request is seen.
+    async fn until(&self, done: impl Fn(&State) -> bool) {
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
-            if self.calls(method) > 0 {
+            if done(self) {
                 return;
             }
             arrived.await;
         }
-    }
-
-    /// Told each time a request is seen.
-    pub fn arrived(&self) -> &Notify {
-        &self.arrived
     }
 
     /// Ends the bodies kept open (cut short of what they announced).
