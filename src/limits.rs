@@ -84,6 +84,14 @@ pub const MAX_SSE_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// Enforced in [`crate::engine::record`].
 pub const MAX_TRACKED_SESSIONS: usize = 10_000;
 
+/// What the server in one tracked session saw last, kept per session: the
+/// exchanges (and client notifications) a message it says on its own can
+/// follow. One heard late may have arrived before the latest of them was
+/// sent on; it follows the one sent before it arrived.
+///
+/// Enforced in [`crate::engine::record`].
+pub const MAX_SPOTS_PER_SESSION: usize = 8;
+
 /// Messages a replay session holds for its GET stream while none is open
 /// (or the open one is not keeping up) at most; past it the oldest go.
 ///

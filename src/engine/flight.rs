@@ -572,6 +572,53 @@ mod tests {
         assert_eq!((count("exchange"), count("aside")), (CALLS, CALLS));
     }
 
+    /// A log message the server wrote just after `resources/unsubscribe`'s
+    /// answer, on the GET stream, is heard only once the client's next
+    /// request (`ping`) has been sent on: it still follows `unsubscribe`,
+    /// which the client has, and is relayed at once. Heard as `ping`'s, it
+    /// was held for `ping`'s answer and reached the client after it (issue
+    /// 74's "stream order: through record" failure on a busy machine).
+    #[tokio::test]
+    async fn a_message_heard_after_the_next_request_went_follows_the_exchange_it_arrived_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late.sqlite");
+        let writer = Writer::start(Cassette::open(&path).unwrap()).unwrap();
+        let recorder = Recorder::new(writer.handle(), Rules::default(), "test");
+        let facts = Facts::default();
+        let send = |n: i64, method| {
+            let id = RequestId::from_value(&json!(n)).unwrap();
+            let (server, era, session) = ("mcp_A", Era::Handshake, Some("s"));
+            recorder.flight(&Call { server, era, session, id: &id, method, params: None, facts: &facts })
+        };
+
+        let unsubscribe = send(1, "resources/unsubscribe");
+        let progress = lock(&unsubscribe.capture).as_ref().map(|c| AnswerProgress::clone(&c.answer)).unwrap();
+        let held =
+            unsubscribe.complete(AsWritten::from(json!({"jsonrpc": "2.0", "id": 1, "result": {}})), None);
+        held.await.unwrap();
+        answer_written(&progress);
+        let log_arrived = Arrived::now();
+        let ping = send(2, "ping");
+
+        let log =
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "unsubscribed"}});
+        let listener = recorder.listener(Some("s"));
+        assert!(listener.heard(&log.to_string(), Some(log_arrived)).is_none(), "held for ping's answer");
+        ping.complete(AsWritten::from(json!({"jsonrpc": "2.0", "id": 2, "result": {}})), None).await.unwrap();
+        drop((listener, recorder));
+        writer.finish();
+
+        let stored = rusqlite::Connection::open(&path).unwrap();
+        let follows: Vec<(String, bool)> = stored
+            .prepare("SELECT e.method, a.in_flight FROM aside a JOIN exchange e ON e.id = a.exchange_id")
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(follows, [("resources/unsubscribe".to_owned(), false)]);
+    }
+
     fn futures_poll(wait: &mut Wait) -> Poll<()> {
         let waker = std::task::Waker::noop();
         wait.as_mut().poll(&mut Context::from_waker(waker))

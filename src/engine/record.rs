@@ -18,7 +18,9 @@
 //! ([`Recorder::tie_reply`]) joins that exchange. What the server says
 //! while none of its session's requests is waiting (or, in the stateless
 //! era, a change notification on a `subscriptions/listen` stream) is an
-//! aside of the exchange it had seen last (`Recorder::aside`). An answer that ends
+//! aside of the exchange it had seen last when the message arrived
+//! (`Recorder::aside`): a stream read late does not move it after a
+//! request sent on since. An answer that ends
 //! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
 //! nothing. Before anything is stored, it is normalized and scrubbed: body
 //! redaction, and every credential the request carried (headers, values
@@ -34,7 +36,7 @@
 //! [`Flight::complete`]: super::flight::Flight::complete
 //! [`Flight::observe`]: super::flight::Flight::observe
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -48,7 +50,9 @@ use super::models::{ModelCall, ModelFlight};
 use super::{Call, Outcome};
 use crate::cassette::store::{Tag, WriterHandle};
 use crate::jsonrpc::RequestId;
-use crate::limits::{MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_TRACKED_SESSIONS};
+use crate::limits::{
+    MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_SPOTS_PER_SESSION, MAX_TRACKED_SESSIONS,
+};
 use crate::mcp;
 use crate::model::{
     Aside, Channel, Direction, Exchange, Provenance, RawExchange, RecordedMessage, Status, StreamShape,
@@ -165,7 +169,7 @@ pub struct Recorder {
     /// The protocol version each upstream session negotiated.
     versions: Arc<Mutex<HashMap<String, String>>>,
     /// Per session, where what the server says on its own goes.
-    said: Arc<Mutex<HashMap<String, Spot>>>,
+    said: Arc<Mutex<HashMap<String, Seen>>>,
     /// The next exchange's tag.
     tags: Arc<AtomicU64>,
     /// What each stored exchange says it was recorded from.
@@ -196,6 +200,33 @@ pub(super) struct Capture {
     /// The request carried more credential values than are scrubbed
     /// ([`MAX_SECRETS_PER_EXCHANGE`]): how many; the exchange is not stored.
     too_many_secrets: Option<usize>,
+}
+
+/// What the server in one session has seen, oldest first: each exchange
+/// (and client notification after one) from when it was sent on.
+#[derive(Default)]
+struct Seen(VecDeque<(Arrived, Spot)>);
+
+impl Seen {
+    fn push(&mut self, from: Arrived, spot: Spot) {
+        if self.0.len() == MAX_SPOTS_PER_SESSION {
+            self.0.pop_front();
+        }
+        self.0.push_back((from, spot));
+    }
+
+    fn latest(&self) -> Option<&Spot> {
+        self.0.back().map(|(_, spot)| spot)
+    }
+
+    /// Where a message that arrived at `arrived` goes: after what was sent
+    /// on last before it arrived. The server cannot have said it after
+    /// something sent on later, though it may be heard after that was
+    /// (its stream read late). Older than all kept: after the oldest.
+    fn before(&self, arrived: Arrived) -> Option<&Spot> {
+        let sent_before = self.0.iter().rev().find(|(from, _)| *from <= arrived);
+        sent_before.or(self.0.front()).map(|(_, spot)| spot)
+    }
 }
 
 impl Capture {
@@ -263,32 +294,31 @@ impl Recorder {
         &self.ledger
     }
 
-    /// `spot` is what the server in `session` has seen last.
+    /// `spot` is what the server in `session` has seen last, from now.
     pub(super) fn saw(&self, session: Option<&str>, spot: Spot) {
         let session = session.unwrap_or_default();
         let mut said = lock(&self.said);
-        if let Some(last) = said.get_mut(session) {
-            *last = spot;
-            return;
-        }
-        if said.len() >= MAX_TRACKED_SESSIONS {
+        if !said.contains_key(session) && said.len() >= MAX_TRACKED_SESSIONS {
             said.clear();
         }
-        said.insert(session.to_owned(), spot);
+        said.entry(session.to_owned()).or_default().push(Arrived::now(), spot);
     }
 
     /// The client sent the notification `method` in `session`: what the
     /// server says on its own from now on follows it.
     pub fn notified(&self, session: Option<&str>, method: &str) {
-        if let Some(spot) = lock(&self.said).get_mut(session.unwrap_or_default()) {
+        let mut said = lock(&self.said);
+        let Some(seen) = said.get_mut(session.unwrap_or_default()) else { return };
+        if let Some(mut spot) = seen.latest().cloned() {
             spot.after = Some(method.to_owned());
             spot.since = Instant::now();
+            seen.push(Arrived::now(), spot);
         }
     }
 
     /// The server in `session` said `body` on its own (on `channel`), and it
     /// arrived at `arrived`: it is stored after what the server had seen
-    /// last there, and a request among them waits for the client's reply to
+    /// last there when it arrived, and a request among them waits for the client's reply to
     /// join it. Before any exchange it follows none and is not stored.
     /// Returns the answer of the exchange it follows.
     pub(super) fn aside(
@@ -298,7 +328,8 @@ impl Recorder {
         said: AsWritten,
         arrived: Arrived,
     ) -> Option<AnswerProgress> {
-        let spot = lock(&self.said).get(session.unwrap_or_default()).cloned();
+        let spot =
+            lock(&self.said).get(session.unwrap_or_default()).and_then(|seen| seen.before(arrived)).cloned();
         let Some(spot) = spot else {
             let what = said.body.get("method").and_then(Value::as_str).unwrap_or("a message");
             tracing::debug!(
