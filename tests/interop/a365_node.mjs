@@ -12,7 +12,7 @@
 //   CALLS  JSON: [[server, tool, arguments], ...] to call on every flow
 // Prints the transcript as JSON; exits non-zero when a step fails.
 import { createRequire } from "node:module";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import assert from "node:assert/strict";
@@ -34,6 +34,7 @@ process.env.MCP_PLATFORM_ENDPOINT = base;
 process.env.BEARER_TOKEN = token;
 process.env.NODE_ENV = flow.startsWith("dev-") ? "development" : "production";
 const workdir = mkdtempSync(join(tmpdir(), "a365-node-"));
+process.once("exit", () => rmSync(workdir, { recursive: true, force: true }));
 process.chdir(workdir);
 if (flow.startsWith("dev-")) {
   const entries = SERVERS.map((name) => ({

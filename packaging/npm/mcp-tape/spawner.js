@@ -11,13 +11,24 @@
 // its memory: a test worker of some hundred megabytes pays milliseconds a
 // tape, this small process a fraction of that, and on another core. When the
 // asker goes (its end of stdin closes), every tape still running is told
-// its test failed, so each ends as a failing test's tape does.
+// its test failed, so each ends as a failing test's tape does; once all have
+// ended, the directories their logs were in go too. The asker removes them
+// itself when it exits, but a test runner may end a worker without its exit
+// handlers (vitest's fork workers, each run).
 import { spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, openSync, rmSync } from "node:fs";
+import { dirname } from "node:path";
 import { createInterface } from "node:readline";
 import { GITHUB_VARIABLES } from "./github.js";
 
 const tapes = new Map();
+const scratch = new Set();
+let askerGone = false;
+const tidy = () => {
+  if (!askerGone || tapes.size > 0) return;
+  for (const directory of scratch) rmSync(directory, { recursive: true, force: true });
+  scratch.clear();
+};
 const tell = (message) => process.stdout.write(`${JSON.stringify(message)}\n`);
 // The asker may be gone before its tapes are (a worker that exits): nobody is left to tell.
 process.stdout.on("error", () => {});
@@ -25,6 +36,7 @@ process.stdout.on("error", () => {});
 const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => !GITHUB_VARIABLES.includes(name)));
 
 function start(id, [bin, args, log]) {
+  scratch.add(dirname(log));
   let child;
   const fd = openSync(log, "w");
   try {
@@ -44,6 +56,7 @@ function start(id, [bin, args, log]) {
   child.on("close", (code) => {
     tapes.delete(id);
     tell({ id, code });
+    tidy();
   });
 }
 
@@ -54,5 +67,7 @@ createInterface({ input: process.stdin })
     else if (asked.verdict !== undefined) tapes.get(asked.id)?.stdin.end(asked.verdict);
   })
   .on("close", () => {
+    askerGone = true;
     for (const child of tapes.values()) child.stdin.end("1\n");
+    tidy();
   });
