@@ -9,7 +9,9 @@ reached it (a POST's body, which is when the server can act on it). The official
 `initialize` it opens its GET stream and POSTs `notifications/initialized` at once. For each session
 the upstream's gap is taken: the notification's arrival minus the GET's (positive: the GET came
 first); and for the GET, the notification and `tools/list`, the time from the client handing the
-request to its HTTP client (httpx2) to the upstream hearing it. Sessions alternate between the server directly and the server through `mcp-tape record`
+request to its HTTP client (httpx2) to the upstream hearing it; and how long the server's app waited
+for the notification's body after its head (the client writes the two apart; record sends a POST on
+whole). Sessions alternate between the server directly and the server through `mcp-tape record`
 (pairs, so a machine's drift falls on both). --load N runs N busy processes beside everything (a
 CI runner busy with other work). --json has the server answer in JSON instead of SSE. Prints per way the median of each and its 10th and 90th percentiles in
 milliseconds, and in how many sessions the GET came first. Loopback only.
@@ -46,7 +48,7 @@ def serve(log_path, json_response):
     async def noting(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
-        arrived = time.monotonic_ns()
+        arrived = headed = time.monotonic_ns()
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         first = []
 
@@ -60,7 +62,7 @@ def serve(log_path, json_response):
                     rpc = json.loads(first[0]).get("method")
                 except (ValueError, AttributeError):
                     rpc = None
-                log.write(json.dumps({"t": arrived, "http": scope["method"], "rpc": rpc,
+                log.write(json.dumps({"t": arrived, "head": headed, "http": scope["method"], "rpc": rpc,
                                       "session": headers.get("mcp-session-id")}) + "\n")
             return message
 
@@ -146,6 +148,9 @@ def figures(log_path, sent):
     heard = by_session(json.loads(line) for line in Path(log_path).read_text().splitlines())
     told = by_session(sent)
     gaps, taken = [], {kind: [] for kind in KINDS}
+    # How long the server's app waited for the notification's body after its head.
+    trailing = [(e["t"] - e["head"]) / 1e6 for events in heard.values() for e in events
+                if e["rpc"] == "notifications/initialized"]
     for session, arrivals in heard.items():
         get, notified = first_of(arrivals, "GET stream"), first_of(arrivals, "initialized")
         if get and notified:
@@ -154,7 +159,7 @@ def figures(log_path, sent):
             arrived, handed = first_of(arrivals, kind), first_of(told.get(session, []), kind)
             if arrived and handed:
                 taken[kind].append((arrived - handed) / 1e6)
-    return gaps, taken
+    return gaps, taken, trailing
 
 
 def spread(found):
@@ -162,10 +167,11 @@ def spread(found):
     return f"{statistics.median(found):+.2f} ({deciles[0]:+.2f} to {deciles[-1]:+.2f})"
 
 
-def row(name, gaps, taken):
+def row(name, gaps, taken, trailing):
     first = sum(1 for gap in gaps if gap > 0)
     cells = "  ".join(f"{kind} {spread(taken[kind])}" for kind in KINDS)
-    return f"  {name:<15} gap {spread(gaps)}, GET first in {first} of {len(gaps)};  to the upstream: {cells}"
+    return (f"  {name:<15} gap {spread(gaps)}, GET first in {first} of {len(gaps)};  to the upstream: {cells};  "
+            f"the notification's body after its head at the server {statistics.median(trailing):+.2f}")
 
 
 def main():
