@@ -297,11 +297,16 @@ impl Recorder {
     /// `spot` is what the server in `session` has seen last, from now.
     pub(super) fn saw(&self, session: Option<&str>, spot: Spot) {
         let session = session.unwrap_or_default();
+        let from = Arrived::now();
         let mut said = lock(&self.said);
-        if !said.contains_key(session) && said.len() >= MAX_TRACKED_SESSIONS {
+        if let Some(seen) = said.get_mut(session) {
+            seen.push(from, spot);
+            return;
+        }
+        if said.len() >= MAX_TRACKED_SESSIONS {
             said.clear();
         }
-        said.entry(session.to_owned()).or_default().push(Arrived::now(), spot);
+        said.entry(session.to_owned()).or_default().push(from, spot);
     }
 
     /// The client sent the notification `method` in `session`: what the
@@ -318,8 +323,8 @@ impl Recorder {
 
     /// The server in `session` said `body` on its own (on `channel`), and it
     /// arrived at `arrived`: it is stored after what the server had seen
-    /// last there when it arrived, and a request among them waits for the client's reply to
-    /// join it. Before any exchange it follows none and is not stored.
+    /// last there when it arrived, and a request among them waits for the
+    /// client's reply to join it. Before any exchange it follows none and is not stored.
     /// Returns the answer of the exchange it follows.
     pub(super) fn aside(
         &self,
