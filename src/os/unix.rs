@@ -71,10 +71,14 @@ impl Tree {
         command.process_group(0);
         die_with_parent(command);
         become_subreaper();
+        let guard = Guard::start();
+        if let Some(guard) = &guard {
+            guard.told_by(command);
+        }
         let process = command.spawn()?;
         let tree = process.id().and_then(|pid| libc::pid_t::try_from(pid).ok()).map(|group| Tree {
             group,
-            guard: Guard::watch(group).into(),
+            guard: guard.into(),
             has_terminal: false.into(),
         });
         Ok((process, tree))
@@ -197,33 +201,66 @@ impl Tree {
 }
 
 /// A watcher of a process group for the case mcp-tape cannot act on: its
-/// own sudden death (`kill -9`). A small shell in a group of its own waits
-/// for end of file on a pipe only mcp-tape writes to, which its death
-/// closes; then it sends the group SIGTERM and, two seconds later, SIGKILL.
-/// Dropped (mcp-tape ending the usual way), the watcher is killed first.
+/// own sudden death (`kill -9`). A small shell in a group of its own reads
+/// the group from a pipe only mcp-tape holds open, then waits for end of
+/// file on it, which mcp-tape's death brings; then it sends the group
+/// SIGTERM and, two seconds later, SIGKILL. The command itself tells it
+/// the group before it execs, so nothing of the command runs unwatched
+/// (told by mcp-tape after the spawn, a watcher once missed a command that
+/// had started a process and was killed with mcp-tape at once). Dropped
+/// (mcp-tape ending the usual way), the watcher is killed first.
 struct Guard {
     watcher: tokio::process::Child,
+    /// The write end of the watcher's pipe (close-on-exec: the command
+    /// writes to it before its exec, and holds it no longer).
+    told: std::io::PipeWriter,
 }
 
 impl Guard {
-    /// Starts watching `group`; `None` (logged) if the shell cannot start.
-    fn watch(group: libc::pid_t) -> Option<Guard> {
-        let script =
-            format!("read -r _; kill -TERM -{group} 2>/dev/null; sleep 2; kill -KILL -{group} 2>/dev/null");
-        let started = tokio::process::Command::new("sh")
-            .args(["-c", &script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .process_group(0)
-            .spawn();
-        match started {
-            Ok(watcher) => Some(Guard { watcher }),
-            Err(e) => {
-                tracing::debug!("no guard for process group {group}: {e}");
-                None
-            }
+    /// Starts a watcher; `None` (logged) if the shell cannot start.
+    fn start() -> Option<Guard> {
+        let script = "read -r group || exit 0; read -r _; kill -TERM -$group 2>/dev/null; sleep 2; \
+                      kill -KILL -$group 2>/dev/null";
+        let started = std::io::pipe().and_then(|(read, told)| {
+            let watcher = tokio::process::Command::new("sh")
+                .args(["-c", script])
+                .stdin(read)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .process_group(0)
+                .spawn()?;
+            Ok(Guard { watcher, told })
+        });
+        started.map_err(|e| tracing::debug!("no guard for the command's process group: {e}")).ok()
+    }
+
+    /// Has `command`, in a process group of its own, write its pid (the
+    /// group) to the watcher before it execs.
+    fn told_by(&self, command: &mut tokio::process::Command) {
+        let told = std::os::fd::AsRawFd::as_raw_fd(&self.told);
+        // SAFETY: between fork and exec only async-signal-safe calls are made (getpid,
+        // write), on the child's copy of a descriptor the parent keeps open through the
+        // spawn; the line is built on the stack.
+        unsafe {
+            command.pre_exec(move || {
+                let mut line = [0u8; 24];
+                let mut at = line.len() - 1;
+                line[at] = b'\n';
+                let mut pid = libc::getpid().unsigned_abs();
+                loop {
+                    at -= 1;
+                    line[at] = b'0' + (pid % 10) as u8;
+                    pid /= 10;
+                    if pid == 0 {
+                        break;
+                    }
+                }
+                let said = &line[at..];
+                // A watcher that is gone cannot be told: the command runs unwatched, as with none.
+                libc::write(told, said.as_ptr().cast(), said.len());
+                Ok(())
+            });
         }
     }
 }
