@@ -585,7 +585,7 @@ async fn a_reply_after_its_exchange_ended_is_forwarded_and_logged() {
 #[tokio::test]
 async fn requests_that_arrive_together_reach_the_upstream_in_their_order() {
     use hyper::Method;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     const ROUNDS: usize = 8;
     let upstream = crate::upstream::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -615,19 +615,6 @@ async fn requests_that_arrive_together_reach_the_upstream_in_their_order() {
             .expect("the upstream did not hear both requests");
         let heard = upstream.state.heads.lock().unwrap().clone();
         assert_eq!(heard[2 * round..], [Method::POST, Method::GET], "round {round}");
-        // The notification's answer is back before the next round, so its upstream connection is
-        // idle again before the recorder is stopped: stopped while that answer was still on its
-        // way (the whole suite running beside), the next POST could find no idle connection and
-        // open one while the GET took the old one, which the upstream then read first.
-        let mut answer = Vec::new();
-        let mut chunk = [0u8; 1024];
-        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
-            let read = tokio::time::timeout(PATIENCE, first.read(&mut chunk)).await.expect("no answer");
-            let read = read.unwrap();
-            assert!(read > 0, "the recorder closed the connection before answering");
-            answer.extend_from_slice(&chunk[..read]);
-        }
-        assert!(answer.starts_with(b"HTTP/1.1 202"), "{}", String::from_utf8_lossy(&answer));
     }
 }
 
