@@ -324,8 +324,8 @@ impl Recorder {
     /// The server in `session` said `body` on its own (on `channel`), and it
     /// arrived at `arrived`: it is stored after what the server had seen
     /// last there when it arrived, and a request among them waits for the
-    /// client's reply to join it. Before any exchange it follows none and is not stored.
-    /// Returns the answer of the exchange it follows.
+    /// client's reply to join it. Before any exchange it follows none and
+    /// is not stored. Returns the answer of the exchange it follows.
     pub(super) fn aside(
         &self,
         session: Option<&str>,
