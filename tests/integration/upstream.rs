@@ -7,7 +7,11 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +22,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
 
@@ -41,9 +45,11 @@ pub struct Seen {
 #[derive(Default)]
 pub struct State {
     pub seen: Mutex<Vec<Seen>>,
-    /// Each request's method as its head arrived (before its body is read:
-    /// the order in which requests reached the server).
-    pub heads: Mutex<Vec<hyper::Method>>,
+    /// Each request's method as its head was read (before its body), with
+    /// when the kernel received the bytes that completed the head: the
+    /// order in which requests reached the server, whatever order this
+    /// runtime then read its connections in.
+    pub heads: Mutex<Vec<(u64, hyper::Method)>>,
     /// Told each time a request is seen.
     arrived: Notify,
     /// Released by a test to let the `gated` tool finish (or `break` break).
@@ -130,10 +136,16 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else { return };
+            let stream = Stamped::new(stream);
+            let received = Arc::clone(&stream.latest);
             let state = Arc::clone(&shared);
             let tls = tls.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |request| answer(request, Arc::clone(&state)));
+                let service = service_fn(move |request| {
+                    let at = received.load(Ordering::Relaxed);
+                    state.heads.lock().unwrap().push((at, hyper::Method::clone(Request::method(&request))));
+                    answer(request, Arc::clone(&state))
+                });
                 let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                 let _ = match tls {
                     None => builder.serve_connection(TokioIo::new(stream), service).await,
@@ -146,6 +158,60 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
         }
     });
     Upstream { addr, state }
+}
+
+/// A fixture connection whose reads keep when the kernel received their
+/// bytes (`SO_TIMESTAMPNS`).
+struct Stamped {
+    stream: tokio::net::TcpStream,
+    /// The system clock's nanoseconds at which the latest read's bytes arrived.
+    latest: Arc<AtomicU64>,
+}
+
+impl Stamped {
+    fn new(stream: tokio::net::TcpStream) -> Stamped {
+        assert!(mcp_tape::os::fd::stamp_receipts(stream.as_raw_fd()), "the kernel does not stamp receipts");
+        Stamped { stream, latest: Arc::default() }
+    }
+}
+
+impl AsyncRead for Stamped {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let Stamped { stream, latest } = self.get_mut();
+        loop {
+            ready!(stream.poll_read_ready(cx))?;
+            let fd = stream.as_raw_fd();
+            match stream.try_io(Interest::READABLE, || mcp_tape::os::fd::receive_stamped(fd, buf)) {
+                Ok(at) => {
+                    // A read of the end has no stamp.
+                    if let Some(at) = at {
+                        latest.store(at, Ordering::Relaxed);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Stamped {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, data)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
 }
 
 /// `data` as a gzip member holding one stored (uncompressed) deflate
@@ -265,7 +331,6 @@ fn agent365_service(parts: &hyper::http::request::Parts, body: &Value, auth: &st
 
 async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Body>, Infallible> {
     let (parts, body) = request.into_parts();
-    state.heads.lock().unwrap().push(parts.method.clone());
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     state.seen.lock().unwrap().push(Seen {

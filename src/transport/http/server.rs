@@ -34,7 +34,9 @@ use tokio::net::TcpStream;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use tokio::io::Interest;
 use tokio::net::TcpListener;
+use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::holding::Holding;
@@ -79,6 +81,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
                     if let Err(e) = stream.set_nodelay(true) {
                         tracing::debug!("TCP_NODELAY not set: {e}");
                     }
+                    wait_for_the_reactor(&stream);
                     (stream, peer)
                 }
                 Err(e) => {
@@ -194,6 +197,26 @@ pub fn shutdown_signal() -> impl Future<Output = ()> {
 /// request in flight (the one seen first in `open`, which lists them oldest
 /// first) is told to close, so that a new client does not wait behind idle
 /// ones; `None` if the semaphore was closed.
+/// Makes a newly accepted connection's first read wait for the reactor's
+/// word, as every other read does. tokio takes an accepted socket as
+/// readable and tries it at once, so a request on a connection accepted
+/// late (a recorder held up on a busy machine) was read before the
+/// requests that had come earlier on connections already open, whose
+/// readiness the reactor had yet to report. The reactor reports them in
+/// the kernel's order, the new connection from when it was accepted.
+///
+/// Only on one thread: there the reactor runs on this thread, so it cannot
+/// have reported the new socket between its accept and this. On a thread
+/// a core it could have, on another thread, and this would drop that
+/// report; and there the scheduler, not the kernel, orders what is read.
+fn wait_for_the_reactor(stream: &TcpStream) {
+    if Handle::current().runtime_flavor() != RuntimeFlavor::CurrentThread {
+        return;
+    }
+    // A closure that says "would block" clears the readiness tokio assumed.
+    let _ = stream.try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
+}
+
 async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> Option<OwnedSemaphorePermit> {
     if let Ok(permit) = Arc::clone(connections).try_acquire_owned() {
         return Some(permit);
