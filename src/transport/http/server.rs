@@ -193,10 +193,6 @@ pub fn shutdown_signal() -> impl Future<Output = ()> {
     }
 }
 
-/// A permit for one more connection. At the cap, one connection with no
-/// request in flight (the one seen first in `open`, which lists them oldest
-/// first) is told to close, so that a new client does not wait behind idle
-/// ones; `None` if the semaphore was closed.
 /// Makes a newly accepted connection's first read wait for the reactor's
 /// word, as every other read does. tokio takes an accepted socket as
 /// readable and tries it at once, so a request on a connection accepted
@@ -217,6 +213,10 @@ fn wait_for_the_reactor(stream: &TcpStream) {
     let _ = stream.try_io(Interest::READABLE, || Err::<(), _>(std::io::ErrorKind::WouldBlock.into()));
 }
 
+/// A permit for one more connection. At the cap, one connection with no
+/// request in flight (the one seen first in `open`, which lists them oldest
+/// first) is told to close, so that a new client does not wait behind idle
+/// ones; `None` if the semaphore was closed.
 async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> Option<OwnedSemaphorePermit> {
     if let Ok(permit) = Arc::clone(connections).try_acquire_owned() {
         return Some(permit);
