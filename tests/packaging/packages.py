@@ -702,7 +702,9 @@ def browser_shows_the_miss(chromium, page, profile):
 
     browser = subprocess.Popen([chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                 "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               # Its singleton directory goes beside the profile, not into the machine's /tmp for good.
+                               env=dict(os.environ, TMPDIR=str(profile.parent)))
     try:
         endpoint = None
         for line in browser.stderr:

@@ -276,7 +276,9 @@ def in_an_empty_root(binary, work):
 def check_all(args, work, checks):
     """Every check of every other platform, each its own line in the tally."""
     wine_prefix = Path(tempfile.mkdtemp(prefix="mcp-tape-wine-", dir=work))
-    env = dict(os.environ, WINEPREFIX=str(wine_prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+    # wineserver's own directory goes under `work` too (TMPDIR), not into the machine's /tmp for good.
+    env = dict(os.environ, WINEPREFIX=str(wine_prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=",
+               TMPDIR=str(work))
     binaries = {}
     expected = {}
 
