@@ -59,9 +59,10 @@ class Daemon:
     """A server process that logs "listening on http://..." once ready; its
     log is collected as it runs. By default `mcp-tape replay PATHS`."""
 
-    def __init__(self, binary, paths, command=None):
+    def __init__(self, binary, paths, command=None, env=None):
         self.proc = subprocess.Popen(
             command or [binary, "replay", *paths, "--port", "0"],
+            env=env,
             stdin=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -143,9 +143,9 @@ def stdio_lines():
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
-def answers_over_http(command, cassettes=SHIPPED_CASSETTES):
+def answers_over_http(command, cassettes=SHIPPED_CASSETTES, env=None):
     """(path, status, body) of each stateless request, from `command` replaying the shipped cassettes."""
-    daemon = Daemon(None, [], command=[*command, "replay", cassettes, "--port", "0"])
+    daemon = Daemon(None, [], command=[*command, "replay", cassettes, "--port", "0"], env=env)
     try:
         host, port = daemon.base.removeprefix("http://").split(":")
         answers = []
@@ -248,7 +248,7 @@ def smoke(command, env=None):
     how a tape for a test ends."""
     said = {"version": version(command, env)}
     assert re.fullmatch(r"mcp-tape \d+\.\d+\.\d+", said["version"]), said["version"]
-    said["http"] = answers_over_http(command)
+    said["http"] = answers_over_http(command, env=env)
     assert len(said["http"]) >= 10 and all(status == 200 for _, status, _ in said["http"]), \
         [(path, status, body[:200]) for path, status, body in said["http"] if status != 200]
     said["stdio"] = answers_over_stdio(command, env)
@@ -339,7 +339,7 @@ def check_all(args, work, checks):
                       str(binary.parent / "bcryptprimitives.dll"), str(WINE_STAND_IN), "-ladvapi32"])
             command = [*platform.runner, str(binary)]
             assert version(command, env) == expected["version"]
-            http = answers_over_http(command)
+            http = answers_over_http(command, env=env)
             assert http == expected["http"], [(a[0], a[1], a[2][:120], b[2][:120])
                                              for a, b in zip(http, expected["http"]) if a != b]
             stdio = answers_over_stdio(command, env)
