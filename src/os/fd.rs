@@ -173,6 +173,25 @@ pub fn stamp_receipts(fd: RawFd) -> bool {
     set == 0
 }
 
+/// Once `stream` (stamped by [`stamp_receipts`]) is readable, one
+/// [`receive_stamped`] from it: when the kernel received what it read, if
+/// it said (a read of the end has no stamp).
+#[cfg(target_os = "linux")]
+pub fn poll_receive_stamped(
+    stream: &tokio::net::TcpStream,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<Option<u64>>> {
+    loop {
+        ready!(stream.poll_read_ready(cx))?;
+        let fd = stream.as_raw_fd();
+        match stream.try_io(tokio::io::Interest::READABLE, || receive_stamped(fd, buf)) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            received => return Poll::Ready(received),
+        }
+    }
+}
+
 /// One `recvmsg` from the socket `fd` (stamped by [`stamp_receipts`]) into
 /// the unfilled part of `buf`, marking what it read filled: when the kernel
 /// received those bytes (the system clock's nanoseconds), if it said.

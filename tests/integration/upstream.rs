@@ -22,7 +22,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, mpsc};
 
@@ -182,21 +182,10 @@ impl AsyncRead for Stamped {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let Stamped { stream, latest } = self.get_mut();
-        loop {
-            ready!(stream.poll_read_ready(cx))?;
-            let fd = stream.as_raw_fd();
-            match stream.try_io(Interest::READABLE, || mcp_tape::os::fd::receive_stamped(fd, buf)) {
-                Ok(at) => {
-                    // A read of the end has no stamp.
-                    if let Some(at) = at {
-                        latest.store(at, Ordering::Relaxed);
-                    }
-                    return Poll::Ready(Ok(()));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => return Poll::Ready(Err(e)),
-            }
+        if let Some(at) = ready!(mcp_tape::os::fd::poll_receive_stamped(stream, cx, buf))? {
+            latest.store(at, Ordering::Relaxed);
         }
+        Poll::Ready(Ok(()))
     }
 }
 

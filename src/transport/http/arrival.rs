@@ -21,8 +21,6 @@ use std::task::{Context, Poll};
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, HttpConnector};
 use hyper_util::rt::TokioIo;
-#[cfg(target_os = "linux")]
-use tokio::io::Interest;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -91,20 +89,10 @@ impl Notes<TcpStream> for Stamp {
     ) -> Poll<std::io::Result<()>> {
         #[cfg(target_os = "linux")]
         if self.kernel {
-            loop {
-                ready!(io.poll_read_ready(cx))?;
-                let fd = io.as_raw_fd();
-                match io.try_io(Interest::READABLE, || crate::os::fd::receive_stamped(fd, buf)) {
-                    Ok(at) => {
-                        if let Some(at) = at {
-                            self.arrival.0.store(at, Ordering::Relaxed);
-                        }
-                        return Poll::Ready(Ok(()));
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Poll::Ready(Err(e)),
-                }
+            if let Some(at) = ready!(crate::os::fd::poll_receive_stamped(&io, cx, buf))? {
+                self.arrival.0.store(at, Ordering::Relaxed);
             }
+            return Poll::Ready(Ok(()));
         }
         io.poll_read(cx, buf)
     }
