@@ -6,10 +6,15 @@
 //! on, and a command still running [`INTERRUPT_GRACE`] later, or at a
 //! second stop, is ended (SIGKILL). Or no command: a test plugin's tape for
 //! one test, which prints its URL and ends at the verdict the plugin
-//! writes on its stdin ([`verdict_on_stdin`]).
+//! writes on its stdin ([`verdict_on_stdin`]); the lines of stdin read
+//! whole and bounded ([`read_line`]), a verdict read from one
+//! ([`verdict`]), and what is told on stdout ([`tell`]), as a test
+//! runner's tapes taking turns use them too.
 
 use std::process::ExitStatus;
 use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 use crate::error::Error;
 use crate::os::{Stop, Stops, Tree};
@@ -24,7 +29,7 @@ pub const PLATFORM_VARIABLE: &str = "MCP_PLATFORM_ENDPOINT";
 /// The stops a run listens for: every one, since one not listened for ends
 /// mcp-tape with its default action (SIGHUP: at once, its recording's files left behind), or,
 /// listened for elsewhere, not at all (SIGQUIT).
-const STOPS: [Stop; 4] = [Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit];
+pub const STOPS: [Stop; 4] = [Stop::Interrupt, Stop::Terminate, Stop::HangUp, Stop::Quit];
 
 /// After a stop is passed on, how long the command gets to exit before
 /// its tree is ended.
@@ -47,7 +52,7 @@ impl Ran {
 }
 
 /// The longest verdict line read: an exit code and a line end, with room to spare.
-const VERDICT_BYTES: usize = 64;
+pub const VERDICT_BYTES: u64 = 64;
 
 /// Prints `url` on stdout, then waits for the verdict on stdin: its first
 /// line, an exit code (0-255; anything else, or the end of input before a
@@ -57,28 +62,72 @@ const VERDICT_BYTES: usize = 64;
 ///
 /// [`Error::Spawn`]: the URL could not be written.
 pub async fn verdict_on_stdin(url: &str) -> Result<Ran, Error> {
-    use std::io::Write;
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-
-    let failed = |source| Error::Spawn { command: "--verdict-on-stdin".into(), source };
     let mut stops = Stops::listen(&STOPS);
-    writeln!(std::io::stdout().lock(), "{url}").and_then(|()| std::io::stdout().flush()).map_err(failed)?;
-    let mut stdin = BufReader::new(crate::transport::stdio::stdin().take(VERDICT_BYTES as u64));
-    let mut line = Vec::with_capacity(VERDICT_BYTES);
-    let interrupted = tokio::select! {
-        _ = stdin.read_until(b'\n', &mut line) => None,
-        stop = stops.next() => Some(stop),
+    tell(url).map_err(|source| Error::Spawn { command: "--verdict-on-stdin".into(), source })?;
+    let mut stdin = tokio::io::BufReader::new(crate::transport::stdio::stdin());
+    Ok(tokio::select! {
+        line = read_line(&mut stdin, VERDICT_BYTES) => verdict(line.ok()),
+        stop = stops.next() => Ran { code: 1, ended: "no verdict".into(), interrupted: Some(stop) },
+    })
+}
+
+/// A line on stdout, at once.
+///
+/// # Errors
+///
+/// Stdout's.
+pub fn tell(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}").and_then(|()| stdout.flush())
+}
+
+/// A line of input read whole.
+pub enum Line {
+    /// Its text, without the line end.
+    Text(Vec<u8>),
+    /// Longer than allowed: read past, not kept.
+    TooLong,
+    /// The end of input (a last line with no line end included).
+    End,
+}
+
+/// The next line of `input`, at most `limit` bytes with its end.
+///
+/// # Errors
+///
+/// The input's.
+pub async fn read_line(input: &mut (impl AsyncBufRead + Unpin), limit: u64) -> std::io::Result<Line> {
+    let mut line = Vec::new();
+    (&mut *input).take(limit).read_until(b'\n', &mut line).await?;
+    if line.pop_if(|end| *end == b'\n').is_some() {
+        return Ok(Line::Text(line));
+    }
+    if (line.len() as u64) < limit {
+        return Ok(Line::End);
+    }
+    loop {
+        line.clear();
+        (&mut *input).take(limit).read_until(b'\n', &mut line).await?;
+        if line.is_empty() || line.last() == Some(&b'\n') {
+            return Ok(Line::TooLong);
+        }
+    }
+}
+
+/// A verdict line's run: its exit code, or 1 for anything else and for no line.
+pub fn verdict(line: Option<Line>) -> Ran {
+    let code = match line {
+        Some(Line::Text(text)) => {
+            std::str::from_utf8(&text).ok().and_then(|text| text.trim().parse::<u8>().ok())
+        }
+        Some(Line::TooLong | Line::End) | None => None,
     };
-    let verdict = line
-        .iter()
-        .position(|&b| b == b'\n')
-        .and_then(|end| std::str::from_utf8(&line[..end]).ok())
-        .and_then(|text| text.trim().parse::<u8>().ok());
-    let (code, ended) = match verdict {
+    let (code, ended) = match code {
         Some(code) => (code, format!("verdict {code}")),
         None => (1, "no verdict".to_owned()),
     };
-    Ok(Ran { code, ended, interrupted })
+    Ran { code, ended, interrupted: None }
 }
 
 /// Runs `command` with `url` in its environment until it exits, passing

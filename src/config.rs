@@ -199,6 +199,9 @@ pub enum Around {
     Command(Vec<String>),
     /// The verdict a test plugin writes on stdin (`--verdict-on-stdin`).
     Verdict,
+    /// A test runner's tapes, one after another, each with its verdict, as
+    /// stdin gives them (`--tapes-on-stdin`).
+    Tapes,
 }
 
 impl Around {
@@ -207,6 +210,7 @@ impl Around {
         match self {
             Around::Command(command) => crate::util::printable(&command.join(" ")).into_owned(),
             Around::Verdict => "the verdict on stdin".to_owned(),
+            Around::Tapes => "the tapes on stdin".to_owned(),
         }
     }
 }

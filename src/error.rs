@@ -172,6 +172,9 @@ pub enum Unanswered {
     Stopping {
         grace: Duration,
     },
+    /// A test runner's tapes (`--tapes-on-stdin`): the request came
+    /// between one test's tape and the next.
+    NoTape,
 }
 
 impl Unanswered {
@@ -234,6 +237,11 @@ impl Unanswered {
                     "mcp-tape is stopping: this request had no answer within the {grace:?} shutdown grace"
                 ),
             ),
+            Unanswered::NoTape => ErrorObject::new(
+                UPSTREAM_ERROR,
+                "No test's tape is running: this request came after its test's tape ended and before the \
+                 next test's began",
+            ),
         }
     }
 }
@@ -292,6 +300,7 @@ pub(crate) fn one_of_each_fault() -> Vec<Unanswered> {
         Unanswered::Busy { limit: 1 },
         Unanswered::NoFinalAnswer,
         Unanswered::Stopping { grace: Duration::from_secs(1) },
+        Unanswered::NoTape,
     ]
 }
 

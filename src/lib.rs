@@ -101,14 +101,16 @@
 //! - [`lint`]: stored cassettes searched for secrets.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
 //!   framing, statuses, replayed streams a client can resume, the record
-//!   proxy, the agent's model at `/model/NAME`, the accept loop, the
+//!   proxy, the agent's model at `/model/NAME`, the accept loop and what
+//!   answers its requests (one app, or tapes taking turns), the
 //!   upstream client and when its connections' reads arrived, the one
 //!   wrapper that notes a connection's traffic) and
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
 //!   process group, the signals passed on), or the verdict a test plugin
-//!   writes on its stdin instead (`--verdict-on-stdin`).
+//!   writes on its stdin instead (`--verdict-on-stdin`), and the lines a
+//!   test runner's tapes are told in (`--tapes-on-stdin`).
 //! - [`verify`]: recordings re-sent to the live server and compared.
 //! - [`cmd`]: one module per command, each wiring its parts together
 //!   ([`cmd::run`] picks the command); `main.rs` parses the command line,

@@ -288,6 +288,13 @@ pub const LOG_PIPE_BYTES: usize = 1024 * 1024;
 /// Enforced in [`crate::cmd`].
 pub const MAX_RULES_FILE_BYTES: u64 = 1024 * 1024;
 
+/// The longest line `mcp-tape test --tapes-on-stdin` reads for a tape: its
+/// arguments, inline fault rules included. A longer one is refused, and
+/// the tape after it is read as usual.
+///
+/// Enforced in [`crate::cmd`].
+pub const MAX_TAPE_LINE_BYTES: u64 = 1024 * 1024;
+
 /// Largest usage report (`--report`) that `rules suggest` and `prune` read:
 /// room for the unused recordings of a cassette of a few hundred thousand
 /// exchanges; a larger file, or one that is no regular file, is refused

@@ -14,6 +14,8 @@ use crate::interchange::foreign::{self, Reader};
 
 mod validate;
 
+pub use validate::tape;
+
 /// Record and replay MCP (Model Context Protocol) traffic.
 ///
 /// mcp-tape stands between an MCP client (an agent) and an MCP server over
@@ -277,8 +279,19 @@ struct TestArgs {
     /// plugins drive a tape for each test this way.
     #[arg(long, conflicts_with = "command")]
     verdict_on_stdin: bool,
+    /// No command and no cassette: a test runner's tapes, one after another
+    /// on one port. Prints the URL on stdout, then reads stdin: a tape's
+    /// arguments as a JSON array of what `mcp-tape test` takes for one
+    /// test (cassette first; no --port), then that test's verdict, then the
+    /// next tape's. Answers on stdout, one JSON object a line:
+    /// {"serving":true} or {"error":TEXT} for a tape; {"code":N,"report":
+    /// {..},"said":[..]} at its verdict. Connections stay open from one tape
+    /// to the next; a request between two tapes gets 503. Ends at the end of
+    /// input (a tape still running fails).
+    #[arg(long, conflicts_with_all = ["command", "verdict_on_stdin", "paths", "mode", "upstream"])]
+    tapes_on_stdin: bool,
     /// The command to run, after `--`.
-    #[arg(last = true, required_unless_present = "verdict_on_stdin", value_name = "CMD")]
+    #[arg(last = true, required_unless_present_any = ["verdict_on_stdin", "tapes_on_stdin"], value_name = "CMD")]
     command: Vec<String>,
 }
 

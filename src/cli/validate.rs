@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use clap::ValueEnum;
+use clap::{Parser, ValueEnum};
 
 use super::{
     AgeArgs, Cli, CliCommand, CompareArgs, ExpiredArg, LintFormatArg, Listen, ModeArg, NormalizationArgs,
@@ -165,12 +165,39 @@ impl Cli {
     }
 }
 
+/// One tape of `mcp-tape test --tapes-on-stdin`: `args`, what `mcp-tape
+/// test` takes for one test's tape (`--verdict-on-stdin` implied).
+///
+/// # Errors
+///
+/// [`Error::Usage`]: arguments `mcp-tape test` refuses, or a port (the
+/// tapes share the one their process serves on).
+pub fn tape(args: Vec<String>) -> Result<TestConfig, Error> {
+    let line =
+        ["mcp-tape", "test"].map(String::from).into_iter().chain(args).chain(["--verdict-on-stdin".into()]);
+    let parsed = Cli::try_parse_from(line).map_err(|e| {
+        // clap's first line says what is wrong; the rest is usage.
+        let rendered = e.render().to_string();
+        let first = rendered.lines().find(|line| !line.trim().is_empty()).unwrap_or_default();
+        Error::Usage(format!("a tape's arguments: {}", first.trim_start_matches("error: ")))
+    })?;
+    match parsed.into_command()? {
+        Command::Test(config) if config.front_door.listen.port() == 0 => Ok(config),
+        Command::Test(_) => {
+            Err(Error::Usage("a tape's --port: the tapes share the port their process serves on".into()))
+        }
+        _ => Err(Error::Usage("a tape's arguments are those of `mcp-tape test`".into())),
+    }
+}
+
 /// The environment variable `test --mode` defaults to, so that a CI job
 /// can set a mode without touching the command line, which wins.
 pub const MODE_VARIABLE: &str = "MCP_TAPE_MODE";
 
 fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
     let mode = match (args.mode, std::env::var(MODE_VARIABLE)) {
+        // Each tape's mode comes with the tape.
+        _ if args.tapes_on_stdin => TestModeArg::Replay,
         (Some(mode), _) => mode,
         (None, Ok(value)) => TestModeArg::from_str(value.trim(), true).map_err(|_| {
             Error::Usage(format!(
@@ -209,9 +236,10 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         front_door: listen.validate()?,
         mode,
         upstream,
-        around: match args.verdict_on_stdin {
-            true => Around::Verdict,
-            false => Around::Command(args.command),
+        around: match (args.tapes_on_stdin, args.verdict_on_stdin) {
+            (true, _) => Around::Tapes,
+            (false, true) => Around::Verdict,
+            (false, false) => Around::Command(args.command),
         },
         allow_misses: args.allow_misses,
         on_miss: args.serve.on_miss.into(),

@@ -21,6 +21,7 @@ use crate::model::ModelExchange;
 use crate::normalize::Normalization;
 use crate::normalize::Rules as Normalizing;
 use crate::redact;
+use crate::transport::http::turns::Serving;
 use crate::transport::http::{self, App, Proxy, server};
 use crate::transport::stdio::{self, Door, Ended};
 use crate::util;
@@ -190,7 +191,7 @@ pub async fn http(
         return Ok(());
     };
     announce(format!("record listening on http://{address}, forwarding to {}", redact::url_for_log(&url)));
-    server::run(listener, Arc::clone(&app), shutdown).await;
+    server::run(listener, Serving::One(Arc::clone(&app)), shutdown).await;
     let failed = summarize_recording(writer);
     write_reports(&report_of(app.engine(), None), &config.reports, failed == 0)?;
     all_stored(failed)

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::faults::{FaultRule, FaultRules};
 use crate::normalize::Normalization;
 use crate::normalize::Rules;
+use crate::transport::http::turns::Serving;
 use crate::transport::http::{App, server};
 use crate::transport::stdio::{self, Door};
 use crate::util;
@@ -184,7 +185,7 @@ pub async fn http(
     let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
     let app = Arc::new(App::new(engine, front_door));
     announce(format!("replay listening on http://{address}"));
-    server::run(listener, Arc::clone(&app), shutdown).await;
+    server::run(listener, Serving::One(Arc::clone(&app)), shutdown).await;
     finish_replay(app.engine(), &config)
 }
 

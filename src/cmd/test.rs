@@ -9,11 +9,18 @@ use super::{
     RunRules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
     write_reports,
 };
-use crate::cassette::store::Cassette;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::cassette::store::{Cassette, Writer};
+use crate::ci::{Line, Ran};
 use crate::config::{Around, RecordMode, TestConfig, TestMode};
 use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
+use crate::limits::MAX_TAPE_LINE_BYTES;
+use crate::os::Stops;
+use crate::transport::http::turns::{Serving, Turns};
 use crate::transport::http::{App, server};
 use crate::{ci, redact, report, util};
 
@@ -21,7 +28,7 @@ use crate::{ci, redact, report, util};
 /// command runs, then reports, then lets go of its stdout (a reader hears
 /// its end once the reports are written); returns the exit code (the
 /// command's, else 1 for misses or, with `--expired error`, stale
-/// recordings).
+/// recordings). With `--tapes-on-stdin`, tape after tape ([`tapes`]).
 ///
 /// # Errors
 ///
@@ -30,133 +37,268 @@ use crate::{ci, redact, report, util};
 pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let listener = bind(&config.front_door).await?;
     let url = format!("http://{}", local_address(&listener, &config.front_door)?);
-    let cassette = config.paths.first().cloned().unwrap_or_default();
-    let fresh = match config.mode {
-        TestMode::Replay | TestMode::Missing => false,
-        TestMode::All => true,
-        // With no upstream, a missing cassette is replayed as absent: every request misses.
-        TestMode::Once => !cassette.exists() && config.upstream.is_some(),
+    let command = match &config.around {
+        Around::Tapes => return tapes(&config, listener, &url).await,
+        Around::Command(command) => Some(command),
+        Around::Verdict => None,
     };
-    let recording = config.mode == TestMode::Missing || fresh;
-    // A recording goes to a file of its own until the command passes: a
-    // fresh one, or (--mode missing) a copy of the cassette, so that a
-    // failing command leaves the cassette as it was.
-    let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
-    let rules = load_rules(&config.rules)?;
-    let mut faults = rules.faults;
-    let (app, writer, what) = match (&config.upstream, target.as_deref()) {
-        (_, None) => {
-            // A cassette that is not there is no error: the tape starts,
-            // and each request the command makes misses, naming it.
-            let (present, absent): (Vec<PathBuf>, Vec<PathBuf>) =
-                config.paths.iter().cloned().partition(|path| path.exists());
-            let (replay, carried) =
-                load_cassettes(&present, &config.normalization, config.on_miss, config.pace, config.max_age)?;
-            warn_if_empty(&replay, "test", &config.paths, "every request the command makes is a miss");
-            faults.extend(carried);
-            let absent = absent.first().map(|path| util::printable(&path.display().to_string()).into_owned());
-            let replay = replay.with_match_rules(rules.matches).with_unrecorded(Unrecorded::Miss { absent });
-            let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
-            let app = Arc::new(App::new(engine, config.front_door.clone()));
-            (app, None, "replaying".to_owned())
-        }
-        (Some(upstream), Some(file)) => {
-            let mode = if fresh { RecordMode::All } else { RecordMode::Missing };
-            if !fresh && cassette.exists() {
-                discard(file);
-                Cassette::open_read_only(&cassette)?.copy_to(file)?;
-            }
-            let (app, writer) = http_recording(
-                file,
-                mode,
-                &config.normalization,
-                RunRules { matches: rules.matches, faults },
-                upstream,
-                config.front_door.clone(),
-            )?;
-            (app, Some(writer), format!("recording from {}", redact::url_for_log(&upstream.url)))
-        }
-        (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
-    };
-    announce(format!("test: tape at {url} ({what}); running {}", config.around.shown()));
+    let tape = Tape::start(&config)?;
+    announce(format!("test: tape at {url} ({}); running {}", tape.what, config.around.shown()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server::run(listener, Arc::clone(&app), async {
+    let serving = tokio::spawn(server::run(listener, Serving::One(Arc::clone(&tape.app)), async {
         let _ = stopped.await;
     }));
-    let ran = match &config.around {
-        Around::Command(command) => ci::run(command, &url).await,
-        Around::Verdict => ci::verdict_on_stdin(&url).await,
+    let ran = match command {
+        Some(command) => ci::run(command, &url).await,
+        None => ci::verdict_on_stdin(&url).await,
     };
     tracing::debug!("test: the command has ended; the tape stops once the requests in flight are answered");
     let _ = stop.send(());
     let _ = serving.await;
-    let report = report_of(app.engine(), config.max_age);
-    let upstream_failures = app.engine().upstream_failures();
-    drop(app);
-    let ran = match ran {
-        Ok(ran) => ran,
-        Err(error) => {
-            if let Some(file) = &target {
-                discard(file);
-            }
-            return Err(error);
-        }
-    };
-    let mut code = ran.code;
-    if let Some(stop) = ran.interrupted {
-        // An interrupted run did not pass, whatever the command made of the stop.
-        code = (128 + stop.number()).clamp(1, 255) as u8;
-    }
-    if let Some(writer) = writer {
-        let failed = summarize_recording(writer);
-        if failed > 0 && code == 0 {
-            util::say(format_args!("mcp-tape: {}", Error::NotStored(failed)));
-            code = 1; // the recording is incomplete: not kept, the run fails
-        }
-        if upstream_failures > 0 && code == 0 {
-            util::say(format_args!(
-                "mcp-tape: the upstream failed {upstream_failures} request(s) (see the log): the recording is \
-                 incomplete"
-            ));
-            code = 1; // a cassette without those exchanges would pass later runs against nothing
-        }
-    }
-    if let Some(file) = &target {
-        if code == 0 {
-            // The old cassette's WAL files would be read as the new one's.
-            remove_wal_files(&cassette);
-            std::fs::rename(file, &cassette)
-                .map_err(|source| Error::Write { path: cassette.clone(), source })?;
-            util::say(format_args!("mcp-tape: the recording replaced {}", cassette.display()));
-        } else {
-            discard(file);
-            util::say(format_args!(
-                "mcp-tape: the command failed; {} was left as it was",
-                cassette.display()
-            ));
-        }
-    }
-    let verdict = if code != 0 {
-        code
-    } else if (report.usage.misses() > 0 && !config.allow_misses) || report.stale_failure() {
-        1
-    } else {
-        0
-    };
-    util::say(format_args!("mcp-tape: {}", report.summary()));
-    match ran.interrupted {
-        Some(stop) => util::say(format_args!(
-            "mcp-tape: {}; interrupted by signal {} ({}); exit {verdict}",
-            ran.ended,
-            stop.number(),
-            stop.name()
-        )),
-        None => util::say(format_args!("mcp-tape: {}; exit {verdict}", ran.ended)),
-    }
-    write_reports(&report, &config.reports, verdict == 0)?;
-    let test = config.reports.title.clone().unwrap_or_else(|| config.around.shown());
-    report::github::tell(&report, &test, verdict == 0);
+    let ended = tape.finish(&config, ran)?;
     // The reports are written: a test plugin reading this run's stdout to its end goes on now.
     crate::os::release_stdout();
-    Ok(verdict)
+    Ok(ended.verdict)
+}
+
+/// `mcp-tape test --tapes-on-stdin`: a test runner's tapes, one after
+/// another on `listener`, as stdin gives them: a tape's arguments (a JSON
+/// array of what `mcp-tape test` takes), then its verdict. Each is told on
+/// stdout: serving, or why not; at its verdict, its exit code, report and
+/// what it said of its recording. Returns 0 at the end of input (a tape
+/// still running then ends with no verdict, so it fails), 128 + N at a
+/// stop N (the tape running ends interrupted).
+///
+/// # Errors
+///
+/// Stdout could not take the URL.
+async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<u8, Error> {
+    let turns = Arc::new(Turns::new(config.front_door.clone()));
+    let mut stops = Stops::listen(&ci::STOPS);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server::run(listener, Serving::Turns(Arc::clone(&turns)), async {
+        let _ = stopped.await;
+    }));
+    announce(format!("test: tapes at {url}, one after another as stdin gives them"));
+    ci::tell(url).map_err(|source| Error::Spawn { command: "--tapes-on-stdin".into(), source })?;
+    // Nobody is left to hear what is told once stdout is gone; the end of stdin follows.
+    let tell = |message: serde_json::Value| drop(ci::tell(&message.to_string()));
+    let mut stdin = tokio::io::BufReader::new(crate::transport::stdio::stdin());
+    let mut interrupted = None;
+    while interrupted.is_none() {
+        let line = tokio::select! {
+            line = ci::read_line(&mut stdin, MAX_TAPE_LINE_BYTES) => line,
+            stop = stops.next() => {
+                interrupted = Some(stop);
+                break;
+            }
+        };
+        let started = match line {
+            Ok(Line::Text(text)) => serde_json::from_slice::<Vec<String>>(&text)
+                .map_err(|e| Error::Usage(format!("a tape's line: expected a JSON array of strings: {e}")))
+                .and_then(crate::cli::tape)
+                .and_then(|config| Ok((Tape::start(&config)?, config))),
+            Ok(Line::TooLong) => {
+                Err(Error::Usage(format!("a tape's line: longer than {MAX_TAPE_LINE_BYTES} bytes")))
+            }
+            Ok(Line::End) | Err(_) => break,
+        };
+        let (tape, tape_config) = match started {
+            Ok(started) => started,
+            Err(error) => {
+                util::say(format_args!("mcp-tape: {error}"));
+                tell(json!({ "error": error.to_string() }));
+                continue;
+            }
+        };
+        turns.begin(Arc::clone(&tape.app));
+        let shown = tape_config.reports.title.clone().unwrap_or_else(|| tape.cassette.display().to_string());
+        tracing::info!("test: tape {} ({})", util::printable(&shown), tape.what);
+        tell(json!({ "serving": true }));
+        let ran = tokio::select! {
+            line = ci::read_line(&mut stdin, ci::VERDICT_BYTES) => ci::verdict(line.ok()),
+            stop = stops.next() => Ran { code: 1, ended: "no verdict".into(), interrupted: Some(stop) },
+        };
+        interrupted = ran.interrupted;
+        tracing::debug!("test: {}; the tape stops once the requests in flight are answered", ran.ended);
+        turns.end().await;
+        let title = tape_config.reports.title.as_deref();
+        tell(match tape.finish(&tape_config, Ok(ran)) {
+            Ok(ended) => json!({
+                "code": ended.verdict,
+                "report": ended.report.json(ended.verdict == 0, title),
+                "said": ended.said,
+            }),
+            Err(error) => json!({ "code": 1, "error": error.to_string() }),
+        });
+    }
+    let _ = stop.send(());
+    let _ = serving.await;
+    crate::os::release_stdout();
+    Ok(interrupted.map_or(0, |stop| (128 + stop.number()).clamp(1, 255) as u8))
+}
+
+/// One test's tape: what answers its requests, and where its recording
+/// goes until the verdict keeps it or throws it away.
+struct Tape {
+    app: Arc<App>,
+    writer: Option<Writer>,
+    /// The recording's own file, renamed onto the cassette if the run passes.
+    target: Option<PathBuf>,
+    cassette: PathBuf,
+    /// What it does, for the log: "replaying", "recording from URL".
+    what: String,
+}
+
+/// How a tape ended: the run's exit code, its report, and what it said
+/// of its recording and its verdict.
+struct Ended {
+    verdict: u8,
+    report: report::Report,
+    said: Vec<String>,
+}
+
+impl Tape {
+    /// Opens the cassette (or starts the recording) `config` names.
+    ///
+    /// # Errors
+    ///
+    /// Unusable cassettes, rules or upstream.
+    fn start(config: &TestConfig) -> Result<Tape, Error> {
+        let cassette = config.paths.first().cloned().unwrap_or_default();
+        let fresh = match config.mode {
+            TestMode::Replay | TestMode::Missing => false,
+            TestMode::All => true,
+            // With no upstream, a missing cassette is replayed as absent: every request misses.
+            TestMode::Once => !cassette.exists() && config.upstream.is_some(),
+        };
+        let recording = config.mode == TestMode::Missing || fresh;
+        // A recording goes to a file of its own until the command passes: a
+        // fresh one, or (--mode missing) a copy of the cassette, so that a
+        // failing command leaves the cassette as it was.
+        let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+        let rules = load_rules(&config.rules)?;
+        let mut faults = rules.faults;
+        let (app, writer, what) = match (&config.upstream, target.as_deref()) {
+            (_, None) => {
+                // A cassette that is not there is no error: the tape starts,
+                // and each request the command makes misses, naming it.
+                let (present, absent): (Vec<PathBuf>, Vec<PathBuf>) =
+                    config.paths.iter().cloned().partition(|path| path.exists());
+                let (replay, carried) = load_cassettes(
+                    &present,
+                    &config.normalization,
+                    config.on_miss,
+                    config.pace,
+                    config.max_age,
+                )?;
+                warn_if_empty(&replay, "test", &config.paths, "every request the command makes is a miss");
+                faults.extend(carried);
+                let absent =
+                    absent.first().map(|path| util::printable(&path.display().to_string()).into_owned());
+                let replay =
+                    replay.with_match_rules(rules.matches).with_unrecorded(Unrecorded::Miss { absent });
+                let engine = Engine::from(Mode::Replay(replay)).with_faults(faults);
+                let app = Arc::new(App::new(engine, config.front_door.clone()));
+                (app, None, "replaying".to_owned())
+            }
+            (Some(upstream), Some(file)) => {
+                let mode = if fresh { RecordMode::All } else { RecordMode::Missing };
+                if !fresh && cassette.exists() {
+                    discard(file);
+                    Cassette::open_read_only(&cassette)?.copy_to(file)?;
+                }
+                let (app, writer) = http_recording(
+                    file,
+                    mode,
+                    &config.normalization,
+                    RunRules { matches: rules.matches, faults },
+                    upstream,
+                    config.front_door.clone(),
+                )?;
+                (app, Some(writer), format!("recording from {}", redact::url_for_log(&upstream.url)))
+            }
+            (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
+        };
+        Ok(Tape { app, writer, target, cassette, what })
+    }
+
+    /// Ends the tape once nothing serves it any more: keeps its recording
+    /// if `ran` passed, throws it away if not, and writes the reports.
+    ///
+    /// # Errors
+    ///
+    /// `ran`'s own error; a recording or a report that cannot be written.
+    fn finish(self, config: &TestConfig, ran: Result<Ran, Error>) -> Result<Ended, Error> {
+        let Tape { app, writer, target, cassette, .. } = self;
+        let mut said = Vec::new();
+        let mut say = |line: String| {
+            util::say(format_args!("{line}"));
+            said.push(line);
+        };
+        let report = report_of(app.engine(), config.max_age);
+        let upstream_failures = app.engine().upstream_failures();
+        drop(app);
+        let ran = match ran {
+            Ok(ran) => ran,
+            Err(error) => {
+                if let Some(file) = &target {
+                    discard(file);
+                }
+                return Err(error);
+            }
+        };
+        let mut code = ran.code;
+        if let Some(stop) = ran.interrupted {
+            // An interrupted run did not pass, whatever the command made of the stop.
+            code = (128 + stop.number()).clamp(1, 255) as u8;
+        }
+        if let Some(writer) = writer {
+            let failed = summarize_recording(writer);
+            if failed > 0 && code == 0 {
+                say(format!("mcp-tape: {}", Error::NotStored(failed)));
+                code = 1; // the recording is incomplete: not kept, the run fails
+            }
+            if upstream_failures > 0 && code == 0 {
+                say(format!(
+                    "mcp-tape: the upstream failed {upstream_failures} request(s) (see the log): the recording \
+                     is incomplete"
+                ));
+                code = 1; // a cassette without those exchanges would pass later runs against nothing
+            }
+        }
+        if let Some(file) = &target {
+            if code == 0 {
+                // The old cassette's WAL files would be read as the new one's.
+                remove_wal_files(&cassette);
+                std::fs::rename(file, &cassette)
+                    .map_err(|source| Error::Write { path: cassette.clone(), source })?;
+                say(format!("mcp-tape: the recording replaced {}", cassette.display()));
+            } else {
+                discard(file);
+                say(format!("mcp-tape: the command failed; {} was left as it was", cassette.display()));
+            }
+        }
+        let verdict = if code != 0 {
+            code
+        } else if (report.usage.misses() > 0 && !config.allow_misses) || report.stale_failure() {
+            1
+        } else {
+            0
+        };
+        say(format!("mcp-tape: {}", report.summary()));
+        match ran.interrupted {
+            Some(stop) => say(format!(
+                "mcp-tape: {}; interrupted by signal {} ({}); exit {verdict}",
+                ran.ended,
+                stop.number(),
+                stop.name()
+            )),
+            None => say(format!("mcp-tape: {}; exit {verdict}", ran.ended)),
+        }
+        write_reports(&report, &config.reports, verdict == 0)?;
+        let test = config.reports.title.clone().unwrap_or_else(|| config.around.shown());
+        report::github::tell(&report, &test, verdict == 0);
+        Ok(Ended { verdict, report, said })
+    }
 }

@@ -27,6 +27,7 @@ mod rules;
 mod secrets;
 mod stdio;
 mod support;
+mod tapes;
 mod templates;
 mod upstream;
 mod written;

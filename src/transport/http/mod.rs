@@ -18,6 +18,7 @@ mod proxy;
 mod resume;
 pub mod server;
 mod status;
+pub mod turns;
 pub mod upstream;
 
 use std::convert::Infallible;

@@ -41,8 +41,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::holding::Holding;
 use super::noted::{Noted, Notes};
-use super::{App, Body, handle};
+use super::turns::{Serving, within_grace};
+use super::{Body, frame, handle};
 
+use crate::error::Unanswered;
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
 use crate::os::{Stop, Stops};
 use crate::util::lock;
@@ -52,18 +54,16 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// After the grace, how long the 503s to requests still waiting get to be
 /// written (streams under way are cut then).
-const STOPPING_ANSWERED: Duration = Duration::from_secs(1);
+pub(super) const STOPPING_ANSWERED: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (e.g. out of file descriptors) before retrying.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Serves `app` on `listener` until `shutdown` resolves, then drains.
-pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
+/// Serves on `listener` until `shutdown` resolves, then drains.
+pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<Output = ()>) {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let builder = auto::Builder::new(TokioExecutor::new());
-    let limits = Limits {
-        idle: app.front_door.idle_timeout,
-        head: HEADER_READ_TIMEOUT.min(app.front_door.idle_timeout),
-    };
+    let idle = serving.front_door().idle_timeout;
+    let limits = Limits { idle, head: HEADER_READ_TIMEOUT.min(idle) };
     tokio::pin!(shutdown);
     let mut open: Vec<Weak<Activity>> = Vec::new();
     loop {
@@ -92,7 +92,7 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
             },
             () = &mut shutdown => break,
         };
-        let app = Arc::clone(&app);
+        let serving = serving.clone();
         let (close, told) = oneshot::channel();
         let activity = Arc::new(Activity { close: Mutex::new(Some(close)), ..Activity::default() });
         if open.len() >= 2 * MAX_CONNECTIONS {
@@ -101,16 +101,29 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         open.push(Arc::downgrade(&activity));
         let served = Arc::clone(&activity);
         let service = service_fn(move |request| {
-            let app = Arc::clone(&app);
+            let taken = serving.take(request.headers());
             let busy = InFlight::start(&served);
             let wire = Wire(Arc::clone(&served));
             async move {
+                let taken = match taken {
+                    Ok(taken) => taken,
+                    Err(refused) => {
+                        let why = match refused {
+                            Unanswered::NoTape => "no tape is running",
+                            _ => "a session an earlier tape opened",
+                        };
+                        tracing::info!("{} {}: refused, {why}", request.method(), request.uri().path());
+                        let refused = frame::error(&refused.into());
+                        return Ok::<_, Infallible>(refused.map(|body| busy.guard(body, None)));
+                    }
+                };
                 // Boxed: hyper keeps and moves this future, which would otherwise hold the
                 // handler's whole state (kilobytes) inline. Made in its box's room, not made
                 // and then copied in whole.
-                let handling = Box::write(Box::new_uninit(), handle(request, &app, Some(wire)));
+                let handling = Box::write(Box::new_uninit(), handle(request, &taken.app, Some(wire)));
                 let answered = Box::into_pin(handling).await;
-                Ok::<_, Infallible>(answered.map(|body| busy.guard(body)))
+                taken.answered(answered.headers());
+                Ok(answered.map(|body| busy.guard(body, taken.held)))
             }
         });
         let io = TokioIo::new(Noted { io: stream, notes: Arc::clone(&activity) });
@@ -160,23 +173,17 @@ pub async fn run(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Out
         });
     }
     drop(listener);
+    let app = serving.current();
     // Standalone streams would otherwise stay open for the whole grace.
-    app.engine().end_streams();
+    if let Some(app) = &app {
+        app.engine().end_streams();
+    }
     for activity in open.iter().filter_map(Weak::upgrade) {
         activity.tell(Close::Shutdown);
     }
-    // Every connection has ended once each has given its permit back.
-    let drained = connections.acquire_many(MAX_CONNECTIONS as u32);
-    tokio::pin!(drained);
-    tokio::select! {
-        _ = &mut drained => return,
-        () = tokio::time::sleep(SHUTDOWN_GRACE) => {}
-    }
-    // Requests still waiting for an answer get 503 with their id, not a cut connection.
-    app.grace_over();
-    if tokio::time::timeout(STOPPING_ANSWERED, &mut drained).await.is_err() {
-        tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
-    }
+    // Every connection has ended once each has given its permit back; requests still waiting
+    // for an answer after the grace get 503 with their id, not a cut connection.
+    within_grace(connections.acquire_many(MAX_CONNECTIONS as u32), app.as_deref()).await;
 }
 
 /// Resolves on the first stop from outside (SIGINT, SIGTERM, SIGHUP: the
@@ -470,6 +477,10 @@ impl Notes<TcpStream> for Arc<Activity> {
 /// answer's body has been sent (or dropped).
 struct InFlight(Arc<Activity>);
 
+/// What an answer's body holds while it is sent: its request in flight on
+/// the connection, and on its tape ([`Taken::held`]).
+type Held = (InFlight, Option<OwnedSemaphorePermit>);
+
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
         activity.settle();
@@ -478,9 +489,9 @@ impl InFlight {
         InFlight(Arc::clone(activity))
     }
 
-    /// The answer's body, keeping the request in flight while it streams.
-    fn guard(self, body: Body) -> Holding<Body, InFlight> {
-        Holding::new(body, self)
+    /// The answer's body, keeping the request in flight (and `held`) while it streams.
+    fn guard(self, body: Body, held: Option<OwnedSemaphorePermit>) -> Holding<Body, Held> {
+        Holding::new(body, (self, held))
     }
 }
 

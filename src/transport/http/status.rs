@@ -83,7 +83,9 @@ pub(super) fn of_fault(fault: &Unanswered) -> StatusCode {
         Unanswered::Upstream(_) => StatusCode::BAD_GATEWAY,
         Unanswered::NotStored => StatusCode::INSUFFICIENT_STORAGE,
         Unanswered::NoFinalAnswer => StatusCode::INTERNAL_SERVER_ERROR,
-        Unanswered::Busy { .. } | Unanswered::Stopping { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Unanswered::Busy { .. } | Unanswered::Stopping { .. } | Unanswered::NoTape => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
     }
 }
 
@@ -115,7 +117,10 @@ mod tests {
             let class = match fault {
                 Unanswered::Upstream(_) => 502..503,
                 Unanswered::NotStored => 507..508,
-                Unanswered::NoFinalAnswer | Unanswered::Busy { .. } | Unanswered::Stopping { .. } => 500..504,
+                Unanswered::NoFinalAnswer
+                | Unanswered::Busy { .. }
+                | Unanswered::Stopping { .. }
+                | Unanswered::NoTape => 500..504,
                 _ => 400..500,
             };
             assert!(class.contains(&status), "{fault:?} → {status}");

@@ -1,0 +1,184 @@
+//! What answers a server's requests ([`Serving`]): one app for the whole
+//! run, or a test runner's tapes one after another on one port ([`Turns`],
+//! `mcp-tape test --tapes-on-stdin`). Connections outlive a tape, so a
+//! test's client goes on with the connections the test before it opened;
+//! each request is served by the tape running when it arrives, and a tape
+//! ends once every request it took is answered. A request in a session an
+//! earlier tape's server opened is refused (404, as for any session that
+//! has ended): a request a test left unanswered never lands on the next
+//! test's tape, nor, recording, on its cassette.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use hyper::HeaderMap;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::App;
+use super::server::{SHUTDOWN_GRACE, STOPPING_ANSWERED};
+use crate::config::FrontDoor;
+use crate::error::Unanswered;
+use crate::limits::MAX_SESSIONS;
+use crate::mcp::HEADER_SESSION_ID;
+use crate::util::{FastMap, lock};
+
+/// What answers a server's requests.
+#[derive(Clone)]
+pub enum Serving {
+    /// One app for the whole run.
+    One(Arc<App>),
+    /// Tapes one after another.
+    Turns(Arc<Turns>),
+}
+
+/// A request's app, held for as long as its answer is being sent: the end
+/// of its tape waits for it.
+pub(super) struct Taken {
+    pub(super) app: Arc<App>,
+    pub(super) held: Option<OwnedSemaphorePermit>,
+    /// The tapes it took its turn among, which note the sessions it opens.
+    turns: Option<Arc<Turns>>,
+}
+
+impl Taken {
+    /// Notes the session `answer` opened, if it opened one.
+    pub(super) fn answered(&self, answer: &HeaderMap) {
+        let (Some(turns), Some(session)) = (&self.turns, answer.get(HEADER_SESSION_ID)) else { return };
+        let Ok(session) = session.to_str() else { return };
+        // Opened again (a server that gives every session one id): it is this tape's now.
+        lock(&turns.ended).sessions.remove(session);
+        if let Some(turn) = lock(&turns.current).as_mut() {
+            turn.sessions.push(session.into());
+        }
+    }
+}
+
+impl Serving {
+    /// The front door's rules.
+    pub(super) fn front_door(&self) -> &FrontDoor {
+        match self {
+            Serving::One(app) => app.front_door(),
+            Serving::Turns(turns) => &turns.front_door,
+        }
+    }
+
+    /// The app that answers a request with `headers` arriving now.
+    ///
+    /// # Errors
+    ///
+    /// [`Unanswered::NoTape`] between tapes; [`Unanswered::UnknownSession`]
+    /// for a session an earlier tape's server opened.
+    pub(super) fn take(&self, headers: &HeaderMap) -> Result<Taken, Unanswered> {
+        let turns = match self {
+            Serving::One(app) => return Ok(Taken { app: Arc::clone(app), held: None, turns: None }),
+            Serving::Turns(turns) => turns,
+        };
+        let session = headers.get(HEADER_SESSION_ID).and_then(|session| session.to_str().ok());
+        if session.is_some_and(|session| lock(&turns.ended).sessions.contains_key(session)) {
+            return Err(Unanswered::UnknownSession);
+        }
+        let current = lock(&turns.current);
+        let turn = current.as_ref().ok_or(Unanswered::NoTape)?;
+        let held = Arc::clone(&turn.requests).try_acquire_owned().map_err(|_| Unanswered::NoTape)?;
+        Ok(Taken { app: Arc::clone(&turn.app), held: Some(held), turns: Some(Arc::clone(turns)) })
+    }
+
+    /// The app of now, if any.
+    pub(super) fn current(&self) -> Option<Arc<App>> {
+        match self {
+            Serving::One(app) => Some(Arc::clone(app)),
+            Serving::Turns(turns) => lock(&turns.current).as_ref().map(|turn| Arc::clone(&turn.app)),
+        }
+    }
+}
+
+/// The most requests one tape has in flight at once; past it a request
+/// gets 503, as between tapes.
+const MOST_IN_FLIGHT: u32 = 1 << 20;
+
+/// Tapes one after another on one server: [`Turns::begin`] one,
+/// [`Turns::end`] it, begin the next.
+pub struct Turns {
+    front_door: FrontDoor,
+    current: Mutex<Option<Turn>>,
+    ended: Mutex<Ended>,
+}
+
+/// The sessions ended tapes' servers opened, the latest [`ENDED_SESSIONS_KEPT`].
+#[derive(Default)]
+struct Ended {
+    sessions: FastMap<Box<str>, ()>,
+    /// The same, in the order they ended.
+    order: VecDeque<Box<str>>,
+}
+
+/// How many sessions of ended tapes are told apart from the running one's.
+const ENDED_SESSIONS_KEPT: usize = MAX_SESSIONS;
+
+struct Turn {
+    app: Arc<App>,
+    /// A permit for each request in flight: the tape's end takes them all.
+    requests: Arc<Semaphore>,
+    /// The sessions its server opened.
+    sessions: Vec<Box<str>>,
+}
+
+impl Turns {
+    pub fn new(front_door: FrontDoor) -> Turns {
+        Turns { front_door, current: Mutex::new(None), ended: Mutex::default() }
+    }
+
+    /// `app` answers each request from now until [`Turns::end`]; the tape
+    /// running, if one is, no longer takes any.
+    pub fn begin(&self, app: Arc<App>) {
+        let requests = Arc::new(Semaphore::new(MOST_IN_FLIGHT as usize));
+        *lock(&self.current) = Some(Turn { app, requests, sessions: Vec::new() });
+    }
+
+    /// Ends the tape running: it takes no more requests, its standalone
+    /// streams end, and the requests it took are answered (those still
+    /// waiting after the shutdown grace get 503). Returns its app; `None`
+    /// when none was running.
+    pub async fn end(&self) -> Option<Arc<App>> {
+        let Turn { app, requests, sessions } = lock(&self.current).take()?;
+        self.ended_sessions(sessions);
+        app.engine().end_streams();
+        let answered = requests.acquire_many_owned(MOST_IN_FLIGHT);
+        within_grace(answered, Some(&app)).await;
+        Some(app)
+    }
+}
+
+impl Turns {
+    /// Notes `sessions` as ended, forgetting the oldest past [`ENDED_SESSIONS_KEPT`].
+    fn ended_sessions(&self, sessions: Vec<Box<str>>) {
+        let mut ended = lock(&self.ended);
+        for session in sessions {
+            if ended.sessions.insert(session.clone(), ()).is_none() {
+                ended.order.push_back(session);
+            }
+        }
+        while ended.order.len() > ENDED_SESSIONS_KEPT {
+            if let Some(oldest) = ended.order.pop_front() {
+                ended.sessions.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// Waits for `answered` for the shutdown grace; past it, tells `app` its
+/// grace is over (each request still waiting is answered 503) and waits a
+/// moment more.
+pub(super) async fn within_grace(answered: impl Future, app: Option<&App>) {
+    tokio::pin!(answered);
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut answered).await.is_ok() {
+        return;
+    }
+    if let Some(app) = app {
+        app.grace_over();
+    }
+    if tokio::time::timeout(STOPPING_ANSWERED, &mut answered).await.is_err() {
+        tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
+    }
+}
