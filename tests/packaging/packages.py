@@ -525,38 +525,38 @@ def node_package(args, work, checks):
         checks.run("vitest helper: recording modes (all, missing) never write the cassette of a failing test",
                    failing_tests_record_nothing)
 
-        def ahead_tapes():
-            with placed(project, {"ahead.test.mjs": HERE / "ahead.test.mjs"}, [cassettes / "ahead"]):
-                ahead = [*vitest, "ahead.test.mjs"]
-                recording = dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream, MCP_TAPE_HTML="ahead-html",
-                                 MCP_TAPE_REPORTS="ahead-reports")
-                output = must(ahead, project, recording)
+        def turns_of_tapes():
+            with placed(project, {"turns.test.mjs": HERE / "turns.test.mjs"}, [cassettes / "turns"]):
+                turns = [*vitest, "turns.test.mjs"]
+                recording = dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream, MCP_TAPE_HTML="turns-html",
+                                 MCP_TAPE_REPORTS="turns-reports")
+                output = must(turns, project, recording)
                 assert "3 passed" in output and "1 skipped" in output, output
                 ran = ["records_the_shared_cassette", "replays_the_shared_cassette", "runs_after_the_skipped_one"]
-                assert files_under(project / "ahead-html") == ["ahead/" + f"{t}.html" for t in ran] + ["index.html"], \
-                    files_under(project / "ahead-html")
-                assert files_under(project / "ahead-reports") == [f"ahead/{t}.json" for t in ran], \
-                    files_under(project / "ahead-reports")
+                assert files_under(project / "turns-html") == ["index.html", *(f"turns/{t}.html" for t in ran)], \
+                    files_under(project / "turns-html")
+                assert files_under(project / "turns-reports") == [f"turns/{t}.json" for t in ran], \
+                    files_under(project / "turns-reports")
                 # No recording left half made: one cassette, the file's.
-                assert files_under(cassettes / "ahead") == ["shared.sqlite"], files_under(cassettes / "ahead")
-                second = json.loads((project / "ahead-reports" / "ahead" / "replays_the_shared_cassette.json")
+                assert files_under(cassettes / "turns") == ["shared.sqlite"], files_under(cassettes / "turns")
+                second = json.loads((project / "turns-reports" / "turns" / "replays_the_shared_cassette.json")
                                     .read_text())
                 assert sum(case["forwarded"] for case in second["cases"]) == 0, second["cases"]
                 assert any(case["method"] == "tools/list" and case["hits"] for case in second["cases"]), \
                     second["cases"]
-                # --bail: the first test fails with the second's tape started; the file's end ends it.
-                shutil.rmtree(project / "ahead-html")
-                code, output = run([*ahead, "--bail", "1"], project, dict(recording, AHEAD_FAIL="1"))
+                # --bail: the first test fails, and the run stops before the second's tape.
+                shutil.rmtree(project / "turns-html")
+                code, output = run([*turns, "--bail", "1"], project, dict(recording, TURNS_FAIL="1"))
                 assert code == 1 and "1 failed" in output, output
-                assert files_under(project / "ahead-html") == ["ahead/records_the_shared_cassette.html",
-                                                               "index.html"], files_under(project / "ahead-html")
-                assert files_under(cassettes / "ahead") == ["shared.sqlite"], files_under(cassettes / "ahead")
-                shutil.rmtree(project / "ahead-html")
-                shutil.rmtree(project / "ahead-reports")
+                first = "turns/records_the_shared_cassette.html"
+                assert files_under(project / "turns-html") == ["index.html", first], files_under(project / "turns-html")
+                assert files_under(cassettes / "turns") == ["shared.sqlite"], files_under(cassettes / "turns")
+                shutil.rmtree(project / "turns-html")
+                shutil.rmtree(project / "turns-reports")
 
-        checks.run("vitest helper: a tape started ahead of the next test: of two tests on the file's cassette the "
-                   "second replays what the first recorded (0 forwarded); after a failure --bail stops at, the one "
-                   "started ahead ends unused, with no page, report or recording left", ahead_tapes)
+        checks.run("vitest helper: tapes taking turns: of two tests on the file's cassette the second replays "
+                   "what the first recorded (0 forwarded); after a failure, --bail stops the run before the next "
+                   "test's tape, and no page, report or recording of it is left", turns_of_tapes)
 
     with Upstream(args.python, QUICKSTART) as quickstart, \
             Upstream(args.python, MODEL_SERVER, ["--key", MODEL_KEY]) as model:
@@ -594,8 +594,8 @@ def node_package(args, work, checks):
         scratch.mkdir()
         output = must(vitest, project, dict(env, TMPDIR=str(scratch)))
         assert "3 passed" in output, output
-        # vitest ends its fork workers without their exit handlers; the tape starter, which outlives the
-        # worker by a moment, removes the tapes' directory once they have ended.
+        # vitest ends its fork workers without their exit handlers: nothing the helper or its tapes
+        # write may need one to be removed.
         deadline = time.monotonic() + 10
         while (left := sorted(path.name for path in scratch.iterdir())) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -7,7 +7,7 @@
   under wine, given wine/bcryptprimitives.c: Windows 10 has that DLL, wine 8.0 does not) print the
   version, answer the demo cassette's recorded requests over HTTP and over
   stdio with the same bytes as this machine's own binary, and run a tape for a test to the verdict
-  written on its stdin;
+  written on its stdin, alone and taking turns with others in one process;
 - the macOS binaries are Mach-O for the right processor and link only the system's libraries: they
   cannot run here.
 """
@@ -243,6 +243,21 @@ def verdicts(command, env=None):
     return ended
 
 
+def turns(command, env=None):
+    """A test file's tapes as the vitest helper runs them (`test --tapes-on-stdin`), stdin given whole:
+    a tape and its verdict 0, a line it refuses, a tape and its verdict 3; what each answer was
+    (the URL, serving, refused or the code), and the exit code."""
+    tape = json.dumps([DEMO_SQLITE])
+    result = subprocess.run([*command, "test", "--tapes-on-stdin"], env=env,
+                            input=f"{tape}\n0\nnot json\n{tape}\n3\n", capture_output=True, text=True,
+                            timeout=120)
+    lines = result.stdout.splitlines()
+    told = [json.loads(line) for line in lines[1:]]
+    said = [lines[0].startswith("http://127.0.0.1:") if lines else False]
+    said += ["serving" if t.get("serving") else "refused" if "error" in t else t.get("code") for t in told]
+    return said, result.returncode
+
+
 def smoke(command, env=None):
     """What one binary says: its version line, its answers over HTTP (each one 200) and over stdio, and
     how a tape for a test ends."""
@@ -258,6 +273,8 @@ def smoke(command, env=None):
     assert answered == asked, (sorted(asked), replies[:3])
     said["verdicts"] = verdicts(command, env)
     assert said["verdicts"] == [(True, 0), (True, 3), (True, 1)], said["verdicts"]
+    said["turns"] = turns(command, env)
+    assert said["turns"] == ([True, "serving", 0, "refused", "serving", 3], 0), said["turns"]
     return said
 
 
@@ -301,7 +318,8 @@ def check_all(args, work, checks):
 
     checks.run("platforms: linux-x64: its packages hold one binary, needing glibc 2.17 at most; it answers each "
                "stateless request of the demo over HTTP, and each request of the mailbox's session over stdio "
-               "(what the other platforms' binaries must answer), and a tape for a test ends with its verdict", host_answers)
+               "(what the other platforms' binaries must answer), and a tape for a test ends with its verdict, "
+               "alone and taking turns", host_answers)
 
     def profile_workload_runs():
         assert HOST.name in binaries, "the package is missing (above)"
@@ -345,12 +363,14 @@ def check_all(args, work, checks):
             stdio = answers_over_stdio(command, env)
             assert stdio == expected["stdio"], (stdio[:400], expected["stdio"][:400])
             assert verdicts(command, env) == expected["verdicts"]
+            assert turns(command, env) == expected["turns"]
 
         how = {"linux-x64-musl": "here, with no C library beside it",
                "win32-x64": "under wine (with a stand-in for Windows 10's bcryptprimitives.dll)"}.get(
             platform.name, "under qemu-user-static")
         checks.run(f"platforms: {platform.name} {how}: --version, the demo over HTTP and over stdio, "
-                   "byte for byte as this machine's binary, and a tape for a test's verdicts", answers)
+                   "byte for byte as this machine's binary, and a tape for a test's verdicts, alone and taking turns",
+                   answers)
 
     def resolver_names_each_package():
         tarball = sorted(Path(args.dist).glob("mcp-tape-[0-9]*.tgz"))

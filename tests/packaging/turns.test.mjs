@@ -1,16 +1,14 @@
-// Tests around the tape the helper starts ahead of the next test, on the
-// packaging test's upstream: the first two share one cassette (the file's,
-// `useTape({ cassette })`), so the second must replay what the first
-// recorded, its tape started only once that recording is in place; the
-// skipped test's tape is never started (the helper starts the next test
-// that runs); with AHEAD_FAIL set the first test fails and --bail stops the
-// run with the second's tape started, which then ends unused.
+// Tests of tapes taking turns, on the packaging test's upstream: the first
+// two share one cassette (the file's, `useTape({ cassette })`), so the
+// second must replay what the first recorded, its tape begun only once that
+// recording is in place; the skipped test has no tape; with TURNS_FAIL set
+// the first test fails and --bail stops the run before the second's tape.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { useTape } from "mcp-tape/vitest";
 import { expect, test } from "vitest";
 
-const tape = useTape({ cassette: "cassettes/ahead/shared.sqlite" });
+const tape = useTape({ cassette: "cassettes/turns/shared.sqlite" });
 
 async function listsTools() {
   const client = new Client({ name: "packaging-test", version: "1.0.0" });
@@ -24,7 +22,7 @@ async function listsTools() {
 
 test("records the shared cassette", async () => {
   await listsTools();
-  expect(process.env.AHEAD_FAIL).toBeUndefined();
+  expect(process.env.TURNS_FAIL).toBeUndefined();
 });
 
 test("replays the shared cassette", listsTools);

@@ -65,12 +65,14 @@ export declare function startTape(options: TapeOptions): Promise<Tape>;
 /** A tape started without waiting for it to serve (`spawnTape`). */
 export interface SpawnedTape {
   cassette: string;
-  /** Resolves with the URL once the tape serves (a tape that ended first is stopped, and the reason thrown); a tape never taken leaves no report or page. */
+  /** Resolves with the URL once the tape serves (a tape that could not start is stopped, and the reason thrown). */
   take(): Promise<string>;
   stop(passed: boolean): Promise<Stopped>;
 }
-/** Starts a tape ahead of the test that will take it. */
+/** Starts a tape without waiting for it to serve. */
 export declare function spawnTape(options: TapeOptions): SpawnedTape;
+/** Ends the processes that serve tapes and have none running (the vitest helper calls it when a file is done). */
+export declare function endIdleTapes(): void;
 export declare function describeMisses(misses: Miss[], cassette: string, html?: string): string;
 /** Writes `index.html` under `directory`: each test's HTML page (as `html` wrote it) with its verdict, failed first. */
 export declare function writeIndex(directory: string): void;

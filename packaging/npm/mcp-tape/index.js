@@ -1,26 +1,15 @@
 // mcp-tape for Node: where the binary is, and a tape for the length of one
-// test. A tape is `mcp-tape test --verdict-on-stdin`, which prints the tape's
-// URL and waits for the test's verdict on its standard input, so modes, match
-// rules, reports and "a failing test never changes its cassette" are exactly
-// those of `mcp-tape test`.
+// test. Tapes are served by `mcp-tape test --tapes-on-stdin`, which takes
+// each tape's arguments and then its test's verdict on its standard input,
+// so modes, match rules, reports and "a failing test never changes its
+// cassette" are exactly those of `mcp-tape test`.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { GITHUB_VARIABLES } from "./github.js";
 
 const PACKAGE = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8"));
 const VERSION = PACKAGE.version;
@@ -116,86 +105,88 @@ export function fileName(text) {
   return name;
 }
 
-/** One directory for what every tape of this process writes before it is moved into place (its
- * reports) or read and dropped (its log); made once, removed at exit. */
-let scratchDirectory;
-let serial = 0;
-function scratch() {
-  if (!scratchDirectory) {
-    scratchDirectory = mkdtempSync(join(tmpdir(), "mcp-tape-"));
-    process.once("exit", () => rmSync(scratchDirectory, { recursive: true, force: true }));
-  }
-  return scratchDirectory;
+/** The most of a tape server's log kept for an error's message (its end). */
+const LOG_KEPT = 64 * 1024;
+
+/** The variables a tape server reads (its mode, upstream, log filter, token, models), as they are now. */
+function tapeVariables() {
+  return JSON.stringify(Object.entries(process.env).filter(([name]) => name.startsWith("MCP_TAPE_")).sort());
 }
 
-/** `source` to `target` (made whole there: a reader never sees half a report), if it was written. */
-function move(source, target) {
-  if (!existsSync(source)) return;
-  mkdirSync(dirname(target), { recursive: true });
-  try {
-    renameSync(source, target);
-  } catch {
-    copyFileSync(source, `${target}.partial-${process.pid}`);
-    renameSync(`${target}.partial-${process.pid}`, target);
-    rmSync(source, { force: true });
-  }
-}
+/** Tape servers with no tape running, ready for the next. */
+const idleServers = [];
 
 /**
- * The process that starts this process's tapes (spawner.js), started with
- * the first: Node forks the whole process for a child, which costs a test
- * worker milliseconds a tape. It is kept from holding the event loop open
- * while no tape of ours runs.
+ * A tape server: one `mcp-tape test --tapes-on-stdin`, serving one tape at
+ * a time on its own port, tape after tape, so that a test's tape costs no
+ * process, no port and no new connections of its own. Each line written
+ * to its stdin is answered by one line on its stdout, in order.
  */
-let spawner;
-function helper() {
-  if (spawner) return spawner;
-  const child = spawn(process.execPath, [fileURLToPath(new URL("./spawner.js", import.meta.url))], {
-    stdio: ["pipe", "pipe", "inherit"],
-  });
-  const waiting = new Map();
-  let running = 0;
-  const hold = (more) => {
-    running += more;
-    for (const handle of [child, child.stdin, child.stdout]) {
-      if (running > 0) handle.ref();
-      else handle.unref();
-    }
-  };
-  const gone = (why) => {
-    if (spawner?.child === child) spawner = undefined;
-    for (const listener of waiting.values()) listener({ error: why });
-    waiting.clear();
-  };
-  child.on("error", (error) => gone(`the tape starter could not run: ${error.message}`));
-  child.on("exit", (code) => gone(`the tape starter exited (${code})`));
-  child.stdin.on("error", () => {});
-  createInterface({ input: child.stdout }).on("line", (line) => {
-    const told = JSON.parse(line);
-    waiting.get(told.id)?.(told);
-  });
-  let next = 0;
-  spawner = {
-    child,
-    /** Starts `bin args` (stderr to `log`); `listen` hears of it until it has ended. */
-    start(bin, args, log, listen) {
-      const id = next++;
-      hold(1);
-      let ended = false;
-      waiting.set(id, (told) => {
-        if (!ended && (told.code !== undefined || told.error !== undefined)) {
-          ended = true;
-          waiting.delete(id);
-          hold(-1);
-        }
-        listen(told);
+function startServer(bin) {
+  // What a tape would tell GitHub would go nowhere; the vitest helper tells it for each file.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !GITHUB_VARIABLES.includes(name)));
+  const child = spawn(bin, ["test", "--tapes-on-stdin"], { stdio: ["pipe", "pipe", "pipe"], env });
+  const answers = [];
+  let log = "";
+  let gone;
+  const server = {
+    bin,
+    variables: tapeVariables(),
+    /** Resolves with its URL, its first line (`{ gone }` if it ended first). */
+    url: undefined,
+    /** What it logged since the last line it was told (its end, at most LOG_KEPT). */
+    log: () => log,
+    /** Writes `line`; resolves with the answer, parsed (`{ gone }` if it ended first). */
+    ask(line) {
+      log = "";
+      return new Promise((resolve) => {
+        if (gone) return resolve({ gone });
+        answers.push(resolve);
+        child.stdin.write(`${line}\n`);
       });
-      child.stdin.write(`${JSON.stringify({ id, start: [bin, args, log] })}\n`);
-      return (verdict) => child.stdin.write(`${JSON.stringify({ id, verdict })}\n`);
     },
+    /** Keeps this process running while it holds a tape (`true`), not while it is idle. */
+    hold(held) {
+      for (const handle of [child, child.stdin, child.stdout, child.stderr]) {
+        if (held) handle.ref();
+        else handle.unref();
+      }
+    },
+    end() {
+      child.stdin.end();
+    },
+    isGone: () => gone !== undefined,
   };
-  hold(0);
-  return spawner;
+  server.url = new Promise((resolve) => answers.push(resolve));
+  child.stdin.on("error", () => {});
+  child.stderr.setEncoding("utf8").on("data", (text) => {
+    log = (log + text).slice(-LOG_KEPT);
+  });
+  let said = 0;
+  createInterface({ input: child.stdout }).on("line", (line) => {
+    const answer = said++ === 0 ? line.trim() : JSON.parse(line);
+    answers.shift()?.(answer);
+  });
+  const ended = (why) => {
+    if (gone !== undefined) return;
+    gone = why;
+    const index = idleServers.indexOf(server);
+    if (index >= 0) idleServers.splice(index, 1);
+    for (const answer of answers.splice(0)) answer({ gone });
+  };
+  child.on("error", (error) => ended(`mcp-tape could not run: ${error.message}`));
+  child.on("close", (code, signal) => ended(`mcp-tape exited (${code ?? signal})`));
+  return server;
+}
+
+/** An idle tape server that runs `bin` with the variables as they are now, or a new one. */
+function tapeServer(bin) {
+  const variables = tapeVariables();
+  for (const server of idleServers.filter((idle) => idle.bin !== bin || idle.variables !== variables)) {
+    idleServers.splice(idleServers.indexOf(server), 1);
+    server.end();
+  }
+  return idleServers.pop() ?? startServer(bin);
 }
 
 /**
@@ -220,108 +211,70 @@ export function modelUrl(tapeUrl, name) {
 /**
  * Starts a tape on a free loopback port, answering from (or recording into)
  * `cassette`, without waiting for it to serve: `take()` resolves with its
- * URL once it does. `stop(passed)` ends it. The reports are written to a
- * scratch directory and moved to `html` and `report` when the run ends, if
- * the tape was taken: one started ahead of a test and never used leaves
- * none.
+ * URL once it does. `stop(passed)` ends it, and writes its reports (`html`,
+ * `report`).
  */
-export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report: kept, title, html, bin, models } = {}) {
+export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report, title, html, bin, models } = {}) {
   if (!cassette) throw new Error("startTape: name the cassette file");
   // What the code says wins over the environment.
   const chosen = mode || process.env.MCP_TAPE_MODE?.trim() || "replay";
   if (!MODES.includes(chosen)) throw new Error(`mcp-tape mode ${chosen}: expected one of ${MODES.join(", ")}`);
-  const place = join(scratch(), `tape-${process.pid}-${serial++}`);
-  const report = `${place}.json`;
-  const page = `${place}.html`;
-  const log = `${place}.log`;
   mkdirSync(dirname(cassette), { recursive: true });
   // A cassette that is not there is replayed as absent: each request misses, naming it.
-  const args = ["test", cassette, "--mode", chosen, "--report", report];
+  const args = [cassette, "--mode", chosen];
   if (upstream ?? process.env.MCP_TAPE_UPSTREAM) args.push("--upstream", upstream ?? process.env.MCP_TAPE_UPSTREAM);
   for (const model of modelSpecs(models)) args.push("--model", model);
   if (rules) args.push("--rules", rules);
   for (const fault of [faults ?? []].flat()) args.push("--fault", faultSpec(fault));
   if (onMiss) args.push("--on-miss", onMiss);
   if (title) args.push("--title", title);
-  if (html) args.push("--html", page);
-  args.push("--verdict-on-stdin");
-  const readLog = () => (existsSync(log) ? readFileSync(log, "utf8") : "");
-  let taken = false;
-  let serve;
-  let refuse;
-  let end;
-  const ready = new Promise((resolve, reject) => {
-    serve = resolve;
-    refuse = reject;
-  });
-  ready.catch(() => {}); // a tape started ahead may never be asked; its failure is told when it is
-  const exited = new Promise((resolve) => {
-    end = resolve;
-  });
-  // The tape has written its report (it let go of its stdout), or has ended.
-  let reported;
-  const said = new Promise((resolve) => {
-    reported = resolve;
-  });
-  exited.then(reported);
-  const tell = helper().start(bin ?? binary(), args, log, (told) => {
-    if (told.url !== undefined) {
-      serve(told.url);
-    } else if (told.said) {
-      reported();
-    } else if (told.error !== undefined) {
-      refuse(new Error(`mcp-tape: ${told.error}:\n${readLog()}`));
-      end(null);
-    } else {
-      refuse(new Error(`mcp-tape exited (${told.code}) before it served:\n${readLog()}`));
-      end(told.code);
-    }
-  });
-  const drop = () => [report, page, log].forEach((file) => rmSync(file, { force: true }));
+  for (const [flag, file] of [["--html", html], ["--report", report]]) {
+    if (!file) continue;
+    mkdirSync(dirname(file), { recursive: true });
+    args.push(flag, file);
+  }
+  const server = tapeServer(bin ?? binary());
+  server.hold(true);
+  const ready = (async () => {
+    const url = await server.url;
+    const told = url.gone ? url : await server.ask(JSON.stringify(args));
+    if (told.gone) throw new Error(`${told.gone} before it served:\n${server.log()}`);
+    if (told.error !== undefined) throw new Error(`mcp-tape: ${told.error}`);
+    return url;
+  })();
+  ready.catch(() => {}); // told when the tape is taken
   let stopped;
   /** Ends the run with the test's verdict; a failing test's recording is thrown away. */
   const stop = (passed) => {
     stopped ??= (async () => {
-      tell(passed ? "0\n" : "1\n");
-      await said;
       try {
-        let parsed;
-        try {
-          parsed = JSON.parse(readFileSync(report, "utf8"));
-        } catch (error) {
-          const code = await exited;
-          throw new Error(`mcp-tape exited (${code}) with no report (${error.message}):\n${readLog()}`);
-        }
-        if (taken) {
-          if (html) move(page, html);
-          if (kept) move(report, kept);
-        }
-        const misses = (parsed.cases ?? []).filter((c) => c.misses > 0);
-        if (passed && !parsed.passed && misses.length === 0) {
-          // The test passed, yet the run did not: its recording (an upstream that failed a
-          // request, say) was not kept, or a recording it used is too old; the log says which.
-          const code = await exited;
-          const tail = readLog().split("\n").slice(-13).join("\n");
-          throw new Error(
-            `the test passed, but mcp-tape exited ${code}: its recording was not kept, or it failed the run for another reason:\n${tail}`,
-          );
-        }
-        const cases = parsed.cases ?? [];
-        return { code: parsed.passed ? 0 : 1, cases, misses, text: describeMisses(misses, cassette, html) };
-      } finally {
-        exited.then(drop); // once the process has ended: it writes its log until then
+        await ready;
+      } catch {
+        release(server);
+        return { code: 1, cases: [], misses: [], text: "" };
       }
+      const told = await server.ask(passed ? "0" : "1");
+      release(server);
+      if (told.gone) throw new Error(`${told.gone} with no report:\n${server.log()}`);
+      if (told.error !== undefined) throw new Error(`mcp-tape: ${told.error}`);
+      const cases = told.report.cases ?? [];
+      const misses = cases.filter((c) => c.misses > 0);
+      if (passed && told.code !== 0 && misses.length === 0) {
+        // The test passed, yet the run did not: its recording (an upstream that failed a
+        // request, say) was not kept, or a recording it used is too old; the tape says which.
+        throw new Error(
+          `the test passed, but its tape ended with ${told.code}: its recording was not kept, or it failed the run ` +
+            `for another reason:\n${told.said.join("\n")}`,
+        );
+      }
+      return { code: told.code === 0 ? 0 : 1, cases, misses, text: describeMisses(misses, cassette, html) };
     })();
     return stopped;
   };
   return {
     cassette,
-    /**
-     * Resolves with the tape's URL once it serves: for a test that takes this tape (its reports are
-     * kept). A tape that ended before it served is stopped, and the reason thrown.
-     */
+    /** Resolves with the tape's URL once it serves. A tape that could not start is stopped, and the reason thrown. */
     async take() {
-      taken = true;
       try {
         return await ready;
       } catch (error) {
@@ -331,6 +284,17 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
     },
     stop,
   };
+}
+
+/** Ends the tape servers with no tape running (a test file's, once it is done). */
+export function endIdleTapes() {
+  for (const server of idleServers.splice(0)) server.end();
+}
+
+/** `server`'s tape has ended: it waits, idle, for the next. */
+function release(server) {
+  server.hold(false);
+  if (!server.isGone()) idleServers.push(server);
 }
 
 /**

@@ -1,6 +1,6 @@
 // Per-test tapes for vitest, the VCR way: `const tape = useTape()` at the top
-// of a test file gives each test a tape of its own on a free loopback port,
-// answering from cassettes/<file>/<describe>/<test>.sqlite (the file's name
+// of a test file gives each test a tape of its own (the file's tests take
+// turns on one loopback port, served by one mcp-tape process), answering from cassettes/<file>/<describe>/<test>.sqlite (the file's name
 // without .test/.spec and its extension); `tape.url` is its URL while the
 // test runs (also in MCP_TAPE_URL and MCP_PLATFORM_ENDPOINT). A request the
 // cassette does not hold fails that test, with the misses in the error; so
@@ -14,7 +14,7 @@
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach } from "vitest";
 import { rows, tellFile } from "./github.js";
-import { fileName, modelUrl, spawnTape, writeIndex } from "./index.js";
+import { endIdleTapes, fileName, modelUrl, spawnTape, writeIndex } from "./index.js";
 
 const VARIABLES = ["MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT"];
 
@@ -31,29 +31,6 @@ function names(task) {
 export function testPath(file, task) {
   const stem = basename(file).replace(/\.[cm]?[jt]sx?$/, "").replace(/\.(test|spec)$/, "");
   return join(fileName(stem), ...names(task).map(fileName));
-}
-
-/** The tests of `task`'s file that run, in the order they run (a sequential file's). */
-function testsToRun(task) {
-  const found = [];
-  const walk = (t) => {
-    if (t.type === "test") {
-      if (t.mode === "run" || t.mode === "only") found.push(t);
-    } else {
-      for (const child of t.tasks ?? []) walk(child);
-    }
-  };
-  walk(task.file);
-  return found;
-}
-
-/** The variables mcp-tape and the tape's settings read (its mode, upstream, log filter, token), as they are now. */
-function environment() {
-  return JSON.stringify(
-    Object.entries(process.env)
-      .filter(([name]) => name.startsWith("MCP_TAPE_") && !VARIABLES.includes(name))
-      .sort(),
-  );
 }
 
 export function useTape(options = {}) {
@@ -86,57 +63,24 @@ export function useTape(options = {}) {
       title: `${task.file.name} > ${names(task).join(" > ")} (${cassette})`,
     };
   };
-  /** What tells two tapes alike: their settings and the variables mcp-tape reads. */
-  const keyOf = (wanted) => JSON.stringify(wanted) + environment();
-  // The next test's tape, started while this test runs (or ends): most of a tape's start (the
-  // process, its cassette, its port) is then no longer that test's wait.
-  let ahead;
-  const endUnused = async () => {
-    const unused = ahead;
-    ahead = undefined;
-    await unused?.tape.stop(false).catch(() => {});
-  };
-  /** Starts the tape of the test after `task`; while this test's tape runs (`beside`), only one of another cassette. */
-  const startAhead = async (task, beside) => {
-    const tests = testsToRun(task);
-    const following = tests[tests.indexOf(task) + 1];
-    if (!following) return;
-    const wanted = settings(following);
-    const key = keyOf(wanted);
-    if (ahead?.key === key) return;
-    await endUnused();
-    if (beside !== undefined && wanted.cassette === beside) return; // waits for this test's recording
-    try {
-      ahead = { key, tape: spawnTape(wanted) };
-    } catch {
-      // the test's own start meets the same again, and says so
-    }
-  };
   let tape;
   let saved;
   // What each test's tape tells GitHub: [[test, rows]], appended to the step summary when the file is done.
   const told = [];
   let testFile;
   beforeEach(async (context) => {
+    tape = undefined;
     const wanted = settings(context.task);
-    const key = keyOf(wanted);
-    let started;
-    if (ahead?.key === key) {
-      started = ahead.tape;
-      ahead = undefined;
-    } else {
-      await endUnused();
-    }
-    started ??= spawnTape(wanted);
+    const started = spawnTape(wanted);
     const url = await started.take();
     tape = started;
     state.url = url;
     state.cassette = wanted.cassette;
     saved = VARIABLES.map((v) => process.env[v]);
     for (const v of VARIABLES) process.env[v] = url;
-    await startAhead(context.task, wanted.cassette);
   });
   afterEach(async (context) => {
+    if (tape === undefined) return; // its start failed, and the test with it
     VARIABLES.forEach((v, i) => {
       if (saved[i] === undefined) delete process.env[v];
       else process.env[v] = saved[i];
@@ -146,8 +90,6 @@ export function useTape(options = {}) {
     state.url = undefined;
     told.push([names(context.task).join(" > "), rows(cases)]);
     testFile = context.task.file.name;
-    // After this test's tape has ended: a cassette it recorded is in place for the next test to read.
-    await startAhead(context.task);
     // Thrown when the test failed too: often its failure is the client's error for the miss.
     if (misses.length > 0) {
       const miss = new Error(text);
@@ -155,7 +97,7 @@ export function useTape(options = {}) {
       throw miss;
     }
   });
-  afterAll(endUnused);
+  afterAll(endIdleTapes);
   afterAll(() => tellFile(testFile, told));
   // Each file, when done, lists every page there is so far: the last one lists the run's.
   if (htmlDirectory) afterAll(() => writeIndex(htmlDirectory));
