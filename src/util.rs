@@ -75,11 +75,11 @@ impl<V> Memo<V> {
 /// Writes `line` and a newline to stderr, as `eprintln!` does, except
 /// that a stderr that cannot take it (a closed pipe, a full disk) loses the
 /// line and never the run: `eprintln!` panics there, and a command would
-/// end before its report or cassette were written.
+/// end before its report or cassette were written. One write: a reader
+/// of the pipe (a test runner's worker) wakes once for it.
 pub fn say(line: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_fmt(line).and_then(|()| stderr.write_all(b"\n"));
+    let _ = std::io::stderr().lock().write_all(format!("{line}\n").as_bytes());
 }
 
 /// `text` cut to at most `max` bytes (at a character boundary) with
