@@ -37,20 +37,23 @@ pub enum Serving {
 pub(super) struct Taken {
     pub(super) app: Arc<App>,
     pub(super) held: Option<OwnedSemaphorePermit>,
-    /// The tapes it took its turn among, which note the sessions it opens.
-    turns: Option<Arc<Turns>>,
+    /// The tapes it took its turn among, and the sessions its tape opened.
+    turn: Option<(Arc<Turns>, Opened)>,
 }
+
+/// The sessions a tape's server opened, noted as its answers go out.
+type Opened = Arc<Mutex<Vec<Box<str>>>>;
 
 impl Taken {
     /// Notes the session `answer` opened, if it opened one.
     pub(super) fn answered(&self, answer: &HeaderMap) {
-        let (Some(turns), Some(session)) = (&self.turns, answer.get(HEADER_SESSION_ID)) else { return };
+        let (Some((turns, opened)), Some(session)) = (&self.turn, answer.get(HEADER_SESSION_ID)) else {
+            return;
+        };
         let Ok(session) = session.to_str() else { return };
         // Opened again (a server that gives every session one id): it is this tape's now.
         lock(&turns.ended).sessions.remove(session);
-        if let Some(turn) = lock(&turns.current).as_mut() {
-            turn.sessions.push(session.into());
-        }
+        lock(opened).push(session.into());
     }
 }
 
@@ -71,7 +74,7 @@ impl Serving {
     /// for a session an earlier tape's server opened.
     pub(super) fn take(&self, headers: &HeaderMap) -> Result<Taken, Unanswered> {
         let turns = match self {
-            Serving::One(app) => return Ok(Taken { app: Arc::clone(app), held: None, turns: None }),
+            Serving::One(app) => return Ok(Taken { app: Arc::clone(app), held: None, turn: None }),
             Serving::Turns(turns) => turns,
         };
         let session = headers.get(HEADER_SESSION_ID).and_then(|session| session.to_str().ok());
@@ -81,7 +84,8 @@ impl Serving {
         let current = lock(&turns.current);
         let turn = current.as_ref().ok_or(Unanswered::NoTape)?;
         let held = Arc::clone(&turn.requests).try_acquire_owned().map_err(|_| Unanswered::NoTape)?;
-        Ok(Taken { app: Arc::clone(&turn.app), held: Some(held), turns: Some(Arc::clone(turns)) })
+        let opened = Arc::clone(&turn.opened);
+        Ok(Taken { app: Arc::clone(&turn.app), held: Some(held), turn: Some((Arc::clone(turns), opened)) })
     }
 
     /// The app of now, if any.
@@ -120,8 +124,7 @@ struct Turn {
     app: Arc<App>,
     /// A permit for each request in flight: the tape's end takes them all.
     requests: Arc<Semaphore>,
-    /// The sessions its server opened.
-    sessions: Vec<Box<str>>,
+    opened: Opened,
 }
 
 impl Turns {
@@ -133,7 +136,7 @@ impl Turns {
     /// running, if one is, no longer takes any.
     pub fn begin(&self, app: Arc<App>) {
         let requests = Arc::new(Semaphore::new(MOST_IN_FLIGHT as usize));
-        *lock(&self.current) = Some(Turn { app, requests, sessions: Vec::new() });
+        *lock(&self.current) = Some(Turn { app, requests, opened: Opened::default() });
     }
 
     /// Ends the tape running: it takes no more requests, its standalone
@@ -141,11 +144,12 @@ impl Turns {
     /// waiting after the shutdown grace get 503). Returns its app; `None`
     /// when none was running.
     pub async fn end(&self) -> Option<Arc<App>> {
-        let Turn { app, requests, sessions } = lock(&self.current).take()?;
-        self.ended_sessions(sessions);
+        let Turn { app, requests, opened } = lock(&self.current).take()?;
         app.engine().end_streams();
         let answered = requests.acquire_many_owned(MOST_IN_FLIGHT);
         within_grace(answered, Some(&app)).await;
+        // Once its requests are answered: an `initialize` answered meanwhile opened one too.
+        self.ended_sessions(std::mem::take(&mut *lock(&opened)));
         Some(app)
     }
 }
