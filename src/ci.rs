@@ -7,8 +7,8 @@
 //! second stop, is ended (SIGKILL). Or no command: a test plugin's tape for
 //! one test, which prints its URL and ends at the verdict the plugin
 //! writes on its stdin ([`verdict_on_stdin`]); the lines of stdin read
-//! whole and bounded ([`read_line`]), a verdict read from one
-//! ([`verdict`]), and what is told on stdout ([`tell`]), as a test
+//! whole and bounded ([`read_line`]), the verdict on the next one
+//! ([`next_verdict`]), and what is told on stdout ([`tell`]), as a test
 //! runner's tapes taking turns use them too.
 
 use std::process::ExitStatus;
@@ -52,7 +52,7 @@ impl Ran {
 }
 
 /// The longest verdict line read: an exit code and a line end, with room to spare.
-pub const VERDICT_BYTES: u64 = 64;
+const VERDICT_BYTES: u64 = 64;
 
 /// Prints `url` on stdout, then waits for the verdict on stdin: its first
 /// line, an exit code (0-255; anything else, or the end of input before a
@@ -65,10 +65,16 @@ pub async fn verdict_on_stdin(url: &str) -> Result<Ran, Error> {
     let mut stops = Stops::listen(&STOPS);
     tell(url).map_err(|source| Error::Spawn { command: "--verdict-on-stdin".into(), source })?;
     let mut stdin = tokio::io::BufReader::new(crate::transport::stdio::stdin());
-    Ok(tokio::select! {
-        line = read_line(&mut stdin, VERDICT_BYTES) => verdict(line.ok()),
-        stop = stops.next() => Ran { code: 1, ended: "no verdict".into(), interrupted: Some(stop) },
-    })
+    Ok(next_verdict(&mut stdin, &mut stops).await)
+}
+
+/// The verdict on the next line of `input` ([`verdict`]), or no verdict,
+/// interrupted, at the first of `stops`.
+pub async fn next_verdict(input: &mut (impl AsyncBufRead + Unpin), stops: &mut Stops) -> Ran {
+    tokio::select! {
+        line = read_line(input, VERDICT_BYTES) => verdict(line.ok()),
+        stop = stops.next() => Ran { interrupted: Some(stop), ..verdict(None) },
+    }
 }
 
 /// A line on stdout, at once.
@@ -116,7 +122,7 @@ pub async fn read_line(input: &mut (impl AsyncBufRead + Unpin), limit: u64) -> s
 }
 
 /// A verdict line's run: its exit code, or 1 for anything else and for no line.
-pub fn verdict(line: Option<Line>) -> Ran {
+fn verdict(line: Option<Line>) -> Ran {
     let code = match line {
         Some(Line::Text(text)) => {
             std::str::from_utf8(&text).ok().and_then(|text| text.trim().parse::<u8>().ok())

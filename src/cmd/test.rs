@@ -19,7 +19,7 @@ use crate::engine::replay::Unrecorded;
 use crate::engine::{Engine, Mode};
 use crate::error::Error;
 use crate::limits::MAX_TAPE_LINE_BYTES;
-use crate::os::Stops;
+use crate::os::{Stop, Stops};
 use crate::transport::http::turns::{Serving, Turns};
 use crate::transport::http::{App, server};
 use crate::{ci, redact, report, util};
@@ -115,10 +115,7 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
         let shown = tape_config.reports.title.clone().unwrap_or_else(|| tape.cassette.display().to_string());
         tracing::info!("test: tape {} ({})", util::printable(&shown), tape.what);
         tell(json!({ "serving": true }));
-        let ran = tokio::select! {
-            line = ci::read_line(&mut stdin, ci::VERDICT_BYTES) => ci::verdict(line.ok()),
-            stop = stops.next() => Ran { code: 1, ended: "no verdict".into(), interrupted: Some(stop) },
-        };
+        let ran = ci::next_verdict(&mut stdin, &mut stops).await;
         interrupted = ran.interrupted;
         tracing::debug!("test: {}; the tape stops once the requests in flight are answered", ran.ended);
         turns.end().await;
@@ -135,7 +132,7 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
     let _ = stop.send(());
     let _ = serving.await;
     crate::os::release_stdout();
-    Ok(interrupted.map_or(0, |stop| (128 + stop.number()).clamp(1, 255) as u8))
+    Ok(interrupted.map_or(0, Stop::exit_code))
 }
 
 /// One test's tape: what answers its requests, and where its recording
@@ -251,7 +248,7 @@ impl Tape {
         let mut code = ran.code;
         if let Some(stop) = ran.interrupted {
             // An interrupted run did not pass, whatever the command made of the stop.
-            code = (128 + stop.number()).clamp(1, 255) as u8;
+            code = stop.exit_code();
         }
         if let Some(writer) = writer {
             let failed = summarize_recording(writer);

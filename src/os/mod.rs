@@ -82,6 +82,11 @@ impl Stop {
     pub fn number(self) -> i32 {
         imp::number(self)
     }
+
+    /// The exit code of a run it interrupted: 128 + its number.
+    pub fn exit_code(self) -> u8 {
+        (128 + self.number()).clamp(1, 255) as u8
+    }
 }
 
 /// The stops being listened for.

@@ -232,14 +232,18 @@ async fn the_commands_own_status_comes_back() {
     assert_eq!(both.status.code(), Some(4), "{}", both.stderr);
 }
 
-/// `mcp-tape test ARGS --verdict-on-stdin`, as the plugins run a tape for a test, its three
-/// streams piped.
+/// `mcp-tape test ARGS --verdict-on-stdin`, as the pytest plugin runs a tape for a test.
 fn verdict_tape(args: &[&str]) -> Command {
+    piped_test(&[args, &["--verdict-on-stdin"]].concat())
+}
+
+/// `mcp-tape test ARGS` with no `MCP_TAPE_MODE` and its three streams piped, as a test plugin
+/// runs it.
+pub(crate) fn piped_test(args: &[&str]) -> Command {
     let mut command = Command::new(BIN);
     command
         .arg("test")
         .args(args)
-        .arg("--verdict-on-stdin")
         .env_remove("MCP_TAPE_MODE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -4,19 +4,17 @@
 //! line with one JSON line on stdout.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::TcpStream;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
-use crate::ci::text_of;
+use crate::ci::{piped_test, text_of};
 use crate::support::*;
 use crate::upstream;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-tape");
 /// Bound on one answer from the tapes' process.
 const PATIENCE: Duration = Duration::from_secs(60);
 const MAIL: &str = "/agents/servers/mcp_MailTools";
@@ -32,16 +30,7 @@ struct Tapes {
 
 impl Tapes {
     async fn start() -> Tapes {
-        let mut child = Command::new(BIN)
-            .args(["test", "--tapes-on-stdin"])
-            .env_remove("MCP_TAPE_MODE")
-            .env("MCP_TAPE_LOG", "debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut child = piped_test(&["--tapes-on-stdin"]).env("MCP_TAPE_LOG", "debug").spawn().unwrap();
         let stdin = child.stdin.take();
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
         let log = BufReader::new(child.stderr.take().unwrap()).lines();
