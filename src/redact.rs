@@ -39,7 +39,9 @@ fn is_credential_parameter(redactor: &Redactor, name: &str) -> bool {
 
 /// `query` without the parameters that carry a credential (those
 /// [`url_for_log`] masks), and their values, to be scrubbed from whatever
-/// else is stored.
+/// else is stored. A name is judged as the server reads it, its `%XX`
+/// escapes and `+` decoded (`api%5Fkey` is `api_key`); a value is kept to
+/// scrub both as sent and decoded.
 pub fn query_without_credentials(query: &str) -> (String, Vec<String>) {
     let redactor = Redactor::default();
     let mut values = Vec::new();
@@ -47,14 +49,24 @@ pub fn query_without_credentials(query: &str) -> (String, Vec<String>) {
         .split('&')
         .filter(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let credential = is_credential_parameter(&redactor, name);
-            if credential && value.chars().count() >= MIN_SCRUBBED_SECRET_CHARS {
-                values.push(value.to_owned());
+            let credential = is_credential_parameter(&redactor, &form_decoded(name));
+            if credential {
+                let decoded = form_decoded(value);
+                for form in [value.to_owned(), decoded] {
+                    if form.chars().count() >= MIN_SCRUBBED_SECRET_CHARS && !values.contains(&form) {
+                        values.push(form);
+                    }
+                }
             }
             !credential
         })
         .collect();
     (kept.join("&"), values)
+}
+
+/// A query name or value as a server reads it: `+` a space, `%XX` escapes decoded.
+fn form_decoded(text: &str) -> String {
+    crate::util::percent_decode(&text.replace('+', " "))
 }
 
 /// `url` as it may be shown: the password of its user information and the
@@ -86,7 +98,9 @@ pub fn url_for_log(url: &str) -> String {
         let pairs: Vec<String> = query
             .split('&')
             .map(|pair| match pair.split_once('=') {
-                Some((name, _)) if is_credential_parameter(&redactor, name) => format!("{name}={MASK}"),
+                Some((name, _)) if is_credential_parameter(&redactor, &form_decoded(name)) => {
+                    format!("{name}={MASK}")
+                }
                 _ => pair.to_owned(),
             })
             .collect();
@@ -501,6 +515,16 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_credential_name_is_judged_decoded_and_its_value_kept_both_ways() {
+        let (kept, secrets) =
+            query_without_credentials("api%5Fkey=sk%2Dproj%2D0123456789&x=1&Token=T0k3n%2B99");
+        assert_eq!(kept, "x=1");
+        assert_eq!(secrets, ["sk%2Dproj%2D0123456789", "sk-proj-0123456789", "T0k3n%2B99", "T0k3n+99"]);
+        let (kept, _) = query_without_credentials("a%70i_key=sk-proj-0123456789&api+version=2");
+        assert_eq!(kept, "api+version=2", "a name with an escaped letter is still api_key");
+    }
+
+    #[test]
     fn a_url_is_shown_without_its_credentials() {
         let shown = url_for_log("http://ada:hunter2@mcp.example:8443/base?api_key=K1&x=1&sig=S2&Token=T3#f");
         assert_eq!(shown, "http://ada:***@mcp.example:8443/base?api_key=***&x=1&sig=***&Token=***#f");
@@ -509,6 +533,7 @@ mod tests {
             "https://***@h/mcp",
             "a user part alone may be a token"
         );
+        assert_eq!(url_for_log("http://h/v1?api%5Fkey=K1&x=1"), "http://h/v1?api%5Fkey=***&x=1");
         assert_eq!(url_for_log("http://127.0.0.1:8000/mcp"), "http://127.0.0.1:8000/mcp");
         assert_eq!(url_for_log("stdio:python server.py"), "stdio:python server.py");
     }
