@@ -244,14 +244,16 @@ impl Difference {
 
 impl std::fmt::Display for Difference {
     /// `POINTER (recorded A, requested B)`, long values cut, control
-    /// characters escaped (it is logged and shown to models).
+    /// characters escaped (it is logged and shown to models); the empty
+    /// pointer, the value as a whole, is `the root`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let side =
             |value: &Option<Value>| value.as_ref().map_or("absent".to_owned(), |v| cut(&v.to_string()));
+        let at = if self.pointer.is_empty() { "the root" } else { &self.pointer };
         write!(
             f,
             "{} (recorded {}, requested {})",
-            crate::util::printable(&self.pointer),
+            crate::util::printable(at),
             crate::util::printable(&side(&self.recorded)),
             crate::util::printable(&side(&self.requested))
         )

@@ -537,6 +537,26 @@ mod tests {
         assert_eq!((case.server.as_str(), case.method.as_str()), ("model openai", "POST /chat/completions"));
     }
 
+    /// A body that is not JSON differs as a whole: the miss names the root.
+    #[test]
+    fn a_miss_on_a_body_that_is_not_json_names_the_root() {
+        let rules = rules();
+        let tape = ModelTape::new(vec![recording("/completions", "say hi", "{}")], &rules);
+        let reply = tape.answer(
+            &call("/completions", "say bye"),
+            &rules,
+            &MatchRules::default(),
+            Pace::Instant,
+            &Ledger::default(),
+        );
+        let error: Value = serde_json::from_str(whole(&reply)).unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.ends_with(r#"the nearest differs at the root (recorded "say hi", requested "say bye")"#),
+            "{message}"
+        );
+    }
+
     /// A `[[match]] model = ...` table decides what differs only where it
     /// ignores, and a `nearest` one picks the recording that differs least.
     #[test]
