@@ -260,7 +260,7 @@ pub const MODEL_VARIABLE: &str = "MCP_TAPE_MODEL";
 /// # Errors
 ///
 /// An entry that is not `NAME=URL` with a name of letters, digits, `_`,
-/// `.` and `-` and an http(s) URL, or a name given twice.
+/// `.` and `-` (not dots alone) and an http(s) URL, or a name given twice.
 fn models(flags: Vec<String>) -> Result<Vec<ModelUpstream>, Error> {
     let (entries, from) = match std::env::var(MODEL_VARIABLE) {
         Ok(value) if flags.is_empty() => {
@@ -277,6 +277,12 @@ fn models(flags: Vec<String>) -> Result<Vec<ModelUpstream>, Error> {
             .ok_or_else(|| bad("expected NAME=URL, e.g. openai=https://api.openai.com/v1"))?;
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
             return Err(bad("the NAME takes letters, digits, '_', '.' and '-' only"));
+        }
+        if name.chars().all(|c| c == '.') {
+            // Clients resolve `/model/..` and `/model/.` away before they send.
+            return Err(bad(
+                "the NAME must hold more than dots: a client reads /model/. and /model/.. as other paths",
+            ));
         }
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(bad("expected an http:// or https:// URL after the '='"));

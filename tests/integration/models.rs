@@ -542,7 +542,8 @@ async fn a_compressed_answer_is_stored_decompressed() {
 }
 
 /// `--model` is refused, with the reason, where it cannot mean what was
-/// meant: with `--stdio`, without `NAME=`, or with a name a path cannot hold.
+/// meant: with `--stdio`, without `NAME=`, or with a name a path cannot hold
+/// (dots alone: clients resolve `/model/..` to another path).
 #[test]
 fn a_model_that_cannot_be_recorded_is_refused_at_start() {
     let bin = env!("CARGO_BIN_EXE_mcp-tape");
@@ -564,6 +565,10 @@ fn a_model_that_cannot_be_recorded_is_refused_at_start() {
     assert!(told.contains("MCP_TAPE_MODEL: \"openai\": expected NAME=URL"), "{told}");
     let told = refused(&[&upstream[..], &["--model", "bad name=http://x"]].concat(), None);
     assert!(told.contains("the NAME takes letters, digits"), "{told}");
+    for dots in ["..=http://x", ".=http://x"] {
+        let told = refused(&[&upstream[..], &["--model", dots]].concat(), None);
+        assert!(told.contains("the NAME must hold more than dots"), "{told}");
+    }
     let twice = ["--model", "a=http://x", "--model", "a=http://y"];
     let told = refused(&[&upstream[..], &twice[..]].concat(), None);
     assert!(told.contains("a model of that name is given already"), "{told}");
