@@ -52,7 +52,7 @@ impl Taken {
         };
         let Ok(session) = session.to_str() else { return };
         // Opened again (a server that gives every session one id): it is this tape's now.
-        lock(&turns.ended).sessions.remove(session);
+        lock(&turns.ended).reopened(session);
         lock(opened).push(session.into());
     }
 }
@@ -78,7 +78,7 @@ impl Serving {
             Serving::Turns(turns) => turns,
         };
         let session = headers.get(HEADER_SESSION_ID).and_then(|session| session.to_str().ok());
-        if session.is_some_and(|session| lock(&turns.ended).sessions.contains_key(session)) {
+        if session.is_some_and(|session| lock(&turns.ended).holds(session)) {
             return Err(Unanswered::UnknownSession);
         }
         let current = lock(&turns.current);
@@ -112,9 +112,41 @@ pub struct Turns {
 /// The sessions ended tapes' servers opened, the latest [`ENDED_SESSIONS_KEPT`].
 #[derive(Default)]
 struct Ended {
-    sessions: FastMap<Box<str>, ()>,
-    /// The same, in the order they ended.
-    order: VecDeque<Box<str>>,
+    /// Each session, with the count at which it ended last.
+    sessions: FastMap<Box<str>, u64>,
+    /// Sessions as they ended, each with its count then: an entry whose
+    /// session was opened again, or ended again since, is stale.
+    order: VecDeque<(u64, Box<str>)>,
+    ends: u64,
+}
+
+impl Ended {
+    fn holds(&self, session: &str) -> bool {
+        self.sessions.contains_key(session)
+    }
+
+    /// A later tape's server opened `session` again.
+    fn reopened(&mut self, session: &str) {
+        self.sessions.remove(session);
+    }
+
+    /// `session` ended now; the oldest past [`ENDED_SESSIONS_KEPT`] are
+    /// forgotten, never one that ended again since.
+    fn ended(&mut self, session: Box<str>) {
+        self.ends += 1;
+        self.sessions.insert(session.clone(), self.ends);
+        self.order.push_back((self.ends, session));
+        while self.sessions.len() > ENDED_SESSIONS_KEPT {
+            let Some((at, oldest)) = self.order.pop_front() else { break };
+            if self.sessions.get(&oldest) == Some(&at) {
+                self.sessions.remove(&oldest);
+            }
+        }
+        if self.order.len() > 2 * ENDED_SESSIONS_KEPT {
+            let sessions = &self.sessions;
+            self.order.retain(|(at, session)| sessions.get(session) == Some(at));
+        }
+    }
 }
 
 /// How many sessions of ended tapes are told apart from the running one's.
@@ -159,14 +191,7 @@ impl Turns {
     fn ended_sessions(&self, sessions: Vec<Box<str>>) {
         let mut ended = lock(&self.ended);
         for session in sessions {
-            if ended.sessions.insert(session.clone(), ()).is_none() {
-                ended.order.push_back(session);
-            }
-        }
-        while ended.order.len() > ENDED_SESSIONS_KEPT {
-            if let Some(oldest) = ended.order.pop_front() {
-                ended.sessions.remove(&oldest);
-            }
+            ended.ended(session);
         }
     }
 }
@@ -184,5 +209,29 @@ pub(super) async fn within_grace(answered: impl Future, app: Option<&App>) {
     }
     if tokio::time::timeout(STOPPING_ANSWERED, &mut answered).await.is_err() {
         tracing::warn!("requests still in flight after {SHUTDOWN_GRACE:?}; stopping anyway");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session opened again and ended again is as new as its last end:
+    /// forgetting the oldest never un-ends it.
+    #[test]
+    fn a_session_ended_again_is_kept_as_its_last_end() {
+        let mut ended = Ended::default();
+        ended.ended("again".into());
+        ended.reopened("again");
+        for n in 1..ENDED_SESSIONS_KEPT {
+            ended.ended(format!("other-{n}").into());
+        }
+        ended.ended("again".into());
+        ended.ended("last".into());
+        assert!(ended.holds("again"), "the session that ended second to last was forgotten");
+        assert!(!ended.holds("other-1"), "the oldest is forgotten");
+        assert_eq!(ended.sessions.len(), ENDED_SESSIONS_KEPT);
+        ended.reopened("again");
+        assert!(!ended.holds("again"));
     }
 }
