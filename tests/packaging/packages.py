@@ -342,9 +342,17 @@ def python_package(args, work, checks):
     (readme / "test_search.py").write_text(readme_pytest_example())
     shutil.copy(HERE / "naming_test.py", readme / "test_naming.py")
     strict = ["python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "error"]
+    # An id with capitals ends in `~` and the first 8 hex digits of its SHA-256, so that ids differing only in
+    # case never share a file where case does not count; one past 240 bytes is cut on a character and ends
+    # in `-` and the first 16 (docs/ci.md).
+    def by_case(test_id):
+        return f"{test_id}~{hashlib.sha256(test_id.encode()).hexdigest()[:8]}"
+    long_cjk = "test_" + "測" * 90
+    long_cjk_name = "test_" + "測" * 72 + "-" + hashlib.sha256(long_cjk.encode()).hexdigest()[:16]
     naming_cassettes = [
-        "TestPair.test_one", "TestPair.test_two", "test_p[%2F]", "test_p[..]", "test_p[.]", "test_p[1.5]",
-        "test_p[1.7]", "test_p[a%2Fb]", "test_p[a_b]", "test_p[value7]", "test_taken_in_the_body",
+        by_case("TestPair.test_one"), by_case("TestPair.test_two"), "test_p[%2F]", "test_p[..]", "test_p[.]",
+        "test_p[1.5]", "test_p[1.7]", "test_p[a%2Fb]", "test_p[a_b]", "test_p[value7]", "test_taken_in_the_body",
+        by_case("test_q[Case]"), "test_q[case]", long_cjk_name,
     ]
 
     with Upstream(args.python, QUICKSTART) as quickstart, \
@@ -365,12 +373,20 @@ def python_package(args, work, checks):
         def each_test_its_own_cassette():
             output = must([*strict, "test_naming.py", "--mcp-tape-mode", "once", "--mcp-tape-upstream",
                            f"{quickstart}/mcp"], readme, env)
-            assert "11 passed" in output, output
+            assert "14 passed" in output, output
             assert files_under(readme / "cassettes" / "test_naming") == sorted(
                 f"{name}.sqlite" for name in naming_cassettes), files_under(readme / "cassettes")
+            # A cassette recorded under the name earlier versions gave (no `~` digest) is still found.
+            named = readme / "cassettes" / "test_naming" / f"{by_case('TestPair.test_two')}.sqlite"
+            named.rename(named.with_name("TestPair.test_two.sqlite"))
+            output = must([*strict, "test_naming.py", "-k", "test_two"], readme, env)
+            assert "1 passed" in output, output
+            (named.with_name("TestPair.test_two.sqlite")).rename(named)
 
-        checks.run("pytest plugin: a class's tests, parameters with dots, slashes, brackets and dots alone, and a "
-                   "test taking the tape through getfixturevalue each record a cassette of their own", each_test_its_own_cassette)
+        checks.run("pytest plugin: a class's tests, parameters with dots, slashes, brackets and dots alone, ids "
+                   "differing only in case, a 270-byte CJK name, and a test taking the tape through getfixturevalue "
+                   "each record a cassette of their own; one under the earlier name is still found",
+                   each_test_its_own_cassette)
 
         def ahead_tapes():
             shutil.copy(HERE / "ahead_test.py", readme / "test_ahead.py")
@@ -408,10 +424,10 @@ def python_package(args, work, checks):
 
     def readme_example_replays():
         output = must([*strict, "test_search.py", "test_naming.py"], readme, env)
-        assert "12 passed" in output, output
+        assert "15 passed" in output, output
 
     checks.run("README's pytest example and the naming tests replay under pytest -W error with the server stopped "
-               "(12 passed)", readme_example_replays)
+               "(15 passed)", readme_example_replays)
 
     def model_miss_fails_its_test():
         # The same test asking the model something it was never asked: its recording does not answer.
@@ -467,21 +483,23 @@ def node_package(args, work, checks):
 
     def test_paths_stay_apart_and_inside():
         # Each name is a describe block holding the test "t"; the file is agent.test.mjs.
-        names = ["..", ".", "/", "a/b", "a_b", "1.5", "1.7", "x" * 300]
+        names = ["..", ".", "/", "a/b", "a_b", "1.5", "1.7", "x" * 300, "Case", "case", "測" * 90]
         script = ("import { testPath } from 'mcp-tape/vitest'; import { resolve, sep } from 'node:path';"
                   "const names = JSON.parse(process.argv[1]); const file = {name: 'agent.test.mjs'};"
                   "console.log(JSON.stringify(names.map((name) => { const suite = {name, suite: file, file};"
                   " return testPath('agent.test.mjs', {name: 't', suite, file}); })));")
         paths = json.loads(must([args.node, "--input-type=module", "-e", script, json.dumps(names)], project, env))
-        assert len(set(paths)) == len(names), paths
+        assert len({path.lower() for path in paths}) == len(names), paths
         root = Path(project / "cassettes").resolve()
         for path in paths:
             placed = (root / f"{path}.sqlite").resolve()
             assert placed.is_relative_to(root / "agent"), (path, placed)
             assert len(placed.parent.name) <= 160 and placed.name == "t.sqlite", path
+            assert len(f"{placed.parent.name}.sqlite-journal".encode()) <= 255, path
 
-    checks.run("vitest helper: testPath gives describe blocks named '..', '.', '/', 'a/b' and 'a_b', dotted and "
-               "long names, each a cassette of its own under cassettes/<file>/", test_paths_stay_apart_and_inside)
+    checks.run("vitest helper: testPath gives describe blocks named '..', '.', '/', 'a/b' and 'a_b', dotted, "
+               "long, CJK and differing only in case, each a cassette of its own under cassettes/<file>/ (apart "
+               "where case does not count; at most 255 bytes with SQLite's suffixes)", test_paths_stay_apart_and_inside)
 
     def alone_says_what_is_missing():
         alone = work / "npm-alone"
@@ -506,6 +524,26 @@ def node_package(args, work, checks):
                                 "agent/the_agent_searches_the_mailbox.sqlite"], recorded
 
         checks.run("vitest helper: MCP_TAPE_MODE=once records a cassette per test from the upstream", records_once)
+
+        def names_apart_by_case_and_bytes():
+            with placed(project, {"naming.test.mjs": HERE / "naming.test.mjs"}, [cassettes / "naming"]):
+                naming = [*vitest, "naming.test.mjs"]
+                output = must(naming, project, dict(env, MCP_TAPE_MODE="once", MCP_TAPE_UPSTREAM=upstream))
+                assert "3 passed" in output, output
+                # Capitals: `~` and 8 hex digits of the name's SHA-256; past 240 bytes: cut, `-` and 16 (docs/ci.md).
+                capital = f"Lists_tools~{hashlib.sha256('Lists tools'.encode()).hexdigest()[:8]}"
+                cjk = "測" * 90
+                cut = "測" * 74 + "-" + hashlib.sha256(cjk.encode()).hexdigest()[:16]
+                expected = sorted(f"{name}.sqlite" for name in [capital, "lists_tools", cut])
+                assert files_under(cassettes / "naming") == expected, files_under(cassettes / "naming")
+                # A cassette under the name earlier versions gave (no `~` digest) is still found, in replay.
+                (cassettes / "naming" / f"{capital}.sqlite").rename(cassettes / "naming" / "Lists_tools.sqlite")
+                output = must([*naming, "-t", "Lists tools"], project, env)
+                assert "1 passed" in output, output
+
+        checks.run("vitest helper: tests named 'Lists tools' and 'lists tools' record two cassettes that stay apart "
+                   "where case does not count, one named with 90 CJK characters a cassette cut to fit 255 bytes; "
+                   "one recorded under the earlier name is still found", names_apart_by_case_and_bytes)
 
         def failing_tests_record_nothing():
             with placed(project, {"failing.test.mjs": HERE / "failing.test.mjs"}, [cassettes / "failing"]):

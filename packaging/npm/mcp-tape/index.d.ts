@@ -56,7 +56,7 @@ export interface Tape {
 }
 
 export declare function binary(): string;
-export declare function fileName(text: string): string;
+export declare function fileName(text: string, toldByCase?: boolean): string;
 export declare function faultSpec(fault: string | Record<string, unknown>): string;
 export declare function missingPlatformPackage(name?: string): string;
 /** The package holding the binary for a machine (this one by default): `@mcp-tape/<platform>-<arch>[-musl]`. */

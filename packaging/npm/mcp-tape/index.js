@@ -82,8 +82,16 @@ export function faultSpec(fault) {
     .join(", ");
 }
 
-/** The longest file name a test's name becomes as it is; a longer one is cut and told apart by its digest. */
+/**
+ * The longest file name a test's name becomes as it is, in characters and
+ * in UTF-8 bytes; a longer one is cut (on a character) and told apart by its
+ * digest. 240 bytes leave room for `.sqlite-journal` in the 255 bytes file
+ * systems hold.
+ */
 const LONGEST_NAME = 160;
+const LONGEST_NAME_BYTES = 240;
+
+const digest = (text) => createHash("sha256").update(text).digest("hex");
 
 /**
  * A test's name as one file name of its own: a space as `_` (test names are
@@ -91,16 +99,23 @@ const LONGEST_NAME = 160;
  * separator, a character Windows refuses, `%` itself) as `%XX` of its UTF-8
  * bytes, so that names differing in anything but a space against an `_`
  * never share one; a name of dots only (`.`, `..`) spelled out too, so it
- * never leaves its directory; a long one cut and ended with a digest of the
- * whole. The pytest plugin names its cassettes the same way.
+ * never leaves its directory; a name with capitals ended with `~` and a
+ * digest of the whole, so that two names differing only in case never
+ * share a file where case does not count (macOS, Windows); a long one cut
+ * and ended with a digest of the whole. With `toldByCase` false, the name
+ * earlier versions gave. The pytest plugin names its cassettes the same way.
  */
-export function fileName(text) {
+export function fileName(text, toldByCase = true) {
   let name = text.replace(/[^\p{L}\p{N}_.[\]=,+-]/gu, (c) =>
     c === " " ? "_" : [...Buffer.from(c, "utf8")].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join(""),
   );
   if (/^\.*$/.test(name)) name = name.replaceAll(".", "%2E");
-  if (name.length > LONGEST_NAME) {
-    name = `${name.slice(0, LONGEST_NAME - 17)}-${createHash("sha256").update(text).digest("hex").slice(0, 16)}`;
+  if (toldByCase && text !== text.toLowerCase()) name = `${name}~${digest(text).slice(0, 8)}`;
+  const chars = [...name];
+  if (chars.length > LONGEST_NAME || Buffer.byteLength(name) > LONGEST_NAME_BYTES) {
+    let cut = chars.slice(0, LONGEST_NAME - 17);
+    while (Buffer.byteLength(cut.join("")) > LONGEST_NAME_BYTES - 17) cut.pop();
+    name = `${cut.join("")}-${digest(text).slice(0, 16)}`;
   }
   return name;
 }

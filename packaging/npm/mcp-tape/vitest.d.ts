@@ -23,5 +23,5 @@ export interface TapeState {
 export declare function useTape(options?: UseTapeOptions): TapeState;
 
 /** `<file>/<describe>/.../<test>` for a vitest task: where its cassette, page and report go. */
-export declare function testPath(file: string, task: unknown): string;
+export declare function testPath(file: string, task: unknown, toldByCase?: boolean): string;
 

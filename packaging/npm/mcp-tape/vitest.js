@@ -11,6 +11,7 @@
 // Actions each file appends its tests' misses, drift and faults to the
 // job's summary (GITHUB_STEP_SUMMARY). Under `mcp-tape test -- vitest run`,
 // the one tape already running serves every test instead.
+import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
 import { afterAll, afterEach, beforeEach } from "vitest";
 import { rows, tellFile } from "./github.js";
@@ -27,10 +28,13 @@ function names(task) {
   return found;
 }
 
-/** `<file>/<describe>/.../<test>`: where a test's cassette, page and report go. */
-export function testPath(file, task) {
+/**
+ * `<file>/<describe>/.../<test>`: where a test's cassette, page and report
+ * go (with `toldByCase` false, where earlier versions put them).
+ */
+export function testPath(file, task, toldByCase = true) {
   const stem = basename(file).replace(/\.[cm]?[jt]sx?$/, "").replace(/\.(test|spec)$/, "");
-  return join(fileName(stem), ...names(task).map(fileName));
+  return join(...[stem, ...names(task)].map((name) => fileName(name, toldByCase)));
 }
 
 export function useTape(options = {}) {
@@ -54,7 +58,10 @@ export function useTape(options = {}) {
   /** What `task`'s tape is started with. */
   const settings = (task) => {
     const place = testPath(task.file.name, task);
-    const cassette = options.cassette ?? join(directory, `${place}.sqlite`);
+    const named = join(directory, `${place}.sqlite`);
+    const earlier = join(directory, `${testPath(task.file.name, task, false)}.sqlite`);
+    // Recorded under the name earlier versions gave: still found.
+    const cassette = options.cassette ?? (!existsSync(named) && existsSync(earlier) ? earlier : named);
     return {
       ...options,
       cassette,

@@ -120,8 +120,11 @@ def pytest_collection_modifyitems(items):
             item.fixturenames.append("mcp_tape")
 
 
-# The longest file name a test's id becomes as it is; a longer one is cut and told apart by its digest.
+# The longest file name a test's id becomes as it is, in characters and in UTF-8 bytes; a longer one is cut
+# (on a character) and told apart by its digest. 240 bytes leave room for `.sqlite-journal` in the 255 bytes
+# file systems hold.
 _LONGEST_NAME = 160
+_LONGEST_NAME_BYTES = 240
 
 
 def _spelled(character):
@@ -129,24 +132,36 @@ def _spelled(character):
     return "_" if character == " " else "".join(f"%{byte:02X}" for byte in character.encode())
 
 
-def _file_name(text):
+def _digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _file_name(text, told_by_case=True):
     """`text` as one file name of its own: a space as `_`, every other character a file name may not hold
     (a path separator, a character Windows refuses, `%` itself) as `%XX`, so that ids differing in
-    anything but a space against an `_` never share a name; a name of dots only is spelled out too, and a
-    long one is cut and ends in a digest of the whole. The vitest helper names its cassettes the same way."""
+    anything but a space against an `_` never share a name; a name of dots only is spelled out too; a
+    name with capitals ends in `~` and a digest of the whole, so that two ids differing only in case
+    never share a file where case does not count (macOS, Windows); and a long one is cut and ends in a
+    digest of the whole. Without `told_by_case`, the name earlier versions gave. The vitest helper
+    names its cassettes the same way."""
     name = re.sub(r"[^\w.\[\]=,+-]", lambda m: _spelled(m.group()), text)
     if name.strip(".") == "":
         name = name.replace(".", "%2E")
-    if len(name) > _LONGEST_NAME:
-        name = f"{name[:_LONGEST_NAME - 17]}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    if told_by_case and text != text.lower():
+        name = f"{name}~{_digest(text)[:8]}"
+    if len(name) > _LONGEST_NAME or len(name.encode()) > _LONGEST_NAME_BYTES:
+        cut = name[:_LONGEST_NAME - 17]
+        while len(cut.encode()) > _LONGEST_NAME_BYTES - 17:
+            cut = cut[:-1]
+        name = f"{cut}-{_digest(text)[:16]}"
     return name
 
 
-def _test_path(item):
+def _test_path(item, told_by_case=True):
     """`<module>/<test>`: where this test's cassette, HTML page and report go (each adds its suffix to the
     whole name: a test's name may hold dots of its own)."""
-    module = _file_name(Path(str(item.fspath)).stem)
-    test = _file_name(item.name if item.cls is None else f"{item.cls.__name__}.{item.name}")
+    module = _file_name(Path(str(item.fspath)).stem, told_by_case)
+    test = _file_name(item.name if item.cls is None else f"{item.cls.__name__}.{item.name}", told_by_case)
     return Path(module) / test
 
 
@@ -176,6 +191,9 @@ def _tape_for(item):
     options = _marker_options(item)
     place = _test_path(item)
     cassette = settings["cassettes"] / (options.get("cassette") or _with(place, ".sqlite"))
+    earlier = settings["cassettes"] / _with(_test_path(item, told_by_case=False), ".sqlite")
+    if not options.get("cassette") and not cassette.exists() and earlier.exists():
+        cassette = earlier  # recorded under the name earlier versions gave
     rules = options.get("rules")
     faults = options.get("faults") or ()
     if isinstance(faults, (str, dict)):
