@@ -48,6 +48,12 @@ pub enum Error {
     Misses(u64),
     #[error("{0} exchanges could not be stored (see the log); the cassette lacks them")]
     NotStored(u64),
+    #[error(
+        "{count} answer(s) the client was given are not in the cassette, which replay would then miss: {}{}",
+        named.join("; "),
+        if *count > named.len() as u64 { "; …" } else { "" }
+    )]
+    Lost { count: u64, named: Vec<String> },
     #[error("{0} recordings older than --max-age answered (--expired error)")]
     Expired(usize),
     #[error("cannot listen on {addr}")]

@@ -14,7 +14,7 @@ use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
 use crate::config::{self, FrontDoor, HttpUpstream, RecordConfig, RecordMode, Upstream};
 use crate::engine::replay::{Replay, ServiceAnswers};
-use crate::engine::{Engine, Facts, Mode, Recorder};
+use crate::engine::{Engine, Facts, Lost, Mode, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
 use crate::model::ModelExchange;
@@ -148,9 +148,14 @@ pub(super) fn summarize_recording(writer: Writer) -> u64 {
     report.failed
 }
 
-/// A recording's end: [`Error::NotStored`] when any exchange failed to store.
-fn all_stored(failed: u64) -> Result<(), Error> {
-    if failed > 0 { Err(Error::NotStored(failed)) } else { Ok(()) }
+/// A recording's end: [`Error::NotStored`] when any exchange failed to
+/// store, [`Error::Lost`] when a client was given an answer that cannot be.
+fn all_stored(failed: u64, Lost { count, named }: Lost) -> Result<(), Error> {
+    match (failed, count) {
+        (0, 0) => Ok(()),
+        (0, count) => Err(Error::Lost { count, named }),
+        (failed, _) => Err(Error::NotStored(failed)),
+    }
 }
 
 /// What a recording says it came from: the upstream URL's `host[:port]`
@@ -193,8 +198,9 @@ pub async fn http(
     announce(format!("record listening on http://{address}, forwarding to {}", redact::url_for_log(&url)));
     server::run(listener, Serving::One(Arc::clone(&app)), shutdown).await;
     let failed = summarize_recording(writer);
-    write_reports(&report_of(app.engine(), None), &config.reports, failed == 0)?;
-    all_stored(failed)
+    let lost = app.engine().lost();
+    write_reports(&report_of(app.engine(), None), &config.reports, failed == 0 && lost.count == 0)?;
+    all_stored(failed, lost)
 }
 
 /// Spawns the stdio server `config` names and records between it and
@@ -215,6 +221,7 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));
     let recorder = Recorder::new(writer.handle(), rules.clone(), &format!("stdio:{program}"));
+    let lost = recorder.lost().clone();
     let (output, mut to_client) = stdio::ToClient::new(stdio::stdout());
     let shown = command.join(" ");
     let (mut child, link) = stdio::child::spawn(&command, output.clone())
@@ -239,7 +246,8 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let status = stopped.map_err(|source| Error::Spawn { command: shown, source })?;
     let failed = summarize_recording(writer);
     tracing::info!("the stdio server ended: {status}");
-    write_reports(&report, &config.reports, failed == 0)?;
-    all_stored(failed)?;
+    let lost = lost.so_far();
+    write_reports(&report, &config.reports, failed == 0 && lost.count == 0)?;
+    all_stored(failed, lost)?;
     Ok(crate::os::exit_code(status))
 }

@@ -235,6 +235,7 @@ impl Tape {
         };
         let report = report_of(app.engine(), config.max_age);
         let upstream_failures = app.engine().upstream_failures();
+        let lost = app.engine().lost();
         drop(app);
         let ran = match ran {
             Ok(ran) => ran,
@@ -262,6 +263,10 @@ impl Tape {
                      is incomplete"
                 ));
                 code = 1; // a cassette without those exchanges would pass later runs against nothing
+            }
+            if lost.count > 0 && code == 0 {
+                say(format!("mcp-tape: {}", Error::Lost { count: lost.count, named: lost.named }));
+                code = 1; // what the test saw would not be what its replay gives
             }
         }
         if let Some(file) = &target {

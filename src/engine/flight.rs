@@ -32,7 +32,7 @@ use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
 use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, written};
 use crate::redact;
-use crate::util::lock;
+use crate::util::{lock, printable};
 
 /// How long what the server says on its own while an exchange's answer
 /// has not been seen waits for that answer: the two may have arrived
@@ -181,7 +181,7 @@ pub enum Heard {
     /// hold the answer back until the commit resolves.
     Final(Held),
     /// Not JSON, or past [`MAX_RECORDED_STREAM_BYTES`]: the exchange is not
-    /// stored (logged); relay the rest without showing it here.
+    /// stored (the run fails naming it); relay the rest without showing it here.
     Dropped,
 }
 
@@ -381,8 +381,18 @@ impl Flight {
         Heard::Final(Held { committed, id: Some(self.request_id.clone()) })
     }
 
-    /// The answer ends here unfinished (`why`): nothing of it is stored.
+    /// What the client was given of the answer, whole or in part, cannot
+    /// be stored (`why`): nothing of it is, and the run fails naming it
+    /// ([`Recorder::lost`]).
     pub fn abandon(&self, why: &str) {
+        if let Some(capture) = lock(&self.capture).take() {
+            self.recorder.lose(&capture.shown(), why);
+        }
+    }
+
+    /// The client will not have the answer (`why`: it went away, or
+    /// gave up on it): nothing of it is stored, and the log says so.
+    pub fn forget(&self, why: &str) {
         if let Some(capture) = lock(&self.capture).take() {
             capture.abandon(why);
         }
@@ -417,7 +427,7 @@ impl Flights {
             self.tokens.insert(token, id.clone());
         }
         if let Some(earlier) = self.open.insert(id.clone(), flight) {
-            earlier.abandon("a new request reused its id before the answer");
+            earlier.forget("a new request reused its id before the answer");
         }
         self.order.retain(|open| *open != id);
         self.order.push(id);
@@ -447,12 +457,22 @@ impl Flights {
         }
     }
 
-    /// The stream ended (`why`): flights still open store nothing.
+    /// The stream ended (`why`): flights still open store nothing (their
+    /// answers never came, so the client was given none of them).
     pub fn close(&mut self, why: &str) {
         self.order.clear();
         self.tokens.clear();
         for (_, flight) in self.open.drain() {
-            flight.abandon(why);
+            flight.forget(why);
+        }
+    }
+
+    /// The server wrote `shown`, a line that looks like JSON but that
+    /// serde_json does not read: relayed, so the run fails naming it.
+    pub fn unreadable(&self, shown: &str) {
+        if let Some((recorder, _)) = &self.said {
+            let what = format!("a line of the stdio server ({})", printable(shown));
+            recorder.lose(&what, "it is not JSON that can be stored as written");
         }
     }
 

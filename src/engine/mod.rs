@@ -58,7 +58,7 @@ pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
 pub use message::{Arrived, AsWritten};
 pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
-pub use record::Recorder;
+pub use record::{Lost, LostAnswers, Recorder};
 
 /// What the front door read about a request besides its message.
 #[derive(Clone, Debug, Default)]
@@ -778,6 +778,14 @@ impl<L> Engine<L> {
         match &self.mode {
             Mode::Record { recorder, .. } | Mode::Missing { recorder, .. } => recorder.upstream_failures(),
             Mode::Replay(_) => 0,
+        }
+    }
+
+    /// The answers clients were given that are not stored (recording).
+    pub fn lost(&self) -> Lost {
+        match &self.mode {
+            Mode::Record { recorder, .. } | Mode::Missing { recorder, .. } => recorder.lost().so_far(),
+            Mode::Replay(_) => Lost::default(),
         }
     }
 

@@ -351,6 +351,14 @@ impl ModelFlight {
         self.started
     }
 
+    /// What the client was given cannot be stored as it saw it (`why`):
+    /// nothing of it is, and the run fails naming it.
+    pub fn lose(self, why: &str) {
+        let ModelExchange { model, method, target, .. } = &self.exchange;
+        let what = format!("model {} {} {}", printable(model), printable(method), printable(path(target)));
+        self.recorder.lose(&what, why);
+    }
+
     /// Stores the exchange with its answer (counted as forwarded on the
     /// recorder's ledger), the request's credentials scrubbed from both
     /// bodies and sensitive JSON keys redacted; the front door ends the
@@ -360,13 +368,18 @@ impl ModelFlight {
         let case = case_of(&exchange.model, &exchange.method, &exchange.target);
         let told = || turn::told(&exchange.request, Some(&answer));
         recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, Some(&told));
-        let clean = |text: &str| scrubbed(&recorder.rules, text, &credentials);
+        // A value the request carries under a credential key must not come back in the answer either.
+        let mut secrets = credentials;
+        if let Ok(request) = serde_json::from_str::<Value>(&exchange.request) {
+            secrets.extend(recorder.rules.sensitive_values(&request));
+        }
+        let clean = |text: &str| scrubbed(&recorder.rules, text, &secrets);
         exchange.request = clean(&exchange.request);
         exchange.answer = match answer {
             ModelAnswer::Whole(body) => ModelAnswer::Whole(clean(&body)),
             ModelAnswer::Events(mut events) => {
                 for event in &mut events {
-                    event.text = redact::scrub_str(&event.text, &credentials);
+                    event.text = scrubbed_event(&event.text, clean);
                 }
                 ModelAnswer::Events(events)
             }
@@ -378,7 +391,7 @@ impl ModelFlight {
 }
 
 /// `text` as stored: as written, with sensitive JSON keys redacted (when
-/// it is JSON) and `credentials` scrubbed.
+/// it is JSON), the `--redact-pattern` shapes and `credentials` scrubbed.
 fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
     match serde_json::from_str::<Value>(text) {
         Ok(mut json) => {
@@ -387,8 +400,36 @@ fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
             redact::scrub(&mut json, credentials);
             if json == before { text.to_owned() } else { written::rewrite(text, &json) }
         }
-        Err(_) => redact::scrub_str(text, credentials),
+        Err(_) => {
+            let mut plain = Value::String(redact::scrub_str(text, credentials));
+            rules.redact(&mut plain);
+            match plain {
+                Value::String(plain) => plain,
+                other => other.to_string(),
+            }
+        }
     }
+}
+
+/// A stream's event as stored: each `data:` line's data as [`scrubbed`]
+/// by `clean` (an event's JSON is its data), its other lines scrubbed as
+/// text, each line's ending kept.
+fn scrubbed_event(event: &str, clean: impl Fn(&str) -> String) -> String {
+    let lines: Vec<String> = event
+        .split('\n')
+        .map(|line| {
+            let (line, ending) = line.strip_suffix('\r').map_or((line, ""), |line| (line, "\r"));
+            let cleaned = match line.strip_prefix("data:") {
+                Some(data) => {
+                    let (space, data) = data.strip_prefix(' ').map_or(("", data), |data| (" ", data));
+                    format!("data:{space}{}", clean(data))
+                }
+                None => clean(line),
+            };
+            format!("{cleaned}{ending}")
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// A body's JSON with sensitive keys redacted (as record stored it), if it

@@ -21,8 +21,10 @@
 //! aside of the exchange it had seen last when the message arrived
 //! (`Recorder::aside`): a stream read late does not move it after a
 //! request sent on since. An answer that ends
-//! early, is not JSON or passes [`MAX_RECORDED_STREAM_BYTES`] stores
-//! nothing. Before anything is stored, it is normalized and scrubbed: body
+//! early, is not JSON serde_json reads or passes
+//! [`MAX_RECORDED_STREAM_BYTES`] stores nothing, and as its client was
+//! given it, the run fails naming it ([`Recorder::lost`]; one whose
+//! client went away is only logged). Before anything is stored, it is normalized and scrubbed: body
 //! redaction, and every credential the request carried (headers, values
 //! under credential keys) in any of its encoded forms.
 //!
@@ -178,7 +180,35 @@ pub struct Recorder {
     ledger: Arc<Ledger>,
     /// Requests the upstream failed: each is missing from the recording.
     upstream_failures: Arc<AtomicU64>,
+    /// Answers the client was given that are not stored.
+    lost: LostAnswers,
 }
+
+/// The answers a recording's clients were given that are not stored,
+/// shared with whoever tells the run's end.
+#[derive(Clone, Default)]
+pub struct LostAnswers(Arc<Mutex<Lost>>);
+
+impl LostAnswers {
+    /// Those so far.
+    pub fn so_far(&self) -> Lost {
+        let lost = lock(&self.0);
+        Lost { count: lost.count, named: lost.named.clone() }
+    }
+}
+
+/// Answers a client was given (whole or in part) that the cassette does
+/// not hold: the run that recorded them fails, naming them.
+#[derive(Default)]
+pub struct Lost {
+    /// How many, in all.
+    pub count: u64,
+    /// What each of the first [`LOST_NAMED`] was and why.
+    pub named: Vec<String>,
+}
+
+/// How many lost answers a run names; the rest are counted.
+const LOST_NAMED: usize = 10;
 
 /// An exchange being recorded.
 pub(super) struct Capture {
@@ -255,9 +285,14 @@ impl Capture {
         self.raw.request.get("method").and_then(Value::as_str).unwrap_or_default()
     }
 
+    /// What it was, for a line: `METHOD on SERVER`.
+    pub(super) fn shown(&self) -> String {
+        format!("{} on {}", printable(self.method()), printable(&self.raw.server))
+    }
+
     /// Logs why this capture is dropped unstored.
     pub(super) fn abandon(&self, why: &str) {
-        tracing::warn!("{} on {}: {why}; not stored", printable(self.method()), printable(&self.raw.server));
+        tracing::warn!("{}: {why}; not stored", self.shown());
     }
 }
 
@@ -274,6 +309,7 @@ impl Recorder {
             said: Arc::default(),
             tags: Arc::default(),
             upstream_failures: Arc::default(),
+            lost: LostAnswers::default(),
             upstream: Arc::from(upstream),
             ledger: Arc::default(),
         }
@@ -288,6 +324,22 @@ impl Recorder {
     /// How many requests the upstream failed so far.
     pub fn upstream_failures(&self) -> u64 {
         self.upstream_failures.load(Ordering::Relaxed)
+    }
+
+    /// Notes an answer the client was given, whole or in part, that is not
+    /// stored: `what` it answered (`METHOD on SERVER`) and why.
+    pub(super) fn lose(&self, what: &str, why: &str) {
+        tracing::error!("{what}: {why}; the client was given it, the cassette does not hold it");
+        let mut lost = lock(&self.lost.0);
+        lost.count += 1;
+        if lost.named.len() < LOST_NAMED {
+            lost.named.push(format!("{what}: {why}"));
+        }
+    }
+
+    /// The answers the client was given that are not stored.
+    pub fn lost(&self) -> &LostAnswers {
+        &self.lost
     }
 
     pub fn ledger(&self) -> &Ledger {

@@ -292,7 +292,8 @@ async fn a_short_credential_echoed_back_is_scrubbed_as_a_whole_token() {
 
 /// A 200 MB stream of small events once took record to 524 MB of memory
 /// and into the cassette whole. Past the stated bound the stream is relayed
-/// whole but not captured or stored; under it, it is stored.
+/// whole but not captured or stored, and the recording fails naming it;
+/// under it, it is stored.
 #[tokio::test]
 async fn streams_past_the_bound_are_relayed_not_stored() {
     let upstream = upstream::start().await;
@@ -305,9 +306,12 @@ async fn streams_past_the_bound_are_relayed_not_stored() {
         assert_eq!(events.len() as u64, kib + 1, "relayed whole");
         assert_eq!(events.last().unwrap()["result"]["content"][0]["text"], "flooded");
     }
-    let exchanges = recorder.stop().await;
+    let (exchanges, ended) = recorder.stop_as_it_ends().await;
     assert_eq!(exchanges.len(), 1, "only the stream under the bound is stored");
     assert_eq!(exchanges[0].messages.len(), 65);
+    let told = ended.unwrap_err().to_string();
+    assert!(told.starts_with("1 answer(s) the client was given are not in the cassette"), "{told}");
+    assert!(told.contains("tools/call on mcp_MailTools: the answer passed"), "{told}");
 }
 
 #[tokio::test]
@@ -422,9 +426,15 @@ async fn upstream_faults_get_clear_errors_and_store_nothing() {
 
     let fine = call_tool(&url, 15, "plain", json!({"ok": true}), json!({})).await;
     assert_eq!(fine.json()["result"]["echo"]["arguments"]["ok"], true, "the daemon keeps serving");
-    let exchanges = recorder.stop().await;
+    let (exchanges, ended) = recorder.stop_as_it_ends().await;
     let tools: Vec<&str> = exchanges.iter().filter_map(|e| e.request["params"]["name"].as_str()).collect();
     assert_eq!(tools, ["plain"], "nothing half-written is stored");
+    // The broken stream, the silent one and the answer that is not JSON reached the client: the
+    // recording says it lacks them (the silent call and the huge one got 502s instead, and the
+    // upstream's failures are its own count).
+    let told = ended.unwrap_err().to_string();
+    assert!(told.starts_with("3 answer(s) the client was given are not in the cassette"), "{told}");
+    assert!(told.contains("is not a JSON-RPC message that can be stored as written"), "{told}");
 
     for (what, address) in [("refused", upstream::refused().await), ("garbage", upstream::garbage().await)] {
         let dir = Cassettes::new();

@@ -359,10 +359,20 @@ impl Recorder {
 
     /// Stops the recorder (everything finished is committed by then) and
     /// returns the cassette's exchanges.
-    pub async fn stop(mut self) -> Vec<mcp_tape::model::Exchange> {
+    pub async fn stop(self) -> Vec<mcp_tape::model::Exchange> {
+        let (exchanges, ended) = self.stop_as_it_ends().await;
+        ended.unwrap();
+        exchanges
+    }
+
+    /// Stops the recorder and returns the cassette's exchanges and how the
+    /// recording ended (an error when it lacks an answer a client was given).
+    pub async fn stop_as_it_ends(
+        mut self,
+    ) -> (Vec<mcp_tape::model::Exchange>, Result<(), mcp_tape::error::Error>) {
         let _ = self.stop.take().unwrap().send(());
-        (&mut self.task).await.unwrap().unwrap();
-        Cassette::open(&self.cassette).unwrap().exchanges().unwrap()
+        let ended = (&mut self.task).await.unwrap();
+        (Cassette::open(&self.cassette).unwrap().exchanges().unwrap(), ended)
     }
 }
 

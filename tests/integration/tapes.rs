@@ -250,6 +250,54 @@ async fn each_tape_keeps_its_recording_only_when_its_test_passes() {
     assert_eq!(code, Some(0), "{log}");
 }
 
+/// An answer the client was given that serde_json does not read (a lone
+/// surrogate, nesting past 128, `1e999`; as JSON and as an SSE event)
+/// cannot be stored as written: its tape fails naming it, and the cassette
+/// is left as it was, so the next replay does not miss what this run saw.
+#[tokio::test]
+async fn an_answer_the_cassette_cannot_hold_fails_its_tape_and_the_cassette_is_kept() {
+    let fixture = upstream::start().await;
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("recorded.sqlite");
+    let upstream_url = fixture.url();
+    let recording = [path.to_str().unwrap(), "--mode", "all", "--upstream", &upstream_url];
+    let mut tapes = Tapes::start().await;
+    let server = format!("{}{MAIL}", tapes.url);
+    let auth = format!("Bearer {}", upstream::TOKEN);
+    let headers = [("authorization", auth.as_str())];
+    let lookup = |n: u64| json!({"name": "lookup", "arguments": {"n": n}});
+    let stored = || -> Vec<Value> { exchanges(&path).iter().map(|e| e.request["params"].clone()).collect() };
+
+    tapes.begin(&recording).await;
+    assert_eq!(call(&server, &headers, "tools/call", lookup(1)).await.status, 200);
+    assert_eq!(tapes.ask("0").await["code"], 0);
+    assert_eq!(stored(), [lookup(1)]);
+    for kind in ["surrogate", "deep", "huge"] {
+        for stream in [false, true] {
+            tapes.begin(&recording).await;
+            assert_eq!(call(&server, &headers, "tools/call", lookup(2)).await.status, 200);
+            let arguments = json!({"kind": kind, "stream": stream});
+            let reply =
+                call(&server, &headers, "tools/call", json!({"name": "unreadable", "arguments": arguments}))
+                    .await;
+            assert_eq!(reply.status, 200, "{kind} {stream}: relayed");
+            assert!(
+                reply.text.contains(&upstream::unreadable_answer("1", kind)),
+                "{kind} {stream}: {reply:?}"
+            );
+            let told = tapes.ask("0").await;
+            assert_eq!(told["code"], 1, "{kind} {stream}: {told}");
+            let said = told["said"].to_string();
+            assert!(said.contains("1 answer(s) the client was given are not in the cassette"), "{said}");
+            assert!(said.contains("tools/call on mcp_MailTools"), "{said}");
+            assert!(said.contains("was left as it was"), "{said}");
+            assert_eq!(stored(), [lookup(1)], "{kind} {stream}: the cassette is as it was");
+        }
+    }
+    let (code, log) = tapes.end().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// Initializes a session at `url` with `headers`; its id.
 async fn initialize_with(url: &str, headers: &[(&str, &str)]) -> String {
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},

@@ -243,6 +243,21 @@ pub fn raw_answer(id: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{RAW_CONTENT}}}}}"#)
 }
 
+/// The `unreadable` tool's answer to the request `id`: valid JSON to
+/// Python's and JavaScript's parsers that serde_json refuses, of `kind`
+/// `surrogate` (a lone `\ud83d`, as `JSON.stringify` writes text cut inside
+/// an emoji), `deep` (arrays 200 deep) or `huge` (`1e999`).
+pub fn unreadable_answer(id: &str, kind: &str) -> String {
+    let value = match kind {
+        "surrogate" => r#""cut \ud83d""#.to_owned(),
+        "deep" => format!("{}{}", "[".repeat(200), "]".repeat(200)),
+        _ => "1e999".to_owned(),
+    };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"value":{value}}}}}}}"#
+    )
+}
+
 /// The `zeros` tool's answer to the request `id`: one 8 KiB key over
 /// 60,000 numbers spelled `-0` (188 KB), the shape whose spellings a
 /// side table once kept each with its whole path.
@@ -559,6 +574,15 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             json_answer(result(text(format!("forwarded {forwarded}; note {}", body["params"]["arguments"]["note"]))))
         }
         ("tools/call", "not_json") => full(200, Some("application/json"), "this is not JSON"),
+        ("tools/call", "unreadable") => {
+            // JSON that Python and JavaScript read and serde_json does not, as JSON or as an SSE event.
+            let arguments = &body["params"]["arguments"];
+            let answer = unreadable_answer(&id.to_string(), arguments["kind"].as_str().unwrap_or_default());
+            match arguments["stream"] == true {
+                true => full(200, Some("text/event-stream"), format!("event: message\ndata: {answer}\n\n")),
+                false => full(200, Some("application/json"), answer),
+            }
+        }
         _ => json_answer(result(json!({"echo": body["params"]}))),
     })
 }

@@ -176,17 +176,19 @@ async fn forward(
         Some(_) => false,
     };
     let idle = upstream.timeouts().idle;
-    if !head.status.is_success() || !decodable {
-        tracing::warn!(
-            "model {}: {} answer{}; relayed, not stored",
-            printable(flight.model()),
-            head.status,
-            encoding
-                .as_deref()
-                .map(|e| format!(" in Content-Encoding {e}, though asked for none"))
-                .unwrap_or_default()
-        );
+    if !head.status.is_success() {
+        tracing::warn!("model {}: {} answer; relayed, not stored", printable(flight.model()), head.status);
         let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
+        return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
+    }
+    if !decodable {
+        let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
+        let encoding = encoding.unwrap_or_default();
+        flight.lose(&format!(
+            "its answer came in Content-Encoding {}, which mcp-tape does not decode{}, though it asked for none",
+            printable(&encoding),
+            if streamed { " in a stream" } else { "" }
+        ));
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     }
     let status = status::to_record(head.status);
@@ -208,7 +210,7 @@ async fn forward(
                     .await;
             }
             Err(why) => {
-                tracing::warn!("model {}: {why}; relayed, not stored", printable(flight.model()));
+                flight.lose(&why);
                 return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
             }
         }
@@ -228,10 +230,7 @@ async fn store_whole(
     outcome: &mut Outcome,
 ) -> Result<Response<Body>, RequestError> {
     let Ok(text) = std::str::from_utf8(&bytes) else {
-        tracing::warn!(
-            "model {}: the answer is not UTF-8 text; relayed, not stored",
-            printable(flight.model())
-        );
+        flight.lose("the answer is not UTF-8 text");
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     };
     if let Err(error) = flight.complete(status, content_type, ModelAnswer::Whole(text.to_owned())).await {
@@ -275,7 +274,7 @@ fn relay_stream(
     tokio::spawn(async move {
         let model = printable(flight.model()).into_owned();
         let started = flight.started();
-        let mut capture = Some(Capture::default());
+        let mut capture = Ok(Capture::default());
         let mut upstream = upstream;
         loop {
             let data = match tokio::time::timeout(idle, upstream.frame()).await {
@@ -285,26 +284,30 @@ fn relay_stream(
                 },
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
-                    tracing::warn!("model {model}: the stream broke off ({e}); relayed, not stored");
+                    flight.lose(&format!("the stream broke off ({e}), its client given what came before"));
                     return;
                 }
                 Err(_) => {
-                    tracing::warn!("model {model}: the stream was silent for {idle:?}; relayed, not stored");
+                    flight.lose(&format!(
+                        "the stream was silent for {idle:?}, its client given what came before"
+                    ));
                     return;
                 }
             };
-            if let Some(kept) = &mut capture
+            if let Ok(kept) = &mut capture
                 && let Err(why) = kept.take(&data, started)
             {
-                tracing::warn!("model {model}: {why}; the rest is relayed, nothing of it stored");
-                capture = None;
+                capture = Err(why);
             }
             if sender.send(data).await.is_err() {
                 tracing::warn!("model {model}: the client went away before the stream ended; not stored");
                 return;
             }
         }
-        let Some(capture) = capture else { return };
+        let capture = match capture {
+            Ok(capture) => capture,
+            Err(why) => return flight.lose(&why),
+        };
         // The writer logs an exchange it could not store.
         let _ = flight.complete(status, &content_type, ModelAnswer::Events(capture.finish(started))).await;
         drop(sender);

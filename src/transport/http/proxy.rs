@@ -150,6 +150,15 @@ impl Proxy {
                 flight.complete(message, arrival.and_then(|arrival| arrival.latest())).await?;
                 *outcome = Outcome::Recorded;
             }
+            _ if head.status.is_success() => {
+                flight.abandon(&format!(
+                    "its {} answer is not a JSON-RPC message that can be stored as written (not UTF-8, \
+                     not JSON, or JSON serde_json does not read: a lone surrogate, nesting past 128, a \
+                     number past f64)",
+                    head.status
+                ));
+                *outcome = Outcome::Forwarded;
+            }
             _ => {
                 tracing::warn!(
                     "{} answer to {} is not a JSON-RPC message; forwarded, not stored",
@@ -342,12 +351,12 @@ impl Parkings {
         let Some(last_id) = tap.last_id.clone() else { return };
         let key = (session, last_id);
         if let Some(old) = self.taps.remove(&key) {
-            old.flight.abandon("another stream closed at the same event id");
+            old.flight.forget("another stream closed at the same event id");
         }
         while self.taps.len() >= MAX_PARKED_STREAMS {
             let Some(oldest) = self.order.pop_front() else { break };
             if let Some(old) = self.taps.remove(&oldest) {
-                old.flight.abandon(&format!(
+                old.flight.forget(&format!(
                     "its stream was not resumed before {MAX_PARKED_STREAMS} later ones closed early"
                 ));
             }
@@ -516,7 +525,7 @@ impl Drop for Relay {
     /// finished: nothing of the exchange is stored, and the log says so.
     fn drop(&mut self) {
         if let Some(tap) = self.tap.take() {
-            tap.flight.abandon("the client went away before the answer finished");
+            tap.flight.forget("the client went away before the answer finished");
         }
     }
 }

@@ -194,16 +194,20 @@ async fn relay_output(
 
 /// One line from the child, to the client, shown to the flights first.
 async fn relay_line(line: Vec<u8>, flights: &Mutex<Flights>, output: &Output) {
-    let message = std::str::from_utf8(&line)
-        .ok()
-        .and_then(|text| Some((text, AsWritten::read(text)?)))
-        .filter(|(_, said)| said.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
+    let read = std::str::from_utf8(&line).ok().and_then(|text| Some((text, AsWritten::read(text)?)));
+    let unread = read.is_none();
+    let message = read.filter(|(_, said)| said.body.get("jsonrpc").and_then(Value::as_str) == Some("2.0"));
     let Some((text, value)) = message else {
         let shown: String = String::from_utf8_lossy(&line).chars().take(120).collect();
-        tracing::warn!(
-            "the stdio server wrote a line that is not JSON-RPC; relayed, not stored: {}",
-            printable(&shown)
-        );
+        if unread && line.trim_ascii_start().starts_with(b"{") {
+            // JSON to its client, maybe (a lone surrogate, deep nesting, `1e999`): not to be lost unsaid.
+            lock(flights).unreadable(&shown);
+        } else {
+            tracing::warn!(
+                "the stdio server wrote a line that is not JSON-RPC; relayed, not stored: {}",
+                printable(&shown)
+            );
+        }
         output.line(line).await;
         return;
     };
