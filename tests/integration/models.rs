@@ -73,10 +73,14 @@ impl ModelServer {
     }
 }
 
-type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).map_err(|never| match never {}).boxed()
+}
 
 fn reply(status: u16, content_type: &str, body: String) -> Response<Body> {
-    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    let mut response = Response::new(full(body));
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
     response.headers_mut().insert("content-type", content_type.parse().unwrap());
     response
@@ -120,9 +124,25 @@ async fn answer(
         // Compressed though asked for none, as some servers do.
         let mut response = reply(200, "application/json", String::new());
         let text = format!(r#"{{"id":"chatcmpl-{count}","compressed":true}}"#);
-        *response.body_mut() = Full::new(Bytes::from(upstream::gzip(text.as_bytes()))).boxed();
+        *response.body_mut() = full(upstream::gzip(text.as_bytes()));
         response.headers_mut().insert("content-encoding", "gzip".parse().unwrap());
         return Ok(response);
+    }
+    if let Some(response) = unstorable(&header("x-test-answer"), &gate) {
+        return Ok(response);
+    }
+    if header("x-test-answer") == "echo" {
+        // A model that repeats what it was given: the request's key and its user's message.
+        let echoed = json!({"key": request["api_key"], "said": request["messages"][1]["content"]});
+        if request["stream"] == true {
+            let events = format!(
+                "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+                json!({"delta": echoed["said"]}),
+                json!({"delta": echoed["key"]})
+            );
+            return Ok(reply(200, "text/event-stream", events));
+        }
+        return Ok(reply(200, "application/json", echoed.to_string()));
     }
     if request["stream"] == true {
         let events = [
@@ -145,7 +165,7 @@ async fn answer(
                 let _ = sender.send(second).await;
                 let _ = sender.send(done).await;
             });
-            let mut response = Response::new(Receiving(receiver).boxed());
+            let mut response = Response::new(Receiving(receiver).map_err(|never| match never {}).boxed());
             response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
             return Ok(response);
         }
@@ -155,6 +175,44 @@ async fn answer(
         r#"{{"id":"chatcmpl-{count}","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{messages} message(s), answer {count}"}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":1.50E+1,"total_tokens":123456789012345678901234567890}}}}"#
     );
     Ok(reply(200, "application/json; charset=utf-8", text))
+}
+
+/// An answer the client gets that cannot be stored as it got it, as
+/// `x-test-answer` asks: `br` (an encoding mcp-tape does not decode),
+/// `latin1` (a body that is not UTF-8), `cut` (a stream the server breaks
+/// off after its first event, once the test opens `gate`).
+fn unstorable(asked: &str, gate: &Arc<tokio::sync::Notify>) -> Option<Response<Body>> {
+    let (content_type, body) = match asked {
+        "br" => ("application/json", full(&b"\x0b\x02\x80{}\x03"[..])),
+        "latin1" => ("application/json", full(&b"{\"text\":\"caf\xe9\"}"[..])),
+        "cut" => {
+            let (sender, receiver) = tokio::sync::mpsc::channel(2);
+            let gate = Arc::clone(gate);
+            tokio::spawn(async move {
+                let _ =
+                    sender.send(Ok(Frame::data(Bytes::from_static(b"data: {\"delta\":\"Hel\"}\n\n")))).await;
+                gate.notified().await;
+                let _ = sender.send(Err(std::io::Error::other("the model server broke off"))).await;
+            });
+            let pieces = tokio_stream_of(receiver);
+            ("text/event-stream", http_body_util::StreamBody::new(pieces).boxed())
+        }
+        _ => return None,
+    };
+    let mut response = Response::new(body);
+    response.headers_mut().insert("content-type", content_type.parse().unwrap());
+    if asked == "br" {
+        response.headers_mut().insert("content-encoding", "br".parse().unwrap());
+    }
+    Some(response)
+}
+
+/// What `receiver` is given, as a stream.
+fn tokio_stream_of<T>(receiver: tokio::sync::mpsc::Receiver<T>) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::unfold(
+        receiver,
+        |mut receiver| async move { Some((receiver.recv().await?, receiver)) },
+    )
 }
 
 /// A body sent piece by piece, as a channel gives them.
@@ -539,6 +597,103 @@ async fn a_compressed_answer_is_stored_decompressed() {
     let stored =
         Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
     assert_eq!(stored[0].answer, ModelAnswer::Whole(r#"{"id":"chatcmpl-1","compressed":true}"#.into()));
+}
+
+/// A model answer the client was given that cannot be stored as it saw
+/// it (in an encoding mcp-tape does not decode, not UTF-8, a stream broken
+/// off) fails the recording, naming it; nothing of it is stored.
+#[tokio::test]
+async fn a_model_answer_that_cannot_be_stored_fails_the_recording_naming_it() {
+    let mcp = upstream::start().await;
+    let models = ModelServer::start().await;
+    let key = format!("Bearer {OPENAI_KEY}");
+    for (asked, stream, why) in [
+        ("br", false, "Content-Encoding br, which mcp-tape does not decode"),
+        ("latin1", false, "the answer is not UTF-8 text"),
+        ("cut", true, "the stream broke off"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let model = format!("openai={}", models.url("/v1"));
+        let record = recording(&mcp.url(), dir.path().to_str().unwrap(), &[model], &[]).await;
+        let headers = [("authorization", key.as_str()), ("x-test-answer", asked)];
+        let url = format!("{}/model/openai/chat/completions", record.url);
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .body(chat("Be brief.", stream))
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let mut response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{asked}: relayed");
+        if stream {
+            let first = response.chunk().await.unwrap().unwrap();
+            assert!(String::from_utf8_lossy(&first).contains("Hel"), "{asked}: the first event is relayed");
+            models.gate.notify_one();
+        }
+        let _ = response.bytes().await;
+        let (status, log) = record.stop("INT").await;
+        assert!(!status.success(), "{asked}: {log}");
+        assert!(
+            log.contains("1 answer(s) the client was given are not in the cassette")
+                && log.contains("model openai POST /chat/completions")
+                && log.contains(why),
+            "{asked}: {log}"
+        );
+        let stored =
+            Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+        assert!(stored.is_empty(), "{asked}: {stored:?}");
+    }
+}
+
+/// What a model repeats of its request is scrubbed as the request is: a
+/// value under a credential key (`api_key`) and a `--redact-pattern`
+/// shape (a GitHub token the user pasted), in a whole answer and in each
+/// event of a streamed one.
+#[tokio::test]
+async fn a_model_answer_repeating_a_credential_or_a_secret_shape_stores_neither() {
+    let mcp = upstream::start().await;
+    let models = ModelServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let model = format!("openai={}", models.url("/v1"));
+    let extra = ["--redact-pattern", "builtin"];
+    let record = recording(&mcp.url(), dir.path().to_str().unwrap(), &[model], &extra).await;
+    let token = format!("ghp_{}", "q7W8e9R0t1".repeat(4));
+    let api_key = "body-key-0123456789abcdef";
+    let key = format!("Bearer {OPENAI_KEY}");
+    let headers = [("authorization", key.as_str()), ("x-test-answer", "echo")];
+    for stream in [false, true] {
+        let body = json!({"model": "gpt-test", "api_key": api_key, "stream": stream,
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": format!("use {token}")}]});
+        let (status, _, text) =
+            post(&format!("{}/model/openai/chat/completions", record.url), &headers, &body.to_string()).await;
+        assert_eq!(status, 200);
+        assert!(
+            text.contains(&token) && text.contains(api_key),
+            "the client gets what the server said: {text}"
+        );
+    }
+    let (status, log) = record.stop("INT").await;
+    assert!(status.success(), "{log}");
+    let stored =
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+    assert_eq!(stored.len(), 2);
+    let answers: Vec<String> = stored
+        .iter()
+        .map(|exchange| match &exchange.answer {
+            ModelAnswer::Whole(body) => body.clone(),
+            ModelAnswer::Events(events) => {
+                events.iter().map(|e| e.text.as_str()).collect::<Vec<_>>().join("\n")
+            }
+        })
+        .collect();
+    for (exchange, answer) in stored.iter().zip(&answers) {
+        for text in [&exchange.request, answer] {
+            assert!(!text.contains(&token) && !text.contains(api_key), "{text}");
+        }
+        assert!(answer.contains("[REDACTED]"), "{answer}");
+    }
+    assert!(answers[1].starts_with("data: {\"delta\":\"use [REDACTED]\"}"), "{}", answers[1]);
 }
 
 /// `--model` is refused, with the reason, where it cannot mean what was
