@@ -111,6 +111,11 @@ impl Rules {
         self.redactor.redact(value);
     }
 
+    /// Redacts text that is not JSON in place: the secret shapes in it.
+    pub fn redact_text(&self, text: &mut String) {
+        self.redactor.redact_text(text);
+    }
+
     /// The values [`Rules::redact`] would blank in `value`.
     pub fn sensitive_values(&self, value: &Value) -> Vec<String> {
         self.redactor.sensitive_values(value)

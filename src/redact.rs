@@ -189,6 +189,11 @@ impl Redactor {
         }
     }
 
+    /// Replaces text of the shapes in `text`, which has no keys to blank.
+    pub fn redact_text(&self, text: &mut String) {
+        self.shapes.scrub_text(text, REDACTED);
+    }
+
     fn blank_sensitive_keys(&self, value: &mut Value) {
         match value {
             Value::Object(map) => {

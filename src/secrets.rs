@@ -105,16 +105,19 @@ impl Shapes {
     /// `with`.
     pub fn scrub(&self, value: &mut Value, with: &str) {
         match value {
-            Value::String(text) => {
-                for (_, shape) in &self.shapes {
-                    if shape.is_match(text) {
-                        *text = shape.replace_all(text, with).into_owned();
-                    }
-                }
-            }
+            Value::String(text) => self.scrub_text(text, with),
             Value::Array(items) => items.iter_mut().for_each(|item| self.scrub(item, with)),
             Value::Object(map) => map.values_mut().for_each(|item| self.scrub(item, with)),
             _ => {}
+        }
+    }
+
+    /// Replaces every match in `text` with `with`.
+    pub fn scrub_text(&self, text: &mut String, with: &str) {
+        for (_, shape) in &self.shapes {
+            if shape.is_match(text) {
+                *text = shape.replace_all(text, with).into_owned();
+            }
         }
     }
 }

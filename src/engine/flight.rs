@@ -394,7 +394,7 @@ impl Flight {
     /// gave up on it): nothing of it is stored, and the log says so.
     pub fn forget(&self, why: &str) {
         if let Some(capture) = lock(&self.capture).take() {
-            capture.abandon(why);
+            capture.forget(why);
         }
     }
 }

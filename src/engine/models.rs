@@ -401,12 +401,9 @@ fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
             if json == before { text.to_owned() } else { written::rewrite(text, &json) }
         }
         Err(_) => {
-            let mut plain = Value::String(redact::scrub_str(text, credentials));
-            rules.redact(&mut plain);
-            match plain {
-                Value::String(plain) => plain,
-                other => other.to_string(),
-            }
+            let mut plain = redact::scrub_str(text, credentials);
+            rules.redact_text(&mut plain);
+            plain
         }
     }
 }

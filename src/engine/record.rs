@@ -192,14 +192,13 @@ pub struct LostAnswers(Arc<Mutex<Lost>>);
 impl LostAnswers {
     /// Those so far.
     pub fn so_far(&self) -> Lost {
-        let lost = lock(&self.0);
-        Lost { count: lost.count, named: lost.named.clone() }
+        lock(&self.0).clone()
     }
 }
 
 /// Answers a client was given (whole or in part) that the cassette does
 /// not hold: the run that recorded them fails, naming them.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Lost {
     /// How many, in all.
     pub count: u64,
@@ -290,8 +289,9 @@ impl Capture {
         format!("{} on {}", printable(self.method()), printable(&self.raw.server))
     }
 
-    /// Logs why this capture is dropped unstored.
-    pub(super) fn abandon(&self, why: &str) {
+    /// Logs why this capture, whose answer its client will not have, is
+    /// dropped unstored.
+    pub(super) fn forget(&self, why: &str) {
         tracing::warn!("{}: {why}; not stored", self.shown());
     }
 }

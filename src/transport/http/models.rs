@@ -176,19 +176,21 @@ async fn forward(
         Some(_) => false,
     };
     let idle = upstream.timeouts().idle;
-    if !head.status.is_success() {
-        tracing::warn!("model {}: {} answer; relayed, not stored", printable(flight.model()), head.status);
+    if !head.status.is_success() || !decodable {
         let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
-        return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
-    }
-    if !decodable {
-        let (bytes, share) = read_whole(body, idle, budget).await.map_err(|unread| unread.fault(upstream))?;
-        let encoding = encoding.unwrap_or_default();
-        flight.lose(&format!(
-            "its answer came in Content-Encoding {}, which mcp-tape does not decode{}, though it asked for none",
-            printable(&encoding),
-            if streamed { " in a stream" } else { "" }
-        ));
+        if !head.status.is_success() {
+            tracing::warn!(
+                "model {}: {} answer; relayed, not stored",
+                printable(flight.model()),
+                head.status
+            );
+        } else {
+            flight.lose(&format!(
+                "its answer came in Content-Encoding {}, which mcp-tape does not decode{}, though it asked for none",
+                printable(encoding.as_deref().unwrap_or_default()),
+                if streamed { " in a stream" } else { "" }
+            ));
+        }
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     }
     let status = status::to_record(head.status);
