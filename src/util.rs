@@ -9,6 +9,8 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use sha2::{Digest, Sha256};
+
 use crate::limits::MAX_LARGE_WORK_BYTES;
 
 /// A hash map for the lookups every request makes (the tape, cursors, the
@@ -333,9 +335,7 @@ fn replace(
     if std::fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
         return File::create(path).and_then(|mut file| write(&mut file));
     }
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(format!(".partial-{}", std::process::id()));
-    let partial = path.with_file_name(name);
+    let partial = beside(path, &format!("partial-{}", std::process::id()));
     let written = File::create(&partial).and_then(|mut file| {
         write(&mut file)?;
         std::io::Write::flush(&mut file)?;
@@ -348,6 +348,33 @@ fn replace(
             Err(error)
         }
     }
+}
+
+/// The longest name a file beside another is given as it is: the 255 bytes
+/// file systems hold, less SQLite's longest suffix (`-journal`).
+const LONGEST_BESIDE: usize = 247;
+
+/// A file beside `path`: its name with `.TAG` added. Where that would pass
+/// [`LONGEST_BESIDE`] bytes, the name is cut on a character and ends in `~`
+/// and 16 hex digits of its SHA-256, so that a cassette whose own name fills
+/// the file system's limit can still be written beside and renamed into.
+pub fn beside(path: &Path, tag: &str) -> PathBuf {
+    let name = path.file_name().unwrap_or_default();
+    let whole = name.len() + 1 + tag.len();
+    if whole <= LONGEST_BESIDE {
+        let mut name = name.to_owned();
+        name.push(format!(".{tag}"));
+        return path.with_file_name(name);
+    }
+    let digest = Sha256::digest(name.as_encoded_bytes());
+    let hex: String = digest[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    let text = name.to_string_lossy();
+    let room = LONGEST_BESIDE.saturating_sub(tag.len() + 2 + hex.len());
+    let mut cut = room.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    path.with_file_name(format!("{}~{hex}.{tag}", &text[..cut]))
 }
 
 /// The (year, month, day) of a count of days since 1970-01-01 (proleptic
@@ -444,6 +471,26 @@ pub fn percent_decode(text: &str) -> String {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_file_beside_a_name_filling_the_limit_fits_it_with_its_journal() {
+        let directory = std::env::temp_dir().join(format!("mcp-tape-beside-{}", std::process::id()));
+        std::fs::create_dir_all(&directory).unwrap();
+        let cassette = directory.join(format!("{}.sqlite", "測".repeat(80)));
+        let other = directory.join(format!("{}試.sqlite", "測".repeat(79)));
+        assert_eq!(
+            beside(&directory.join("a.sqlite"), "recording-7"),
+            directory.join("a.sqlite.recording-7")
+        );
+        let recording = beside(&cassette, "recording-4194304");
+        let name = recording.file_name().unwrap().to_str().unwrap();
+        assert!(name.len() <= LONGEST_BESIDE && name.ends_with(".recording-4194304"), "{name}");
+        assert_ne!(recording, beside(&other, "recording-4194304"));
+        assert_eq!(recording, beside(&cassette, "recording-4194304"));
+        let journal = PathBuf::from(format!("{}-journal", recording.display()));
+        File::create(&journal).unwrap();
+        std::fs::remove_dir_all(&directory).unwrap();
+    }
 
     #[test]
     fn clip_cuts_at_a_character_boundary_and_says_the_length() {

@@ -4,7 +4,7 @@
 use std::io::BufReader;
 use std::path::Path;
 
-use super::{discard, sibling};
+use super::discard;
 use crate::cassette::store::Cassette;
 use crate::config::{ImportConfig, ImportSource};
 use crate::error::Error;
@@ -24,7 +24,7 @@ pub(super) fn run(config: &ImportConfig) -> Result<u8, Error> {
     if config.cassette.exists() {
         return import_into(config, &config.cassette);
     }
-    let fresh = sibling(&config.cassette, &format!("importing-{}", std::process::id()));
+    let fresh = util::beside(&config.cassette, &format!("importing-{}", std::process::id()));
     let imported = import_into(config, &fresh).and_then(|code| {
         std::fs::rename(&fresh, &config.cassette)
             .map(|()| code)

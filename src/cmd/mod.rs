@@ -173,13 +173,6 @@ pub(super) fn write_reports(report: &Report, reports: &Reports, passed: bool) ->
     Ok(())
 }
 
-/// `path` with `.TAG` added to its file name: a file beside it.
-pub(super) fn sibling(path: &Path, tag: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_owned();
-    name.push(format!(".{tag}"));
-    path.with_file_name(name)
-}
-
 /// Removes a cassette that is not kept, with SQLite's files beside it.
 pub(super) fn discard(file: &Path) {
     let _ = std::fs::remove_file(file);

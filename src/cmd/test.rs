@@ -6,8 +6,7 @@ use std::sync::Arc;
 use super::record::{http_recording, summarize_recording};
 use super::replay::{load_cassettes, warn_if_empty};
 use super::{
-    RunRules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, sibling,
-    write_reports,
+    RunRules, announce, bind, discard, load_rules, local_address, remove_wal_files, report_of, write_reports,
 };
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -173,7 +172,7 @@ impl Tape {
         // A recording goes to a file of its own until the command passes: a
         // fresh one, or (--mode missing) a copy of the cassette, so that a
         // failing command leaves the cassette as it was.
-        let target = recording.then(|| sibling(&cassette, &format!("recording-{}", std::process::id())));
+        let target = recording.then(|| util::beside(&cassette, &format!("recording-{}", std::process::id())));
         let rules = load_rules(&config.rules)?;
         let mut faults = rules.faults;
         let (app, writer, what) = match (&config.upstream, target.as_deref()) {
