@@ -17,12 +17,12 @@ use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 use crate::limits::MAX_DIFFERENCES_TOLD;
-use crate::mcp;
 use crate::model::{
     Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
 };
 use crate::redact::Redactor;
 use crate::secrets::Shapes;
+use crate::{jsonrpc, mcp};
 
 /// Stands for the caller's JSON-RPC id in a stored exchange.
 pub const ID_PLACEHOLDER: &str = "mcp-tape:request-id";
@@ -209,7 +209,7 @@ impl Rules {
 /// placeholder.
 fn stamp_placeholders(body: &mut Value, id: Option<&Value>, token: Option<&Value>) {
     let is_response = body.get("method").is_none();
-    if is_response && id.is_some() && body.get("id") == id {
+    if is_response && body.get("id").zip(id).is_some_and(|(answer, asked)| jsonrpc::answers(answer, asked)) {
         body["id"] = ID_PLACEHOLDER.into();
     }
     let is_progress = body.get("method").and_then(Value::as_str) == Some("notifications/progress");

@@ -27,8 +27,8 @@ use super::record::{
     not_stored,
 };
 use crate::error::{RequestError, Unanswered};
-use crate::jsonrpc::RequestId;
-use crate::limits::{MAX_ASIDE_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
+use crate::jsonrpc::{self, RequestId};
+use crate::limits::{MAX_ANSWER_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
 use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, written};
 use crate::redact;
@@ -36,8 +36,9 @@ use crate::util::{lock, printable};
 
 /// How long what the server says on its own while an exchange's answer
 /// has not been seen waits for that answer: the two may have arrived
-/// together on two connections and the answer be read second.
-const ANSWER_LOOKED_FOR: Duration = Duration::from_millis(10);
+/// together on two connections and the answer be read second: on a busy
+/// machine, well after the other.
+const ANSWER_LOOKED_FOR: Duration = Duration::from_millis(100);
 
 /// A wait before a message of the standalone stream is relayed (see
 /// [`Listener::heard`]).
@@ -86,13 +87,18 @@ impl Listener {
     /// door waits before relaying it (and what comes after it), so that
     /// the client hears the two in the order the server said them: for
     /// `ANSWER_LOOKED_FOR` while that answer has not been seen, then
-    /// until the answer has been written, [`MAX_ASIDE_WRITE_WAIT`] at most.
+    /// until the answer has been written, [`MAX_ANSWER_WRITE_WAIT`] at most.
     pub fn heard(&self, data: &str, arrived: Option<Arrived>) -> Option<Wait> {
         let said = AsWritten::read(data)?;
         said.body.get("method")?;
         let arrived = arrived.unwrap_or_else(Arrived::now);
         let answer = self.recorder.aside(self.session.as_deref(), Channel::Standalone, said, arrived)?;
         after_its_answer(answer, arrived)
+    }
+
+    /// Resolves once the recording ends: the stream ends with it.
+    pub fn ended(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        self.recorder.ended()
     }
 }
 
@@ -106,7 +112,7 @@ fn after_its_answer(answer: AnswerProgress, arrived: Arrived) -> Option<Wait> {
         _ => {}
     }
     let now = Instant::now();
-    let (looked_for, held) = (now + ANSWER_LOOKED_FOR, now + MAX_ASIDE_WRITE_WAIT);
+    let (looked_for, held) = (now + ANSWER_LOOKED_FOR, now + MAX_ANSWER_WRITE_WAIT);
     let mut progress = answer.subscribe();
     Some(Box::pin(async move {
         let _ = timeout_at(looked_for, progress.wait_for(|p| *p != Progress::Awaited)).await;
@@ -371,7 +377,8 @@ impl Flight {
         if let (Some(_), Some(id)) = (body.get("method"), body.get("id")) {
             self.recorder.expect_reply(&self.capture, capture.session.as_deref(), id);
         }
-        let is_final = body.get("method").is_none() && body.get("id") == Some(self.request_id.as_value());
+        let is_final = body.get("method").is_none()
+            && body.get("id").is_some_and(|id| jsonrpc::answers(id, self.request_id.as_value()));
         capture.push(Direction::Server, said);
         if !is_final {
             return Heard::Message;
@@ -441,8 +448,7 @@ impl Flights {
     /// (`Recorder::aside`).
     pub fn heard(&mut self, message: AsWritten, bytes: usize) -> Heard {
         let is_answer = message.body.get("method").is_none();
-        let answering = message.body.get("id").filter(|_| is_answer).map(canonical_json);
-        let Some(id) = answering else {
+        let Some(id) = message.body.get("id").filter(|_| is_answer) else {
             if let Some(flight) = self.owner(&message.body) {
                 return flight.observe_message(message, bytes);
             }
@@ -451,7 +457,11 @@ impl Flights {
             }
             return Heard::Message;
         };
-        match self.remove(&id) {
+        let flight = match self.remove(&canonical_json(id)) {
+            None => jsonrpc::id_retyped(id).and_then(|other| self.remove(&canonical_json(&other))),
+            found => found,
+        };
+        match flight {
             Some(mut flight) => flight.observe_message(message, bytes),
             None => Heard::Message,
         }

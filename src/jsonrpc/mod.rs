@@ -125,6 +125,23 @@ impl RequestId {
     }
 }
 
+/// Whether an answer's `id` answers a request's `id`: the same value, or
+/// [`id_retyped`] (a server that answers `"7"` with `7`, or `7` with `"7"`,
+/// answers the request it was given).
+pub fn answers(answer: &Value, request: &Value) -> bool {
+    answer == request || id_retyped(answer).as_ref() == Some(request)
+}
+
+/// The same id in the other JSON type: a natural number as the string of
+/// its digits, such a string as the number; `None` for any other id.
+pub fn id_retyped(id: &Value) -> Option<Value> {
+    match id {
+        Value::Number(number) => number.as_u64().map(|n| Value::String(n.to_string())),
+        Value::String(text) => text.parse::<u64>().ok().filter(|n| n.to_string() == *text).map(Value::from),
+        _ => None,
+    }
+}
+
 /// A message's `params`: the value, and the JSON text it was read from
 /// (which the engine's memo keys what it worked out by). Cloning shares it.
 #[derive(Clone, Debug)]

@@ -13,6 +13,7 @@ use mcp_tape::cassette::store::Cassette;
 use mcp_tape::config::RecordMode;
 use mcp_tape::config::Timeouts;
 use mcp_tape::model::Direction;
+use mcp_tape::normalize::ID_PLACEHOLDER;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -77,6 +78,48 @@ async fn records_json_and_sse_answers_and_replays_them() {
     );
     let listed_again = call(&url, &[], "tools/list", json!({})).await.json();
     assert_eq!(listed_again["result"], listed.json()["result"]);
+    replay.stop().await.unwrap();
+}
+
+/// Root cause: the answer was told apart by `id == request id`, so an
+/// upstream answering `"41"` with `41` had its answer stored with its own id
+/// (replay then gave every later request that id) or, in an SSE answer, not
+/// taken as the answer at all (nothing stored). The same digits in the other
+/// type now answer the request.
+#[tokio::test]
+async fn an_answer_whose_id_differs_in_type_is_stored_as_the_requests_and_replayed_with_each_ones() {
+    let upstream = upstream::start().await;
+    let dir = Cassettes::new();
+    let recorder = Recorder::start(&upstream.url(), dir.path(), RecordOptions::default()).await;
+    let auth = bearer();
+    let retyped = |id: Value, framing: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "retyped", "arguments": {"framing": framing}}})
+        .to_string()
+    };
+    let answered = |reply: Reply| match reply.header("content-type") {
+        Some("text/event-stream") => reply.events().pop().unwrap(),
+        _ => reply.json(),
+    };
+    let url = recorder.url(MAIL);
+    for (id, framing, answered_with) in [(json!("41"), "json", json!(41)), (json!(42), "sse", json!("42"))] {
+        let reply = answered(post(&url, &[("authorization", &auth)], &retyped(id, framing)).await);
+        assert_eq!(reply["id"], answered_with, "relayed as the server wrote it");
+    }
+    let exchanges = recorder.stop().await;
+    assert_eq!(exchanges.len(), 2, "both framings stored");
+    for exchange in &exchanges {
+        let answer = &exchange.messages.last().unwrap().body;
+        assert_eq!(answer["id"], ID_PLACEHOLDER, "{}", exchange.content_type);
+    }
+
+    let replay = Replayer::start(&[dir.path()]).await;
+    let url = replay.url(MAIL);
+    for (id, framing) in [(json!("77"), "json"), (json!(78), "sse"), (json!(79), "json")] {
+        let reply = answered(post(&url, &[], &retyped(id.clone(), framing)).await);
+        assert_eq!(reply["id"], id, "{framing}: each request answered with its own id");
+        assert_eq!(reply["result"]["content"][0]["text"], "retyped");
+    }
     replay.stop().await.unwrap();
 }
 

@@ -312,6 +312,37 @@ impl hyper::body::Body for Channel {
     }
 }
 
+/// A JSON answer after which the server says something on the standalone
+/// stream: once the answer's body has ended and its connection's task has
+/// flushed it (the saying task runs after that task yields).
+struct Then {
+    answer: Option<Bytes>,
+    says: Option<(Value, Arc<State>)>,
+}
+
+impl hyper::body::Body for Then {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(answer) = self.answer.take() {
+            return std::task::Poll::Ready(Some(Ok(Frame::data(answer))));
+        }
+        if let Some((said, state)) = self.says.take() {
+            tokio::spawn(async move {
+                tokio::task::yield_now().await;
+                if let Some(standalone) = state.standalone.lock().unwrap().as_ref() {
+                    let _ = standalone.send(Ok(event(&said)));
+                }
+            });
+        }
+        std::task::Poll::Ready(None)
+    }
+}
+
 /// The Agent 365 gateway listings (one server here, one elsewhere) and
 /// chat history, whose answer echoes the caller's credentials.
 fn agent365_service(parts: &hyper::http::request::Parts, body: &Value, auth: &str) -> Option<Response<Body>> {
@@ -471,6 +502,18 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             tx.send(Ok(event(&result(text(format!("progress echoed {auth}")))))).unwrap();
             stream(rx)
         }
+        ("tools/call", "retyped") => {
+            // Answers with the id in the other JSON type, the same digits: 7 for "7", "7" for 7.
+            let retyped = match &id {
+                Value::String(digits) => json!(digits.parse::<u64>().unwrap()),
+                number => json!(number.to_string()),
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": retyped, "result": text("retyped".into())});
+            match body["params"]["arguments"]["framing"].as_str() {
+                Some("sse") => full(200, Some("text/event-stream"), event(&answer)),
+                _ => json_answer(answer),
+            }
+        }
         ("tools/call", "raw") => full(200, Some("application/json"), raw_answer(&id.to_string())),
         ("tools/call", "zeros") => full(200, Some("application/json"), zeros_answer(&id.to_string())),
         ("tools/call", "as_written") => {
@@ -504,6 +547,16 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             }
             state.gate.notified().await;
             json_answer(result(text("told".into())))
+        }
+        ("tools/call", "answers_then_tells") => {
+            // Answers, and once the answer's last byte is written says a log line on the standalone stream.
+            let said = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "after the answer"}});
+            let answer = Bytes::from(result(text("answered".into())).to_string());
+            let then = Then { answer: Some(answer), says: Some((said, Arc::clone(&state))) };
+            let mut response = Response::new(BodyExt::boxed(then));
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            response
         }
         ("tools/call", "gated") => {
             let (tx, rx) = mpsc::unbounded_channel();
