@@ -9,7 +9,8 @@
 //! writes on its stdin ([`verdict_on_stdin`]); the lines of stdin read
 //! whole and bounded ([`read_line`]), the verdict on the next one
 //! ([`next_verdict`]), and what is told on stdout ([`tell`]), as a test
-//! runner's tapes taking turns use them too.
+//! runner's tapes taking turns use them too, which tell their answers
+//! through a thread of their own ([`Teller`]).
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 use crate::error::Error;
+use crate::limits::MAX_TELL_FLUSH_WAIT;
 use crate::os::{Stop, Stops, Tree};
 use crate::transport::stdio::child;
 
@@ -46,6 +48,11 @@ pub struct Ran {
 }
 
 impl Ran {
+    /// No verdict: the run failed (exit code 1).
+    pub fn none() -> Ran {
+        verdict(None)
+    }
+
     fn exited(status: ExitStatus, interrupted: Option<Stop>) -> Ran {
         Ran { code: crate::os::exit_code(status), ended: status.to_string(), interrupted }
     }
@@ -86,6 +93,52 @@ pub fn tell(line: &str) -> std::io::Result<()> {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{line}").and_then(|()| stdout.flush())
+}
+
+/// Lines told on stdout in order by a thread of their own: telling never
+/// waits for stdout's reader, so a test runner that stops reading stops
+/// nothing else (the tapes' HTTP, the stops they listen for). Each line
+/// told answers one line of input, so what waits is bounded by what the
+/// runner wrote; once stdout is gone, what is told is dropped.
+pub struct Teller {
+    lines: std::sync::mpsc::Sender<String>,
+    /// Hung up by the thread as it ends: every line written, or stdout gone.
+    written: std::sync::mpsc::Receiver<()>,
+}
+
+impl Teller {
+    pub fn start() -> Teller {
+        let (lines, told) = std::sync::mpsc::channel::<String>();
+        let (ends, written) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ends = ends;
+            let Ok(mut stdout) = crate::os::own_stdout() else { return };
+            for line in told {
+                if stdout.write_all(format!("{line}\n").as_bytes()).is_err() {
+                    break;
+                }
+            }
+        });
+        Teller { lines, written }
+    }
+
+    /// Queues `line` for stdout.
+    pub fn tell(&self, line: String) {
+        let _ = self.lines.send(line);
+    }
+
+    /// Waits until every line told is written, or stdout is gone, at most
+    /// [`MAX_TELL_FLUSH_WAIT`]; whether the thread is done with stdout (not
+    /// still waiting in a write, holding it).
+    pub fn finish(self) -> bool {
+        let Teller { lines, written } = self;
+        drop(lines);
+        matches!(
+            written.recv_timeout(MAX_TELL_FLUSH_WAIT),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+        )
+    }
 }
 
 /// A line of input read whole.

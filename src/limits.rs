@@ -101,11 +101,20 @@ pub const MAX_HELD_ASIDES: usize = 256;
 /// How long a replayed answer waits for what the server said before it (on
 /// the session's GET stream) to be written to the client; past it the
 /// answer goes anyway, so a client that does not read its GET stream still
-/// gets its answers. Recording, how long what the server said on its GET
-/// stream after an answer waits for the client to have that answer.
+/// gets its answers.
 ///
-/// Enforced in [`crate::transport::http`] and [`crate::engine::Listener`].
+/// Enforced in [`crate::transport::http`].
 pub const MAX_ASIDE_WRITE_WAIT: Duration = Duration::from_secs(1);
+
+/// Recording, how long what the server said on its GET stream after an
+/// answer waits for the client to have that answer, which waits for its
+/// commit: as long as a commit may wait for the cassette's lock, and then
+/// some, so that the client hears the two in the order the server said
+/// them however slow the disk; past it (a client that does not read its
+/// answer) the message goes anyway.
+///
+/// Enforced in [`crate::engine::Listener`].
+pub const MAX_ANSWER_WRITE_WAIT: Duration = Duration::from_secs(10);
 
 /// Recorded answers whose SSE stream the server closed before the answer,
 /// waiting for the client to resume them (`GET` with `Last-Event-ID`); past
@@ -265,6 +274,13 @@ pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
 ///
 /// Enforced in [`crate::logging`].
 pub const MAX_LOG_ROOM_WAIT: Duration = Duration::from_secs(1);
+
+/// How long `test --tapes-on-stdin`, ending, waits for stdout to take the
+/// answers told and not yet written before it exits without them (a test
+/// runner that stopped reading).
+///
+/// Enforced in [`crate::ci::Teller`].
+pub const MAX_TELL_FLUSH_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a stopping process waits for the log writer to write what is
 /// left before it exits without it (stderr stalled).

@@ -80,8 +80,8 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
     }));
     announce(format!("test: tapes at {url}, one after another as stdin gives them"));
     ci::tell(url).map_err(|source| Error::Spawn { command: "--tapes-on-stdin".into(), source })?;
-    // Nobody is left to hear what is told once stdout is gone; the end of stdin follows.
-    let tell = |message: serde_json::Value| drop(ci::tell(&message.to_string()));
+    let teller = ci::Teller::start();
+    let tell = |message: serde_json::Value| teller.tell(message.to_string());
     let mut stdin = tokio::io::BufReader::new(crate::transport::stdio::stdin());
     let mut interrupted = None;
     while interrupted.is_none() {
@@ -92,17 +92,34 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
                 break;
             }
         };
-        let started = match line {
+        let args = match line {
             Ok(Line::Text(text)) => serde_json::from_slice::<Vec<String>>(&text)
-                .map_err(|e| Error::Usage(format!("a tape's line: expected a JSON array of strings: {e}")))
-                .and_then(crate::cli::tape)
-                .and_then(|config| Ok((Tape::start(&config)?, config))),
+                .map_err(|e| Error::Usage(format!("a tape's line: expected a JSON array of strings: {e}"))),
             Ok(Line::TooLong) => {
                 Err(Error::Usage(format!("a tape's line: longer than {MAX_TAPE_LINE_BYTES} bytes")))
             }
             Ok(Line::End) | Err(_) => break,
         };
-        let (tape, tape_config) = match started {
+        // A cassette loads (and, below, a recording is written) off this
+        // thread, which goes on serving and hearing stops meanwhile.
+        let mut starting = tokio::task::spawn_blocking(move || {
+            let config = crate::cli::tape(args?)?;
+            Ok((Tape::start(&config)?, config))
+        });
+        let started = tokio::select! {
+            started = &mut starting => started,
+            stop = stops.next() => {
+                interrupted = Some(stop);
+                // Never served: once started, its recording is thrown away.
+                if let Ok(Ok((tape, config))) = starting.await {
+                    let ran = ci::Ran { interrupted, ..ci::Ran::none() };
+                    let _ = tokio::task::spawn_blocking(move || tape.finish(&config, Ok(ran))).await;
+                }
+                break;
+            }
+        };
+        let (tape, tape_config) = match started.unwrap_or_else(|e| Err(Error::Usage(format!("a tape: {e}"))))
+        {
             Ok(started) => started,
             Err(error) => {
                 util::say(format_args!("mcp-tape: {error}"));
@@ -118,19 +135,32 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
         interrupted = ran.interrupted;
         tracing::debug!("test: {}; the tape stops once the requests in flight are answered", ran.ended);
         turns.end().await;
-        let title = tape_config.reports.title.as_deref();
-        tell(match tape.finish(&tape_config, Ok(ran)) {
-            Ok(ended) => json!({
+        let mut finishing = tokio::task::spawn_blocking(move || {
+            let finished = tape.finish(&tape_config, Ok(ran));
+            (finished, tape_config)
+        });
+        let finished = loop {
+            tokio::select! {
+                finished = &mut finishing => break finished,
+                // Heard, and the recording is still written whole.
+                stop = stops.next(), if interrupted.is_none() => interrupted = Some(stop),
+            }
+        };
+        tell(match finished {
+            Ok((Ok(ended), tape_config)) => json!({
                 "code": ended.verdict,
-                "report": ended.report.json(ended.verdict == 0, title),
+                "report": ended.report.json(ended.verdict == 0, tape_config.reports.title.as_deref()),
                 "said": ended.said,
             }),
-            Err(error) => json!({ "code": 1, "error": error.to_string() }),
+            Ok((Err(error), _)) => json!({ "code": 1, "error": error.to_string() }),
+            Err(error) => json!({ "code": 1, "error": format!("a tape: {error}") }),
         });
     }
     let _ = stop.send(());
     let _ = serving.await;
-    crate::os::release_stdout();
+    if teller.finish() {
+        crate::os::release_stdout();
+    }
     Ok(interrupted.map_or(0, Stop::exit_code))
 }
 

@@ -723,10 +723,12 @@ impl<L> Engine<L> {
         }
     }
 
-    /// Replay: ends every session's standalone stream (the daemon stops).
+    /// Ends every session's standalone stream, replayed or relayed (the
+    /// daemon or the tape stops).
     pub fn end_streams(&self) {
-        if let Some(replay) = self.replay() {
-            replay.end_streams();
+        match &self.mode {
+            Mode::Replay(replay) => replay.end_streams(),
+            Mode::Record { recorder, .. } | Mode::Missing { recorder, .. } => recorder.end_streams(),
         }
     }
 

@@ -182,6 +182,8 @@ pub struct Recorder {
     upstream_failures: Arc<AtomicU64>,
     /// Answers the client was given that are not stored.
     lost: LostAnswers,
+    /// Set as the recording ends: the standalone streams relayed end then.
+    ending: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 /// The answers a recording's clients were given that are not stored,
@@ -312,6 +314,21 @@ impl Recorder {
             lost: LostAnswers::default(),
             upstream: Arc::from(upstream),
             ledger: Arc::default(),
+            ending: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+
+    /// The recording ends (its tape, or the daemon, stops): each standalone
+    /// stream relayed ends now, rather than hold the end up until it is cut.
+    pub fn end_streams(&self) {
+        self.ending.send_replace(true);
+    }
+
+    /// Resolves once [`Recorder::end_streams`] is called.
+    pub(super) fn ended(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let mut ending = self.ending.subscribe();
+        async move {
+            let _ = ending.wait_for(|ending| *ending).await;
         }
     }
 

@@ -10,11 +10,12 @@
 //! - [`Stops`]: the requests to stop that reach mcp-tape from outside.
 //!   Unix: SIGINT, SIGTERM, SIGHUP, SIGQUIT. Windows: Ctrl-C, Ctrl-Break, the
 //!   console closing, the system shutting down.
-//! - [`exit_code`], [`exit_now`], [`release_stdout`], [`allow_huge_pages`],
-//!   [`same_file`], [`batch_thread`], [`widen_stderr_pipe`], [`Stderr`]: how a
-//!   process's end reads as an exit code, an exit with no work nobody waits
-//!   for, a stdout whose reader hears its end before the process ends, a
-//!   short run's memory in small pages (a daemon's in huge ones), whether two
+//! - [`exit_code`], [`exit_now`], [`release_stdout`], [`own_stdout`],
+//!   [`allow_huge_pages`], [`same_file`], [`batch_thread`],
+//!   [`widen_stderr_pipe`], [`Stderr`]: how a process's end reads as an exit
+//!   code, an exit with no work nobody waits for, a stdout whose reader hears
+//!   its end before the process ends, stdout as a file of its own, a short
+//!   run's memory in small pages (a daemon's in huge ones), whether two
 //!   paths are one file, a thread that yields to the runtime, a stderr pipe
 //!   that takes a batch of log lines at once (Linux only), and stderr
 //!   written whole even when another writer made it non-blocking.
@@ -42,7 +43,7 @@ use std::task::Poll;
 #[cfg(unix)]
 pub use imp::shared_output;
 pub use imp::{
-    Stderr, Tree, allow_huge_pages, batch_thread, exit_code, exit_now, release_stdout, same_file,
+    Stderr, Tree, allow_huge_pages, batch_thread, exit_code, exit_now, own_stdout, release_stdout, same_file,
     widen_stderr_pipe,
 };
 

@@ -520,6 +520,14 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
+/// Standard output as a file of its own (a duplicate descriptor): written
+/// unbuffered and outside std's lock on stdout, so that a thread waiting in
+/// a write there holds up no other use of stdout (the flush before exit).
+pub fn own_stdout() -> io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    io::stdout().as_fd().try_clone_to_owned().map(std::fs::File::from)
+}
+
 /// Ends the process with `code` at once, once what was printed to stdout
 /// is out: without the work an ordinary exit does that nobody waits for
 /// (the runtime's threads ending one by one, the allocator giving its

@@ -205,6 +205,14 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     status.code().map_or(1, |code| code.clamp(0, 255) as u8)
 }
 
+/// Standard output as a file of its own (a duplicate handle): written
+/// unbuffered and outside std's lock on stdout, so that a thread waiting in
+/// a write there holds up no other use of stdout (the flush before exit).
+pub fn own_stdout() -> io::Result<std::fs::File> {
+    use std::os::windows::io::AsHandle;
+    io::stdout().as_handle().try_clone_to_owned().map(std::fs::File::from)
+}
+
 /// A reader of mcp-tape's standard output hears its end when the process
 /// ends.
 pub fn release_stdout() {}

@@ -723,6 +723,30 @@ async fn sigint_stops_cleanly() {
     assert!(log.contains("SIGINT") && log.contains("no misses"), "{log}");
 }
 
+/// Root cause: record's stop waited for every request in flight, and a
+/// session's GET stream, relayed from the upstream, ends only when the
+/// upstream or the client ends it: SIGINT took the whole 10 s grace with
+/// one open. The recording's end now ends the streams it relays.
+#[tokio::test]
+async fn record_stopping_ends_the_get_stream_it_relays() {
+    let fixture = crate::upstream::start().await;
+    let cassettes = Cassettes::new();
+    let daemon = Daemon::record(&fixture.url(), cassettes.path()).await;
+    let server = format!("{}/agents/servers/mcp_MailTools", daemon.url);
+    let auth = format!("Bearer {}", crate::upstream::TOKEN);
+    let init =
+        call(&server, &[("authorization", &auth)], "initialize", json!({"protocolVersion": "2025-06-18"}))
+            .await;
+    let session = init.header("mcp-session-id").expect("a session").to_owned();
+    let mut stream = get_stream(&server, &session).await;
+    let ended = tokio::spawn(async move { tokio::time::timeout(PATIENCE, stream.chunk()).await });
+    let (status, log) = daemon.stop("INT").await;
+    assert!(status.success(), "{status:?}\n{log}");
+    let end = ended.await.unwrap().expect("the stream ended with the recording");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    assert!(!log.contains("still in flight"), "{log}");
+}
+
 #[tokio::test]
 async fn import_export_round_trip_and_replay() {
     let dir = Cassettes::new();

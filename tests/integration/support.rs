@@ -234,6 +234,20 @@ pub async fn open_stream(url: &str, headers: &[(&str, &str)], body: &serde_json:
     request.send().await.unwrap()
 }
 
+/// Opens the standalone (GET) stream of `session` at `url`.
+pub async fn get_stream(url: &str, session: &str) -> reqwest::Response {
+    let response = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "a GET stream opens");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    response
+}
+
 /// The next chunk of a streamed answer, as text.
 pub async fn next_chunk(response: &mut reqwest::Response) -> String {
     String::from_utf8(response.chunk().await.unwrap().expect("a chunk before the end").to_vec()).unwrap()

@@ -298,6 +298,67 @@ async fn an_answer_the_cassette_cannot_hold_fails_its_tape_and_the_cassette_is_k
     assert_eq!(code, Some(0), "{log}");
 }
 
+/// Root cause: a recording tape's end waited for every request in flight,
+/// and the session's GET stream, relayed from the upstream, ends only when
+/// the upstream or the client ends it: each tape's verdict waited out the
+/// whole grace and the stream ran on. The recording's end now ends the
+/// streams it relays, as replay's does.
+#[tokio::test]
+async fn a_recording_tape_ends_the_get_stream_it_relays() {
+    let fixture = upstream::start().await;
+    let cassettes = Cassettes::new();
+    let path = cassettes.path().join("recorded.sqlite");
+    let upstream_url = fixture.url();
+    let mut tapes = Tapes::start().await;
+    let server = format!("{}{MAIL}", tapes.url);
+    let auth = format!("Bearer {}", upstream::TOKEN);
+    let headers = [("authorization", auth.as_str())];
+    tapes.begin(&[path.to_str().unwrap(), "--mode", "all", "--upstream", &upstream_url]).await;
+    let session = initialize_with(&server, &headers).await;
+    let mut stream = get_stream(&server, &session).await;
+    let told = tapes.ask("0").await;
+    assert_eq!(told["code"], 0, "{told}");
+    let end = tokio::time::timeout(PATIENCE, stream.chunk()).await.expect("the stream ended with its tape");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    let (code, log) = tapes.end().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(!log.contains("still in flight"), "{log}");
+    assert_eq!(exchanges(&path).len(), 1, "initialize kept");
+}
+
+/// Root cause: the answers were written to stdout on the only thread, with
+/// a blocking write: a runner that stopped reading stdout filled its pipe,
+/// and the process then answered no HTTP and heard no SIGTERM. They are now
+/// told by a thread of their own.
+#[tokio::test]
+async fn a_runner_that_stops_reading_stdout_stops_neither_the_tapes_nor_a_stop() {
+    let cassettes = Cassettes::new();
+    let cassette = mail(&cassettes, "mail", "Hello");
+    let line = format!("{}\n0\n", json!([cassette]));
+    let mut tapes = Tapes::start().await;
+    // Far more answers than a pipe holds (each tape's report is ~1 KB), none read.
+    let tapes_told = 400;
+    let stdin = tapes.stdin.as_mut().unwrap();
+    for _ in 0..tapes_told {
+        stdin.write_all(line.as_bytes()).await.unwrap();
+    }
+    let mut begun = 0;
+    while begun < tapes_told {
+        let logged = tokio::time::timeout(PATIENCE, tapes.log.next_line()).await;
+        let line = logged.expect("each tape begins").unwrap().expect("the log goes on");
+        begun += usize::from(line.contains("test: tape "));
+    }
+    stdin.write_all(format!("{}\n", json!([cassette])).as_bytes()).await.unwrap();
+    until_logged(&mut tapes.log, "test: tape ", PATIENCE).await;
+    let answered =
+        call(&format!("{}{MAIL}", tapes.url), &[], "tools/call", get_message(1)["params"].clone()).await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+    let pid = tapes.child.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::time::timeout(PATIENCE, tapes.child.wait()).await.expect("SIGTERM heard").unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+}
+
 /// Initializes a session at `url` with `headers`; its id.
 async fn initialize_with(url: &str, headers: &[(&str, &str)]) -> String {
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},

@@ -247,6 +247,7 @@ impl Proxy {
         let arrival = arrival_of(&response);
         let (head, body) = response.into_parts();
         let mut relay = Relay::new(body, None, None, arrival);
+        relay.ending = Some(Box::pin(listener.ended()));
         relay.listen = Some((sse::Parser::default(), listener));
         Ok(Response::from_parts(relay_head(head), frame::streamed(relay)))
     }
@@ -395,6 +396,8 @@ struct Relay {
     arrival: Option<Arc<Arrival>>,
     /// Where a tap goes when the upstream closes its stream early.
     parking: Option<Arc<Parking>>,
+    /// A standalone stream's end: the recording's ([`Listener::ended`]).
+    ending: Option<Pin<Box<dyn Future<Output = ()> + Send + Sync>>>,
     ended: bool,
 }
 
@@ -420,6 +423,7 @@ impl Relay {
             waits: VecDeque::new(),
             arrival,
             parking: None,
+            ending: None,
             ended: false,
         }
     }
@@ -538,6 +542,8 @@ enum Came {
     Upstream(Option<Result<Frame<Bytes>, hyper::Error>>),
     /// The upstream was silent past the idle limit, this long.
     Silent(Duration),
+    /// The recording ends, and the standalone stream with it.
+    Ending,
 }
 
 impl Pieces for Relay {
@@ -586,11 +592,19 @@ impl Pieces for Relay {
                         None => std::future::pending().await,
                     }
                 };
+                let ending = &mut self.ending;
+                let ends = async move {
+                    match ending {
+                        Some(ending) => ending.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     biased;
                     () = front => Came::Waited,
                     frame = self.upstream.frame() => Came::Upstream(frame),
                     limit = silent => Came::Silent(limit),
+                    () = ends => Came::Ending,
                 }
             };
             match came {
@@ -610,6 +624,7 @@ impl Pieces for Relay {
                 Came::Upstream(Some(Err(e))) => self.on_end(Some(format!("the upstream broke off: {e}"))),
                 Came::Upstream(None) => self.on_end(None),
                 Came::Silent(limit) => self.on_end(Some(format!("the upstream was silent for {limit:?}"))),
+                Came::Ending => self.on_end(None),
             }
         }
     }
