@@ -287,8 +287,14 @@ struct TestArgs {
     /// {"serving":true} or {"error":TEXT} for a tape; {"code":N,"report":
     /// {..},"said":[..]} at its verdict. Connections stay open from one tape
     /// to the next; a request between two tapes gets 503. Ends at the end of
-    /// input (a tape still running fails).
-    #[arg(long, conflicts_with_all = ["command", "verdict_on_stdin", "paths", "mode", "upstream"])]
+    /// input (a tape still running fails). Each tape's own flags go on its
+    /// line, never on this one.
+    #[arg(long, conflicts_with_all = [
+        "command", "verdict_on_stdin", "paths", "mode", "upstream", "allow_misses",
+        "upstream_ca", "connect_timeout", "upstream_timeout", "idle_timeout", "redact_headers", "models",
+        "on_miss", "pace", "rules", "faults", "junit", "usage", "html", "title", "max_age", "expired",
+        "redact_keys", "redact_patterns", "ignore_params",
+    ])]
     tapes_on_stdin: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required_unless_present_any = ["verdict_on_stdin", "tapes_on_stdin"], value_name = "CMD")]

@@ -173,6 +173,11 @@ impl Cli {
 /// [`Error::Usage`]: arguments `mcp-tape test` refuses, or a port (the
 /// tapes share the one their process serves on).
 pub fn tape(args: Vec<String>) -> Result<TestConfig, Error> {
+    if args.iter().any(|arg| arg == "--") {
+        return Err(Error::Usage(
+            "a tape's arguments: a tape runs no command after `--`: the test runner is the command".into(),
+        ));
+    }
     let line =
         ["mcp-tape", "test"].map(String::from).into_iter().chain(args).chain(["--verdict-on-stdin".into()]);
     let parsed = Cli::try_parse_from(line).map_err(|e| {

@@ -359,6 +359,39 @@ async fn a_runner_that_stops_reading_stdout_stops_neither_the_tapes_nor_a_stop()
     assert_eq!(status.code(), Some(128 + 15));
 }
 
+/// Root cause: a tape's own flags given on the `--tapes-on-stdin` line were
+/// taken and did nothing (each tape has its own, from its line), and a tape
+/// line's `-- COMMAND` was taken as a tape with no verdict. Both are refused,
+/// naming what.
+#[tokio::test]
+async fn what_a_line_cannot_set_is_refused_naming_it() {
+    for flag in [
+        &["--idle-timeout", "1"][..],
+        &["--on-miss", "error"],
+        &["--junit", "report.xml"],
+        &["--model", "openai=http://127.0.0.1:9"],
+        &["--pace", "recorded"],
+        &["--ignore-param", "/x"],
+    ] {
+        let mut args = vec!["--tapes-on-stdin"];
+        args.extend(flag);
+        let refused = piped_test(&args).stdin(std::process::Stdio::null()).output().await.unwrap();
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(2), "{flag:?}: {said}");
+        assert!(said.contains(flag[0]) && said.contains("cannot be used with"), "{flag:?}: {said}");
+        assert!(refused.stdout.is_empty(), "{flag:?}: no tapes served");
+    }
+    let cassettes = Cassettes::new();
+    let cassette = mail(&cassettes, "mail", "Hello");
+    let mut tapes = Tapes::start().await;
+    let told = tapes.ask(&json!([cassette, "--", "pytest"]).to_string()).await;
+    assert!(told["error"].as_str().unwrap().contains("no command after `--`"), "{told}");
+    tapes.begin(&[&cassette]).await;
+    assert_eq!(tapes.ask("0").await["code"], 0);
+    let (code, log) = tapes.end().await;
+    assert_eq!(code, Some(0), "{log}");
+}
+
 /// Initializes a session at `url` with `headers`; its id.
 async fn initialize_with(url: &str, headers: &[(&str, &str)]) -> String {
     let params = json!({"protocolVersion": "2025-06-18", "capabilities": {},
