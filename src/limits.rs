@@ -66,6 +66,14 @@ pub const MAX_JSON_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 /// Enforced in the record proxy (`transport/http/proxy.rs`).
 pub const MAX_ANSWERS_IN_FLIGHT_BYTES: usize = 4 * MAX_JSON_ANSWER_BYTES;
 
+/// Largest message record reads into a tree; a larger one is held as its
+/// text, only its small top-level members read (the id, the method), and
+/// scrubbed in one pass over the text: a tree of `[0,0,…]` is sixteen
+/// times its text.
+///
+/// Enforced in [`crate::engine::AsWritten`].
+pub const MAX_TREE_MESSAGE_BYTES: usize = 1024 * 1024;
+
 /// Largest answer (all its messages) captured for the cassette; past it
 /// the answer is still relayed whole, but not stored, and the log says so.
 ///

@@ -212,12 +212,17 @@ pub struct RecordedMessage<J = Value> {
     /// The text `body` was read from, as its sender wrote it; `None` for a
     /// message made here, and always for [`Text`], which is that text.
     pub written: Option<Text>,
+    /// `body` holds only the small top-level members of the message that
+    /// `written` holds whole (one record read without a tree of it: past
+    /// [`MAX_TREE_MESSAGE_BYTES`](crate::limits::MAX_TREE_MESSAGE_BYTES));
+    /// what is done to the message is done to both.
+    pub shallow: bool,
 }
 
 impl<J> RecordedMessage<J> {
     /// A message made here, from no sender's text.
     pub fn new(offset_ms: u64, direction: Direction, body: J) -> RecordedMessage<J> {
-        RecordedMessage { offset_ms, direction, body, written: None }
+        RecordedMessage { offset_ms, direction, body, written: None, shallow: false }
     }
 }
 
@@ -226,6 +231,7 @@ impl RecordedMessage {
     /// what was changed since written anew ([`written::rewrite`]).
     pub fn as_sent(&self) -> String {
         match &self.written {
+            Some(text) if self.shallow => written::splice(text, &self.body),
             Some(text) => written::rewrite(text, &self.body),
             // A Value always serializes (its map keys are strings).
             None => serde_json::to_string(&self.body).unwrap_or_default(),
@@ -366,6 +372,7 @@ impl Exchange<Text> {
                 direction: message.direction,
                 body: parse(&message.body)?,
                 written: Some(message.body),
+                shallow: false,
             });
         }
         let mut asides = Vec::with_capacity(self.asides.len());
@@ -380,6 +387,7 @@ impl Exchange<Text> {
                     direction: message.direction,
                     body: parse(&message.body)?,
                     written: Some(message.body),
+                    shallow: false,
                 },
             });
         }

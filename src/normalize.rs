@@ -18,9 +18,10 @@ use sha2::{Digest, Sha256};
 use crate::error::Error;
 use crate::limits::MAX_DIFFERENCES_TOLD;
 use crate::model::{
-    Direction, Exchange, MatchKey, Provenance, RawExchange, canonical_json, canonical_json_without,
+    Direction, Exchange, MatchKey, Provenance, RawExchange, RecordedMessage, canonical_json,
+    canonical_json_without,
 };
-use crate::redact::Redactor;
+use crate::redact::{self, Redactor};
 use crate::secrets::Shapes;
 use crate::{jsonrpc, mcp};
 
@@ -111,6 +112,12 @@ impl Rules {
         self.redactor.redact(value);
     }
 
+    /// Redacts a message in place, its text too when it is held as its
+    /// text ([`RecordedMessage::shallow`]).
+    pub fn redact_message(&self, message: &mut RecordedMessage) {
+        redact::edit_message(message, &self.redactor, |body| self.redact(body));
+    }
+
     /// Redacts text that is not JSON in place: the secret shapes in it.
     pub fn redact_text(&self, text: &mut String) {
         self.redactor.redact_text(text);
@@ -174,7 +181,7 @@ impl Rules {
             .messages
             .into_iter()
             .map(|mut message| {
-                self.redact(&mut message.body);
+                self.redact_message(&mut message);
                 if message.direction == Direction::Server {
                     stamp_placeholders(&mut message.body, id.as_ref(), token.as_ref());
                 }
@@ -183,7 +190,7 @@ impl Rules {
             .collect();
         let mut asides = raw.asides;
         for aside in &mut asides {
-            self.redact(&mut aside.message.body);
+            self.redact_message(&mut aside.message);
         }
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         Exchange {
@@ -435,6 +442,7 @@ pub(crate) mod tests {
                 direction: Direction::Server,
                 body: json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
                 written: None,
+                shallow: false,
             }],
             asides: Vec::new(),
             stream: StreamShape::default(),
@@ -524,12 +532,14 @@ pub(crate) mod tests {
                     body: json!({"jsonrpc": "2.0", "method": "notifications/progress",
                         "params": {"progressToken": "p1", "progress": 1}}),
                     written: None,
+                    shallow: false,
                 },
                 RecordedMessage {
                     offset_ms: 2,
                     direction: Direction::Server,
                     body: json!({"jsonrpc": "2.0", "id": 41, "result": {"secret": "s3"}}),
                     written: None,
+                    shallow: false,
                 },
             ],
             asides: vec![Aside {
@@ -542,6 +552,7 @@ pub(crate) mod tests {
                     body: json!({"jsonrpc": "2.0", "method": "notifications/message",
                         "params": {"level": "info", "data": {"secret": "s4"}}}),
                     written: None,
+                    shallow: false,
                 },
             }],
             stream: StreamShape::default(),

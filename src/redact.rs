@@ -9,7 +9,8 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
 use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
-use crate::model::RawExchange;
+use crate::model::written::{self, Edit};
+use crate::model::{RawExchange, RecordedMessage};
 use crate::secrets::Shapes;
 
 /// What a redacted value is replaced with.
@@ -211,6 +212,34 @@ impl Redactor {
     }
 }
 
+/// Scrubbing as [`Scrubber::scrub`] does it: every string and key.
+impl Edit for Scrubber {
+    fn string(&self, text: &str, _key: bool) -> Option<String> {
+        self.clean(text)
+    }
+
+    fn blank(&self, _key: &str) -> Option<&str> {
+        None
+    }
+}
+
+/// Redaction as [`Redactor::redact`] does it: the value of a sensitive key
+/// blanked, the shapes replaced in every other string value.
+impl Edit for Redactor {
+    fn string(&self, text: &str, key: bool) -> Option<String> {
+        if key || self.shapes.is_empty() {
+            return None;
+        }
+        let mut scrubbed = text.to_owned();
+        self.shapes.scrub_text(&mut scrubbed, REDACTED);
+        (scrubbed != text).then_some(scrubbed)
+    }
+
+    fn blank(&self, key: &str) -> Option<&str> {
+        self.is_sensitive(key).then_some(REDACTED)
+    }
+}
+
 /// Request headers whose values are credentials, besides `Authorization`
 /// and names ending like one ([`is_credential_header`]).
 const CREDENTIAL_HEADERS: [&str; 4] =
@@ -293,13 +322,22 @@ pub fn scrub_str(text: &str, secrets: &[String]) -> String {
 pub fn scrub_exchange(raw: &mut RawExchange, secrets: &[String]) {
     let scrubber = Scrubber::new(secrets);
     scrubber.scrub(&mut raw.request);
-    for message in &mut raw.messages {
-        scrubber.scrub(&mut message.body);
-    }
-    for aside in &mut raw.asides {
-        scrubber.scrub(&mut aside.message.body);
+    for message in raw.messages.iter_mut().chain(raw.asides.iter_mut().map(|aside| &mut aside.message)) {
+        scrubber.scrub_message(message);
     }
     raw.server = scrubber.scrub_str(&raw.server);
+}
+
+/// `message` with `edit` done to its tree and, if it is held as its text
+/// ([`RecordedMessage::shallow`]), to that text too.
+pub fn edit_message(message: &mut RecordedMessage, edit: &impl Edit, on_tree: impl FnOnce(&mut Value)) {
+    on_tree(&mut message.body);
+    if message.shallow
+        && let Some(text) = &mut message.written
+        && let Some(edited) = written::edit(text, edit)
+    {
+        *text = edited.into();
+    }
 }
 
 /// Secrets, in every form a server may echo them in, found in one pass over
@@ -360,6 +398,14 @@ impl Scrubber {
             }
             _ => {}
         }
+    }
+
+    /// `message` scrubbed, its text too when it is held as its text.
+    pub fn scrub_message(&self, message: &mut RecordedMessage) {
+        if matches!(self.finder, Finder::Nothing) && self.whole.is_none() {
+            return;
+        }
+        edit_message(message, self, |body| self.scrub(body));
     }
 
     /// `text`, scrubbed.

@@ -264,8 +264,8 @@ impl Capture {
     /// Adds a message, stamped with its offset from the request.
     pub(super) fn push(&mut self, direction: Direction, said: AsWritten) {
         let offset_ms = self.started.elapsed().as_millis() as u64;
-        let AsWritten { body, written } = said;
-        self.raw.messages.push(RecordedMessage { offset_ms, direction, body, written });
+        let AsWritten { body, written, shallow } = said;
+        self.raw.messages.push(RecordedMessage { offset_ms, direction, body, written, shallow });
     }
 
     /// What the server says on its own next follows this exchange, which
@@ -433,11 +433,15 @@ impl Recorder {
         arrived: Arrived,
     ) {
         let offset_ms = spot.since.elapsed().as_millis() as u64;
-        let AsWritten { mut body, written } = said;
+        let AsWritten { body, written, shallow } = said;
+        let mut message = RecordedMessage { offset_ms, direction, body, written, shallow };
         if let Some(capture) = spot.capture.upgrade()
             && let Some(capture) = lock(&capture).as_mut()
         {
-            capture.aside_bytes += canonical_json(&body).len();
+            capture.aside_bytes += match (&message.written, shallow) {
+                (Some(text), true) => text.len(),
+                _ => canonical_json(&message.body).len(),
+            };
             if capture.aside_bytes > MAX_RECORDED_STREAM_BYTES {
                 tracing::warn!(
                     "what the server said on its own during {} passed {MAX_RECORDED_STREAM_BYTES} bytes; \
@@ -446,16 +450,14 @@ impl Recorder {
                 );
                 return;
             }
-            let message = RecordedMessage { offset_ms, direction, body, written };
             // Judged again once the answer is in (commit): it may have arrived before this.
             let in_flight = spot.after.is_none();
             capture.raw.asides.push(Aside { after: spot.after.clone(), in_flight, channel, message });
             capture.aside_arrivals.push(arrived);
             return;
         }
-        self.rules.redact(&mut body);
-        redact::Scrubber::new(&spot.secrets).scrub(&mut body);
-        let message = RecordedMessage { offset_ms, direction, body, written };
+        self.rules.redact_message(&mut message);
+        redact::Scrubber::new(&spot.secrets).scrub_message(&mut message);
         let answered = spot.answer.borrow().arrived();
         let in_flight = spot.after.is_none() && answered.is_some_and(|answered| answered > arrived);
         let aside = Aside { after: spot.after.clone(), in_flight, channel, message };

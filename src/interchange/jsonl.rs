@@ -551,6 +551,7 @@ fn recorded_message(message: &Value, text: Option<&str>) -> Result<RecordedMessa
             .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
         body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
         written: text.and_then(|text| written::member(text, "body")).map(Into::into),
+        shallow: false,
     })
 }
 

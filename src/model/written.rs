@@ -90,6 +90,48 @@ pub fn member<'t>(text: &'t str, key: &str) -> Option<&'t str> {
     members(text)?.into_iter().rev().find(|(name, _)| name == key).map(|(_, value)| value)
 }
 
+/// `text`, a JSON object, with each top-level member `value` holds
+/// written from its text as [`rewrite`] writes it, and each member it does
+/// not hold kept as written: a message held as its text
+/// ([`RecordedMessage::shallow`](crate::model::RecordedMessage::shallow)),
+/// with its small members as record changed them. Members `value` holds
+/// and the text does not are added; text that is not an object is
+/// [`rewrite`]'s.
+pub fn splice(text: &str, value: &Value) -> String {
+    let Value::Object(map) = value else { return rewrite(text, value) };
+    let mut out = String::with_capacity(text.len());
+    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    match reader.splice(map, &mut out) {
+        Some(()) => out,
+        None => rewrite(text, value),
+    }
+}
+
+/// What [`edit`] changes in a message's text.
+pub trait Edit {
+    /// The new content of a string (`text`, unescaped; `key`: an object's
+    /// key), or `None` to keep it as written.
+    fn string(&self, text: &str, key: bool) -> Option<String>;
+
+    /// What replaces the value of the member `key` (as [`Edit::string`]
+    /// left it), if anything does: the text of a string.
+    fn blank(&self, key: &str) -> Option<&str>;
+}
+
+/// `text`, JSON that serde_json reads, with `edit` applied to each string,
+/// key and member at any depth, in one pass over the text and with no tree
+/// of it: what a message too large to hold as one goes through. Written as
+/// [`rewrite`] writes: compact, what `edit` left alone keeps its bytes
+/// (a repeated key included), what it changed is written by serde_json.
+/// `None` when `text` is not JSON.
+pub fn edit(text: &str, edit: &impl Edit) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    reader.edit(edit, &mut out)?;
+    reader.skip_space();
+    (reader.at == text.len()).then_some(out)
+}
+
 /// A string token's content, unescaped; `None` when it is not a string.
 fn unescape(token: &str) -> Option<Cow<'_, str>> {
     let inner = token.strip_prefix('"')?.strip_suffix('"')?;
@@ -252,6 +294,129 @@ impl<'t> Reader<'t> {
         }
     }
 
+    /// Writes the object here into `out` as [`splice`] has it.
+    fn splice(&mut self, map: &Map<String, Value>, out: &mut String) -> Option<()> {
+        self.skip_space();
+        self.expect(b'{')?;
+        out.push('{');
+        let mut written = Written::for_members(map.len());
+        let mut first = true;
+        if !self.empty(b'}') {
+            loop {
+                self.skip_space();
+                let token = self.string_token()?;
+                self.skip_space();
+                self.expect(b':')?;
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                out.push_str(token);
+                out.push(':');
+                match map.get_key_value(unescape(token)?.as_ref()) {
+                    Some((key, now)) => {
+                        written.note(key);
+                        self.rewrite(now, out)?;
+                    }
+                    None => {
+                        self.skip_space();
+                        let start = self.at;
+                        self.skip_value()?;
+                        out.push_str(self.since(start)?);
+                    }
+                }
+                if self.ends(b'}')? {
+                    break;
+                }
+            }
+        }
+        for (key, value) in map.iter().filter(|(key, _)| !written.has(key)) {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            write_string(key, out);
+            out.push(':');
+            write(value, out);
+        }
+        out.push('}');
+        self.skip_space();
+        (self.at == self.text.len()).then_some(())
+    }
+
+    /// Writes the value here into `out` as [`edit`] has it.
+    fn edit(&mut self, edit: &impl Edit, out: &mut String) -> Option<()> {
+        self.skip_space();
+        match *self.text.get(self.at)? {
+            b'{' => {
+                self.at += 1;
+                out.push('{');
+                let mut first = true;
+                if !self.empty(b'}') {
+                    loop {
+                        self.skip_space();
+                        let token = self.string_token()?;
+                        self.skip_space();
+                        self.expect(b':')?;
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        let key = match edit.string(&unescape(token)?, true) {
+                            Some(key) => {
+                                write_string(&key, out);
+                                Cow::Owned(key)
+                            }
+                            None => {
+                                out.push_str(token);
+                                unescape(token)?
+                            }
+                        };
+                        out.push(':');
+                        match edit.blank(&key) {
+                            Some(with) => {
+                                self.skip_value()?;
+                                write_string(with, out);
+                            }
+                            None => self.edit(edit, out)?,
+                        }
+                        if self.ends(b'}')? {
+                            break;
+                        }
+                    }
+                }
+                out.push('}');
+            }
+            b'[' => {
+                self.at += 1;
+                out.push('[');
+                let mut first = true;
+                if !self.empty(b']') {
+                    loop {
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        self.edit(edit, out)?;
+                        if self.ends(b']')? {
+                            break;
+                        }
+                    }
+                }
+                out.push(']');
+            }
+            b'"' => {
+                let token = self.string_token()?;
+                match edit.string(&unescape(token)?, false) {
+                    Some(text) => write_string(&text, out),
+                    None => out.push_str(token),
+                }
+            }
+            _ => out.push_str(self.bare_token()?),
+        }
+        Some(())
+    }
+
     /// Writes `now` into `out` in the words of the value the text holds here.
     fn rewrite(&mut self, now: &Value, out: &mut String) -> Option<()> {
         self.skip_space();
@@ -357,6 +522,11 @@ impl<'t> Reader<'t> {
 }
 
 /// serde_json's compact writing of `value`.
+fn write_string(text: &str, out: &mut String) {
+    // A string always serializes.
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+}
+
 fn write(value: &Value, out: &mut String) {
     // A Value always serializes (its map keys are strings).
     out.push_str(&serde_json::to_string(value).unwrap_or_default());

@@ -215,6 +215,7 @@ fn changing_server(cassettes: &Cassettes) {
             body: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
                 "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": 5}}}),
             written: None,
+            shallow: false,
         },
     });
     cassettes.write("changing", vec![discover, change]);
@@ -387,6 +388,7 @@ fn resource_updated(uri: &str, padding: usize) -> RecordedMessage {
         body: json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
             "params": {"uri": uri, "padding": "p".repeat(padding)}}),
         written: None,
+        shallow: false,
     }
 }
 

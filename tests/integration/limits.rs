@@ -327,3 +327,48 @@ async fn an_answer_of_many_spelled_numbers_takes_memory_linear_in_its_size() {
         assert!(peak < LIMIT, "{command} peaked at {} MB", peak >> 20);
     }
 }
+
+/// Root cause: record read each answer whole into a tree, sixteen times
+/// its text for `[0,0,…]`: one 50 MiB answer took a recorder to 2.6–3.0 GB,
+/// four 15 MiB SSE events at once 2.1 GB. A message past 1 MiB is now held
+/// as its text, checked and scrubbed in passes over it (a release build:
+/// 335 MB and 271 MB, `bench/record_memory.py`). Here 20 MiB, then four of
+/// 6 MiB at once, which a debug build works through in seconds: 1.5 GB
+/// from 85fb3ca's.
+#[tokio::test]
+async fn recording_large_answers_takes_memory_a_small_multiple_of_their_size() {
+    const LIMIT: u64 = 200 << 20;
+    let upstream = crate::upstream::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Daemon::record(&upstream.url(), dir.path()).await;
+    let url = format!("{}{MAIL}", recorder.url);
+    let bearer = format!("Bearer {}", crate::upstream::TOKEN);
+    let zeros = |id: u64, mib: u64, stream: bool| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "zeros_mib", "arguments": {"mib": mib, "stream": stream}}})
+        .to_string()
+    };
+    let answer = post(&url, &[("authorization", &bearer)], &zeros(1, 20, false)).await;
+    assert_eq!(answer.text, crate::upstream::zeros_mib("1", 20), "relayed as written");
+    let streams: Vec<_> = (2..6)
+        .map(|id| {
+            let (url, bearer, body) = (url.clone(), bearer.clone(), zeros(id, 6, true));
+            tokio::spawn(async move { post(&url, &[("authorization", &bearer)], &body).await })
+        })
+        .collect();
+    for (stream, id) in streams.into_iter().zip(2..) {
+        let answer = stream.await.unwrap();
+        let relayed = format!("data: {}", crate::upstream::zeros_mib(&id.to_string(), 6));
+        assert!(answer.text.contains(&relayed), "stream {id} relayed as written");
+    }
+    let peak = peak_memory(recorder.pid());
+    let (status, log) = recorder.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(peak < LIMIT, "recording 20 MiB, then 4 × 6 MiB at once, peaked at {} MB", peak >> 20);
+    let cassette =
+        mcp_tape::cassette::store::Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap();
+    let stored: Vec<usize> =
+        cassette.exchanges().unwrap().iter().map(|e| e.messages[0].as_sent().len()).collect();
+    let placed = |mib: usize| crate::upstream::zeros_mib("\"mcp-tape:request-id\"", mib).len();
+    assert_eq!(stored, [placed(20), placed(6), placed(6), placed(6), placed(6)], "each stored whole");
+}

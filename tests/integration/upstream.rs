@@ -258,6 +258,15 @@ pub fn unreadable_answer(id: &str, kind: &str) -> String {
     )
 }
 
+/// The `zeros_mib` tool's answer to the request `id`: `[0,0,…]` of `mib`
+/// MiB, the shape whose tree takes the most for its text (16 times).
+pub fn zeros_mib(id: &str, mib: usize) -> String {
+    let zeros = "0,".repeat(mib << 19);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"structuredContent":{{"zeros":[{zeros}0]}},"content":[]}}}}"#
+    )
+}
+
 /// The `zeros` tool's answer to the request `id`: one 8 KiB key over
 /// 60,000 numbers spelled `-0` (188 KB), the shape whose spellings a
 /// side table once kept each with its whole path.
@@ -515,6 +524,15 @@ async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
             }
         }
         ("tools/call", "raw") => full(200, Some("application/json"), raw_answer(&id.to_string())),
+        ("tools/call", "zeros_mib") => {
+            // `[0,0,…]` of `mib` MiB, as JSON or as one SSE event.
+            let mib = body["params"]["arguments"]["mib"].as_u64().unwrap_or(1) as usize;
+            let answer = zeros_mib(&id.to_string(), mib);
+            match body["params"]["arguments"]["stream"] == true {
+                true => full(200, Some("text/event-stream"), format!("event: message\ndata: {answer}\n\n")),
+                false => full(200, Some("application/json"), answer),
+            }
+        }
         ("tools/call", "zeros") => full(200, Some("application/json"), zeros_answer(&id.to_string())),
         ("tools/call", "as_written") => {
             // Members in no sorted order, numbers as a Python server spells

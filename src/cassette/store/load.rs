@@ -313,6 +313,7 @@ fn recorded_message(
         direction: row.get(first + 1).map_err(|e| damaged(conversion(e)))?,
         body: checked_json(body).map_err(damaged)?,
         written: None,
+        shallow: false,
     })
 }
 

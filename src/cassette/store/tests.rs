@@ -77,6 +77,7 @@ fn sample(server: &str, tool: &str, text: &str) -> Exchange {
             body: json!({"jsonrpc": "2.0", "id": "mcp-tape:request-id",
                 "result": {"content": [{"type": "text", "text": text}]}}),
             written: None,
+            shallow: false,
         }],
         asides: Vec::new(),
         stream: StreamShape::default(),

@@ -175,6 +175,7 @@ fn entry_of(
             direction: Direction::Server,
             body,
             written: Some(written),
+            shallow: false,
         })
         .collect();
     let session =

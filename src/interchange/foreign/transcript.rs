@@ -117,6 +117,7 @@ fn pair(mut said: Vec<Turn>, read: &mut ReadFile) {
                             direction: Direction::Server,
                             body,
                             written: None,
+                            shallow: false,
                         });
                         last = Some(index);
                     }
@@ -132,6 +133,7 @@ fn pair(mut said: Vec<Turn>, read: &mut ReadFile) {
                         direction: Direction::Server,
                         body,
                         written: None,
+                        shallow: false,
                     }),
                     (None, Some(index)) => {
                         let message = RecordedMessage::new(0, Direction::Server, body);
@@ -361,6 +363,7 @@ pub fn mcp_recorder(text: &str) -> Result<ReadFile, String> {
                 direction: Direction::Server,
                 body: response.clone(),
                 written: None,
+                shallow: false,
             }],
             ..ReadExchange::default()
         });
