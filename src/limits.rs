@@ -283,6 +283,18 @@ pub const MAX_PENDING_LOG_BYTES: usize = 4 * 1024 * 1024;
 /// Enforced in [`crate::logging`].
 pub const MAX_LOG_ROOM_WAIT: Duration = Duration::from_secs(1);
 
+/// In-flight requests get this long to finish after a shutdown signal (or
+/// a tape's end).
+///
+/// Enforced in [`crate::transport::http`].
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// After the grace, how long the 503s to requests still waiting get to be
+/// written (streams under way are cut then).
+///
+/// Enforced in [`crate::transport::http`].
+pub const STOPPING_ANSWERED: Duration = Duration::from_secs(1);
+
 /// How long `test --tapes-on-stdin`, ending, waits for stdout to take the
 /// answers told and not yet written before it exits without them (a test
 /// runner that stopped reading).

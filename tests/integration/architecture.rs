@@ -281,6 +281,12 @@ fn the_graph_checker_sees_cycles_and_every_form_of_reference() {
     assert_eq!(node_of(Path::new("engine/reenact.rs")).as_deref(), Some("engine"));
     assert_eq!(node_of(Path::new("engine/replay/misses.rs")).as_deref(), Some("engine::replay"));
     assert_eq!(node_of(Path::new("transport/http/proxy.rs")).as_deref(), Some("transport"));
+    let turns = module_path(Path::new("transport/http/turns.rs"));
+    assert_eq!(turns, ["transport", "http", "turns"]);
+    assert_eq!(module_path(Path::new("transport/http/mod.rs")), ["transport", "http"]);
+    let seen = named_paths("use super::{server::Wire, App}; use super::super::stdio;", &turns);
+    let seen: Vec<String> = seen.iter().map(|path| path.join("::")).collect();
+    assert_eq!(seen, ["transport::http::server::Wire", "transport::http::App", "transport::stdio"]);
 }
 
 /// What the engine asks of a front door is fixed when the door is built
@@ -336,5 +342,76 @@ fn the_module_map_lists_the_modules_bottom_to_top() {
                 );
             }
         }
+    }
+}
+
+/// The module path of a file under `src/`: `transport/http/turns.rs` is
+/// `transport::http::turns`, `cassette/mod.rs` is `cassette`.
+fn module_path(relative: &Path) -> Vec<String> {
+    let mut parts: Vec<String> =
+        relative.iter().map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned()).collect();
+    if parts.last().is_some_and(|last| last == "mod" || last == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The absolute module paths a file's code names, read from `crate::…`,
+/// `super::…` (as deep as it goes) and `self::…`, in `module`.
+fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    for path in after(code, "crate::").flat_map(paths) {
+        found.push(path.split("::").filter(|s| !s.is_empty()).map(str::to_owned).collect());
+    }
+    for (prefix, up) in [("super::", 1), ("self::", 0)] {
+        for path in after(code, prefix).flat_map(paths) {
+            let mut segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+            let mut up = up;
+            while segments.first() == Some(&"super") {
+                segments.remove(0);
+                up += 1;
+            }
+            let Some(base) = module.len().checked_sub(up) else { continue };
+            let mut absolute = module[..base].to_vec();
+            absolute.extend(segments.into_iter().map(str::to_owned));
+            found.push(absolute);
+        }
+    }
+    found
+}
+
+/// Inside each folder of `src/`, its files and folders name each other
+/// with no circle either (a circle there came back once: `frame` →
+/// `server` → `turns` → `server`).
+#[test]
+fn inside_each_folder_the_modules_have_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: Vec<(Vec<String>, String)> = files
+        .iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&src).unwrap();
+            (module_path(relative), code_of(&std::fs::read_to_string(file).unwrap()))
+        })
+        .collect();
+    let known: BTreeSet<&Vec<String>> = modules.iter().map(|(path, _)| path).collect();
+    // Folder → its children's edges among themselves.
+    let mut folders: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (module, code) in &modules {
+        for target in named_paths(code, module) {
+            let shared = module.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            let (Some(from), Some(into)) = (module.get(shared), target.get(shared)) else { continue };
+            let folder = module[..shared].to_vec();
+            let mut child = folder.clone();
+            child.push(into.clone());
+            if from != into && known.contains(&child) {
+                folders.entry(folder).or_default().entry(from.clone()).or_default().insert(into.clone());
+            }
+        }
+    }
+    assert!(folders.contains_key(&vec!["transport".to_owned(), "http".to_owned()]), "{folders:?}");
+    for (folder, edges) in &folders {
+        assert_eq!(cycle(edges), None, "a circle inside src/{}", folder.join("/"));
     }
 }

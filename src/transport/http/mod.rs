@@ -51,7 +51,7 @@ use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::{self, Message, Params, ParamsCache, RequestId};
 use crate::limits::{
     HEADER_READ_TIMEOUT, MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES,
-    MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE,
+    MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE, SHUTDOWN_GRACE,
 };
 use crate::logging;
 use crate::mcp;
@@ -171,6 +171,12 @@ where
 {
 }
 
+/// A request no tape takes (`--tapes-on-stdin` between tapes, or in a
+/// session an earlier tape opened): its fault's status and JSON-RPC error.
+pub(super) fn refused(fault: Unanswered) -> Response<Body> {
+    frame::error(&fault.into())
+}
+
 /// Handles one HTTP request. Never fails: every refusal is an HTTP answer.
 /// `wire` is the connection's socket the answer goes out on; with none (a
 /// request with no socket, a fuzzer's) an answer does not wait for what the
@@ -194,7 +200,7 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
             // subscribes to the shutdown signal.
             biased;
             answered = dispatch(request, app, wire, &mut line.logged) => answered,
-            () = app.stopped() => Err(Unanswered::Stopping { grace: server::SHUTDOWN_GRACE }.into()),
+            () = app.stopped() => Err(Unanswered::Stopping { grace: SHUTDOWN_GRACE }.into()),
         }
     };
     let response = match answered {

@@ -42,19 +42,13 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use super::holding::Holding;
 use super::noted::{Noted, Notes};
 use super::turns::{Serving, within_grace};
-use super::{Body, frame, handle};
+use super::{Body, handle};
 
 use crate::error::Unanswered;
 use crate::limits::{HEADER_READ_TIMEOUT, MAX_CONNECTIONS};
 use crate::os::{Stop, Stops};
 use crate::util::lock;
 
-/// In-flight requests get this long to finish after a shutdown signal.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// After the grace, how long the 503s to requests still waiting get to be
-/// written (streams under way are cut then).
-pub(super) const STOPPING_ANSWERED: Duration = Duration::from_secs(1);
 /// Pause after a failed accept (e.g. out of file descriptors) before retrying.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -113,7 +107,7 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
                             _ => "a session an earlier tape opened",
                         };
                         tracing::info!("{} {}: refused, {why}", request.method(), request.uri().path());
-                        let refused = frame::error(&refused.into());
+                        let refused = super::refused(refused);
                         return Ok::<_, Infallible>(refused.map(|body| busy.guard(body, None)));
                     }
                 };

@@ -16,10 +16,9 @@ use hyper::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::App;
-use super::server::{SHUTDOWN_GRACE, STOPPING_ANSWERED};
 use crate::config::FrontDoor;
 use crate::error::Unanswered;
-use crate::limits::MAX_SESSIONS;
+use crate::limits::{MAX_SESSIONS, SHUTDOWN_GRACE, STOPPING_ANSWERED};
 use crate::mcp::HEADER_SESSION_ID;
 use crate::util::{FastMap, lock};
 
