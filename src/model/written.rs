@@ -49,10 +49,7 @@ pub fn members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
         return Some(found);
     }
     loop {
-        reader.skip_space();
-        let key = unescape(reader.string_token()?)?;
-        reader.skip_space();
-        reader.expect(b':')?;
+        let key = unescape(reader.member_key()?)?;
         reader.skip_space();
         let start = reader.at;
         reader.skip_value()?;
@@ -101,10 +98,23 @@ pub fn splice(text: &str, value: &Value) -> String {
     let Value::Object(map) = value else { return rewrite(text, value) };
     let mut out = String::with_capacity(text.len());
     let mut reader = Reader { text: text.as_bytes(), at: 0 };
-    match reader.splice(map, &mut out) {
-        Some(()) => out,
-        None => rewrite(text, value),
-    }
+    reader.skip_space();
+    let whole = reader.text.get(reader.at) == Some(&b'{')
+        && reader.object(map, &mut out, Others::Kept).is_some()
+        && {
+            reader.skip_space();
+            reader.at == text.len()
+        };
+    if whole { out } else { rewrite(text, value) }
+}
+
+/// What becomes of an object's members that the value does not hold.
+#[derive(Clone, Copy)]
+enum Others {
+    /// Left out: the value dropped them ([`rewrite`]).
+    Dropped,
+    /// Kept as written: the value holds only some members ([`splice`]).
+    Kept,
 }
 
 /// What [`edit`] changes in a message's text.
@@ -249,6 +259,16 @@ impl<'t> Reader<'t> {
         }
     }
 
+    /// An object member's key token (quotes included), the colon after it
+    /// stepped over.
+    fn member_key(&mut self) -> Option<&'t str> {
+        self.skip_space();
+        let token = self.string_token()?;
+        self.skip_space();
+        self.expect(b':')?;
+        Some(token)
+    }
+
     /// A number token (or a word: `true`, `false`, `null`).
     fn bare_token(&mut self) -> Option<&'t str> {
         let start = self.at;
@@ -294,56 +314,6 @@ impl<'t> Reader<'t> {
         }
     }
 
-    /// Writes the object here into `out` as [`splice`] has it.
-    fn splice(&mut self, map: &Map<String, Value>, out: &mut String) -> Option<()> {
-        self.skip_space();
-        self.expect(b'{')?;
-        out.push('{');
-        let mut written = Written::for_members(map.len());
-        let mut first = true;
-        if !self.empty(b'}') {
-            loop {
-                self.skip_space();
-                let token = self.string_token()?;
-                self.skip_space();
-                self.expect(b':')?;
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                out.push_str(token);
-                out.push(':');
-                match map.get_key_value(unescape(token)?.as_ref()) {
-                    Some((key, now)) => {
-                        written.note(key);
-                        self.rewrite(now, out)?;
-                    }
-                    None => {
-                        self.skip_space();
-                        let start = self.at;
-                        self.skip_value()?;
-                        out.push_str(self.since(start)?);
-                    }
-                }
-                if self.ends(b'}')? {
-                    break;
-                }
-            }
-        }
-        for (key, value) in map.iter().filter(|(key, _)| !written.has(key)) {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            write_string(key, out);
-            out.push(':');
-            write(value, out);
-        }
-        out.push('}');
-        self.skip_space();
-        (self.at == self.text.len()).then_some(())
-    }
-
     /// Writes the value here into `out` as [`edit`] has it.
     fn edit(&mut self, edit: &impl Edit, out: &mut String) -> Option<()> {
         self.skip_space();
@@ -354,10 +324,7 @@ impl<'t> Reader<'t> {
                 let mut first = true;
                 if !self.empty(b'}') {
                     loop {
-                        self.skip_space();
-                        let token = self.string_token()?;
-                        self.skip_space();
-                        self.expect(b':')?;
+                        let token = self.member_key()?;
                         if !first {
                             out.push(',');
                         }
@@ -421,7 +388,7 @@ impl<'t> Reader<'t> {
     fn rewrite(&mut self, now: &Value, out: &mut String) -> Option<()> {
         self.skip_space();
         match (*self.text.get(self.at)?, now) {
-            (b'{', Value::Object(map)) => self.object(map, out),
+            (b'{', Value::Object(map)) => self.object(map, out, Others::Dropped),
             (b'[', Value::Array(items)) => self.array(items, out),
             (b'"', Value::String(string)) => {
                 let token = self.string_token()?;
@@ -447,24 +414,37 @@ impl<'t> Reader<'t> {
         }
     }
 
-    fn object(&mut self, map: &Map<String, Value>, out: &mut String) -> Option<()> {
+    /// Writes `map` into `out` in the words of the object the text holds
+    /// here; what becomes of the text's members `map` does not hold:
+    /// `others`.
+    fn object(&mut self, map: &Map<String, Value>, out: &mut String, others: Others) -> Option<()> {
         self.at += 1;
         out.push('{');
         let mut written = Written::for_members(map.len());
+        let mut first = true;
+        let mut comma = |out: &mut String| {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+        };
         if !self.empty(b'}') {
             loop {
-                self.skip_space();
-                let token = self.string_token()?;
-                self.skip_space();
-                self.expect(b':')?;
-                match map.get_key_value(unescape(token)?.as_ref()) {
-                    Some((key, value)) if written.note(key) => {
-                        if written.len() > 1 {
-                            out.push(',');
-                        }
+                let token = self.member_key()?;
+                match (map.get_key_value(unescape(token)?.as_ref()), others) {
+                    (Some((key, value)), _) if written.note(key) => {
+                        comma(out);
                         out.push_str(token);
                         out.push(':');
                         self.rewrite(value, out)?;
+                    }
+                    (None, Others::Kept) => {
+                        comma(out);
+                        out.push_str(token);
+                        out.push(':');
+                        self.skip_space();
+                        let start = self.at;
+                        self.skip_value()?;
+                        out.push_str(self.since(start)?);
                     }
                     _ => self.skip_value()?,
                 }
@@ -474,13 +454,9 @@ impl<'t> Reader<'t> {
             }
         }
         if written.len() < map.len() {
-            let mut first = written.len() == 0;
             for (key, value) in map.iter().filter(|(key, _)| !written.has(key)) {
-                if !first {
-                    out.push(',');
-                }
-                first = false;
-                write(&Value::String(key.clone()), out);
+                comma(out);
+                write_string(key, out);
                 out.push(':');
                 write(value, out);
             }
