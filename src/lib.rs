@@ -31,8 +31,9 @@
 //!   tree (a process group, a Job Object; the terminal while it runs), the
 //!   stops that reach mcp-tape (signals, console events), exit codes and
 //!   an exit with no teardown, one file by two paths, stderr written whole
-//!   beside the stdio door, a descriptor's own calls ([`os::fd`]), a
-//!   thread's freed memory given back. Every `unsafe` block is here.
+//!   beside the stdio door, stdin and stdout driven by the reactor, reads
+//!   that say when their bytes arrived, a thread's freed memory given
+//!   back. Every `unsafe` block is here.
 //! - [`util`]: log-safe text (and text cut to a bound), a poison-proof
 //!   lock, text split at a byte, the fast map of per-request lookups, a
 //!   file written whole or not at all, long work run off the async

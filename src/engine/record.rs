@@ -254,6 +254,8 @@ impl Seen {
     /// on last before it arrived. The server cannot have said it after
     /// something sent on later, though it may be heard after that was
     /// (its stream read late). Older than all kept: after the oldest.
+    /// `arrived` may be the kernel's stamp and the times sent on are
+    /// `SystemTime::now()`: both the system clock, read at another moment.
     fn before(&self, arrived: Arrived) -> Option<&Spot> {
         let sent_before = self.0.iter().rev().find(|(from, _)| *from <= arrived);
         sent_before.or(self.0.front()).map(|(_, spot)| spot)

@@ -80,7 +80,7 @@ impl AsyncWrite for Pipe {
         loop {
             let mut ready = ready!(self.fd.poll_write_ready(cx))?;
             // With `2>&1`, a log piece part-written holds the door's turn.
-            let Some(written) = super::shared_output::door_write(data, cx.waker(), || {
+            let Some(written) = super::imp::shared_output::door_write(data, cx.waker(), || {
                 let written = ready.try_io(|fd| write(fd.get_ref().0, data));
                 written.unwrap_or_else(|_would_block| Err(std::io::ErrorKind::WouldBlock.into()))
             }) else {

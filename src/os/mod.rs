@@ -11,7 +11,7 @@
 //!   Unix: SIGINT, SIGTERM, SIGHUP, SIGQUIT. Windows: Ctrl-C, Ctrl-Break, the
 //!   console closing, the system shutting down.
 //! - [`exit_code`], [`exit_now`], [`release_stdout`], [`own_stdout`],
-//!   [`allow_huge_pages`], [`same_file`], [`batch_thread`],
+//!   [`huge_pages`], [`same_file`], [`batch_thread`],
 //!   [`widen_stderr_pipe`], [`Stderr`]: how a process's end reads as an exit
 //!   code, an exit with no work nobody waits for, a stdout whose reader hears
 //!   its end before the process ends, stdout as a file of its own, a short
@@ -19,8 +19,11 @@
 //!   paths are one file, a thread that yields to the runtime, a stderr pipe
 //!   that takes a batch of log lines at once (Linux only), and stderr
 //!   written whole even when another writer made it non-blocking.
-//! - [`fd`] (Unix): a descriptor's own calls: a pipe made non-blocking, its
-//!   reads and writes, a socket whose reads say when their bytes arrived.
+//! - [`stdin_pipe`], [`stdout_pipe`]: stdin and stdout driven by the
+//!   reactor when they are pipes or sockets (Unix; `fd`, a descriptor's own
+//!   calls).
+//! - [`Receipts`]: a TCP stream's reads that say when their bytes arrived
+//!   (the kernel's stamp on Linux, the read's time elsewhere).
 //! - [`give_back_freed_memory`]: a thread's freed pages back to the system
 //!   (mimalloc's `mi_collect`, not on macOS, whose system allocator serves).
 //!
@@ -28,7 +31,7 @@
 //! each with the reason it is sound.
 
 #[cfg(unix)]
-pub mod fd;
+mod fd;
 #[cfg(unix)]
 mod unix;
 #[cfg(unix)]
@@ -38,14 +41,90 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
-use std::task::Poll;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 
-#[cfg(unix)]
-pub use imp::shared_output;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
 pub use imp::{
-    Stderr, Tree, allow_huge_pages, batch_thread, exit_code, exit_now, own_stdout, release_stdout, same_file,
+    Stderr, Tree, batch_thread, exit_code, exit_now, huge_pages, own_stdout, release_stdout, same_file,
     widen_stderr_pipe,
 };
+
+/// mcp-tape's own stdin as a stream the reactor drives, when it is a pipe
+/// or a socket (Unix): each read one call, no thread hand-off.
+pub fn stdin_pipe() -> Option<Box<dyn AsyncRead + Unpin + Send>> {
+    #[cfg(unix)]
+    return fd::Pipe::stdin().map(|pipe| Box::new(pipe) as _);
+    #[cfg(not(unix))]
+    None
+}
+
+/// mcp-tape's own stdout as a stream the reactor drives, when it is a pipe
+/// or a socket (Unix); shared with another process, it is written whole
+/// even so.
+pub fn stdout_pipe() -> Option<Box<dyn AsyncWrite + Unpin + Send>> {
+    #[cfg(unix)]
+    return fd::Pipe::stdout().map(|pipe| {
+        imp::shared_output::share_if_one();
+        Box::new(pipe) as _
+    });
+    #[cfg(not(unix))]
+    None
+}
+
+/// A TCP stream's reads that say when their bytes arrived: when the kernel
+/// received them where it stamps them (Linux, `SO_TIMESTAMPNS`), else when
+/// they were read. Either is the system clock's nanoseconds past its epoch,
+/// the clock a user-space `SystemTime::now()` reads, so the two compare.
+pub struct Receipts {
+    /// The kernel stamps what the socket receives.
+    kernel: bool,
+}
+
+impl Receipts {
+    /// Asks the kernel to stamp what `stream` receives, where it can.
+    pub fn ask(stream: &TcpStream) -> Receipts {
+        #[cfg(target_os = "linux")]
+        return Receipts { kernel: fd::stamp_receipts(std::os::fd::AsRawFd::as_raw_fd(stream)) };
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = stream;
+            Receipts { kernel: false }
+        }
+    }
+
+    /// Whether the kernel stamps what the stream receives.
+    pub fn by_kernel(&self) -> bool {
+        self.kernel
+    }
+
+    /// One read from `stream` into `buf`: when what it read arrived; none
+    /// when it read nothing (the end).
+    pub fn poll_read(
+        &self,
+        stream: Pin<&mut TcpStream>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<Option<u64>>> {
+        let before = buf.filled().len();
+        #[cfg(target_os = "linux")]
+        if self.kernel {
+            let stamped = ready!(fd::poll_receive_stamped(&stream, cx, buf))?;
+            return Poll::Ready(Ok(stamped.or_else(|| read_now(buf, before))));
+        }
+        ready!(stream.poll_read(cx, buf))?;
+        Poll::Ready(Ok(read_now(buf, before)))
+    }
+}
+
+/// Now, if `buf` holds more than its first `before` bytes.
+fn read_now(buf: &ReadBuf<'_>, before: usize) -> Option<u64> {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (buf.filled().len() > before).then(|| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+}
 
 /// Gives the memory the calling thread freed back to the system now: a
 /// thread keeps freed pages for later, and one that worked through a large

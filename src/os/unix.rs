@@ -559,33 +559,15 @@ pub fn release_stdout() {
     unsafe { libc::dup2(null.as_raw_fd(), 1) };
 }
 
-/// Runs before anything allocates (an init array entry with a priority runs
-/// ahead of every plain one, the allocator's own start among them): the
-/// process begins with no transparent huge pages. The allocator asks for
-/// them, and the first allocation of each thread, the main one's before
-/// `main`, then has the kernel clear a 2 MiB page: about a tenth of the CPU
-/// time a tape for one test takes from start to end, for no gain in a run
-/// that short. A daemon takes them back ([`allow_huge_pages`]). Every
-/// program that links this crate starts so (its tests, the fuzz targets).
+/// Whether this process (and the children it starts from now on) may
+/// have transparent huge pages (Linux); elsewhere nothing changes.
 #[cfg(target_os = "linux")]
-#[used]
-#[unsafe(link_section = ".init_array.00100")]
-static SMALL_PAGES_FIRST: extern "C" fn() = small_pages_first;
-
-#[cfg(target_os = "linux")]
-extern "C" fn small_pages_first() {
-    set_huge_pages(false);
-}
-
-/// Lets this process have transparent huge pages from now on (Linux): a
-/// daemon serves long enough for them to pay. Elsewhere nothing changes.
-#[cfg(target_os = "linux")]
-pub fn allow_huge_pages() {
-    set_huge_pages(true);
+pub fn huge_pages(allowed: bool) {
+    set_huge_pages(allowed);
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn allow_huge_pages() {}
+pub fn huge_pages(_allowed: bool) {}
 
 /// PR_SET_THP_DISABLE, which children inherit; refused, nothing changes.
 #[cfg(target_os = "linux")]

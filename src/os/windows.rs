@@ -218,7 +218,7 @@ pub fn own_stdout() -> io::Result<std::fs::File> {
 pub fn release_stdout() {}
 
 /// Transparent huge pages are Linux's: nothing to do.
-pub fn allow_huge_pages() {}
+pub fn huge_pages(_allowed: bool) {}
 
 /// Ends the process with `code`, once what was printed to stdout is out.
 pub fn exit_now(code: u8) -> ! {

@@ -7,7 +7,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -164,14 +163,16 @@ async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Upstream {
 /// bytes (`SO_TIMESTAMPNS`).
 struct Stamped {
     stream: tokio::net::TcpStream,
+    receipts: mcp_tape::os::Receipts,
     /// The system clock's nanoseconds at which the latest read's bytes arrived.
     latest: Arc<AtomicU64>,
 }
 
 impl Stamped {
     fn new(stream: tokio::net::TcpStream) -> Stamped {
-        assert!(mcp_tape::os::fd::stamp_receipts(stream.as_raw_fd()), "the kernel does not stamp receipts");
-        Stamped { stream, latest: Arc::default() }
+        let receipts = mcp_tape::os::Receipts::ask(&stream);
+        assert!(receipts.by_kernel(), "the kernel does not stamp receipts");
+        Stamped { stream, receipts, latest: Arc::default() }
     }
 }
 
@@ -181,8 +182,8 @@ impl AsyncRead for Stamped {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let Stamped { stream, latest } = self.get_mut();
-        if let Some(at) = ready!(mcp_tape::os::fd::poll_receive_stamped(stream, cx, buf))? {
+        let Stamped { stream, receipts, latest } = self.get_mut();
+        if let Some(at) = ready!(receipts.poll_read(Pin::new(stream), cx, buf))? {
             latest.store(at, Ordering::Relaxed);
         }
         Poll::Ready(Ok(()))

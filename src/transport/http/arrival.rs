@@ -1,31 +1,31 @@
 //! When what an upstream connection read arrived: the connector under TLS
-//! whose TCP connections keep, for their latest read, the time the kernel
-//! received its bytes (Linux: `SO_TIMESTAMPNS` on the socket, the time
-//! coming with each `recvmsg`; elsewhere the time of the read). Recording
-//! orders by it what the server said on two connections at once (an
-//! answer on the POST, a log message on the GET stream) as it came, not as
-//! the proxy got round to reading it.
+//! whose TCP connections keep, for their latest read, when its bytes
+//! arrived ([`crate::os::Receipts`]: the kernel's stamp where it gives
+//! one, else the read's time). Recording orders by it what the server said
+//! on two connections at once (an answer on the POST, a log message on the
+//! GET stream) as it came, not as the proxy got round to reading it.
 //!
-//! The time travels to each response as an extension ([`Arrival`]).
+//! The time travels to each response as an extension ([`Arrival`]). It is
+//! the connection's, not a stream's: on an HTTP/2 upstream every stream of
+//! the connection shares one, so a response's arrival is the latest read of
+//! the connection when it is looked at, perhaps another stream's frame,
+//! never before its own bytes came.
 
 use std::future::Future;
-#[cfg(target_os = "linux")]
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-#[cfg(target_os = "linux")]
-use std::task::ready;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use hyper::Uri;
 use hyper_util::client::legacy::connect::{Connected, HttpConnector};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
 use super::noted::{Noted, Notes};
 use crate::engine::Arrived;
+use crate::os::Receipts;
 
 /// When a connection's latest read arrived (the system clock's
 /// nanoseconds; 0 before any read).
@@ -62,11 +62,8 @@ impl tower_service::Service<Uri> for Stamping {
         let connecting = self.0.call(uri);
         Box::pin(async move {
             let io = connecting.await?.into_inner();
-            #[cfg(target_os = "linux")]
-            let kernel = crate::os::fd::stamp_receipts(io.as_raw_fd());
-            #[cfg(not(target_os = "linux"))]
-            let kernel = false;
-            Ok(TokioIo::new(Noted { io, notes: Stamp { arrival: Arc::default(), kernel } }))
+            let receipts = Receipts::ask(&io);
+            Ok(TokioIo::new(Noted { io, notes: Stamp { arrival: Arc::default(), receipts } }))
         })
     }
 }
@@ -74,34 +71,20 @@ impl tower_service::Service<Uri> for Stamping {
 /// What a connection's reads note: when the latest arrived.
 pub(super) struct Stamp {
     arrival: Arc<Arrival>,
-    /// The kernel stamps what the socket receives (Linux).
-    kernel: bool,
+    receipts: Receipts,
 }
 
 impl Notes<TcpStream> for Stamp {
-    /// Once the socket is readable, one `recvmsg` that also says when the
-    /// kernel received what it read, where the kernel stamps it.
     fn poll_read(
         &self,
         io: Pin<&mut TcpStream>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        #[cfg(target_os = "linux")]
-        if self.kernel {
-            if let Some(at) = ready!(crate::os::fd::poll_receive_stamped(&io, cx, buf))? {
-                self.arrival.0.store(at, Ordering::Relaxed);
-            }
-            return Poll::Ready(Ok(()));
+        if let Some(at) = ready!(self.receipts.poll_read(io, cx, buf))? {
+            self.arrival.0.store(at, Ordering::Relaxed);
         }
-        io.poll_read(cx, buf)
-    }
-
-    /// Where the kernel does not stamp them, bytes arrived when read.
-    fn read(&self, _got: &[u8]) {
-        if !self.kernel {
-            self.arrival.0.store(Arrived::now().nanos(), Ordering::Relaxed);
-        }
+        Poll::Ready(Ok(()))
     }
 
     fn connected(&self, connected: Connected) -> Connected {

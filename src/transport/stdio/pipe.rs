@@ -20,21 +20,12 @@ use tokio::sync::mpsc;
 
 /// Standard input as an async byte stream.
 pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
-    #[cfg(unix)]
-    if let Some(pipe) = crate::os::fd::Pipe::stdin() {
-        return Box::new(pipe);
-    }
-    Box::new(read_on_a_thread())
+    crate::os::stdin_pipe().unwrap_or_else(|| Box::new(read_on_a_thread()))
 }
 
 /// Standard output as an async byte stream.
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
-    #[cfg(unix)]
-    if let Some(pipe) = crate::os::fd::Pipe::stdout() {
-        crate::os::shared_output::share_if_one();
-        return Box::new(pipe);
-    }
-    Box::new(tokio::io::stdout())
+    crate::os::stdout_pipe().unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
 /// Standard input read on a thread of its own, for what the reactor cannot
