@@ -183,19 +183,19 @@ impl Drop for Flusher {
 }
 
 /// One line's writer.
-pub struct Line<'a> {
+pub struct LogLine<'a> {
     shared: &'a Shared,
 }
 
 impl<'a> MakeWriter<'a> for Sink {
-    type Writer = Line<'a>;
+    type Writer = LogLine<'a>;
 
-    fn make_writer(&'a self) -> Line<'a> {
-        Line { shared: &self.shared }
+    fn make_writer(&'a self) -> LogLine<'a> {
+        LogLine { shared: &self.shared }
     }
 }
 
-impl Write for Line<'_> {
+impl Write for LogLine<'_> {
     /// Appends all of `text` (the formatter hands over a whole line at
     /// once, so lines never interleave); with the buffer full, waits for
     /// room, or drops the line while stderr is stalled. After the writer

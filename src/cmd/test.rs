@@ -41,7 +41,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
         Around::Command(command) => Some(command),
         Around::Verdict => None,
     };
-    let tape = Tape::start(&config)?;
+    let tape = TestTape::start(&config)?;
     announce(format!("test: tape at {url} ({}); running {}", tape.what, config.around.shown()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server::run(listener, Serving::One(Arc::clone(&tape.app)), async {
@@ -104,7 +104,7 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
         // thread, which goes on serving and hearing stops meanwhile.
         let mut starting = tokio::task::spawn_blocking(move || {
             let config = crate::cli::tape(args?)?;
-            Ok((Tape::start(&config)?, config))
+            Ok((TestTape::start(&config)?, config))
         });
         let started = tokio::select! {
             started = &mut starting => started,
@@ -166,7 +166,7 @@ async fn tapes(config: &TestConfig, listener: TcpListener, url: &str) -> Result<
 
 /// One test's tape: what answers its requests, and where its recording
 /// goes until the verdict keeps it or throws it away.
-struct Tape {
+struct TestTape {
     app: Arc<App>,
     writer: Option<Writer>,
     /// The recording's own file, renamed onto the cassette if the run passes.
@@ -178,19 +178,19 @@ struct Tape {
 
 /// How a tape ended: the run's exit code, its report, and what it said
 /// of its recording and its verdict.
-struct Ended {
+struct TapeEnd {
     verdict: u8,
     report: report::Report,
     said: Vec<String>,
 }
 
-impl Tape {
+impl TestTape {
     /// Opens the cassette (or starts the recording) `config` names.
     ///
     /// # Errors
     ///
     /// Unusable cassettes, rules or upstream.
-    fn start(config: &TestConfig) -> Result<Tape, Error> {
+    fn start(config: &TestConfig) -> Result<TestTape, Error> {
         let cassette = config.paths.first().cloned().unwrap_or_default();
         let fresh = match config.mode {
             TestMode::Replay | TestMode::Missing => false,
@@ -246,7 +246,7 @@ impl Tape {
             }
             (None, Some(_)) => return Err(Error::Usage("recording needs --upstream URL".into())),
         };
-        Ok(Tape { app, writer, target, cassette, what })
+        Ok(TestTape { app, writer, target, cassette, what })
     }
 
     /// Ends the tape once nothing serves it any more: keeps its recording
@@ -255,8 +255,8 @@ impl Tape {
     /// # Errors
     ///
     /// `ran`'s own error; a recording or a report that cannot be written.
-    fn finish(self, config: &TestConfig, ran: Result<Ran, Error>) -> Result<Ended, Error> {
-        let Tape { app, writer, target, cassette, .. } = self;
+    fn finish(self, config: &TestConfig, ran: Result<Ran, Error>) -> Result<TapeEnd, Error> {
+        let TestTape { app, writer, target, cassette, .. } = self;
         let mut said = Vec::new();
         let mut say = |line: String| {
             util::say(format_args!("{line}"));
@@ -330,6 +330,6 @@ impl Tape {
         write_reports(&report, &config.reports, verdict == 0)?;
         let test = config.reports.title.clone().unwrap_or_else(|| config.around.shown());
         report::github::tell(&report, &test, verdict == 0);
-        Ok(Ended { verdict, report, said })
+        Ok(TapeEnd { verdict, report, said })
     }
 }

@@ -170,7 +170,7 @@ impl Stop {
 }
 
 /// The stops being listened for.
-pub struct Stops(Vec<(Stop, imp::Listener)>);
+pub struct Stops(Vec<(Stop, imp::StopListener)>);
 
 impl Stops {
     /// Listens for `which` from now on, so that one arriving right after

@@ -34,16 +34,16 @@ fn signal_of(stop: Stop) -> libc::c_int {
 }
 
 /// One signal listened for.
-pub struct Listener(Signal);
+pub struct StopListener(Signal);
 
-impl Listener {
+impl StopListener {
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
         self.0.poll_recv(cx)
     }
 }
 
-pub fn listen(stop: Stop) -> io::Result<Listener> {
-    signal(SignalKind::from_raw(signal_of(stop))).map(Listener)
+pub fn listen(stop: Stop) -> io::Result<StopListener> {
+    signal(SignalKind::from_raw(signal_of(stop))).map(StopListener)
 }
 
 /// A spawned command's process group (its pid), and the watcher that ends
@@ -418,19 +418,20 @@ pub mod shared_output {
     use std::task::Waker;
 
     static SHARED: AtomicBool = AtomicBool::new(false);
-    static TURNS: Mutex<Turns> = Mutex::new(Turns { door_mid_line: false, log_mid_piece: false, door: None });
+    static SHARING: Mutex<Sharing> =
+        Mutex::new(Sharing { door_mid_line: false, log_mid_piece: false, door: None });
     /// Signalled when the door's line ends.
     static LINE_ENDED: Condvar = Condvar::new();
 
-    struct Turns {
+    struct Sharing {
         door_mid_line: bool,
         log_mid_piece: bool,
         /// The door's writer, waiting for a log piece to end.
         door: Option<Waker>,
     }
 
-    fn turns() -> MutexGuard<'static, Turns> {
-        TURNS.lock().unwrap_or_else(PoisonError::into_inner)
+    fn sharing() -> MutexGuard<'static, Sharing> {
+        SHARING.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Takes note that stdout is what stderr is, if it is (the same pipe or
@@ -447,7 +448,7 @@ pub mod shared_output {
         if !SHARED.load(Ordering::Relaxed) {
             return None;
         }
-        let mut turns = turns();
+        let mut turns = sharing();
         while turns.door_mid_line {
             turns = LINE_ENDED.wait(turns).unwrap_or_else(PoisonError::into_inner);
         }
@@ -460,7 +461,7 @@ pub mod shared_output {
 
     impl Drop for LogTurn {
         fn drop(&mut self) {
-            let mut turns = turns();
+            let mut turns = sharing();
             turns.log_mid_piece = false;
             if let Some(door) = turns.door.take() {
                 door.wake();
@@ -479,7 +480,7 @@ pub mod shared_output {
         if !SHARED.load(Ordering::Relaxed) {
             return Some(write());
         }
-        let mut turns = turns();
+        let mut turns = sharing();
         if turns.log_mid_piece {
             turns.door = Some(waker.clone());
             return None;

@@ -41,31 +41,31 @@ pub fn number(stop: Stop) -> i32 {
 }
 
 /// One console control event listened for.
-pub enum Listener {
+pub enum StopListener {
     C(CtrlC),
     Break(CtrlBreak),
     Close(CtrlClose),
     Shutdown(CtrlShutdown),
 }
 
-impl Listener {
+impl StopListener {
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<()>> {
         match self {
-            Listener::C(event) => event.poll_recv(cx),
-            Listener::Break(event) => event.poll_recv(cx),
-            Listener::Close(event) => event.poll_recv(cx),
-            Listener::Shutdown(event) => event.poll_recv(cx),
+            StopListener::C(event) => event.poll_recv(cx),
+            StopListener::Break(event) => event.poll_recv(cx),
+            StopListener::Close(event) => event.poll_recv(cx),
+            StopListener::Shutdown(event) => event.poll_recv(cx),
         }
     }
 }
 
-pub fn listen(stop: Stop) -> io::Result<Listener> {
+pub fn listen(stop: Stop) -> io::Result<StopListener> {
     use tokio::signal::windows as events;
     Ok(match stop {
-        Stop::Interrupt => Listener::C(events::ctrl_c()?),
-        Stop::Terminate => Listener::Break(events::ctrl_break()?),
-        Stop::HangUp => Listener::Close(events::ctrl_close()?),
-        Stop::Quit => Listener::Shutdown(events::ctrl_shutdown()?),
+        Stop::Interrupt => StopListener::C(events::ctrl_c()?),
+        Stop::Terminate => StopListener::Break(events::ctrl_break()?),
+        Stop::HangUp => StopListener::Close(events::ctrl_close()?),
+        Stop::Quit => StopListener::Shutdown(events::ctrl_shutdown()?),
     })
 }
 

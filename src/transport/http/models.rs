@@ -276,7 +276,7 @@ fn relay_stream(
     tokio::spawn(async move {
         let model = printable(flight.model()).into_owned();
         let started = flight.started();
-        let mut capture = Ok(Capture::default());
+        let mut capture = Ok(EventScan::default());
         let mut upstream = upstream;
         loop {
             let data = match tokio::time::timeout(idle, upstream.frame()).await {
@@ -319,13 +319,13 @@ fn relay_stream(
 
 /// A stream's events as they are found in its bytes.
 #[derive(Default)]
-struct Capture {
+struct EventScan {
     parser: sse::Parser,
     events: Vec<ModelEvent>,
     bytes: usize,
 }
 
-impl Capture {
+impl EventScan {
     fn take(&mut self, data: &[u8], started: Instant) -> Result<(), String> {
         self.bytes += data.len();
         if self.bytes > MAX_RECORDED_STREAM_BYTES {

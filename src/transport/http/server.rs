@@ -127,8 +127,8 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
             let watch = activity.watch(limits, told);
             tokio::pin!(watch);
             let ended = match Watched::new(connection.as_mut(), watch).await {
-                Ended::Connection(ended) => ended,
-                Ended::Watcher(why) => match why {
+                WatchEnd::Connection(ended) => ended,
+                WatchEnd::Watcher(why) => match why {
                     Closed::Told(Close::Shutdown) => {
                         // The requests under way are answered, then the connection closes.
                         connection.as_mut().graceful_shutdown();
@@ -392,7 +392,7 @@ struct Watched<'a, C, W> {
 }
 
 /// What ended a [`Watched`] first.
-enum Ended<C, W> {
+enum WatchEnd<C, W> {
     Connection(C),
     Watcher(W),
 }
@@ -405,12 +405,12 @@ impl<'a, C, W> Watched<'a, C, W> {
 }
 
 impl<C: Future, W: Future> Future for Watched<'_, C, W> {
-    type Output = Ended<C::Output, W::Output>;
+    type Output = WatchEnd<C::Output, W::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         if let Poll::Ready(ended) = this.connection.as_mut().poll(cx) {
-            return Poll::Ready(Ended::Connection(ended));
+            return Poll::Ready(WatchEnd::Connection(ended));
         }
         if !this.followed.as_ref().is_some_and(|followed| followed.will_wake(cx.waker())) {
             let waker = cx.waker().clone();
@@ -421,7 +421,7 @@ impl<C: Future, W: Future> Future for Watched<'_, C, W> {
         if this.wakes.woken.load(Ordering::Acquire) && this.wakes.woken.swap(false, Ordering::AcqRel) {
             let waker = Waker::from(Arc::clone(&this.wakes));
             if let Poll::Ready(why) = this.watcher.as_mut().poll(&mut Context::from_waker(&waker)) {
-                return Poll::Ready(Ended::Watcher(why));
+                return Poll::Ready(WatchEnd::Watcher(why));
             }
         }
         Poll::Pending
@@ -473,7 +473,7 @@ struct InFlight(Arc<Activity>);
 
 /// What an answer's body holds while it is sent: its request in flight on
 /// the connection, and on its tape ([`Taken::held`]).
-type Held = (InFlight, Option<OwnedSemaphorePermit>);
+type BodyHolds = (InFlight, Option<OwnedSemaphorePermit>);
 
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
@@ -484,7 +484,7 @@ impl InFlight {
     }
 
     /// The answer's body, keeping the request in flight (and `held`) while it streams.
-    fn guard(self, body: Body, held: Option<OwnedSemaphorePermit>) -> Holding<Body, Held> {
+    fn guard(self, body: Body, held: Option<OwnedSemaphorePermit>) -> Holding<Body, BodyHolds> {
         Holding::new(body, (self, held))
     }
 }
@@ -573,6 +573,6 @@ mod tests {
         assert_eq!(watcher_polls.get(), 2, "polled at its own wake");
         watcher_done.set(true);
         wake();
-        assert!(matches!(watched.as_mut().poll(&mut cx), Poll::Ready(Ended::Watcher("done"))));
+        assert!(matches!(watched.as_mut().poll(&mut cx), Poll::Ready(WatchEnd::Watcher("done"))));
     }
 }

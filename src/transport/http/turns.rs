@@ -105,12 +105,12 @@ const MOST_IN_FLIGHT: u32 = 1 << 20;
 pub struct Turns {
     front_door: FrontDoor,
     current: Mutex<Option<Turn>>,
-    ended: Mutex<Ended>,
+    ended: Mutex<EndedSessions>,
 }
 
 /// The sessions ended tapes' servers opened, the latest [`ENDED_SESSIONS_KEPT`].
 #[derive(Default)]
-struct Ended {
+struct EndedSessions {
     /// Each session, with the count at which it ended last.
     sessions: FastMap<Box<str>, u64>,
     /// Sessions as they ended, each with its count then: an entry whose
@@ -119,7 +119,7 @@ struct Ended {
     ends: u64,
 }
 
-impl Ended {
+impl EndedSessions {
     fn holds(&self, session: &str) -> bool {
         self.sessions.contains_key(session)
     }
@@ -219,7 +219,7 @@ mod tests {
     /// forgetting the oldest never un-ends it.
     #[test]
     fn a_session_ended_again_is_kept_as_its_last_end() {
-        let mut ended = Ended::default();
+        let mut ended = EndedSessions::default();
         ended.ended("again".into());
         ended.reopened("again");
         for n in 1..ENDED_SESSIONS_KEPT {
