@@ -74,8 +74,10 @@
 //!   per format), Agent 365 mock files and snapshots.
 //! - [`config`]: plain validated settings.
 //! - [`cli`]: clap definitions, validated into a [`config::Command`] (`cli::validate`).
-//! - [`engine`]: one message in, a [`engine::Step`] out: replay
-//!   ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
+//! - [`engine`]: one message in, a [`engine::Step`] out: what a step is
+//!   made of, below every other room of it ([`engine::step`]: the call,
+//!   its outcome, an answer's messages; [`engine::answer`]: the answer),
+//!   replay ([`engine::replay`], its handshake-era sessions in `engine::sessions`),
 //!   record ([`engine::record`]: held commits, which exchange a server
 //!   message belongs to), what a door holds while record forwards
 //!   ([`engine::flight`]) and a message it shows the engine

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::Call;
+use super::step::Call;
 use crate::cassette::tape::{ByEra, Cursors, Recorded, Tape};
 use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};

@@ -8,8 +8,8 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
 
-use super::Call;
 use super::ledger::{Ledger, Usage};
+use super::step::Call;
 use crate::error::{RequestError, Unanswered};
 use crate::faults::{Action, Effect, FaultRules};
 use crate::limits::MAX_SESSIONS;

@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::Outcome;
 use super::by_rule::RuleUse;
 use super::miss::Miss;
+use super::step::Outcome;
 use crate::limits::{MAX_OTHER_CASES, MAX_SHOWN_BYTES, MOMENTS_KEPT};
 use crate::mcp;
 use crate::model::Source;

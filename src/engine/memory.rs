@@ -5,7 +5,7 @@
 //! the crate's one bounded memo ([`Memo`]); each text holds the values of
 //! at most [`PER_TEXT`] server, method and era combinations.
 
-use super::Call;
+use super::step::Call;
 use crate::model::Era;
 use crate::util::Memo;
 

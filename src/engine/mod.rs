@@ -23,6 +23,7 @@
 //! cannot be built. No HTTP and no I/O here: how bytes become messages and
 //! how the link reaches the upstream belong to the front door.
 
+pub mod answer;
 pub mod by_rule;
 pub mod flight;
 pub mod inject;
@@ -38,6 +39,7 @@ pub mod reenact;
 pub mod replay;
 pub mod said;
 mod sessions;
+pub mod step;
 pub mod turn;
 
 use std::time::Duration;
@@ -47,244 +49,19 @@ use tokio::sync::oneshot;
 
 use crate::error::{RequestError, Unanswered};
 use crate::faults::{Action, Effect, FaultRules};
-use crate::jsonrpc::{self, ErrorCode, ErrorObject, Params, RequestId};
-use crate::mcp::{self, RoutingHeaders, convert};
-use crate::model::{Era, ServiceRoute, Status, StreamShape};
+use crate::mcp;
+use crate::model::{Era, ServiceRoute};
 use inject::Injector;
 use ledger::Usage;
 use replay::Replay;
 
-pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
+pub use answer::Answer;
+pub use flight::{Flight, Flights, Heard, Listener, ServiceFlight, Wait};
 pub use message::{Arrived, AsWritten};
 pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
-pub use record::{Lost, LostAnswers, Recorder};
-
-/// What the front door read about a request besides its message.
-#[derive(Clone, Debug, Default)]
-pub struct Facts<'h> {
-    /// The stateless era's routing headers (version, `Mcp-Method`,
-    /// `Mcp-Name`); `None` on a transport that has no headers (stdio).
-    pub routing: Option<RoutingHeaders<'h>>,
-    /// `Mcp-Param-{Name}` headers: (name lowercased, value trimmed).
-    pub param_headers: Vec<(String, String)>,
-    /// Credentials the request carried outside its body (bearer tokens,
-    /// cookies, API keys): never stored, scrubbed from what is.
-    pub credentials: Vec<String>,
-}
-
-/// One parsed JSON-RPC request with its context.
-#[derive(Clone, Copy, Debug)]
-pub struct Call<'a> {
-    /// The server identity (from the HTTP path, or the stdio `--server`).
-    pub server: &'a str,
-    pub era: Era,
-    /// The handshake era's session, if the request named one.
-    pub session: Option<&'a str>,
-    pub id: &'a RequestId,
-    pub method: &'a str,
-    pub params: Option<&'a Params>,
-    pub facts: &'a Facts<'a>,
-}
-
-impl<'a> Call<'a> {
-    /// The params' value.
-    pub fn params(&self) -> Option<&'a Value> {
-        self.params.map(Params::value)
-    }
-}
-
-/// What became of a request, for the log line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Replay: a recorded exchange matched.
-    Hit,
-    /// Replay: a match rule picked a recording for a request no recording
-    /// matches exactly.
-    Ruled,
-    /// Replay: an answer template answered.
-    Template,
-    /// Replay: a server with recordings had none for this request.
-    Miss,
-    /// Replay: the mock answered (no recording applies).
-    Mock,
-    /// Record `--mode missing`: answered from the cassette, not forwarded.
-    Cassette,
-    /// Record: the exchange was committed, then its answer sent.
-    Recorded,
-    /// Record: an SSE answer is being relayed and captured; replay: a
-    /// session's standalone stream is open.
-    Streaming,
-    /// A stream closed before its answer, resumed (`GET` with
-    /// `Last-Event-ID`): recording, the upstream's rest joins its exchange;
-    /// replaying, the rest of the replayed answer follows.
-    Resumed,
-    /// Record: forwarded and relayed, nothing captured.
-    Forwarded,
-    /// Record: the upstream answered but the exchange could not be stored.
-    NotStored,
-    /// Record: the upstream could not be reached or failed.
-    UpstreamError,
-    /// A fault rule answered instead (or cut, or withheld the answer).
-    Injected,
-    /// A notification or reply, acknowledged.
-    Accepted,
-    /// A session ended (DELETE).
-    Ended,
-    /// The health endpoint.
-    Health,
-    /// Refused by the front door.
-    Rejected,
-    /// Refused: the request body stalled.
-    Stalled,
-    /// Refused: the request body could not be read.
-    Unreadable,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Hit => "hit",
-            Outcome::Ruled => "rule",
-            Outcome::Template => "template",
-            Outcome::Miss => "miss",
-            Outcome::Mock => "mock",
-            Outcome::Cassette => "cassette",
-            Outcome::Recorded => "recorded",
-            Outcome::Streaming => "streaming",
-            Outcome::Resumed => "resumed",
-            Outcome::Forwarded => "forwarded",
-            Outcome::NotStored => "not-stored",
-            Outcome::UpstreamError => "upstream-error",
-            Outcome::Injected => "fault",
-            Outcome::Accepted => "accepted",
-            Outcome::Ended => "ended",
-            Outcome::Health => "health",
-            Outcome::Rejected => "rejected",
-            Outcome::Stalled => "stalled",
-            Outcome::Unreadable => "unreadable",
-        }
-    }
-
-    /// The outcome a request that failed with `fault` is logged with.
-    pub fn of(fault: &Unanswered) -> Outcome {
-        match fault {
-            Unanswered::BodyStalled { .. } | Unanswered::BodyTooSlow { .. } => Outcome::Stalled,
-            Unanswered::BodyUnreadable(_) => Outcome::Unreadable,
-            Unanswered::Upstream(_) => Outcome::UpstreamError,
-            Unanswered::NotStored => Outcome::NotStored,
-            _ => Outcome::Rejected,
-        }
-    }
-}
-
-/// One message of an answer, ready to send, with what the front door needs
-/// to re-enact it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Outgoing {
-    /// The message as JSON text.
-    pub json: String,
-    /// An answer (to the caller's request), not a request or notification.
-    pub is_answer: bool,
-    /// When the recording saw it, in milliseconds after the request.
-    pub offset_ms: u64,
-    /// The id of a server→client request the recording shows answered: the
-    /// client's reply to it must arrive before the next message goes.
-    pub awaits_reply: Option<Value>,
-}
-
-impl Outgoing {
-    fn answer(json: String) -> Outgoing {
-        Outgoing { json, is_answer: true, offset_ms: 0, awaits_reply: None }
-    }
-
-    /// The message parsed (for the rare answers replay rewrites).
-    pub fn parsed(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or(Value::Null)
-    }
-}
-
-/// Where an answer's status comes from, for a front door that has
-/// statuses (the HTTP door maps it; the engine names no status itself).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Standing {
-    /// The recording's own, made in the request's era.
-    Recorded(Status),
-    /// What the request's era makes of the final message: an error with
-    /// this code, or (`None`) a result.
-    Final(Option<ErrorCode>),
-}
-
-/// The answer to one request, before framing.
-#[derive(Debug)]
-pub struct Answer {
-    pub outcome: Outcome,
-    /// The era of the request answered.
-    pub era: Era,
-    /// What a front door with statuses makes the answer's status of.
-    pub standing: Standing,
-    /// Messages to send in order; the last is the response to the caller's
-    /// request when the recording has one.
-    pub messages: Vec<Outgoing>,
-    /// The recording was an SSE stream (stream the messages if the client
-    /// takes a stream).
-    pub recorded_as_stream: bool,
-    /// A session this answer opens (`initialize`).
-    pub session_id: Option<String>,
-    /// The stream stays open after the messages, until the client closes
-    /// it (`subscriptions/listen`).
-    pub hold_open: bool,
-    /// The match rule that picked the recording, when one did.
-    pub rule: Option<by_rule::RuleUse>,
-    /// What the recorded server said on its own after this answer.
-    pub asides: said::Asides,
-    /// A stream held open: what else it gets (`subscriptions/listen`).
-    pub feed: Option<said::Feed>,
-    /// How the recorded stream was framed for a client to resume it.
-    pub stream: StreamShape,
-    /// Fires once what the server said after the session's previous answer
-    /// is on the client's connection: this answer follows it (replay).
-    pub behind: Option<oneshot::Receiver<()>>,
-}
-
-impl Answer {
-    /// The one-message answer `message`.
-    fn single(era: Era, outcome: Outcome, standing: Standing, message: String) -> Answer {
-        Answer {
-            outcome,
-            era,
-            standing,
-            messages: vec![Outgoing::answer(message)],
-            recorded_as_stream: false,
-            session_id: None,
-            hold_open: false,
-            rule: None,
-            asides: said::Asides::default(),
-            feed: None,
-            stream: StreamShape::default(),
-            behind: None,
-        }
-    }
-
-    /// `result` as the answer to `call`, in its era's shape (`identity`: the
-    /// server's own `serverInfo`, which stateless results carry).
-    pub fn result(call: &Call, outcome: Outcome, mut result: Value, identity: &Value) -> Answer {
-        if call.era == Era::Stateless {
-            convert::stateless_result(call.method, &mut result, identity);
-        }
-        Answer::single(call.era, outcome, Standing::Final(None), jsonrpc::result(call.id, &result))
-    }
-
-    /// `error` as the answer to `call`.
-    pub fn error(call: &Call, outcome: Outcome, error: &ErrorObject) -> Answer {
-        Answer::single(
-            call.era,
-            outcome,
-            Standing::Final(Some(error.code)),
-            jsonrpc::error(Some(call.id), error),
-        )
-    }
-}
+pub use record::{Held, Lost, LostAnswers, Recorder};
+pub use step::{Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing};
 
 /// What the engine makes of a client message.
 pub enum Step<'e, L> {
@@ -305,61 +82,12 @@ pub enum Step<'e, L> {
     Fail(Failure),
 }
 
-/// An injected failure that is not an MCP answer.
-#[derive(Clone, Debug)]
-pub enum Failure {
-    /// This HTTP status (`Retry-After` seconds when given), as a gateway in
-    /// front of the server answers it: no JSON-RPC in the body, so that a
-    /// client reports the status. Only a front door with statuses has
-    /// these: fault rules that need them are left out on stdio.
-    Http { status: u16, retry_after: Option<u64> },
-    /// No answer, until the client gives up.
-    Hang,
-    /// The answer's stream ends after `messages` (none of them the final
-    /// answer): over HTTP the SSE stream closes, on stdio the output.
-    Cut { messages: Vec<Outgoing> },
-    /// The session is gone: the refusal every later use of it gets too.
-    LostSession(RequestError),
-}
-
-/// A client message that is not a request.
-pub enum FromClient<'a> {
-    /// A notification, by its method.
-    Notification(&'a str),
-    /// The client's reply (its id, if it has one, and whole message) to a
-    /// server→client request.
-    Reply(Option<&'a RequestId>, Value),
-}
-
 /// What the engine makes of a call to an Agent 365 service endpoint.
 pub enum ServiceStep<'e, L> {
     /// Replay's answer.
     Answer(ServiceReply),
     /// Forward it through `link`; a successful answer goes to `flight`.
     Forward { link: &'e L, flight: ServiceFlight },
-}
-
-/// The answer to an Agent 365 service endpoint, before HTTP framing.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ServiceReply {
-    /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
-    pub outcome: Outcome,
-    pub status: Status,
-    pub content_type: String,
-    pub body: String,
-}
-
-/// What a client asks of a handshake-era session besides requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SessionAsk {
-    /// The health endpoint (`GET /health`).
-    Health,
-    /// The standalone stream of server messages.
-    OpenStream,
-    /// The end of the session.
-    End,
-    /// Something an MCP endpoint does not take.
-    Other,
 }
 
 /// What the engine makes of a [`SessionAsk`].

@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 use super::by_rule::RuleUse;
 use super::ledger::{CaseKey, Ledger};
 use super::miss::{Miss, Nearest};
-use super::{Held, Outcome, Recorder, turn};
+use super::record::{Held, Recorder};
+use super::step::Outcome;
+use super::turn;
 use crate::config::Pace;
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::matching::{By, MatchRule, MatchRules};
@@ -470,6 +472,13 @@ fn error_body(target: &str, message: &str) -> String {
         json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": "mcp_tape_miss"}})
     };
     body.to_string()
+}
+
+impl Recorder {
+    /// Starts recording a request to the agent's model.
+    pub fn model(&self, call: &ModelCall) -> Box<ModelFlight> {
+        Box::new(ModelFlight::new(self.clone(), call))
+    }
 }
 
 #[cfg(test)]

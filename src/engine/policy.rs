@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Outgoing;
 use super::reenact::{Live, Replies};
+use super::step::Outgoing;
 use crate::config::Pace;
 
 /// The session key a recording gives a connection that is one session.

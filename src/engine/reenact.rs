@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Outgoing;
+use super::step::Outgoing;
 use crate::config::Pace;
 use crate::model::canonical_json;
 use crate::util::lock;

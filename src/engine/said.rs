@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::Outgoing;
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
+use super::step::Outgoing;
 use crate::cassette::tape::{ServedAside, ServedMessage};
 use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
 use crate::mcp::META_SUBSCRIPTION_ID;

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::Replay;
 use crate::cassette::tape::ServedMessage;
-use crate::engine::Call;
+use crate::engine::step::Call;
 use crate::mcp;
 use crate::model::Era;
 use crate::util::lock;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::answer::Answer;
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::memory::Memory;
@@ -30,7 +31,7 @@ use super::models::{ModelCall, ModelReply, ModelTape};
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Subscriptions};
 use super::sessions::Sessions;
-use super::{Answer, Call, Outcome, Outgoing, Standing};
+use super::step::{Call, Outcome, Outgoing, Standing};
 use crate::cassette::tape::{Cursors, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};

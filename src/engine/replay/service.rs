@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::Replay;
 use crate::agent365;
-use crate::engine::{Outcome, ServiceReply};
+use crate::engine::step::{Outcome, ServiceReply};
 use crate::model::{ServiceAnswer, ServiceRoute, Status};
 
 /// The newest recorded answer of each Agent 365 service endpoint; both
