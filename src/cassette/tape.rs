@@ -88,9 +88,9 @@ impl ServedMessage {
         }
     }
 
-    /// The message parsed.
-    pub fn parsed(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    /// The message parsed; `None` for one serde_json does not read.
+    pub fn parsed(&self) -> Option<Value> {
+        serde_json::from_str(&self.json).ok()
     }
 
     /// The ids the client's replies among `messages` answer.
@@ -194,7 +194,7 @@ impl Recorded {
 
     /// The result of the final answer, parsed, if the exchange succeeded.
     pub fn result(&self) -> Option<Value> {
-        self.answer()?.parsed().get("result").cloned()
+        self.answer()?.parsed()?.get("result").cloned()
     }
 
     /// The client capabilities a `-32021` answer names as missing.

@@ -318,7 +318,8 @@ impl Subscriptions {
         };
         streams.retain(|s| !s.feed.is_closed());
         for message in messages {
-            let mut body: Value = serde_json::from_str(&message.json).unwrap_or(Value::Null);
+            // Stamped with a stream's id, so read; one serde_json does not read is not sent.
+            let Some(mut body) = message.parsed() else { continue };
             let Some(method) = body.get("method").and_then(Value::as_str).map(str::to_owned) else {
                 continue;
             };

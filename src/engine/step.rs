@@ -150,9 +150,10 @@ impl Outgoing {
         Outgoing { json, is_answer: true, offset_ms: 0, awaits_reply: None }
     }
 
-    /// The message parsed (for the rare answers replay rewrites).
-    pub fn parsed(&self) -> Value {
-        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    /// The message parsed (for the rare answers replay rewrites); `None`
+    /// for one serde_json does not read (sent as written).
+    pub fn parsed(&self) -> Option<Value> {
+        serde_json::from_str(&self.json).ok()
     }
 }
 

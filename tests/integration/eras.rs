@@ -161,3 +161,35 @@ async fn listen_is_acknowledged_with_the_callers_id() {
     drop(stream);
     replay.stop().await.unwrap();
 }
+
+/// Root cause: replay converted a recorded answer to the caller's era by
+/// reading it with serde_json, and sent `null` when that failed. Valid JSON
+/// serde_json will not read (a lone surrogate, `1e999`, nesting past 128),
+/// which a cassette may hold (its load checks syntax only), now goes out as
+/// recorded in either era.
+#[tokio::test]
+async fn an_answer_serde_json_will_not_read_is_served_as_written_in_either_era() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    for unreadable in [r#""\ud800""#, "1e999", deep.as_str()] {
+        let cassettes = Cassettes::new();
+        let tools = json!({"tools": [], "note": "MARKER"});
+        let path = cassettes
+            .write("dual", vec![answered(Era::Handshake, "tools/list", json!({}), 200, result(tools))]);
+        let holder = rusqlite::Connection::open(&path).unwrap();
+        let changed = holder
+            .execute("UPDATE message SET body = replace(body, '\"MARKER\"', ?1)", [unreadable])
+            .unwrap();
+        assert_eq!(changed, 1);
+        drop(holder);
+        let replay = Replayer::start(&[cassettes.path()]).await;
+        let url = replay.url(SERVER);
+        let session = initialize(&url).await;
+        let handshake = call(&url, &[("mcp-session-id", &session)], "tools/list", json!({})).await;
+        assert_eq!(handshake.status, 200, "{handshake:?}");
+        assert!(handshake.text.contains(&format!("\"note\":{unreadable}")), "{handshake:?}");
+        let modern = stateless(&url, "tools/list", json!({})).await;
+        assert_eq!(modern.status, 200, "{modern:?}");
+        assert!(modern.text.contains(&format!("\"note\":{unreadable}")), "{unreadable}: {modern:?}");
+        replay.stop().await.unwrap();
+    }
+}

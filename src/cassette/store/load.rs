@@ -367,3 +367,20 @@ fn checked_json(text: String) -> Result<Text, String> {
         Err(e) => Err(format!("stored JSON does not parse: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_json_is_checked_for_its_syntax_not_for_what_serde_json_reads() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for readable_or_not in [r#"{"a":"\ud800"}"#, "[1e999]", &deep, r#"{"a":1,"a":2}"#] {
+            assert!(checked_json(readable_or_not.into()).is_ok(), "{readable_or_not}");
+        }
+        for broken in ["[}", r#"{"a":"#, "nul", "", r#"{"a":1}x"#, "[1,]"] {
+            let why = checked_json(broken.into()).unwrap_err();
+            assert!(why.starts_with("stored JSON does not parse"), "{broken}: {why}");
+        }
+    }
+}

@@ -587,8 +587,8 @@ impl Replay {
             let mut answer =
                 recorded_answer(call, exchange, Outcome::Hit, || LogFilter::Everything, identity);
             if let Some(last) = answer.messages.last_mut() {
-                let mut message = last.parsed();
-                // A result that is not an object (a damaged recording) goes out as recorded.
+                let mut message = last.parsed().unwrap_or_default();
+                // A result that is not an object, or not read, goes out as recorded.
                 if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
                     result.insert("protocolVersion".into(), mcp::negotiate(requested).into());
                     last.json = written::rewrite(&last.json, &message);
@@ -603,7 +603,11 @@ impl Replay {
         } else {
             mock_answer(call, Outcome::Mock, &OWN_SERVER_INFO)
         };
-        if answer.messages.last().is_some_and(|m| m.is_answer && m.parsed().get("result").is_some()) {
+        if answer
+            .messages
+            .last()
+            .is_some_and(|m| m.is_answer && m.parsed().is_some_and(|m| m.get("result").is_some()))
+        {
             answer.session_id = Some(lock(&self.sessions).open(call.server));
         }
         answer
@@ -719,8 +723,9 @@ fn recorded_answer<'v>(
             continue;
         }
         let mut json = normalize::stamp(&message.json, message.id_at, id, token.as_deref());
-        if convert {
-            let mut body: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+        // Valid JSON serde_json will not read (a lone surrogate, `1e999`,
+        // nesting past 128) goes out as recorded, unconverted.
+        if let Some(mut body) = convert.then(|| serde_json::from_str::<Value>(&json).ok()).flatten() {
             match identity {
                 Some(identity) => convert::message_to_stateless(call.method, &mut body, identity),
                 None => convert::message_to_handshake(&mut body),
@@ -738,7 +743,7 @@ fn recorded_answer<'v>(
     let standing = if exchange.era == call.era {
         Standing::Recorded(exchange.status)
     } else {
-        Standing::Final(messages.last().map(Outgoing::parsed).as_ref().and_then(jsonrpc::error_code))
+        Standing::Final(messages.last().and_then(Outgoing::parsed).as_ref().and_then(jsonrpc::error_code))
     };
     Answer {
         outcome,
