@@ -14,6 +14,8 @@
 use std::borrow::Cow;
 use std::io::{BufRead, Read, Write};
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::cassette::store::Cassette;
@@ -22,7 +24,7 @@ use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::model::{
     AnswerTemplate, Aside, Channel, Direction, Era, Exchange, ModelAnswer, ModelEvent, ModelExchange,
     Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status, StreamShape,
-    TemplateFailure, canonical_json, written,
+    TemplateFailure, canonical_json,
 };
 use crate::normalize::Rules;
 
@@ -478,6 +480,29 @@ fn provenance(value: &Value) -> Result<Provenance, String> {
     })
 }
 
+/// The text each message's body is written in on an exchange's line, as
+/// serde_json reads it ([`RawValue`]): what the messages keep as written.
+#[derive(Deserialize, Default)]
+struct Bodies<'l> {
+    #[serde(borrow, default)]
+    messages: Vec<Body<'l>>,
+    #[serde(borrow, default)]
+    asides: Vec<Body<'l>>,
+}
+
+#[derive(Deserialize)]
+struct Body<'l> {
+    #[serde(borrow)]
+    body: Option<&'l RawValue>,
+}
+
+impl Bodies<'_> {
+    /// The texts of the messages' (or the asides') bodies, in order.
+    fn texts<'b>(bodies: &'b [Body<'_>]) -> Vec<Option<&'b str>> {
+        bodies.iter().map(|message| message.body.map(RawValue::get)).collect()
+    }
+}
+
 /// An exchange's line, `value` read from `line`, whose messages keep their
 /// text in it.
 fn parse_line(value: &Value, line: &str) -> Result<RawExchange, String> {
@@ -489,13 +514,15 @@ fn parse_line(value: &Value, line: &str) -> Result<RawExchange, String> {
     if listed.is_empty() {
         return Err("\"messages\" is empty: an exchange needs its answer".into());
     }
-    let texts = written::member(line, "messages").and_then(written::items).unwrap_or_default();
+    // Not read (a message that is not an object): the checks below say why.
+    let bodies: Bodies = serde_json::from_str(line).unwrap_or_default();
+    let texts = Bodies::texts(&bodies.messages);
     for (i, message) in listed.iter().enumerate() {
-        messages.push(recorded_message(message, texts.get(i).copied())?);
+        messages.push(recorded_message(message, texts.get(i).copied().flatten())?);
     }
     let asides = match value.get("asides") {
         None => Vec::new(),
-        Some(asides) => parse_asides(asides, written::member(line, "asides"))?,
+        Some(asides) => parse_asides(asides, &Bodies::texts(&bodies.asides))?,
     };
     Ok(RawExchange {
         server: text("server")?.to_owned(),
@@ -511,11 +538,10 @@ fn parse_line(value: &Value, line: &str) -> Result<RawExchange, String> {
 }
 
 /// A line's `"asides"`: each a message with its `channel` and the method it
-/// came `after`; `text`, the list's text where the messages keep theirs.
-pub(crate) fn parse_asides(value: &Value, text: Option<&str>) -> Result<Vec<Aside>, String> {
+/// came `after`; `texts`, their bodies' texts where the messages keep theirs.
+pub(crate) fn parse_asides(value: &Value, texts: &[Option<&str>]) -> Result<Vec<Aside>, String> {
     let mut asides = Vec::new();
     let listed = value.as_array().ok_or("\"asides\" must be an array")?;
-    let texts = text.and_then(written::items).unwrap_or_default();
     for (i, aside) in listed.iter().enumerate() {
         let after = match aside.get("after") {
             None => None,
@@ -533,14 +559,14 @@ pub(crate) fn parse_asides(value: &Value, text: Option<&str>) -> Result<Vec<Asid
             in_flight,
             channel: Channel::parse(channel)
                 .ok_or("an aside's \"channel\" must be \"standalone\" or \"subscription\"")?,
-            message: recorded_message(aside, texts.get(i).copied())?,
+            message: recorded_message(aside, texts.get(i).copied().flatten())?,
         });
     }
     Ok(asides)
 }
 
-/// A message of a line: `offsetMs`, `direction`, `body`; `text`, the
-/// message's text in the line, where its body keeps its own.
+/// A message of a line: `offsetMs`, `direction`, `body`; `text`, its
+/// body's text in the line, which it keeps.
 fn recorded_message(message: &Value, text: Option<&str>) -> Result<RecordedMessage, String> {
     Ok(RecordedMessage {
         offset_ms: message.get("offsetMs").and_then(Value::as_u64).unwrap_or(0),
@@ -550,7 +576,7 @@ fn recorded_message(message: &Value, text: Option<&str>) -> Result<RecordedMessa
             .and_then(Direction::parse)
             .ok_or("each message needs \"direction\": \"server\" or \"client\"")?,
         body: message.get("body").cloned().ok_or("each message needs a \"body\"")?,
-        written: text.and_then(|text| written::member(text, "body")).map(Into::into),
+        written: text.map(Into::into),
         shallow: false,
     })
 }

@@ -9,9 +9,6 @@
 //! its bytes, and only what changed is written by serde_json. No place is
 //! remembered beside the text; one pass over it does the work, so the cost
 //! is linear in its size.
-//!
-//! [`members`] and [`items`] find the text of a value's parts, for reading
-//! a message's own text out of a line that holds it (import).
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -36,55 +33,6 @@ pub fn rewrite(text: &str, value: &Value) -> String {
         // A Value always serializes (its map keys are strings).
         serde_json::to_string(value).unwrap_or_default()
     }
-}
-
-/// The members of the JSON object `text`, each key (unescaped) with its
-/// value's text, in the order written; `None` when `text` is not an object.
-pub fn members(text: &str) -> Option<Vec<(Cow<'_, str>, &str)>> {
-    let mut reader = Reader { text: text.as_bytes(), at: 0 };
-    reader.skip_space();
-    reader.expect(b'{')?;
-    let mut found = Vec::new();
-    if reader.empty(b'}') {
-        return Some(found);
-    }
-    loop {
-        let key = unescape(reader.member_key()?)?;
-        reader.skip_space();
-        let start = reader.at;
-        reader.skip_value()?;
-        found.push((key, &text[start..reader.at]));
-        if reader.ends(b'}')? {
-            return Some(found);
-        }
-    }
-}
-
-/// The text of each item of the JSON array `text`, in order; `None` when
-/// `text` is not an array.
-pub fn items(text: &str) -> Option<Vec<&str>> {
-    let mut reader = Reader { text: text.as_bytes(), at: 0 };
-    reader.skip_space();
-    reader.expect(b'[')?;
-    let mut found = Vec::new();
-    if reader.empty(b']') {
-        return Some(found);
-    }
-    loop {
-        reader.skip_space();
-        let start = reader.at;
-        reader.skip_value()?;
-        found.push(&text[start..reader.at]);
-        if reader.ends(b']')? {
-            return Some(found);
-        }
-    }
-}
-
-/// The text of the member `key` of the JSON object `text` (the last one,
-/// as serde_json reads a repeated key).
-pub fn member<'t>(text: &'t str, key: &str) -> Option<&'t str> {
-    members(text)?.into_iter().rev().find(|(name, _)| name == key).map(|(_, value)| value)
 }
 
 /// `text`, a JSON object, with each top-level member `value` holds
@@ -553,19 +501,6 @@ mod tests {
         assert_eq!(rewrite(text, &value), r#"{"a":[1.0],"b":{"c":null}}"#);
         assert_eq!(rewrite("not json", &json!({"x": 1})), r#"{"x":1}"#);
         assert_eq!(rewrite("[1] [2]", &json!([1])), "[1]", "trailing text is not JSON");
-    }
-
-    #[test]
-    fn parts_of_a_line_are_found_with_their_text() {
-        let line =
-            r#"{"messages":[{"body":{"n":1e2},"direction":"server"}, {"body":"caf\u00e9"}],"k\"ey":-0}"#;
-        let found = members(line).unwrap();
-        assert_eq!(found[1], (Cow::Borrowed("k\"ey"), "-0"));
-        let messages = items(member(line, "messages").unwrap()).unwrap();
-        assert_eq!(member(messages[0], "body"), Some(r#"{"n":1e2}"#));
-        assert_eq!(member(messages[1], "body"), Some(r#""caf\u00e9""#));
-        assert_eq!(items("[]"), Some(vec![]));
-        assert_eq!(members("[1]"), None);
     }
 
     /// A number as a sender may spell it: sign, digits, a fraction with

@@ -240,7 +240,7 @@ fn extension(ours: &Value, heard: &mut ReadExchange) -> Result<(), String> {
         }
     }
     if let Some(line) = ours.get("asides") {
-        let rest = crate::interchange::jsonl::parse_asides(line, None)?;
+        let rest = crate::interchange::jsonl::parse_asides(line, &[])?;
         heard.asides = rest;
     }
     if let Some(stream) = ours.get("stream") {
