@@ -41,11 +41,12 @@
 //!   fails the run.
 //! - [`logging`]: where log lines go (one buffer, one writer thread; a
 //!   stderr nobody reads drops lines rather than hold the daemon).
-//! - [`model`]: the domain types every layer speaks, and JSON kept as its
-//!   sender wrote it, with only what changed written anew ([`model::written`]).
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope: `Message`, `RequestId`,
 //!   `Params` (and the cache of params read before), `ErrorCode`,
-//!   `ErrorObject`; no MCP, no I/O.
+//!   `ErrorObject`; no MCP, no I/O. Its [`jsonrpc::scan`] is the one
+//!   hand-written JSON reader: the usual request's byte scan, and JSON kept
+//!   as its sender wrote it, with only what changed written anew.
+//! - [`model`]: the domain types every layer speaks.
 //! - [`error`]: start-up errors ([`error::Error`]) and the one request
 //!   error ([`error::RequestError`]): faults by side, mapped once to HTTP
 //!   status and JSON-RPC error.

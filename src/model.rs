@@ -5,7 +5,7 @@
 //! [`ServiceRoute`] are the small types they are made of, each stored by
 //! SQLite as text ([`ToSql`]/[`FromSql`]). A cassette holds JSON in two
 //! forms: what a server or client said (its own text, byte for byte, with
-//! only what record or replay changed written anew: [`written::rewrite`];
+//! only what record or replay changed written anew: [`scan::rewrite`];
 //! an agent framework hands a model the text of what it read), and what is
 //! compared ([`canonical_json`]: keys sorted, for requests and match keys). No I/O, no protocol rules: `normalize` makes
 //! exchanges, `store` keeps them, `tape` indexes them.
@@ -14,8 +14,7 @@ use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 use serde_json::Value;
 
-pub mod written;
-
+use crate::jsonrpc::scan;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES};
 
 /// An HTTP status as recorded: the number the upstream answered with.
@@ -228,11 +227,11 @@ impl<J> RecordedMessage<J> {
 
 impl RecordedMessage {
     /// The body in its sender's words: the text it was read from, with
-    /// what was changed since written anew ([`written::rewrite`]).
+    /// what was changed since written anew ([`scan::rewrite`]).
     pub fn as_sent(&self) -> String {
         match &self.written {
-            Some(text) if self.shallow => written::splice(text, &self.body),
-            Some(text) => written::rewrite(text, &self.body),
+            Some(text) if self.shallow => scan::splice(text, &self.body),
+            Some(text) => scan::rewrite(text, &self.body),
             // A Value always serializes (its map keys are strings).
             None => serde_json::to_string(&self.body).unwrap_or_default(),
         }

@@ -8,8 +8,8 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::Value;
 
+use crate::jsonrpc::scan::{self, Edit};
 use crate::limits::MIN_SCRUBBED_SECRET_CHARS;
-use crate::model::written::{self, Edit};
 use crate::model::{RawExchange, RecordedMessage};
 use crate::secrets::Shapes;
 
@@ -334,7 +334,7 @@ pub fn edit_message(message: &mut RecordedMessage, edit: &impl Edit, on_tree: im
     on_tree(&mut message.body);
     if message.shallow
         && let Some(text) = &mut message.written
-        && let Some(edited) = written::edit(text, edit)
+        && let Some(edited) = scan::edit(text, edit)
     {
         *text = edited.into();
     }

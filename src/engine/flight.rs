@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, ready};
 
 use std::time::Duration;
 
@@ -22,15 +23,17 @@ use tokio::time::{Instant, timeout_at};
 
 use super::message::{Arrived, AsWritten};
 use super::record::{
-    AnswerProgress, Capture, Commit, Held, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
+    AnswerProgress, Capture, Commit, Progress, Recorder, SharedCapture, answer_arrived, answer_written,
     not_stored,
 };
 use super::step::Call;
 
+use crate::error::{RequestError, Unanswered};
+use crate::jsonrpc::scan;
 use crate::jsonrpc::{self, RequestId};
 use crate::limits::{MAX_ANSWER_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
-use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json, written};
+use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json};
 use crate::redact;
 use crate::util::{lock, printable};
 
@@ -145,7 +148,7 @@ impl ServiceFlight {
             Ok(mut json) => {
                 rules.redact(&mut json);
                 redact::scrub(&mut json, &self.credentials);
-                written::rewrite(&String::from_utf8_lossy(body), &json)
+                scan::rewrite(&String::from_utf8_lossy(body), &json)
             }
             Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
         };
@@ -189,6 +192,37 @@ pub enum Heard {
     /// Not JSON, or past [`MAX_RECORDED_STREAM_BYTES`]: the exchange is not
     /// stored (the run fails naming it); relay the rest without showing it here.
     Dropped,
+}
+
+/// A final answer's commit: resolves to `Ok` once the exchange is stored
+/// (send the answer), or to the error the client gets instead.
+#[derive(Debug)]
+pub struct Held {
+    committed: Commit,
+    /// The caller's id (`None` for a service endpoint, which is not JSON-RPC).
+    id: Option<RequestId>,
+}
+
+impl Held {
+    /// The commit of an entry that is not JSON-RPC (a service answer, a
+    /// model exchange): no id to answer with.
+    pub(super) fn stored(committed: Commit) -> Held {
+        Held { committed, id: None }
+    }
+}
+
+impl Future for Held {
+    type Output = Result<(), RequestError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Not committed (the writer logged why): the client learns it
+        // instead of an answer the cassette does not hold.
+        let stored = ready!(Pin::new(&mut self.committed).poll(cx)).unwrap_or(false);
+        Poll::Ready(match stored {
+            true => Ok(()),
+            false => Err(RequestError { fault: Box::new(Unanswered::NotStored), id: self.id.take() }),
+        })
+    }
 }
 
 impl Flight {
@@ -481,8 +515,6 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use serde_json::json;
-    use std::task::{Context, Poll};
-
     use tokio::sync::watch;
 
     use super::*;

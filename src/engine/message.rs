@@ -13,7 +13,7 @@ use crate::limits::MAX_TREE_MESSAGE_BYTES;
 use crate::model::Text;
 
 /// One message as its sender wrote it: parsed, and the text it came as,
-/// which the cassette keeps ([`written::rewrite`](crate::model::written::rewrite)).
+/// which the cassette keeps ([`scan::rewrite`](crate::jsonrpc::scan::rewrite)).
 pub struct AsWritten {
     pub body: Value,
     pub written: Option<Text>,

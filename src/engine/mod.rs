@@ -56,11 +56,11 @@ use ledger::Usage;
 use replay::Replay;
 
 pub use answer::Answer;
-pub use flight::{Flight, Flights, Heard, Listener, ServiceFlight, Wait};
+pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
 pub use message::{Arrived, AsWritten};
 pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
-pub use record::{Held, Lost, LostAnswers, Recorder};
+pub use record::{Lost, LostAnswers, Recorder};
 pub use step::{Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing};
 
 /// What the engine makes of a client message.

@@ -15,15 +15,17 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::by_rule::RuleUse;
+use super::flight::Held;
 use super::ledger::{CaseKey, Ledger};
 use super::miss::{Miss, Nearest};
-use super::record::{Held, Recorder};
+use super::record::Recorder;
 use super::step::Outcome;
 use super::turn;
 use crate::config::Pace;
+use crate::jsonrpc::scan;
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::matching::{By, MatchRule, MatchRules};
-use crate::model::{ModelAnswer, ModelExchange, Status, canonical_json, written};
+use crate::model::{ModelAnswer, ModelExchange, Status, canonical_json};
 use crate::normalize::{self, Rules};
 use crate::redact;
 use crate::util::{FastMap, lock, printable};
@@ -400,7 +402,7 @@ fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
             let before = json.clone();
             rules.redact(&mut json);
             redact::scrub(&mut json, credentials);
-            if json == before { text.to_owned() } else { written::rewrite(text, &json) }
+            if json == before { text.to_owned() } else { scan::rewrite(text, &json) }
         }
         Err(_) => {
             let mut plain = redact::scrub_str(text, credentials);

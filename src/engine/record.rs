@@ -40,10 +40,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, ready};
+
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -53,7 +52,6 @@ use super::ledger::Ledger;
 use super::message::{Arrived, AsWritten};
 use super::step::{Call, Outcome};
 use crate::cassette::store::{Tag, WriterHandle};
-use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::RequestId;
 use crate::limits::{
     MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_SPOTS_PER_SESSION, MAX_TRACKED_SESSIONS,
@@ -213,37 +211,6 @@ pub struct Lost {
 
 /// How many lost answers a run names; the rest are counted.
 const LOST_NAMED: usize = 10;
-
-/// A final answer's commit: resolves to `Ok` once the exchange is stored
-/// (send the answer), or to the error the client gets instead.
-#[derive(Debug)]
-pub struct Held {
-    pub(super) committed: Commit,
-    /// The caller's id (`None` for a service endpoint, which is not JSON-RPC).
-    pub(super) id: Option<RequestId>,
-}
-
-impl Held {
-    /// The commit of an entry that is not JSON-RPC (a service answer, a
-    /// model exchange): no id to answer with.
-    pub(super) fn stored(committed: Commit) -> Held {
-        Held { committed, id: None }
-    }
-}
-
-impl Future for Held {
-    type Output = Result<(), RequestError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // Not committed (the writer logged why): the client learns it
-        // instead of an answer the cassette does not hold.
-        let stored = ready!(Pin::new(&mut self.committed).poll(cx)).unwrap_or(false);
-        Poll::Ready(match stored {
-            true => Ok(()),
-            false => Err(RequestError { fault: Box::new(Unanswered::NotStored), id: self.id.take() }),
-        })
-    }
-}
 
 /// An exchange being recorded.
 pub(super) struct Capture {

@@ -23,9 +23,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::reenact::{Emit, KEEPALIVE_INTERVAL};
 use super::step::Outgoing;
 use crate::cassette::tape::{ServedAside, ServedMessage};
+use crate::jsonrpc::scan;
 use crate::limits::{MAX_HELD_ASIDES, MAX_SESSIONS};
 use crate::mcp::META_SUBSCRIPTION_ID;
-use crate::model::{Channel, Direction, written};
+use crate::model::{Channel, Direction};
 use crate::util::lock;
 
 /// The asides of one replayed exchange.
@@ -329,7 +330,7 @@ impl Subscriptions {
                 }
                 body["params"]["_meta"][META_SUBSCRIPTION_ID] = stream.id.clone();
                 // A stream that does not keep up misses it, as from a server whose queue is full.
-                let _ = stream.feed.try_send(written::rewrite(&message.json, &body));
+                let _ = stream.feed.try_send(scan::rewrite(&message.json, &body));
             }
         }
     }

@@ -2,7 +2,7 @@
 //! notification or response, and building answers. It knows nothing of MCP
 //! (method names, eras) and does no I/O.
 
-mod scan;
+pub mod scan;
 
 use std::borrow::Cow;
 use std::fmt;

@@ -1,7 +1,26 @@
+//! The one hand-written JSON reader, in two uses.
+//!
 //! The byte scan of the usual request beside serde (a speed piece:
 //! BENCHMARKS.md): the members of a request or notification found in one
 //! pass over its bytes, each value still read by serde, and anything
-//! unusual left to serde's own path.
+//! unusual left to serde's own path ([`scan`]).
+//!
+//! JSON as its sender wrote it ([`rewrite`], [`splice`], [`edit`]). serde_json reads `1e2`, `1.50`, `-0`,
+//! `"caf\u00e9"` or a 30-digit integer into values it would write as
+//! `100.0`, `1.5`, `0`, `"café"` and a float; the recorded server wrote
+//! the first, and an agent framework hands a model the text, so a cassette
+//! keeps and replay sends the first. Whoever must change a message (record
+//! puts placeholders in and scrubs secrets, replay converts between eras)
+//! changes its parsed value and then [`rewrite`]s the sender's text to say
+//! that value: every member, item and scalar the value still holds keeps
+//! its bytes, and only what changed is written by serde_json. No place is
+//! remembered beside the text; one pass over it does the work, so the cost
+//! is linear in its size.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde_json::{Map, Number, Value};
 
 use super::{Message, Params, ParamsCache, RequestId, method_named, read_params};
 
@@ -171,10 +190,10 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
             }
         }
         _ => {
-            let end = at
-                + bytes[at..]
-                    .iter()
-                    .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))?;
+            let word = bytes[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r'));
+            let end = at + word.unwrap_or(bytes.len() - at);
             (end > at).then_some(end)
         }
     }
@@ -193,211 +212,410 @@ pub(super) fn natural(text: &str) -> Option<u64> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
+/// `value` as compact JSON in the words of `text` (JSON that `value` was
+/// read from, or a part of it): each part of `value` that `text` spells at
+/// the same place is copied from `text`; parts `value` changed, added or
+/// dropped are written, added or left out; white space between tokens
+/// goes. Text that is not JSON gives serde_json's writing of `value`.
+pub fn rewrite(text: &str, value: &Value) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    let whole = reader.rewrite(value, &mut out).is_some() && {
+        reader.skip_space();
+        reader.at == text.len()
+    };
+    if whole {
+        out
+    } else {
+        // A Value always serializes (its map keys are strings).
+        serde_json::to_string(value).unwrap_or_default()
+    }
+}
 
-    /// The shortcuts of the byte scan against what they stand for.
-    mod shortcuts {
-        use super::*;
-        use proptest::prelude::*;
+/// `text`, a JSON object, with each top-level member `value` holds
+/// written from its text as [`rewrite`] writes it, and each member it does
+/// not hold kept as written: a message held as its text
+/// ([`RecordedMessage::shallow`](crate::model::RecordedMessage::shallow)),
+/// with its small members as record changed them. Members `value` holds
+/// and the text does not are added; text that is not an object is
+/// [`rewrite`]'s.
+pub fn splice(text: &str, value: &Value) -> String {
+    let Value::Object(map) = value else { return rewrite(text, value) };
+    let mut out = String::with_capacity(text.len());
+    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    reader.skip_space();
+    let whole = reader.text.get(reader.at) == Some(&b'{')
+        && reader.object(map, &mut out, Others::Kept).is_some()
+        && {
+            reader.skip_space();
+            reader.at == text.len()
+        };
+    if whole { out } else { rewrite(text, value) }
+}
 
-        /// [`plain_text_end`] a byte at a time.
-        fn plain_text_end_bytewise(bytes: &[u8], mut at: usize) -> usize {
-            while bytes.get(at).is_some_and(|&b| b != b'"' && b != b'\\' && b >= 0x20) {
-                at += 1;
-            }
-            at
-        }
+/// What becomes of an object's members that the value does not hold.
+#[derive(Clone, Copy)]
+enum Others {
+    /// Left out: the value dropped them ([`rewrite`]).
+    Dropped,
+    /// Kept as written: the value holds only some members ([`splice`]).
+    Kept,
+}
 
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(4000))]
-            #[test]
-            fn plain_text_ends_where_a_bytewise_look_says(
-                bytes in prop::collection::vec(
-                    prop::sample::select(vec![b'a', b'"', b'\\', b' ', 0x00, 0x1f, 0x21, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xff]),
-                    0..40,
-                ),
-                at in 0..44usize,
-            ) {
-                prop_assert_eq!(plain_text_end(&bytes, at), plain_text_end_bytewise(&bytes, at), "{:?} from {}", bytes, at);
-            }
+/// What [`edit`] changes in a message's text.
+pub trait Edit {
+    /// The new content of a string (`text`, unescaped; `key`: an object's
+    /// key), or `None` to keep it as written.
+    fn string(&self, text: &str, key: bool) -> Option<String>;
 
-            #[test]
-            fn natural_numbers_are_read_as_serde_reads_them(text in "-?[0-9]{0,22}|[0-9.eE+-]{0,6}") {
-                let by_serde = serde_json::from_str::<Value>(&text).ok().and_then(|value| value.as_u64());
-                prop_assert_eq!(natural(&text), by_serde, "{}", text);
-            }
+    /// What replaces the value of the member `key` (as [`Edit::string`]
+    /// left it), if anything does: the text of a string.
+    fn blank(&self, key: &str) -> Option<&str>;
+}
+
+/// `text`, JSON that serde_json reads, with `edit` applied to each string,
+/// key and member at any depth, in one pass over the text and with no tree
+/// of it: what a message too large to hold as one goes through. Written as
+/// [`rewrite`] writes: compact, what `edit` left alone keeps its bytes
+/// (a repeated key included), what it changed is written by serde_json.
+/// `None` when `text` is not JSON.
+pub fn edit(text: &str, edit: &impl Edit) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    reader.edit(edit, &mut out)?;
+    reader.skip_space();
+    (reader.at == text.len()).then_some(out)
+}
+
+/// A string token's content, unescaped; `None` when it is not a string.
+fn unescape(token: &str) -> Option<Cow<'_, str>> {
+    let inner = token.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains('\\') {
+        serde_json::from_str::<String>(token).ok().map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(inner))
+    }
+}
+
+/// The keys of an object already written, so that a key the text repeats
+/// is written once.
+enum Written<'v> {
+    Few(Vec<&'v str>),
+    Many(HashSet<&'v str>),
+}
+
+impl<'v> Written<'v> {
+    /// Past this many members a set beats a search.
+    const FEW: usize = 16;
+
+    fn for_members(count: usize) -> Written<'v> {
+        if count <= Self::FEW {
+            Written::Few(Vec::with_capacity(count))
+        } else {
+            Written::Many(HashSet::new())
         }
     }
 
-    /// The byte scan reads a message exactly as serde does, or leaves it
-    /// to serde: never another answer, whatever the members, their order,
-    /// spacing, escapes, repeats and values (well-formed or not).
-    mod scan_agrees_with_serde {
-        use super::*;
-        use proptest::prelude::*;
-
-        const NAMES: [&str; 7] = ["jsonrpc", "id", "method", "params", "i\\u0064", "extra", "result"];
-        const VALUES: [&[&str]; 7] = [
-            &[r#""2.0""#, r#""1.0""#, "2.0", r#""2\u002e0""#, "null"],
-            &[
-                "1",
-                "-0",
-                "1e2",
-                r#""a""#,
-                r#""a\"b""#,
-                "null",
-                "{}",
-                "[1]",
-                "01",
-                "1.",
-                "tru",
-                "123456789012345678901234567890",
-                "0",
-                "00",
-                "-5",
-                "18446744073709551615",
-                "18446744073709551616",
-            ],
-            &[
-                r#""m""#,
-                r#""a\nb""#,
-                r#""tools/call""#,
-                "1",
-                r#""é""#,
-                r#""\u0074""#,
-                r#""""#,
-                "[]",
-                "\"a\tb\"",
-            ],
-            &[
-                "{}",
-                r#"{"a":[1,{"b":"}"}]}"#,
-                "[1,2]",
-                "3",
-                r#"{"a":}"#,
-                r#"{"a":1"#,
-                r#""x""#,
-                r#"{"s":"\""}"#,
-                "{\"n\":[[]]}",
-            ],
-            &["1", r#""x""#],
-            &["null", "{}", r#""é""#],
-            &["{}", "1"],
-        ];
-        const SPACE: [&str; 4] = ["", " ", "\n\t ", "\r"];
-        const SEPARATORS: [&str; 4] = [",", ",", ",", " "];
-        const ENDS: [&str; 5] = ["}", "}", "} ", "},", "}x"];
-
-        fn message(members: &[(usize, usize, usize, usize)], end: usize) -> String {
-            let mut text = String::from("{");
-            for (n, (name, value, space, separator)) in members.iter().enumerate() {
-                if n > 0 {
-                    text.push_str(SEPARATORS[*separator % SEPARATORS.len()]);
-                }
-                let values = VALUES[*name % NAMES.len()];
-                let space = SPACE[*space % SPACE.len()];
-                text.push_str(&format!(
-                    "{space}\"{}\"{space}:{space}{}{space}",
-                    NAMES[*name % NAMES.len()],
-                    values[*value % values.len()]
-                ));
+    /// Notes `key`; false when it was noted before.
+    fn note(&mut self, key: &'v str) -> bool {
+        match self {
+            Written::Few(keys) if keys.contains(&key) => false,
+            Written::Few(keys) => {
+                keys.push(key);
+                true
             }
-            text.push_str(ENDS[end % ENDS.len()]);
-            text
+            Written::Many(keys) => keys.insert(key),
         }
+    }
 
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(4000))]
-            #[test]
-            fn on_any_message(
-                members in prop::collection::vec((0..7usize, 0..12usize, 0..4usize, 0..4usize), 0..6),
-                end in 0..5usize,
-            ) {
-                let text = message(&members, end);
-                let cache = ParamsCache::default();
-                let scanned = Message::read(text.as_bytes(), Some(&cache));
-                let by_serde = Message::read_by_serde(&text, None);
-                prop_assert_eq!(format!("{scanned:?}"), format!("{by_serde:?}"), "{}", text);
-            }
+    fn has(&self, key: &str) -> bool {
+        match self {
+            Written::Few(keys) => keys.contains(&key),
+            Written::Many(keys) => keys.contains(key),
         }
+    }
 
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(2000))]
-            /// Params read through the cache of params read before give what
-            /// a plain read gives, the first time and the next, whatever
-            /// params of other messages the cache holds: the params that end
-            /// a message are found there without a look through them.
-            #[test]
-            fn the_params_cache_agrees_with_a_plain_read(
-                members in prop::collection::vec((0..7usize, 0..12usize, 0..4usize, 0..4usize), 0..6),
-                end in 0..5usize,
-            ) {
-                let text = message(&members, end);
-                let plain = format!("{:?}", Message::from_slice(text.as_bytes()));
-                let cache = ParamsCache::default();
-                for params in VALUES[3] {
-                    let other = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#);
-                    let _ = Message::from_slice_cached(other.as_bytes(), &cache);
-                }
-                for _ in 0..2 {
-                    let cached = Message::from_slice_cached(text.as_bytes(), &cache);
-                    prop_assert_eq!(format!("{cached:?}"), plain.clone(), "{}", text);
-                }
-            }
-        }
-
-        /// A request or notification the byte scan reads, its members in any
-        /// order: (where params go among the others, which params, spacing,
-        /// whether an id follows them).
-        fn scannable(params_at: usize, params: &str, space: &str, id_after: bool) -> String {
-            let mut members = vec![r#""jsonrpc":"2.0""#.to_owned(), r#""method":"tools/call""#.to_owned()];
-            members.insert(params_at % 3, format!(r#""params":{space}{params}"#));
-            if id_after {
-                members.push(r#""id":{}"#.to_owned());
-            }
-            format!("{{{space}{}{space}}}{space}", members.join(&format!(",{space}")))
-        }
-
-        proptest! {
-            #![proptest_config(ProptestConfig::with_cases(1000))]
-            /// Params that end a message are taken from the cache without a
-            /// look through them: never other params than a plain read finds,
-            /// whatever texts the cache holds and whatever follows them.
-            #[test]
-            fn params_found_at_the_end_are_the_params_read(
-                params_at in 0..3usize,
-                params in prop::sample::select(vec![
-                    "{}", "[1,2]", r#"{"a":[1,{"b":"}"}]}"#, r#"{"s":"\""}"#, r#"{"x":"}"}"#, "[{}]", r#"{"a":1}"#,
-                ]),
-                space in prop::sample::select(vec!["", " ", "\n\t "]),
-                id_after in proptest::bool::ANY,
-            ) {
-                let cache = ParamsCache::default();
-                for known in ["{}", "[1,2]", r#"{"a":1}"#, "[{}]", r#"{"x":"}"}"#, r#"{"a":1},"id":{}"#] {
-                    let other = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{known}}}"#);
-                    let _ = Message::from_slice_cached(other.as_bytes(), &cache);
-                }
-                let text = scannable(params_at, params, space, id_after);
-                let plain = format!("{:?}", Message::from_slice(text.as_bytes()));
-                for _ in 0..2 {
-                    let cached = Message::from_slice_cached(text.as_bytes(), &cache);
-                    prop_assert_eq!(format!("{cached:?}"), plain.clone(), "{}", text);
-                }
-            }
-        }
-
-        #[test]
-        fn on_the_usual_request() {
-            let text =
-                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","arguments":{"n":1}}}"#;
-            assert!(scan(text, None).is_some(), "the usual request is scanned");
-            assert_eq!(
-                format!("{:?}", Message::from_slice(text.as_bytes())),
-                format!("{:?}", Message::read_by_serde(text, None))
-            );
+    fn len(&self) -> usize {
+        match self {
+            Written::Few(keys) => keys.len(),
+            Written::Many(keys) => keys.len(),
         }
     }
 }
+
+/// A reader of JSON text that copies what still holds and steps over the rest.
+struct Reader<'t> {
+    text: &'t [u8],
+    at: usize,
+}
+
+impl<'t> Reader<'t> {
+    fn skip_space(&mut self) {
+        self.at = skip_space(self.text, self.at);
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.text.get(self.at) == Some(&byte)).then(|| self.at += 1)
+    }
+
+    /// Just inside an opening bracket: true at its `close` (stepped over).
+    fn empty(&mut self, close: u8) -> bool {
+        self.skip_space();
+        self.expect(close).is_some()
+    }
+
+    /// After a member or item: true at the closing
+    /// `close` (stepped over), false at a comma (stepped over).
+    fn ends(&mut self, close: u8) -> Option<bool> {
+        self.skip_space();
+        match *self.text.get(self.at)? {
+            b',' => {
+                self.at += 1;
+                Some(false)
+            }
+            b if b == close => {
+                self.at += 1;
+                Some(true)
+            }
+            _ => None,
+        }
+    }
+
+    /// The text of `start..self.at` (token bounds are ASCII, so always whole characters).
+    fn since(&self, start: usize) -> Option<&'t str> {
+        std::str::from_utf8(&self.text[start..self.at]).ok()
+    }
+
+    /// A string token, quotes included.
+    fn string_token(&mut self) -> Option<&'t str> {
+        let start = self.at;
+        self.at = string_end(self.text, self.at)?;
+        self.since(start)
+    }
+
+    /// An object member's key token (quotes included), the colon after it
+    /// stepped over.
+    fn member_key(&mut self) -> Option<&'t str> {
+        self.skip_space();
+        let token = self.string_token()?;
+        self.skip_space();
+        self.expect(b':')?;
+        Some(token)
+    }
+
+    /// A number token (or a word: `true`, `false`, `null`).
+    fn bare_token(&mut self) -> Option<&'t str> {
+        let start = self.at;
+        while self
+            .text
+            .get(self.at)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))
+        {
+            self.at += 1;
+        }
+        (self.at > start).then(|| self.since(start))?
+    }
+
+    /// Steps over one value, however deep, without a stack.
+    fn skip_value(&mut self) -> Option<()> {
+        self.skip_space();
+        self.at = value_end(self.text, self.at)?;
+        Some(())
+    }
+
+    /// Writes the value here into `out` as [`edit`] has it.
+    fn edit(&mut self, edit: &impl Edit, out: &mut String) -> Option<()> {
+        self.skip_space();
+        match *self.text.get(self.at)? {
+            b'{' => {
+                self.at += 1;
+                out.push('{');
+                let mut first = true;
+                if !self.empty(b'}') {
+                    loop {
+                        let token = self.member_key()?;
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        let key = match edit.string(&unescape(token)?, true) {
+                            Some(key) => {
+                                write_string(&key, out);
+                                Cow::Owned(key)
+                            }
+                            None => {
+                                out.push_str(token);
+                                unescape(token)?
+                            }
+                        };
+                        out.push(':');
+                        match edit.blank(&key) {
+                            Some(with) => {
+                                self.skip_value()?;
+                                write_string(with, out);
+                            }
+                            None => self.edit(edit, out)?,
+                        }
+                        if self.ends(b'}')? {
+                            break;
+                        }
+                    }
+                }
+                out.push('}');
+            }
+            b'[' => {
+                self.at += 1;
+                out.push('[');
+                let mut first = true;
+                if !self.empty(b']') {
+                    loop {
+                        if !first {
+                            out.push(',');
+                        }
+                        first = false;
+                        self.edit(edit, out)?;
+                        if self.ends(b']')? {
+                            break;
+                        }
+                    }
+                }
+                out.push(']');
+            }
+            b'"' => {
+                let token = self.string_token()?;
+                match edit.string(&unescape(token)?, false) {
+                    Some(text) => write_string(&text, out),
+                    None => out.push_str(token),
+                }
+            }
+            _ => out.push_str(self.bare_token()?),
+        }
+        Some(())
+    }
+
+    /// Writes `now` into `out` in the words of the value the text holds here.
+    fn rewrite(&mut self, now: &Value, out: &mut String) -> Option<()> {
+        self.skip_space();
+        match (*self.text.get(self.at)?, now) {
+            (b'{', Value::Object(map)) => self.object(map, out, Others::Dropped),
+            (b'[', Value::Array(items)) => self.array(items, out),
+            (b'"', Value::String(string)) => {
+                let token = self.string_token()?;
+                match unescape(token)? == string.as_str() {
+                    true => out.push_str(token),
+                    false => write(now, out),
+                }
+                Some(())
+            }
+            (b'-' | b'0'..=b'9', Value::Number(number)) => {
+                let token = self.bare_token()?;
+                match serde_json::from_str::<Number>(token).ok().as_ref() == Some(number) {
+                    true => out.push_str(token),
+                    false => write(now, out),
+                }
+                Some(())
+            }
+            _ => {
+                self.skip_value()?;
+                write(now, out);
+                Some(())
+            }
+        }
+    }
+
+    /// Writes `map` into `out` in the words of the object the text holds
+    /// here; what becomes of the text's members `map` does not hold:
+    /// `others`.
+    fn object(&mut self, map: &Map<String, Value>, out: &mut String, others: Others) -> Option<()> {
+        self.at += 1;
+        out.push('{');
+        let mut written = Written::for_members(map.len());
+        let mut first = true;
+        let mut comma = |out: &mut String| {
+            if !std::mem::take(&mut first) {
+                out.push(',');
+            }
+        };
+        if !self.empty(b'}') {
+            loop {
+                let token = self.member_key()?;
+                match (map.get_key_value(unescape(token)?.as_ref()), others) {
+                    (Some((key, value)), _) if written.note(key) => {
+                        comma(out);
+                        out.push_str(token);
+                        out.push(':');
+                        self.rewrite(value, out)?;
+                    }
+                    (None, Others::Kept) => {
+                        comma(out);
+                        out.push_str(token);
+                        out.push(':');
+                        self.skip_space();
+                        let start = self.at;
+                        self.skip_value()?;
+                        out.push_str(self.since(start)?);
+                    }
+                    _ => self.skip_value()?,
+                }
+                if self.ends(b'}')? {
+                    break;
+                }
+            }
+        }
+        if written.len() < map.len() {
+            for (key, value) in map.iter().filter(|(key, _)| !written.has(key)) {
+                comma(out);
+                write_string(key, out);
+                out.push(':');
+                write(value, out);
+            }
+        }
+        out.push('}');
+        Some(())
+    }
+
+    fn array(&mut self, items: &[Value], out: &mut String) -> Option<()> {
+        self.at += 1;
+        out.push('[');
+        let mut read = 0;
+        if !self.empty(b']') {
+            loop {
+                match items.get(read) {
+                    Some(item) => {
+                        if read > 0 {
+                            out.push(',');
+                        }
+                        self.rewrite(item, out)?;
+                    }
+                    None => self.skip_value()?,
+                }
+                read += 1;
+                if self.ends(b']')? {
+                    break;
+                }
+            }
+        }
+        for (index, item) in items.iter().enumerate().skip(read) {
+            if index > 0 {
+                out.push(',');
+            }
+            write(item, out);
+        }
+        out.push(']');
+        Some(())
+    }
+}
+
+/// serde_json's compact writing of `value`.
+fn write_string(text: &str, out: &mut String) {
+    // A string always serializes.
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+}
+
+fn write(value: &Value, out: &mut String) {
+    // A Value always serializes (its map keys are strings).
+    out.push_str(&serde_json::to_string(value).unwrap_or_default());
+}
+
+#[cfg(test)]
+mod tests;

@@ -37,10 +37,11 @@ use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc;
+use crate::jsonrpc::scan;
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::model::{Direction, Era, MatchKey, ModelExchange, StreamShape, written};
+use crate::model::{Direction, Era, MatchKey, ModelExchange, StreamShape};
 use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, printable};
 
@@ -591,7 +592,7 @@ impl Replay {
                 // A result that is not an object, or not read, goes out as recorded.
                 if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
                     result.insert("protocolVersion".into(), mcp::negotiate(requested).into());
-                    last.json = written::rewrite(&last.json, &message);
+                    last.json = scan::rewrite(&last.json, &message);
                 }
             }
             answer
@@ -730,7 +731,7 @@ fn recorded_answer<'v>(
                 Some(identity) => convert::message_to_stateless(call.method, &mut body, identity),
                 None => convert::message_to_handshake(&mut body),
             }
-            json = written::rewrite(&json, &body);
+            json = scan::rewrite(&json, &body);
         }
         let awaits_reply = message.awaits_reply(&replied);
         messages.push(Outgoing {

@@ -44,11 +44,12 @@ use super::{Body, status};
 use crate::agent365;
 use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
 use crate::error::{RequestError, Unanswered, UpstreamFailure};
+use crate::jsonrpc::scan;
 use crate::limits::{
     MAX_ANSWERS_IN_FLIGHT_BYTES, MAX_JSON_ANSWER_BYTES, MAX_PARKED_STREAMS, MAX_SSE_EVENT_BYTES,
 };
 use crate::mcp;
-use crate::model::{ServiceRoute, written};
+use crate::model::ServiceRoute;
 use crate::sse;
 use crate::util::{lock, printable};
 
@@ -215,7 +216,7 @@ impl Proxy {
         if let Some(mut listing) = listing {
             let rewritten = agent365::rewrite_urls(&mut listing, self.upstream.base(), recorder_origin);
             tracing::debug!("pointed {rewritten} listed server url(s) at this recorder");
-            relayed = Bytes::from(written::rewrite(&String::from_utf8_lossy(&relayed), &listing));
+            relayed = Bytes::from(scan::rewrite(&String::from_utf8_lossy(&relayed), &listing));
             head.headers.remove(header::CONTENT_LENGTH);
         }
         Ok(Response::from_parts(relay_head(head), held(relayed, share)))
