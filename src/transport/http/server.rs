@@ -17,16 +17,16 @@
 //! 30 s), and HTTP/2 has no idle timeout at all.
 //!
 //! The same watcher hears when its connection is to close at once (to make
-//! room) or gracefully (shutdown): one message a connection. The watcher is
-//! polled at its own wake-ups only (its timer, that message), not at each of
-//! its connection's.
+//! room): one message a connection. The graceful shutdown is hyper-util's
+//! (`GracefulShutdown`): each connection told to finish what is under way,
+//! then waited for within the grace. hyper's own `header_read_timeout` is
+//! not the head limit here: it runs while a kept-alive connection waits for
+//! its next request, which is the idle limit's time.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -34,6 +34,7 @@ use tokio::net::TcpStream;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::Interest;
 use tokio::net::TcpListener;
 use tokio::runtime::{Handle, RuntimeFlavor};
@@ -55,6 +56,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Serves on `listener` until `shutdown` resolves, then drains.
 pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<Output = ()>) {
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     let idle = serving.front_door().idle_timeout;
     let limits = Limits { idle, head: HEADER_READ_TIMEOUT.min(idle) };
@@ -121,19 +123,12 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
             }
         });
         let io = TokioIo::new(Noted { io: stream, notes: Arc::clone(&activity) });
-        let connection = builder.serve_connection(io, service).into_owned();
+        let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
         tokio::spawn(async move {
-            tokio::pin!(connection);
-            let watch = activity.watch(limits, told);
-            tokio::pin!(watch);
-            let ended = match Watched::new(connection.as_mut(), watch).await {
-                WatchEnd::Connection(ended) => ended,
-                WatchEnd::Watcher(why) => match why {
-                    Closed::Told(Close::Shutdown) => {
-                        // The requests under way are answered, then the connection closes.
-                        connection.as_mut().graceful_shutdown();
-                        connection.await
-                    }
+            // The watcher's end drops the connection, which closes it.
+            let ended = tokio::select! {
+                ended = connection => ended,
+                why = activity.watch(limits, told) => match why {
                     Closed::Idle => {
                         tracing::debug!(
                             "{peer}: closed after {:?} idle with no request in flight",
@@ -145,7 +140,7 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
                         tracing::info!("{peer} rejected: request head not complete within {:?}", limits.head);
                         Ok(())
                     }
-                    Closed::Told(Close::Reclaim) => {
+                    Closed::Reclaimed => {
                         tracing::debug!(
                             "{peer}: idle, closed to make room for a new connection ({MAX_CONNECTIONS} open)"
                         );
@@ -172,12 +167,9 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
     if let Some(app) = &app {
         app.engine().end_streams();
     }
-    for activity in open.iter().filter_map(Weak::upgrade) {
-        activity.tell(Close::Shutdown);
-    }
-    // Every connection has ended once each has given its permit back; requests still waiting
-    // for an answer after the grace get 503 with their id, not a cut connection.
-    within_grace(connections.acquire_many(MAX_CONNECTIONS as u32), app.as_deref()).await;
+    // Each connection answers what is under way, then closes; requests still waiting for an
+    // answer after the grace get 503 with their id, not a cut connection.
+    within_grace(graceful.shutdown(), app.as_deref()).await;
 }
 
 /// Resolves on the first stop from outside (SIGINT, SIGTERM, SIGHUP: the
@@ -225,7 +217,7 @@ async fn room(connections: &Arc<Semaphore>, open: &mut Vec<Weak<Activity>>) -> O
     open.retain(|activity| activity.strong_count() > 0);
     let idle = open.iter().filter_map(Weak::upgrade).find(|a| a.in_flight.load(Ordering::Relaxed) == 0);
     if let Some(activity) = idle {
-        activity.tell(Close::Reclaim);
+        activity.reclaim();
     }
     Arc::clone(connections).acquire_owned().await.ok()
 }
@@ -239,10 +231,10 @@ struct Activity {
     /// Requests started and ended: what counts as activity on HTTP/2,
     /// where pings and settings frames move bytes with no request.
     requests: AtomicU64,
-    /// Told to close: at once (the cap is reached and this connection is
-    /// idle) or gracefully (shutdown). A oneshot, not a `Notify` or a watch
-    /// channel, which take a lock at every poll.
-    close: Mutex<Option<oneshot::Sender<Close>>>,
+    /// Told to close at once: the cap is reached and this connection is
+    /// idle. A oneshot, not a `Notify` or a watch channel, which take a lock
+    /// at every poll.
+    close: Mutex<Option<oneshot::Sender<()>>>,
     reads: AtomicU64,
     /// `reads` when the last request started or ended: reads past it with
     /// nothing in flight are a request head on its way.
@@ -288,23 +280,16 @@ struct Limits {
 enum Closed {
     Idle,
     SlowHead,
-    Told(Close),
-}
-
-/// What a connection is told to do.
-enum Close {
-    /// Close now, to make room for a new client.
-    Reclaim,
-    /// Close once the requests under way are answered.
-    Shutdown,
+    /// Closed to make room for a new client.
+    Reclaimed,
 }
 
 impl Activity {
-    /// Tells the connection's watcher to close it; once (a connection told
-    /// already, or gone, hears nothing more).
-    fn tell(&self, close: Close) {
+    /// Tells the connection's watcher to close it now; once (a connection
+    /// told already, or gone, hears nothing more).
+    fn reclaim(&self) {
         if let Some(told) = lock(&self.close).take() {
-            let _ = told.send(close);
+            let _ = told.send(());
         }
     }
 
@@ -333,10 +318,10 @@ impl Activity {
     /// the connection's start. Each is seen so at [`CHECKS`] looks in a
     /// row, a quarter of the shorter limit apart, so it is noticed within a
     /// quarter of that limit after it passed.
-    async fn watch(&self, limits: Limits, told: oneshot::Receiver<Close>) -> Closed {
+    async fn watch(&self, limits: Limits, told: oneshot::Receiver<()>) -> Closed {
         tokio::select! {
             closed = self.limit(limits) => closed,
-            Ok(close) = told => Closed::Told(close),
+            Ok(()) = told => Closed::Reclaimed,
         }
     }
 
@@ -375,76 +360,6 @@ impl Activity {
             if heading > head_looks {
                 return Closed::SlowHead;
             }
-        }
-    }
-}
-
-/// A connection and its watcher as one future: the connection polled at
-/// every wake of the task, the watcher only at its own (its timer, its close
-/// message) and at first, not at each of its connection's.
-struct Watched<'a, C, W> {
-    connection: Pin<&'a mut C>,
-    watcher: Pin<&'a mut W>,
-    wakes: Arc<OwnWakes>,
-    /// The task's waker as `wakes` holds it: compared at each poll without
-    /// `wakes`'s lock, which is taken only when the task's waker changed.
-    followed: Option<Waker>,
-}
-
-/// What ended a [`Watched`] first.
-enum WatchEnd<C, W> {
-    Connection(C),
-    Watcher(W),
-}
-
-impl<'a, C, W> Watched<'a, C, W> {
-    fn new(connection: Pin<&'a mut C>, watcher: Pin<&'a mut W>) -> Watched<'a, C, W> {
-        let wakes = OwnWakes { woken: AtomicBool::new(true), task: Mutex::new(None) };
-        Watched { connection, watcher, wakes: Arc::new(wakes), followed: None }
-    }
-}
-
-impl<C: Future, W: Future> Future for Watched<'_, C, W> {
-    type Output = WatchEnd<C::Output, W::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        if let Poll::Ready(ended) = this.connection.as_mut().poll(cx) {
-            return Poll::Ready(WatchEnd::Connection(ended));
-        }
-        if !this.followed.as_ref().is_some_and(|followed| followed.will_wake(cx.waker())) {
-            let waker = cx.waker().clone();
-            *lock(&this.wakes.task) = Some(waker.clone());
-            this.followed = Some(waker);
-        }
-        // A load first: the swap (a write) only after a wake.
-        if this.wakes.woken.load(Ordering::Acquire) && this.wakes.woken.swap(false, Ordering::AcqRel) {
-            let waker = Waker::from(Arc::clone(&this.wakes));
-            if let Poll::Ready(why) = this.watcher.as_mut().poll(&mut Context::from_waker(&waker)) {
-                return Poll::Ready(WatchEnd::Watcher(why));
-            }
-        }
-        Poll::Pending
-    }
-}
-
-/// The waker a [`Watched`] watcher is polled with: notes that the watcher
-/// was woken, and wakes the task.
-struct OwnWakes {
-    woken: AtomicBool,
-    /// The task's waker, as of the last poll that came with a new one.
-    task: Mutex<Option<Waker>>,
-}
-
-impl Wake for OwnWakes {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        if let Some(task) = lock(&self.task).as_ref() {
-            task.wake_by_ref();
         }
     }
 }
@@ -495,84 +410,5 @@ impl Drop for InFlight {
         self.0.touch();
         self.0.settle();
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::{Cell, RefCell};
-
-    use super::*;
-
-    /// A task's waker that counts its wakes.
-    struct Counted(std::sync::atomic::AtomicUsize);
-
-    impl Wake for Counted {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref();
-        }
-
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// The watcher's wake wakes the task with the waker of its latest poll,
-    /// also when the task's waker changed between polls.
-    #[test]
-    fn a_watchers_wake_wakes_the_task_as_last_polled() {
-        let watcher_waker = RefCell::new(None::<Waker>);
-        let connection = std::future::poll_fn(|_| Poll::<()>::Pending);
-        let watcher = std::future::poll_fn(|cx| {
-            *watcher_waker.borrow_mut() = Some(cx.waker().clone());
-            Poll::<()>::Pending
-        });
-        let (connection, watcher) = (std::pin::pin!(connection), std::pin::pin!(watcher));
-        let mut watched = std::pin::pin!(Watched::new(connection, watcher));
-        let (first, second) = (Arc::new(Counted(0.into())), Arc::new(Counted(0.into())));
-        let wakes = |task: &Arc<Counted>| task.0.load(Ordering::Relaxed);
-        for task in [&first, &second] {
-            let waker = Waker::from(Arc::clone(task));
-            for _ in 0..2 {
-                assert!(watched.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
-            }
-            watcher_waker.borrow().as_ref().expect("the watcher was polled").wake_by_ref();
-        }
-        assert_eq!((wakes(&first), wakes(&second)), (1, 1), "each wake reaches the task as last polled");
-    }
-
-    /// The watcher is looked at first, then at its own wakes only, and
-    /// ends the pair when it resolves; the connection at every poll.
-    #[test]
-    fn a_watcher_is_polled_at_its_own_wakes_only() {
-        let (connection_polls, watcher_polls) = (Cell::new(0), Cell::new(0));
-        let (watcher_waker, watcher_done) = (RefCell::new(None::<Waker>), Cell::new(false));
-        let connection = std::future::poll_fn(|_| {
-            connection_polls.set(connection_polls.get() + 1);
-            Poll::<()>::Pending
-        });
-        let watcher = std::future::poll_fn(|cx| {
-            watcher_polls.set(watcher_polls.get() + 1);
-            *watcher_waker.borrow_mut() = Some(cx.waker().clone());
-            if watcher_done.get() { Poll::Ready("done") } else { Poll::Pending }
-        });
-        let (connection, watcher) = (std::pin::pin!(connection), std::pin::pin!(watcher));
-        let mut watched = std::pin::pin!(Watched::new(connection, watcher));
-        let mut cx = Context::from_waker(Waker::noop());
-        for _ in 0..3 {
-            assert!(watched.as_mut().poll(&mut cx).is_pending());
-        }
-        assert_eq!(
-            (connection_polls.get(), watcher_polls.get()),
-            (3, 1),
-            "the connection's wakes are not the watcher's"
-        );
-        let wake = || watcher_waker.borrow().as_ref().expect("the watcher was polled").wake_by_ref();
-        wake();
-        assert!(watched.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(watcher_polls.get(), 2, "polled at its own wake");
-        watcher_done.set(true);
-        wake();
-        assert!(matches!(watched.as_mut().poll(&mut cx), Poll::Ready(WatchEnd::Watcher("done"))));
     }
 }
