@@ -179,13 +179,13 @@ pub struct HttpUpstream {
     /// (`--redact-header`, lowercase), besides the built-in ones.
     pub redact_headers: Vec<String>,
     /// The agent's models recorded beside the upstream (`--model`).
-    pub models: Vec<ModelUpstream>,
+    pub llms: Vec<LlmUpstream>,
 }
 
 /// One of the agent's models (`--model NAME=URL`): the tape's
 /// `/model/NAME` stands for `url`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelUpstream {
+pub struct LlmUpstream {
     pub name: String,
     /// Base URL, without a trailing slash.
     pub url: String,

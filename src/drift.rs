@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 
 use crate::config::FailOn;
 use crate::engine::ledger::CaseKey;
-use crate::engine::models;
+use crate::engine::llm;
 use crate::jsonrpc::ErrorCode;
-use crate::model::{Direction, Exchange, ModelAnswer, ModelExchange, canonical_json};
+use crate::model::{Direction, Exchange, LlmAnswer, LlmExchange, canonical_json};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 
@@ -409,16 +409,16 @@ pub fn cassettes(old: &[Exchange], new: &[Exchange], ignored: &[String]) -> Find
 /// recordings hold: paired by model, method, target and request (equal as
 /// canonical JSON) and order, each answer compared as JSON (a stream as
 /// its events' texts), fields at `ignored` pointers left out.
-pub fn models(findings: &mut Findings, old: &[ModelExchange], new: &[ModelExchange], ignored: &[String]) {
-    let key = |e: &ModelExchange| {
+pub fn llms(findings: &mut Findings, old: &[LlmExchange], new: &[LlmExchange], ignored: &[String]) {
+    let key = |e: &LlmExchange| {
         let request = serde_json::from_str::<Value>(&e.request)
             .map_or_else(|_| e.request.clone(), |v| canonical_json(&v));
         (e.model.clone(), e.method.clone(), e.target.clone(), request)
     };
-    let label = |e: &ModelExchange| models::case_of(&e.model, &e.method, &e.target).to_string();
-    let as_json = |e: &ModelExchange| match &e.answer {
-        ModelAnswer::Whole(body) => serde_json::from_str(body).unwrap_or_else(|_| Value::from(body.as_str())),
-        ModelAnswer::Events(events) => events.iter().map(|event| Value::from(event.text.as_str())).collect(),
+    let label = |e: &LlmExchange| llm::case_of(&e.model, &e.method, &e.target).to_string();
+    let as_json = |e: &LlmExchange| match &e.answer {
+        LlmAnswer::Whole(body) => serde_json::from_str(body).unwrap_or_else(|_| Value::from(body.as_str())),
+        LlmAnswer::Events(events) => events.iter().map(|event| Value::from(event.text.as_str())).collect(),
     };
     pair_up(findings, old, new, key, label, |a, b| answer(&as_json(a), &as_json(b), ignored));
 }
@@ -557,21 +557,21 @@ mod tests {
 
     #[test]
     fn model_exchanges_are_paired_by_request_and_their_answers_compared() {
-        let exchange = |request: &str, body: &str| ModelExchange {
+        let exchange = |request: &str, body: &str| LlmExchange {
             model: "openai".into(),
             method: "POST".into(),
             target: "/chat/completions?api-version=1".into(),
             request: request.into(),
             status: crate::model::Status::OK,
             content_type: "application/json".into(),
-            answer: ModelAnswer::Whole(body.into()),
+            answer: LlmAnswer::Whole(body.into()),
             recorded_at: None,
             source: None,
         };
         let old = [exchange(r#"{"a":1,"b":2}"#, r#"{"text":"hi"}"#), exchange(r#"{"a":9}"#, "{}")];
         let new = [exchange(r#"{ "b": 2, "a": 1 }"#, r#"{"text":"hello"}"#), exchange(r#"{"a":7}"#, "{}")];
         let mut findings = Findings::default();
-        models(&mut findings, &old, &new, &[]);
+        llms(&mut findings, &old, &new, &[]);
         let label = "model openai POST /chat/completions";
         assert_eq!(findings.exchanges.len(), 1, "{findings:?}");
         assert_eq!(findings.exchanges[0].0, label);

@@ -91,8 +91,8 @@
 //!   fault rule fires for a call ([`engine::inject`], before either mode
 //!   is asked), a request the recordings did not answer
 //!   ([`engine::miss`]), the ledger of what a run exercised
-//!   ([`engine::ledger`]), and the agent's model on the tape
-//!   ([`engine::models`]; a model's turn in a line for the report:
+//!   ([`engine::ledger`]), and the agent's LLM on the tape
+//!   ([`engine::llm`]; an LLM's turn in a line for the report:
 //!   [`engine::turn`]).
 //! - [`report`]: a run's ledger told as a summary, JUnit XML, a JSON
 //!   usage report (which `prune` and `rules suggest` read back) and an

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::cassette::store;
 use crate::error::Error;
-use crate::model::{Exchange, ModelAnswer, ModelExchange};
+use crate::model::{Exchange, LlmAnswer, LlmExchange};
 use crate::secrets::{self, Shapes};
 
 /// Where in a cassette a finding is.
@@ -25,7 +25,7 @@ pub enum Place {
     Template(String),
     /// An exchange with the agent's model: its model's name and its place
     /// among the cassette's model exchanges (from 1).
-    Model(String, usize),
+    Llm(String, usize),
 }
 
 /// One secret found.
@@ -74,8 +74,8 @@ pub fn lint(paths: &[PathBuf]) -> Result<Linted, Error> {
             search.text(&place, "/text", &template.text, None);
             search.value(&place, "/inputSchema", &template.input_schema, None);
         }
-        for (n, exchange) in loaded.model_exchanges.iter().enumerate() {
-            search.model(&Place::Model(exchange.model.clone(), n + 1), exchange);
+        for (n, exchange) in loaded.llm_exchanges.iter().enumerate() {
+            search.llm(&Place::Llm(exchange.model.clone(), n + 1), exchange);
         }
     }
     Ok(linted)
@@ -99,12 +99,12 @@ impl Search<'_> {
         }
     }
 
-    fn model(&mut self, place: &Place, exchange: &ModelExchange) {
+    fn llm(&mut self, place: &Place, exchange: &LlmExchange) {
         self.text(place, "/target", &exchange.target, None);
         self.text(place, "/request", &exchange.request, None);
         match &exchange.answer {
-            ModelAnswer::Whole(body) => self.text(place, "/body", body, None),
-            ModelAnswer::Events(events) => {
+            LlmAnswer::Whole(body) => self.text(place, "/body", body, None),
+            LlmAnswer::Events(events) => {
                 for (n, event) in events.iter().enumerate() {
                     let data =
                         event.text.lines().filter_map(|line| line.strip_prefix("data:")).collect::<Vec<_>>();

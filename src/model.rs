@@ -6,9 +6,13 @@
 //! SQLite as text ([`ToSql`]/[`FromSql`]). A cassette holds JSON in two
 //! forms: what a server or client said (its own text, byte for byte, with
 //! only what record or replay changed written anew: [`scan::rewrite`];
-//! an agent framework hands a model the text of what it read), and what is
-//! compared ([`canonical_json`]: keys sorted, for requests and match keys). No I/O, no protocol rules: `normalize` makes
-//! exchanges, `store` keeps them, `tape` indexes them.
+//! an agent framework hands an LLM the text of what it read), and what is
+//! compared ([`canonical_json`]: keys sorted, for requests and match keys).
+//! An exchange with the agent's LLM is an [`LlmExchange`] ([`llm`]). No
+//! I/O, no protocol rules: `normalize` makes exchanges, `store` keeps them,
+//! `tape` indexes them.
+
+pub mod llm;
 
 use rusqlite::ToSql;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
@@ -16,6 +20,7 @@ use serde_json::Value;
 
 use crate::jsonrpc::scan;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES};
+pub use llm::{LlmAnswer, LlmEvent, LlmExchange, LlmSource};
 
 /// An HTTP status as recorded: the number the upstream answered with.
 /// What a status means, and which one an answer goes with, is the HTTP
@@ -751,50 +756,4 @@ mod properties {
             prop_assert_eq!(canonical_json_without(&value, &key), canonical_json(&copy));
         }
     }
-}
-
-/// One request to the agent's model (`--model NAME=URL`) and its answer,
-/// as the client and the server wrote them. Credentials are never part of
-/// it: record leaves them out of `target` and scrubs them from the bodies.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelExchange {
-    /// The `NAME` of `--model NAME=URL`.
-    pub model: String,
-    pub method: String,
-    /// The path after `/model/NAME` (`/` for none), with its query.
-    pub target: String,
-    /// The request body as the client wrote it.
-    pub request: String,
-    pub status: Status,
-    pub content_type: String,
-    pub answer: ModelAnswer,
-    /// Seconds since the Unix epoch.
-    pub recorded_at: Option<i64>,
-    /// Where it was read from (`None` for one not read from a cassette).
-    pub source: Option<ModelSource>,
-}
-
-/// Where a model exchange was read from: the cassette and its row.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ModelSource {
-    pub cassette: std::sync::Arc<std::path::Path>,
-    pub row: i64,
-}
-
-/// A model's answer body: whole, or a stream's events.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ModelAnswer {
-    Whole(String),
-    /// Server-Sent Events in the order they came.
-    Events(Vec<ModelEvent>),
-}
-
-/// One Server-Sent Event of a model's streamed answer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelEvent {
-    /// Milliseconds from the request to the event.
-    pub offset_ms: u64,
-    /// The event's lines as the server wrote them, without the blank line
-    /// that ends it.
-    pub text: String,
 }

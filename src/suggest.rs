@@ -21,11 +21,11 @@ use crate::config::Pace;
 use crate::engine::Outcome;
 use crate::engine::by_rule::{Asked, RuleIndex};
 use crate::engine::ledger::{CaseKey, Ledger};
-use crate::engine::models::{MODEL_SERVER_PREFIX, ModelCall, ModelTape};
+use crate::engine::llm::{LLM_SERVER_PREFIX, LlmCall, LlmTape};
 use crate::error::Error;
 use crate::matching::{self, Fold, Glob, MatchRules, Pointer};
 use crate::mcp;
-use crate::model::{Era, ModelAnswer, ModelExchange};
+use crate::model::{Era, LlmAnswer, LlmExchange};
 use crate::normalize::{self, Difference, Rules};
 
 /// One miss the report lists: what was asked, and where the nearest
@@ -44,7 +44,7 @@ impl ReportedMiss {
     /// The agent's model a miss of a request to one is of (its server is
     /// `model NAME`).
     fn model(&self) -> Option<&str> {
-        self.server.strip_prefix(MODEL_SERVER_PREFIX)
+        self.server.strip_prefix(LLM_SERVER_PREFIX)
     }
 
     /// The case this miss is of.
@@ -90,7 +90,7 @@ pub fn suggest(
 ) -> Result<String, Error> {
     let loaded = store::load_as_text(&store::cassette_files(cassettes)?)?;
     let tape = Tape::new(loaded.exchanges, normalization);
-    let models = loaded.model_exchanges;
+    let llms = loaded.llm_exchanges;
     // Each suggested table names one server, method and name: its check looks at their recordings.
     let mut cases: HashMap<(&str, &str, &str), Vec<&Arc<Recorded>>> = HashMap::new();
     for recorded in tape.recordings() {
@@ -118,7 +118,7 @@ pub fn suggest(
                 write!(out, "; the nearest recording differed at {}", normalize::describe(&miss.differences));
         }
         let checked = match miss.model() {
-            Some(model) => check_model(&table, model, miss, &models, normalization),
+            Some(model) => check_llm(&table, model, miss, &llms, normalization),
             None => {
                 let name = mcp::subject_of(&miss.method, Some(&miss.params)).unwrap_or_default();
                 let recordings = cases
@@ -212,11 +212,11 @@ fn check(table: &str, miss: &ReportedMiss, recordings: &[&Arc<Recorded>], normal
 
 /// What `table` would do with a miss of a request to the agent's model
 /// `model` over the cassettes' `recordings` of it.
-fn check_model(
+fn check_llm(
     table: &str,
     model: &str,
     miss: &ReportedMiss,
-    recordings: &[ModelExchange],
+    recordings: &[LlmExchange],
     normalization: &Rules,
 ) -> String {
     let rules = match MatchRules::parse(std::path::Path::new("(suggested)"), table) {
@@ -226,15 +226,15 @@ fn check_model(
     let Some((method, target)) = miss.method.split_once(' ') else {
         return "not checked: the report does not say the request's method and target".into();
     };
-    let tape = ModelTape::new(recordings.to_vec(), normalization);
+    let tape = LlmTape::new(recordings.to_vec(), normalization);
     let body = miss.params.to_string();
-    let call = ModelCall { model, method, target, body: &body, credentials: &[] };
+    let call = LlmCall { model, method, target, body: &body, credentials: &[] };
     let reply = tape.answer(&call, normalization, &rules, Pace::Instant, &Ledger::default());
     match reply.outcome {
         Outcome::Hit | Outcome::Ruled => "checked: answers the miss with a recording".into(),
         _ => match reply.answer {
-            ModelAnswer::Whole(error) => format!("checked: would still miss: {error}"),
-            ModelAnswer::Events(_) => "checked: would still miss".into(),
+            LlmAnswer::Whole(error) => format!("checked: would still miss: {error}"),
+            LlmAnswer::Events(_) => "checked: would still miss".into(),
         },
     }
 }

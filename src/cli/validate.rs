@@ -12,7 +12,7 @@ use super::{
 };
 use crate::config::{
     Around, Command, DEFAULT_IDLE_TIMEOUT, DiffConfig, Expired, ExportConfig, FailOn, Format, Front,
-    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, MaxAge, ModelUpstream, PruneConfig,
+    FrontDoor, HttpUpstream, ImportConfig, ImportSource, LintConfig, LlmUpstream, MaxAge, PruneConfig,
     RecordConfig, RecordMode, ReplayConfig, Reports, SuggestConfig, TestConfig, TestMode, Timeouts, Upstream,
     VerifyConfig,
 };
@@ -266,14 +266,14 @@ pub const MODEL_VARIABLE: &str = "MCP_TAPE_MODEL";
 ///
 /// An entry that is not `NAME=URL` with a name of letters, digits, `_`,
 /// `.` and `-` (not dots alone) and an http(s) URL, or a name given twice.
-fn models(flags: Vec<String>) -> Result<Vec<ModelUpstream>, Error> {
+fn llms(flags: Vec<String>) -> Result<Vec<LlmUpstream>, Error> {
     let (entries, from) = match std::env::var(MODEL_VARIABLE) {
         Ok(value) if flags.is_empty() => {
             (value.split_whitespace().map(str::to_owned).collect(), format!("{MODEL_VARIABLE}: "))
         }
         _ => (flags, "--model ".to_owned()),
     };
-    let mut models: Vec<ModelUpstream> = Vec::with_capacity(entries.len());
+    let mut llms: Vec<LlmUpstream> = Vec::with_capacity(entries.len());
     for entry in entries {
         let shown = crate::redact::url_for_log(&entry);
         let bad = |why: &str| Error::Config(format!("{from}{shown:?}: {why}"));
@@ -292,12 +292,12 @@ fn models(flags: Vec<String>) -> Result<Vec<ModelUpstream>, Error> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(bad("expected an http:// or https:// URL after the '='"));
         }
-        if models.iter().any(|known| known.name == name) {
+        if llms.iter().any(|known| known.name == name) {
             return Err(bad("a model of that name is given already"));
         }
-        models.push(ModelUpstream { name: name.to_owned(), url: url.trim_end_matches('/').to_owned() });
+        llms.push(LlmUpstream { name: name.to_owned(), url: url.trim_end_matches('/').to_owned() });
     }
-    Ok(models)
+    Ok(llms)
 }
 
 impl UpstreamArgs {
@@ -322,7 +322,7 @@ impl UpstreamArgs {
                 idle: seconds("--idle-timeout", self.idle_timeout)?,
             },
             redact_headers: self.redact_headers.iter().map(|name| name.to_ascii_lowercase()).collect(),
-            models: models(self.models)?,
+            llms: llms(self.models)?,
         })
     }
 }

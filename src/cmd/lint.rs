@@ -50,7 +50,7 @@ fn place(finding: &Finding) -> String {
         Place::Exchange(row) => format!("{cassette}#{row}"),
         Place::Service(route) => format!("{cassette} service {route}"),
         Place::Template(tool) => format!("{cassette} template {tool}"),
-        Place::Model(model, n) => format!("{cassette} model {model} #{n}"),
+        Place::Llm(model, n) => format!("{cassette} model {model} #{n}"),
     }
 }
 
@@ -69,7 +69,7 @@ fn as_json(finding: &Finding) -> Value {
         Place::Exchange(row) => found["exchange"] = (*row).into(),
         Place::Service(route) => found["service"] = route.as_str().into(),
         Place::Template(tool) => found["template"] = tool.as_str().into(),
-        Place::Model(model, n) => found["model"] = json!({"name": model, "exchange": n}),
+        Place::Llm(model, n) => found["model"] = json!({"name": model, "exchange": n}),
     }
     found
 }

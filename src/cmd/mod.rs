@@ -156,7 +156,7 @@ pub(super) fn on_stdio(mut faults: FaultRules) -> FaultRules {
 /// What a run exercised, over the recordings `engine` could use.
 pub(super) fn report_of<L>(engine: &Engine<L>, max_age: Option<MaxAge>) -> Report {
     let stale_fails = max_age.is_some_and(|age| age.expired == Expired::Error);
-    Report::new(engine.usage(), engine.recordings(), stale_fails).with_models(engine.model_recordings())
+    Report::new(engine.usage(), engine.recordings(), stale_fails).with_llms(engine.llm_recordings())
 }
 
 /// Writes the reports `reports` asks for; `passed`: the run's verdict.

@@ -5,7 +5,7 @@ use super::read_report;
 use crate::cassette::store::Cassette;
 use crate::config::PruneConfig;
 use crate::error::Error;
-use crate::model::ModelExchange;
+use crate::model::LlmExchange;
 use crate::report;
 use crate::util;
 
@@ -22,22 +22,22 @@ pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
         .into_iter()
         .map(|unused| (unused.row, unused.key, unused.occurrence))
         .collect();
-    let models = report::unused_model_rows(&report, &config.cassette)?;
+    let llms = report::unused_llm_rows(&report, &config.cassette)?;
     let mut cassette = Cassette::open(&config.cassette)?;
     let mut done = cassette.remove(&rows)?;
-    let told: Vec<(i64, String)> = models
+    let told: Vec<(i64, String)> = llms
         .iter()
         .map(|unused| {
             (unused.source.row, format!("model {} {} {}", unused.model, unused.method, unused.target))
         })
         .collect();
-    let holds = |row: i64, exchange: &ModelExchange| {
-        models.iter().any(|unused| unused.source.row == row && unused.holds(exchange))
+    let holds = |row: i64, exchange: &LlmExchange| {
+        llms.iter().any(|unused| unused.source.row == row && unused.holds(exchange))
     };
-    let from_models = cassette.remove_models(&told, holds)?;
+    let from_llms = cassette.remove_llms(&told, holds)?;
     cassette.settle();
-    done.removed.extend(from_models.removed);
-    done.kept.extend(from_models.kept);
+    done.removed.extend(from_llms.removed);
+    done.kept.extend(from_llms.kept);
     for (row, what) in &done.removed {
         println!("removed #{row}: {}", util::printable(what));
     }

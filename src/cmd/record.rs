@@ -17,7 +17,7 @@ use crate::engine::replay::{Replay, ServiceAnswers};
 use crate::engine::{Engine, Facts, Lost, Mode, Recorder};
 use crate::error::Error;
 use crate::matching::MatchRules;
-use crate::model::ModelExchange;
+use crate::model::LlmExchange;
 use crate::normalize::Normalization;
 use crate::normalize::Rules as Normalizing;
 use crate::redact;
@@ -46,7 +46,7 @@ pub(super) async fn run(config: RecordConfig) -> Result<u8, Error> {
 /// exchanges and its model exchanges.
 struct Existing {
     tape: Tape,
-    models: Vec<ModelExchange>,
+    llms: Vec<LlmExchange>,
 }
 
 /// The cassette a recording writes, its directory made, and what it holds
@@ -64,7 +64,7 @@ fn open_for_recording(
         RecordMode::All => None,
         RecordMode::Missing => Some(Existing {
             tape: Tape::new(cassette.exchanges_as_text()?, rules),
-            models: cassette.model_exchanges()?,
+            llms: cassette.llm_exchanges()?,
         }),
     };
     Ok((cassette, existing))
@@ -85,8 +85,8 @@ pub(super) fn http_recording(
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
         http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
-    let models = upstream
-        .models
+    let llms = upstream
+        .llms
         .iter()
         .map(|model| {
             let client =
@@ -97,7 +97,7 @@ pub(super) fn http_recording(
         .collect::<Result<Vec<_>, Error>>()?;
     let writer = Writer::start(cassette)?;
     let recorder = Recorder::new(writer.handle(), rules.clone(), &upstream_host(&upstream.url));
-    let link = Proxy::new(client).with_models(models);
+    let link = Proxy::new(client).with_llms(llms);
     let engine = recording_engine(recorder, link, existing, rules, matches).with_faults(faults);
     let app = App::new(engine, front_door).redacting_headers(upstream.redact_headers.clone());
     Ok((Arc::new(app), writer))
@@ -115,7 +115,7 @@ fn recording_engine<L>(
 ) -> Engine<L> {
     let mode = match existing {
         None => Mode::Record { recorder, link },
-        Some(Existing { tape, models }) => Mode::Missing {
+        Some(Existing { tape, llms }) => Mode::Missing {
             cassette: Replay::new(
                 tape,
                 ServiceAnswers::default(),
@@ -124,7 +124,7 @@ fn recording_engine<L>(
                 config::Pace::Instant,
             )
             .with_match_rules(match_rules)
-            .with_models(models),
+            .with_llms(llms),
             recorder,
             link,
         },

@@ -95,13 +95,13 @@ pub(super) fn load_cassettes(
         tracing::info!("{} answer templates fail a share of their calls (errorRate)", carried.len());
     }
     let service = ServiceAnswers::new(loaded.service_answers);
-    let models = loaded.model_exchanges;
-    if !models.is_empty() {
-        tracing::info!("loaded {} exchanges with the agent's model", models.len());
+    let llms = loaded.llm_exchanges;
+    if !llms.is_empty() {
+        tracing::info!("loaded {} exchanges with the agent's model", llms.len());
     }
     let replay = Replay::new(tape, service, rules, on_miss, pace)
         .with_max_age(max_age.map(|age| age.limit))
-        .with_models(models);
+        .with_llms(llms);
     Ok((replay, carried))
 }
 

@@ -28,10 +28,10 @@ pub mod by_rule;
 pub mod flight;
 pub mod inject;
 pub mod ledger;
+pub mod llm;
 pub mod memory;
 pub mod message;
 pub mod miss;
-pub mod models;
 pub mod nearest;
 pub mod policy;
 pub mod record;
@@ -57,8 +57,8 @@ use replay::Replay;
 
 pub use answer::Answer;
 pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
+pub use llm::{LlmCall, LlmFlight, LlmReply, LlmStep};
 pub use message::{Arrived, AsWritten};
-pub use models::{ModelCall, ModelFlight, ModelReply, ModelStep};
 pub use policy::{Headers, Policy};
 pub use record::{Lost, LostAnswers, Recorder};
 pub use step::{Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing};
@@ -355,13 +355,13 @@ impl<L> Engine<L> {
     /// recording or a miss); record's forward; `--mode missing` answers
     /// what the cassette holds and forwards the rest. Fault rules do not
     /// apply: they name MCP servers and tools.
-    pub fn model(&self, call: &ModelCall) -> ModelStep<'_, L> {
+    pub fn llm(&self, call: &LlmCall) -> LlmStep<'_, L> {
         match &self.mode {
-            Mode::Replay(replay) => ModelStep::Answer(replay.model(call)),
-            Mode::Record { recorder, link } => ModelStep::Forward { link, flight: recorder.model(call) },
-            Mode::Missing { cassette, recorder, link } => match cassette.model_recorded(call) {
-                Some(reply) => ModelStep::Answer(reply),
-                None => ModelStep::Forward { link, flight: recorder.model(call) },
+            Mode::Replay(replay) => LlmStep::Answer(replay.llm(call)),
+            Mode::Record { recorder, link } => LlmStep::Forward { link, flight: recorder.llm(call) },
+            Mode::Missing { cassette, recorder, link } => match cassette.llm_recorded(call) {
+                Some(reply) => LlmStep::Answer(reply),
+                None => LlmStep::Forward { link, flight: recorder.llm(call) },
             },
         }
     }
@@ -488,8 +488,8 @@ impl<L> Engine<L> {
     }
 
     /// The agent's model exchanges replay answers from, when replaying.
-    pub fn model_recordings(&self) -> Option<&models::ModelTape> {
-        self.replay().map(Replay::models)
+    pub fn llm_recordings(&self) -> Option<&llm::LlmTape> {
+        self.replay().map(Replay::llms)
     }
 
     /// Tells the engine a request ended in `fault`: recording, an upstream

@@ -7,14 +7,14 @@
 
 use serde_json::Value;
 
-use crate::model::ModelAnswer;
+use crate::model::LlmAnswer;
 use crate::util::clip;
 
 /// Bytes of a side of a turn the line shows at most.
 const SHOWN: usize = 160;
 
 /// `asked: ROLE: TEXT; answered: TEXT | tool calls NAME, NAME`.
-pub fn told(request: &str, answer: Option<&ModelAnswer>) -> String {
+pub fn told(request: &str, answer: Option<&LlmAnswer>) -> String {
     let asked = serde_json::from_str::<Value>(request).ok().and_then(|body| last_message(&body));
     let asked = asked.unwrap_or_else(|| "(not read)".into());
     let answered = match answer {
@@ -56,11 +56,11 @@ fn text_of(content: &Value) -> String {
 }
 
 /// What an answer said: its text, or the tools it called.
-fn answered(answer: &ModelAnswer) -> Option<String> {
+fn answered(answer: &LlmAnswer) -> Option<String> {
     let mut said = Said::default();
     match answer {
-        ModelAnswer::Whole(body) => said.whole(&serde_json::from_str(body).ok()?),
-        ModelAnswer::Events(events) => {
+        LlmAnswer::Whole(body) => said.whole(&serde_json::from_str(body).ok()?),
+        LlmAnswer::Events(events) => {
             for event in events {
                 for data in event.text.lines().filter_map(|line| line.strip_prefix("data:")) {
                     if let Ok(chunk) = serde_json::from_str::<Value>(data.trim_start()) {
@@ -152,27 +152,27 @@ impl Said {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ModelEvent;
+    use crate::model::LlmEvent;
 
     #[test]
     fn a_turn_tells_the_last_message_and_the_answer() {
         let request =
             r#"{"messages":[{"role":"system","content":"Be brief."},{"role":"tool","content":"[1,2]"}]}"#;
-        let called = ModelAnswer::Whole(
+        let called = LlmAnswer::Whole(
             r#"{"choices":[{"message":{"content":null,"tool_calls":[{"function":{"name":"send_invite"}}]}}]}"#.into(),
         );
         assert_eq!(told(request, Some(&called)), "asked tool: [1,2]; answered tool calls send_invite");
-        let streamed = ModelAnswer::Events(
+        let streamed = LlmAnswer::Events(
             [
                 r#"data: {"choices":[{"delta":{"content":"Invited "}}]}"#,
                 r#"data: {"choices":[{"delta":{"content":"Bob."}}]}"#,
                 "data: [DONE]",
             ]
-            .map(|text| ModelEvent { offset_ms: 0, text: text.into() })
+            .map(|text| LlmEvent { offset_ms: 0, text: text.into() })
             .to_vec(),
         );
         assert_eq!(told(request, Some(&streamed)), "asked tool: [1,2]; answered Invited Bob.");
-        let anthropic = ModelAnswer::Whole(r#"{"content":[{"type":"text","text":"Hi."}]}"#.into());
+        let anthropic = LlmAnswer::Whole(r#"{"content":[{"type":"text","text":"Hi."}]}"#.into());
         let asked = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"hello"}]}]}"#;
         assert_eq!(told(asked, Some(&anthropic)), "asked user: hello; answered Hi.");
         assert_eq!(told("not json", None), "asked (not read); answered (nothing: a miss)");

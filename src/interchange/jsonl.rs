@@ -22,9 +22,9 @@ use crate::cassette::store::Cassette;
 use crate::error::Error;
 use crate::limits::MAX_IMPORT_LINE_BYTES;
 use crate::model::{
-    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, ModelAnswer, ModelEvent, ModelExchange,
-    Provenance, RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status, StreamShape,
-    TemplateFailure, canonical_json,
+    AnswerTemplate, Aside, Channel, Direction, Era, Exchange, LlmAnswer, LlmEvent, LlmExchange, Provenance,
+    RawExchange, RecordedMessage, ServiceAnswer, ServiceRoute, Status, StreamShape, TemplateFailure,
+    canonical_json,
 };
 use crate::normalize::Rules;
 
@@ -60,8 +60,8 @@ pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Si
         }
         writeln!(out, "{}", canonical_json(&line))?;
     }
-    for exchange in &cassette.model_exchanges().map_err(std::io::Error::other)? {
-        writeln!(out, "{}", canonical_json(&model_line(exchange, timings)))?;
+    for exchange in &cassette.llm_exchanges().map_err(std::io::Error::other)? {
+        writeln!(out, "{}", canonical_json(&llm_line(exchange, timings)))?;
     }
     for template in &cassette.templates().map_err(std::io::Error::other)? {
         let mut line = json!({
@@ -87,7 +87,7 @@ pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Si
 /// An exchange with the agent's model as one line: its bodies as the text
 /// they were written as (`body`, or a stream's `events`), with
 /// `recordedAt` and each event's `offsetsMs` when timings are kept.
-fn model_line(exchange: &ModelExchange, timings: Timings) -> Value {
+fn llm_line(exchange: &LlmExchange, timings: Timings) -> Value {
     let mut line = json!({
         "model": exchange.model,
         "method": exchange.method,
@@ -97,8 +97,8 @@ fn model_line(exchange: &ModelExchange, timings: Timings) -> Value {
         "contentType": exchange.content_type,
     });
     match &exchange.answer {
-        ModelAnswer::Whole(body) => line["body"] = body.as_str().into(),
-        ModelAnswer::Events(events) => {
+        LlmAnswer::Whole(body) => line["body"] = body.as_str().into(),
+        LlmAnswer::Events(events) => {
             line["events"] = events.iter().map(|event| Value::from(event.text.as_str())).collect();
             if timings == Timings::Kept {
                 line["offsetsMs"] = events.iter().map(|event| Value::from(event.offset_ms)).collect();
@@ -111,11 +111,11 @@ fn model_line(exchange: &ModelExchange, timings: Timings) -> Value {
     line
 }
 
-/// A `"model"` line, as [`model_line`] writes it.
-fn parse_model_line(value: &Value) -> Result<ModelExchange, String> {
+/// A `"model"` line, as [`llm_line`] writes it.
+fn parse_llm_line(value: &Value) -> Result<LlmExchange, String> {
     let text = |key: &str| value.get(key).and_then(Value::as_str).ok_or(format!("{key:?} must be a string"));
     let answer = match (value.get("body"), value.get("events")) {
-        (Some(Value::String(body)), None) => ModelAnswer::Whole(body.clone()),
+        (Some(Value::String(body)), None) => LlmAnswer::Whole(body.clone()),
         (None, Some(Value::Array(events))) => {
             let offsets = value.get("offsetsMs").and_then(Value::as_array);
             let events = events
@@ -130,10 +130,10 @@ fn parse_model_line(value: &Value) -> Result<ModelExchange, String> {
                             .and_then(Value::as_u64)
                             .ok_or("\"offsetsMs\" must hold a count of milliseconds for each event")?,
                     };
-                    Ok(ModelEvent { offset_ms, text })
+                    Ok(LlmEvent { offset_ms, text })
                 })
                 .collect::<Result<_, String>>()?;
-            ModelAnswer::Events(events)
+            LlmAnswer::Events(events)
         }
         _ => return Err("a model exchange needs either \"body\" (text) or \"events\" (texts)".into()),
     };
@@ -141,7 +141,7 @@ fn parse_model_line(value: &Value) -> Result<ModelExchange, String> {
         None => None,
         Some(at) => Some(at.as_i64().ok_or("\"recordedAt\" must be whole seconds since 1970")?),
     };
-    Ok(ModelExchange {
+    Ok(LlmExchange {
         model: text("model")?.to_owned(),
         method: text("method")?.to_owned(),
         target: text("target")?.to_owned(),
@@ -361,7 +361,7 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
             match (value.get("service"), value.get("toolTemplate"), value.get("model")) {
                 (Some(_), _, _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
                 (None, Some(_), _) => importing.template(&parse_template_line(&value).map_err(bad)?)?,
-                (None, None, Some(_)) => importing.model(&parse_model_line(&value).map_err(bad)?)?,
+                (None, None, Some(_)) => importing.llm(&parse_llm_line(&value).map_err(bad)?)?,
                 (None, None, None) => {
                     let mut exchange = rules.exchange(parse_line(&value, line).map_err(bad)?);
                     if let Some(why) = exchange.over_record_bounds() {
@@ -618,12 +618,10 @@ mod tests {
             "{LINE}\n{ASIDE_LINE}\n\n{SERVICE_LINE}\n{TEXT_SERVICE_LINE}\n{MODEL_LINE}\n{STREAM_LINE}\n{TEMPLATE_LINE}\n"
         );
         assert_eq!(import(input.as_bytes(), &mut cassette).unwrap(), 7);
-        let models = cassette.model_exchanges().unwrap();
-        assert!(
-            matches!(&models[0].answer, ModelAnswer::Whole(body) if body.contains("\n  \"total\": 1234"))
-        );
-        assert_eq!(models[0].request, r#"{ "model": "m", "messages": [] }"#, "the request as written");
-        let ModelAnswer::Events(events) = &models[1].answer else { panic!("{models:?}") };
+        let llms = cassette.llm_exchanges().unwrap();
+        assert!(matches!(&llms[0].answer, LlmAnswer::Whole(body) if body.contains("\n  \"total\": 1234")));
+        assert_eq!(llms[0].request, r#"{ "model": "m", "messages": [] }"#, "the request as written");
+        let LlmAnswer::Events(events) = &llms[1].answer else { panic!("{llms:?}") };
         assert_eq!((events[1].offset_ms, events[1].text.as_str()), (9, "event: done\ndata: [DONE]"));
         assert_eq!(cassette.exchanges().unwrap()[1].asides.len(), 2, "asides are stored");
         let shape = StreamShape { primed: true, retry_ms: Some(500), closed_after: Some(0) };

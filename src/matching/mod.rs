@@ -188,8 +188,8 @@ impl MatchRules {
 
     /// The index of the first rule that decides the requests to the
     /// agent's model `model`.
-    pub fn find_model(&self, model: &str) -> Option<usize> {
-        self.rules.iter().position(|rule| rule.decides_model(model))
+    pub fn find_llm(&self, model: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.decides_llm(model))
     }
 
     /// Where rule `index` stands, for reports: `FILE:LINE`.
@@ -259,7 +259,7 @@ impl MatchRule {
     }
 
     /// Whether this rule decides the requests to the agent's model `model`.
-    pub fn decides_model(&self, model: &str) -> bool {
+    pub fn decides_llm(&self, model: &str) -> bool {
         self.model.as_ref().is_some_and(|glob| glob.matches(model))
     }
 

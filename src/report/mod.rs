@@ -21,10 +21,10 @@ use sha2::{Digest, Sha256};
 
 use crate::cassette::tape::Tape;
 use crate::engine::ledger::{Case, CaseKey, Usage};
-use crate::engine::models::ModelTape;
+use crate::engine::llm::LlmTape;
 use crate::error::Error;
 use crate::limits::MAX_OTHER_CASES;
-use crate::model::{MatchKey, ModelExchange, ModelSource, Source};
+use crate::model::{LlmExchange, LlmSource, MatchKey, Source};
 use crate::normalize::{self, Difference};
 use crate::util::printable;
 
@@ -46,14 +46,14 @@ pub struct Report {
     /// Whether stale recordings fail the run (`--expired error`).
     pub stale_fails: bool,
     /// Exchanges with the agent's model that never answered.
-    pub unused_models: Vec<UnusedModel>,
+    pub unused_llms: Vec<UnusedLlm>,
 }
 
 /// An exchange with the agent's model a run never used: its row, and what
 /// the row held (for `prune` to check it still does).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct UnusedModel {
-    pub source: ModelSource,
+pub struct UnusedLlm {
+    pub source: LlmSource,
     pub model: String,
     pub method: String,
     pub target: String,
@@ -61,9 +61,9 @@ pub struct UnusedModel {
     pub request_digest: String,
 }
 
-impl UnusedModel {
+impl UnusedLlm {
     /// Whether `exchange` holds what this says.
-    pub fn holds(&self, exchange: &ModelExchange) -> bool {
+    pub fn holds(&self, exchange: &LlmExchange) -> bool {
         exchange.model == self.model
             && exchange.method == self.method
             && exchange.target == self.target
@@ -92,17 +92,17 @@ impl Report {
         }
         used.sort();
         unused.sort();
-        Report { usage, used, unused, stale_fails, unused_models: Vec::new() }
+        Report { usage, used, unused, stale_fails, unused_llms: Vec::new() }
     }
 
     /// The same report, listing the exchanges with the agent's model of
     /// `models` that never answered.
-    pub fn with_models(self, models: Option<&ModelTape>) -> Report {
-        let mut unused_models: Vec<UnusedModel> = models
+    pub fn with_llms(self, llms: Option<&LlmTape>) -> Report {
+        let mut unused_llms: Vec<UnusedLlm> = llms
             .into_iter()
-            .flat_map(ModelTape::unused)
+            .flat_map(LlmTape::unused)
             .filter_map(|exchange| {
-                Some(UnusedModel {
+                Some(UnusedLlm {
                     source: exchange.source.clone()?,
                     model: exchange.model.clone(),
                     method: exchange.method.clone(),
@@ -111,8 +111,8 @@ impl Report {
                 })
             })
             .collect();
-        unused_models.sort();
-        Report { unused_models, ..self }
+        unused_llms.sort();
+        Report { unused_llms, ..self }
     }
 
     pub fn requests(&self) -> u64 {
@@ -336,7 +336,7 @@ impl Report {
             "used": self.used.iter().map(place).collect::<Vec<_>>(),
             "stale": self.usage.stale.iter().map(place).collect::<Vec<_>>(),
             "unused": unused,
-            "unusedModels": self.unused_models.iter().map(|unused| json!({
+            "unusedModels": self.unused_llms.iter().map(|unused| json!({
                 "cassette": unused.source.cassette.to_string_lossy(),
                 "row": unused.source.row,
                 "model": unused.model,
@@ -416,7 +416,7 @@ pub fn unused_rows(report: &Value, cassette: &Path) -> Result<Vec<Unused>, Error
 /// # Errors
 ///
 /// An `"unusedModels"` entry that does not say its row and what it held.
-pub fn unused_model_rows(report: &Value, cassette: &Path) -> Result<Vec<UnusedModel>, Error> {
+pub fn unused_llm_rows(report: &Value, cassette: &Path) -> Result<Vec<UnusedLlm>, Error> {
     let wanted = same_file(cassette);
     let mut rows = Vec::new();
     for entry in report.get("unusedModels").and_then(Value::as_array).into_iter().flatten() {
@@ -436,8 +436,8 @@ pub fn unused_model_rows(report: &Value, cassette: &Path) -> Result<Vec<UnusedMo
         if same_file(Path::new(file)) != wanted {
             continue;
         }
-        rows.push(UnusedModel {
-            source: ModelSource { cassette: Arc::from(Path::new(file)), row },
+        rows.push(UnusedLlm {
+            source: LlmSource { cassette: Arc::from(Path::new(file)), row },
             model: model.to_owned(),
             method: method.to_owned(),
             target: target.to_owned(),

@@ -17,7 +17,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use mcp_tape::cassette::store::Cassette;
-use mcp_tape::model::ModelAnswer;
+use mcp_tape::model::LlmAnswer;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -326,7 +326,7 @@ async fn the_model_is_recorded_beside_mcp_and_replayed_with_nothing_upstream() {
     for key in [OPENAI_KEY, ANTHROPIC_KEY, AZURE_KEY] {
         assert!(!bytes.windows(key.len()).any(|w| w == key.as_bytes()), "{key} is in the cassette");
     }
-    let stored = Cassette::open_read_only(&cassette).unwrap().model_exchanges().unwrap();
+    let stored = Cassette::open_read_only(&cassette).unwrap().llm_exchanges().unwrap();
     let targets: Vec<(&str, &str)> = stored.iter().map(|e| (e.model.as_str(), e.target.as_str())).collect();
     assert_eq!(
         targets,
@@ -340,7 +340,7 @@ async fn the_model_is_recorded_beside_mcp_and_replayed_with_nothing_upstream() {
         "the 401 is not stored; the query's key is left out"
     );
     assert_eq!(stored[0].request, chat("Be brief.", false), "the request as the client wrote it");
-    let ModelAnswer::Events(events) = &stored[2].answer else { panic!("a stream: {:?}", stored[2]) };
+    let LlmAnswer::Events(events) = &stored[2].answer else { panic!("a stream: {:?}", stored[2]) };
     assert_eq!(events.len(), 3);
     assert_eq!(events[2].text, "data: [DONE]");
 
@@ -409,8 +409,8 @@ async fn a_streamed_answer_is_relayed_as_it_arrives_while_recording() {
     let (status, log) = record.stop("INT").await;
     assert!(status.success(), "{log}");
     let stored =
-        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
-    let ModelAnswer::Events(events) = &stored[0].answer else { panic!("{stored:?}") };
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().llm_exchanges().unwrap();
+    let LlmAnswer::Events(events) = &stored[0].answer else { panic!("{stored:?}") };
     assert_eq!(events.len(), 3, "{events:?}");
     assert!(events[0].offset_ms <= events[1].offset_ms && events[1].offset_ms <= events[2].offset_ms);
 }
@@ -570,7 +570,7 @@ async fn prune_removes_the_model_exchanges_a_passing_run_never_used() {
         pruned.status.success() && out.contains("removed #2: model openai POST /chat/completions"),
         "{out}"
     );
-    let left = Cassette::open_read_only(&cassette).unwrap().model_exchanges().unwrap();
+    let left = Cassette::open_read_only(&cassette).unwrap().llm_exchanges().unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].request, chat("Be brief.", false));
 }
@@ -595,8 +595,8 @@ async fn a_compressed_answer_is_stored_decompressed() {
     let (status, log) = record.stop("INT").await;
     assert!(status.success(), "{log}");
     let stored =
-        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
-    assert_eq!(stored[0].answer, ModelAnswer::Whole(r#"{"id":"chatcmpl-1","compressed":true}"#.into()));
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().llm_exchanges().unwrap();
+    assert_eq!(stored[0].answer, LlmAnswer::Whole(r#"{"id":"chatcmpl-1","compressed":true}"#.into()));
 }
 
 /// A model answer the client was given that cannot be stored as it saw
@@ -641,7 +641,7 @@ async fn a_model_answer_that_cannot_be_stored_fails_the_recording_naming_it() {
             "{asked}: {log}"
         );
         let stored =
-            Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+            Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().llm_exchanges().unwrap();
         assert!(stored.is_empty(), "{asked}: {stored:?}");
     }
 }
@@ -676,13 +676,13 @@ async fn a_model_answer_repeating_a_credential_or_a_secret_shape_stores_neither(
     let (status, log) = record.stop("INT").await;
     assert!(status.success(), "{log}");
     let stored =
-        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().model_exchanges().unwrap();
+        Cassette::open_read_only(&dir.path().join("default.sqlite")).unwrap().llm_exchanges().unwrap();
     assert_eq!(stored.len(), 2);
     let answers: Vec<String> = stored
         .iter()
         .map(|exchange| match &exchange.answer {
-            ModelAnswer::Whole(body) => body.clone(),
-            ModelAnswer::Events(events) => {
+            LlmAnswer::Whole(body) => body.clone(),
+            LlmAnswer::Events(events) => {
                 events.iter().map(|e| e.text.as_str()).collect::<Vec<_>>().join("\n")
             }
         })

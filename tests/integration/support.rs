@@ -351,7 +351,7 @@ impl Recorder {
                     ca: options.upstream_ca,
                     timeouts: options.timeouts,
                     redact_headers: options.redact_headers,
-                    models: Vec::new(),
+                    llms: Vec::new(),
                 },
             },
             cassette: cassette.clone(),

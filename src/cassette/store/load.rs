@@ -10,8 +10,8 @@ use rusqlite::Connection;
 use super::Cassette;
 use crate::error::{CassetteError, Error};
 use crate::model::{
-    AnswerTemplate, Aside, Exchange, ModelExchange, Provenance, RecordedMessage, ServiceAnswer, Source,
-    Status, StreamShape, TemplateFailure, Text,
+    AnswerTemplate, Aside, Exchange, LlmExchange, Provenance, RecordedMessage, ServiceAnswer, Source, Status,
+    StreamShape, TemplateFailure, Text,
 };
 use crate::util;
 
@@ -45,7 +45,7 @@ pub struct Loaded<J = serde_json::Value> {
     pub exchanges: Vec<Exchange<J>>,
     pub service_answers: Vec<ServiceAnswer>,
     pub templates: Vec<AnswerTemplate>,
-    pub model_exchanges: Vec<ModelExchange>,
+    pub llm_exchanges: Vec<LlmExchange>,
 }
 
 /// What one cassette holds, exchanges as stored.
@@ -54,7 +54,7 @@ pub struct Everything {
     pub exchanges: Vec<Exchange<Text>>,
     pub service_answers: Vec<ServiceAnswer>,
     pub templates: Vec<AnswerTemplate>,
-    pub model_exchanges: Vec<ModelExchange>,
+    pub llm_exchanges: Vec<LlmExchange>,
 }
 
 /// Everything in `files`, file by file, each in recorded order. Files are
@@ -75,7 +75,7 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
         }
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);
-        loaded.model_exchanges.extend(everything.model_exchanges);
+        loaded.llm_exchanges.extend(everything.llm_exchanges);
     }
     Ok(loaded)
 }
@@ -92,7 +92,7 @@ pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
         loaded.exchanges.extend(everything.exchanges);
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);
-        loaded.model_exchanges.extend(everything.model_exchanges);
+        loaded.llm_exchanges.extend(everything.llm_exchanges);
     }
     Ok(loaded)
 }

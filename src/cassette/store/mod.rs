@@ -25,8 +25,8 @@
 //! answers finish), and never corrupts the file (a power cut may also lose
 //! the last commits).
 
+mod llm;
 mod load;
-mod models;
 mod rows;
 mod writer;
 
@@ -45,7 +45,7 @@ pub use writer::{Prepare, Writer, WriterHandle, WriterReport};
 
 use crate::error::{CassetteError, Error};
 use crate::limits::MAX_TAGGED_ROWS;
-use crate::model::{AnswerTemplate, Exchange, MatchKey, ModelExchange, ServiceAnswer, Text, canonical_json};
+use crate::model::{AnswerTemplate, Exchange, LlmExchange, MatchKey, ServiceAnswer, Text, canonical_json};
 
 /// What [`Cassette::remove`] did: each row removed, and each row kept
 /// because it no longer holds what it was asked to remove (with what it
@@ -329,12 +329,12 @@ impl Cassette {
     /// # Errors
     ///
     /// An SQLite failure, or a row that does not hold a valid exchange.
-    pub fn model_exchanges(&self) -> Result<Vec<ModelExchange>, Error> {
-        self.read_model_exchanges().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
+    pub fn llm_exchanges(&self) -> Result<Vec<LlmExchange>, Error> {
+        self.read_llm_exchanges().map_err(|kind| Error::Cassette { path: self.path.clone(), kind })
     }
 
-    fn read_model_exchanges(&self) -> Result<Vec<ModelExchange>, CassetteError> {
-        if self.version < models::SINCE { Ok(Vec::new()) } else { models::read(&self.conn, &self.path) }
+    fn read_llm_exchanges(&self) -> Result<Vec<LlmExchange>, CassetteError> {
+        if self.version < llm::SINCE { Ok(Vec::new()) } else { llm::read(&self.conn, &self.path) }
     }
 
     /// Every answer template, by server and tool.
@@ -365,7 +365,7 @@ impl Cassette {
                 exchanges: load::read_all(&snapshot, &self.path, self.version)?,
                 service_answers: self.read_service_answers()?,
                 templates: self.read_templates()?,
-                model_exchanges: self.read_model_exchanges()?,
+                llm_exchanges: self.read_llm_exchanges()?,
             };
             snapshot.finish()?;
             Ok(everything)
@@ -443,19 +443,19 @@ impl Cassette {
     /// # Errors
     ///
     /// An SQLite failure; nothing is then removed.
-    pub fn remove_models(
+    pub fn remove_llms(
         &mut self,
         rows: &[(i64, String)],
-        holds: impl Fn(i64, &ModelExchange) -> bool,
+        holds: impl Fn(i64, &LlmExchange) -> bool,
     ) -> Result<Removed, Error> {
-        if self.version < models::SINCE {
+        if self.version < llm::SINCE {
             return Ok(Removed {
                 kept: rows.iter().map(|(row, _)| (*row, String::new())).collect(),
                 ..Removed::default()
             });
         }
         let path = self.path.clone();
-        models::remove(&mut self.conn, rows, holds, &path).map_err(|kind| Error::Cassette { path, kind })
+        llm::remove(&mut self.conn, rows, holds, &path).map_err(|kind| Error::Cassette { path, kind })
     }
 
     /// Leaves the file whole on its own: its WAL checkpointed into it and
@@ -641,7 +641,7 @@ impl Cassette {
                         None => Err(rusqlite::Error::QueryReturnedNoRows),
                     },
                     Entry::Service(answer) => insert_service_row(&tx, answer).map(|()| None),
-                    Entry::Model(exchange) => models::insert(&tx, exchange).map(|()| None),
+                    Entry::Llm(exchange) => llm::insert(&tx, exchange).map(|()| None),
                 };
                 match inserted {
                     Ok(next) => run_cached(&tx, "RELEASE entry").map(|()| next),

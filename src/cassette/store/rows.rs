@@ -6,9 +6,9 @@ use std::path::Path;
 
 use rusqlite::{Connection, params};
 
-use super::{Tag, models};
+use super::{Tag, llm};
 use crate::error::Error;
-use crate::model::{AnswerTemplate, Aside, Exchange, MatchKey, ModelExchange, ServiceAnswer, canonical_json};
+use crate::model::{AnswerTemplate, Aside, Exchange, LlmExchange, MatchKey, ServiceAnswer, canonical_json};
 
 /// A cassette being written in one transaction ([`Cassette::import`]).
 pub struct Importing<'c> {
@@ -43,8 +43,8 @@ impl Importing<'_> {
     /// # Errors
     ///
     /// An SQLite failure.
-    pub fn model(&mut self, exchange: &ModelExchange) -> Result<(), Error> {
-        models::insert(&self.tx, exchange).map_err(|e| self.failed(e))
+    pub fn llm(&mut self, exchange: &LlmExchange) -> Result<(), Error> {
+        llm::insert(&self.tx, exchange).map_err(|e| self.failed(e))
     }
 
     /// Adds an answer template, replacing one for the same server and tool.
@@ -95,7 +95,7 @@ pub enum Entry {
     /// that exchange was stored already.
     Asides(Tag, Vec<Aside>),
     Service(Box<ServiceAnswer>),
-    Model(Box<ModelExchange>),
+    Llm(Box<LlmExchange>),
 }
 
 /// The same SQLite error again (one failure reported for each entry it failed).

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::{Cassette, Entry, Tag};
 use crate::error::Error;
-use crate::model::{Aside, Exchange, ModelExchange, ServiceAnswer};
+use crate::model::{Aside, Exchange, LlmExchange, ServiceAnswer};
 
 enum Job {
     Write(Entry, oneshot::Sender<bool>),
@@ -123,13 +123,13 @@ impl Writer {
                             continue;
                         }
                         (Entry::Service(answer), Ok(())) => Some(answer.route.as_str().to_owned()),
-                        (Entry::Model(exchange), Err(e)) => {
+                        (Entry::Llm(exchange), Err(e)) => {
                             let (method, target, model) =
                                 (&exchange.method, &exchange.target, &exchange.model);
                             tracing::error!("not stored: {method} {target} to model {model}: {e}");
                             None
                         }
-                        (Entry::Model(exchange), Ok(())) => Some(format!("model {}", exchange.model)),
+                        (Entry::Llm(exchange), Ok(())) => Some(format!("model {}", exchange.model)),
                     };
                     match label {
                         Some(label) => *report.per_server.entry(label).or_default() += 1,
@@ -198,10 +198,10 @@ impl WriterHandle {
     }
 
     /// Queues a model exchange; the receiver says whether it was committed.
-    pub fn write_model(&self, exchange: ModelExchange) -> oneshot::Receiver<bool> {
+    pub fn write_llm(&self, exchange: LlmExchange) -> oneshot::Receiver<bool> {
         let (done, committed) = oneshot::channel();
-        if let Err(mpsc::SendError(Job::Write(Entry::Model(exchange), done))) =
-            self.jobs.send(Job::Write(Entry::Model(Box::new(exchange)), done))
+        if let Err(mpsc::SendError(Job::Write(Entry::Llm(exchange), done))) =
+            self.jobs.send(Job::Write(Entry::Llm(Box::new(exchange)), done))
         {
             tracing::error!(
                 "not stored: {} {} to model {}: the writer has stopped",

@@ -26,8 +26,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::answer::Answer;
 use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
+use super::llm::{LlmCall, LlmReply, LlmTape};
 use super::memory::Memory;
-use super::models::{ModelCall, ModelReply, ModelTape};
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Subscriptions};
 use super::sessions::Sessions;
@@ -41,7 +41,7 @@ use crate::jsonrpc::scan;
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
-use crate::model::{Direction, Era, MatchKey, ModelExchange, StreamShape};
+use crate::model::{Direction, Era, LlmExchange, MatchKey, StreamShape};
 use crate::normalize::{self, Rules};
 use crate::util::{FastMap, clip, lock, printable};
 
@@ -73,7 +73,7 @@ pub struct Replay {
     tape: Tape,
     service: ServiceAnswers,
     /// The agent's model exchanges.
-    models: ModelTape,
+    llms: LlmTape,
     rules: Rules,
     /// The match rules (`mcp-tape.toml`) with what they need of the tape.
     by_rule: RuleIndex,
@@ -104,7 +104,7 @@ impl Replay {
         Replay {
             tape,
             service,
-            models: ModelTape::default(),
+            llms: LlmTape::default(),
             rules,
             by_rule: RuleIndex::default(),
             on_miss,
@@ -140,9 +140,9 @@ impl Replay {
     }
 
     /// The same engine answering requests to the agent's model from `models`.
-    pub fn with_models(self, models: Vec<ModelExchange>) -> Replay {
-        let models = ModelTape::new(models, &self.rules);
-        Replay { models, ..self }
+    pub fn with_llms(self, llms: Vec<LlmExchange>) -> Replay {
+        let llms = LlmTape::new(llms, &self.rules);
+        Replay { llms, ..self }
     }
 
     pub fn ledger(&self) -> &Ledger {
@@ -150,22 +150,22 @@ impl Replay {
     }
 
     /// The agent's model exchanges the cassettes hold.
-    pub fn models(&self) -> &ModelTape {
-        &self.models
+    pub fn llms(&self) -> &LlmTape {
+        &self.llms
     }
 
     /// The answer to a request to the agent's model: a recording, or a miss.
-    pub fn model(&self, call: &ModelCall) -> ModelReply {
-        self.models.answer(call, &self.rules, self.by_rule.rules(), self.pace, &self.ledger)
+    pub fn llm(&self, call: &LlmCall) -> LlmReply {
+        self.llms.answer(call, &self.rules, self.by_rule.rules(), self.pace, &self.ledger)
     }
 
     /// The recording that answers a request to the agent's model, if one
     /// does (record `--mode missing`).
-    pub fn model_recorded(&self, call: &ModelCall) -> Option<ModelReply> {
-        if self.models.is_empty() {
+    pub fn llm_recorded(&self, call: &LlmCall) -> Option<LlmReply> {
+        if self.llms.is_empty() {
             return None;
         }
-        self.models.recorded(call, &self.rules, self.pace, &self.ledger)
+        self.llms.recorded(call, &self.rules, self.pace, &self.ledger)
     }
 
     /// What this engine was asked and how it answered, so far.

@@ -12,7 +12,7 @@ mod arrival;
 mod frame;
 mod headers;
 mod holding;
-mod models;
+mod llm;
 mod noted;
 mod proxy;
 mod resume;
@@ -278,9 +278,9 @@ async fn dispatch(
     }
     // The futures of the rarer doors are boxed: a future is as large as its largest
     // branch, and a replayed POST's is moved whole as hyper takes it.
-    if let Some((name, rest)) = models::route(parts.uri.path()) {
+    if let Some((name, rest)) = llm::route(parts.uri.path()) {
         let (name, rest) = (name.to_owned(), rest.to_owned());
-        return Box::pin(models::model(Request::from_parts(parts, body), &name, &rest, app, logged)).await;
+        return Box::pin(llm::serve(Request::from_parts(parts, body), &name, &rest, app, logged)).await;
     }
     if let Some(route) = agent365::route(parts.method.as_str(), parts.uri.path()) {
         return Box::pin(service(Request::from_parts(parts, body), route, app, logged)).await;

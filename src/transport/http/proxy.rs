@@ -60,7 +60,7 @@ const BUDGET_UNIT: usize = 1024;
 pub struct Proxy {
     upstream: UpstreamClient,
     /// The agent's models (`--model NAME=URL`), by name.
-    models: Vec<(String, UpstreamClient)>,
+    llms: Vec<(String, UpstreamClient)>,
     budget: Arc<Semaphore>,
     parked: Arc<Parking>,
 }
@@ -68,12 +68,12 @@ pub struct Proxy {
 impl Proxy {
     pub fn new(upstream: UpstreamClient) -> Proxy {
         let budget = Arc::new(Semaphore::new(MAX_ANSWERS_IN_FLIGHT_BYTES / BUDGET_UNIT));
-        Proxy { upstream, models: Vec::new(), budget, parked: Arc::default() }
+        Proxy { upstream, llms: Vec::new(), budget, parked: Arc::default() }
     }
 
     /// The same link, reaching the agent's models too: `(NAME, client)`.
-    pub fn with_models(self, models: Vec<(String, UpstreamClient)>) -> Proxy {
-        Proxy { models, ..self }
+    pub fn with_llms(self, llms: Vec<(String, UpstreamClient)>) -> Proxy {
+        Proxy { llms, ..self }
     }
 
     /// The recorded stream the upstream closed early in `session` after
@@ -259,8 +259,8 @@ impl Proxy {
     }
 
     /// The client of the agent's model `name` (`--model NAME=URL`).
-    pub(super) fn model(&self, name: &str) -> Option<&UpstreamClient> {
-        self.models.iter().find(|(known, _)| known == name).map(|(_, client)| client)
+    pub(super) fn llm(&self, name: &str) -> Option<&UpstreamClient> {
+        self.llms.iter().find(|(known, _)| known == name).map(|(_, client)| client)
     }
 
     /// The budget of answers held at once.

@@ -1,6 +1,6 @@
 //! The agent's model on the tape: the tape's `/model/NAME/<rest>?<query>`
 //! stands for `URL/<rest>?<query>` of `--model NAME=URL`. The door reads
-//! the request into a [`ModelCall`] (the query's credentials left out of
+//! the request into a [`LlmCall`] (the query's credentials left out of
 //! its target, the header ones named, neither ever stored) and frames the
 //! engine's answer: a whole body, or a stream's events, all at once or
 //! spaced as recorded (`--pace`). Recording, the link forwards the request
@@ -25,11 +25,11 @@ use super::proxy::{held, read_whole, relay_head, send_to};
 use super::upstream::UpstreamClient;
 use super::{App, Body, Logged, RequestBody, credentials, frame, read_body, status};
 use crate::config::Pace;
-use crate::engine::{ModelCall, ModelFlight, ModelReply, ModelStep, Outcome};
+use crate::engine::{LlmCall, LlmFlight, LlmReply, LlmStep, Outcome};
 use crate::error::RequestError;
 use crate::jsonrpc;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
-use crate::model::{ModelAnswer, ModelEvent, Status};
+use crate::model::{LlmAnswer, LlmEvent, Status};
 use crate::redact;
 use crate::sse;
 use crate::util::printable;
@@ -50,7 +50,7 @@ pub(super) fn route(path: &str) -> Option<(&str, &str)> {
 
 /// A request to the agent's model `name`: replay's answer, or recording's
 /// forward.
-pub(super) async fn model(
+pub(super) async fn serve(
     request: Request<impl RequestBody>,
     name: &str,
     rest: &str,
@@ -64,20 +64,20 @@ pub(super) async fn model(
     let target = if kept.is_empty() { rest.to_owned() } else { format!("{rest}?{kept}") };
     secrets.extend(credentials(&parts.headers, &app.redact_headers));
     let text = String::from_utf8_lossy(&body);
-    let call = ModelCall {
+    let call = LlmCall {
         model: name,
         method: parts.method.as_str(),
         target: &target,
         body: &text,
         credentials: &secrets,
     };
-    match app.engine.model(&call) {
-        ModelStep::Answer(reply) => {
+    match app.engine.llm(&call) {
+        LlmStep::Answer(reply) => {
             logged.outcome = reply.outcome;
             Ok(answer(reply))
         }
-        ModelStep::Forward { link, flight } => {
-            let Some(upstream) = link.model(name) else {
+        LlmStep::Forward { link, flight } => {
+            let Some(upstream) = link.llm(name) else {
                 logged.outcome = Outcome::Rejected;
                 let message = format!(
                     "mcp-tape: no model is named {}: give record --model {}=URL for the API this client \
@@ -98,10 +98,10 @@ pub(super) async fn model(
 
 /// Replay's answer framed: its status and content type, a whole body or
 /// the stream's events.
-fn answer(reply: ModelReply) -> Response<Body> {
+fn answer(reply: LlmReply) -> Response<Body> {
     let body = match reply.answer {
-        ModelAnswer::Whole(text) => frame::full(Bytes::from(text)),
-        ModelAnswer::Events(events) => match reply.pace {
+        LlmAnswer::Whole(text) => frame::full(Bytes::from(text)),
+        LlmAnswer::Events(events) => match reply.pace {
             Pace::Instant => frame::full(Bytes::from(events.iter().map(event_bytes).collect::<String>())),
             Pace::Recorded => paced(events),
         },
@@ -117,12 +117,12 @@ fn answer(reply: ModelReply) -> Response<Body> {
 }
 
 /// An event as it goes out again: its lines, then the blank line.
-fn event_bytes(event: &ModelEvent) -> String {
+fn event_bytes(event: &LlmEvent) -> String {
     format!("{}\n\n", event.text)
 }
 
 /// The events, each sent at its recorded offset from now.
-fn paced(events: Vec<ModelEvent>) -> Body {
+fn paced(events: Vec<LlmEvent>) -> Body {
     let (sender, receiver) = mpsc::channel(EVENTS_WAITING);
     let start = tokio::time::Instant::now();
     tokio::spawn(async move {
@@ -153,7 +153,7 @@ async fn forward(
     parts: &Parts,
     rest_and_query: &str,
     body: Bytes,
-    flight: Box<ModelFlight>,
+    flight: Box<LlmFlight>,
     outcome: &mut Outcome,
 ) -> Result<Response<Body>, RequestError> {
     let uri = upstream.uri_under(rest_and_query).map_err(crate::error::Unanswered::Upstream)?;
@@ -226,7 +226,7 @@ async fn store_whole(
     head: hyper::http::response::Parts,
     bytes: Bytes,
     share: Option<tokio::sync::OwnedSemaphorePermit>,
-    flight: Box<ModelFlight>,
+    flight: Box<LlmFlight>,
     status: Status,
     content_type: &str,
     outcome: &mut Outcome,
@@ -235,7 +235,7 @@ async fn store_whole(
         flight.lose("the answer is not UTF-8 text");
         return Ok(Response::from_parts(relay_head(head), held(bytes, share)));
     };
-    if let Err(error) = flight.complete(status, content_type, ModelAnswer::Whole(text.to_owned())).await {
+    if let Err(error) = flight.complete(status, content_type, LlmAnswer::Whole(text.to_owned())).await {
         *outcome = Outcome::of(&error.fault);
         return Ok(api_error(status::of_fault(&error.fault), &error.fault.error().message));
     }
@@ -268,7 +268,7 @@ fn decompressed(encoding: &str, bytes: &[u8]) -> Result<Vec<u8>, String> {
 fn relay_stream(
     upstream: Incoming,
     idle: Duration,
-    flight: Box<ModelFlight>,
+    flight: Box<LlmFlight>,
     status: Status,
     content_type: String,
 ) -> Body {
@@ -311,7 +311,7 @@ fn relay_stream(
             Err(why) => return flight.lose(&why),
         };
         // The writer logs an exchange it could not store.
-        let _ = flight.complete(status, &content_type, ModelAnswer::Events(capture.finish(started))).await;
+        let _ = flight.complete(status, &content_type, LlmAnswer::Events(capture.finish(started))).await;
         drop(sender);
     });
     frame::streamed(Fed(receiver))
@@ -321,7 +321,7 @@ fn relay_stream(
 #[derive(Default)]
 struct EventScan {
     parser: sse::Parser,
-    events: Vec<ModelEvent>,
+    events: Vec<LlmEvent>,
     bytes: usize,
 }
 
@@ -342,7 +342,7 @@ impl EventScan {
     }
 
     /// The events, with what the stream ended on without a blank line.
-    fn finish(mut self, started: Instant) -> Vec<ModelEvent> {
+    fn finish(mut self, started: Instant) -> Vec<LlmEvent> {
         let rest = self.parser.take_rest();
         if !rest.iter().all(u8::is_ascii_whitespace) {
             self.events.push(event(&rest, started));
@@ -352,9 +352,9 @@ impl EventScan {
 }
 
 /// One event as stored: its lines without the blank line that ends it.
-fn event(raw: &[u8], started: Instant) -> ModelEvent {
+fn event(raw: &[u8], started: Instant) -> LlmEvent {
     let text = String::from_utf8_lossy(raw);
-    ModelEvent {
+    LlmEvent {
         offset_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         text: text.trim_end_matches(['\r', '\n']).to_owned(),
     }

@@ -1,11 +1,11 @@
 //! The agent's model on the tape (`--model NAME=URL`): what the engine
 //! does with a request to the tape's `/model/NAME/...`, as plain data like
-//! an MCP call. The front door reads the request into a [`ModelCall`];
-//! replay answers it from the cassettes' model exchanges ([`ModelTape`]:
+//! an MCP call. The front door reads the request into a [`LlmCall`];
+//! replay answers it from the cassettes' model exchanges ([`LlmTape`]:
 //! method, target and body compared, headers never; a request made again
 //! gets the next recording of it), or with a miss in the API's own error
 //! shape, status 400, which no SDK retries; record forwards it and stores
-//! what came back ([`ModelFlight`]). No vendor's API is parsed: a streamed
+//! what came back ([`LlmFlight`]). No vendor's API is parsed: a streamed
 //! answer is its events as written.
 
 use std::sync::Mutex;
@@ -25,7 +25,7 @@ use crate::config::Pace;
 use crate::jsonrpc::scan;
 use crate::limits::MAX_SHOWN_BYTES;
 use crate::matching::{By, MatchRule, MatchRules};
-use crate::model::{ModelAnswer, ModelExchange, Status, canonical_json};
+use crate::model::{LlmAnswer, LlmExchange, Status, canonical_json};
 use crate::normalize::{self, Rules};
 use crate::redact;
 use crate::util::{FastMap, lock, printable};
@@ -35,11 +35,11 @@ use crate::util::{FastMap, lock, printable};
 pub const MISS_STATUS: Status = Status::BAD_REQUEST;
 
 /// What the ledger's server of a request to a model begins with (`model NAME`).
-pub const MODEL_SERVER_PREFIX: &str = "model ";
+pub const LLM_SERVER_PREFIX: &str = "model ";
 
 /// One request to the agent's model, as the front door read it.
 #[derive(Clone, Copy, Debug)]
-pub struct ModelCall<'a> {
+pub struct LlmCall<'a> {
     /// The `NAME` of `/model/NAME`.
     pub model: &'a str,
     pub method: &'a str,
@@ -52,37 +52,37 @@ pub struct ModelCall<'a> {
     pub credentials: &'a [String],
 }
 
-impl ModelCall<'_> {
+impl LlmCall<'_> {
     /// The ledger's case: server `model NAME`, method `METHOD PATH`.
     fn case(&self) -> CaseKey {
         case_of(self.model, self.method, self.target)
     }
 }
 
-/// What the engine makes of a [`ModelCall`].
-pub enum ModelStep<'e, L> {
+/// What the engine makes of a [`LlmCall`].
+pub enum LlmStep<'e, L> {
     /// Replay's answer: a recording, or a miss.
-    Answer(ModelReply),
+    Answer(LlmReply),
     /// Forward it through `link`; what comes back goes to `flight`.
-    Forward { link: &'e L, flight: Box<ModelFlight> },
+    Forward { link: &'e L, flight: Box<LlmFlight> },
 }
 
 /// A model's answer before HTTP framing.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ModelReply {
+pub struct LlmReply {
     /// [`Outcome::Hit`] or [`Outcome::Miss`].
     pub outcome: Outcome,
     pub status: Status,
     pub content_type: String,
-    pub answer: ModelAnswer,
+    pub answer: LlmAnswer,
     /// How a stream's events are spaced.
     pub pace: Pace,
 }
 
-impl ModelReply {
+impl LlmReply {
     /// `recorded`'s answer, as `outcome`.
-    fn of(outcome: Outcome, recorded: &ModelExchange, pace: Pace) -> ModelReply {
-        ModelReply {
+    fn of(outcome: Outcome, recorded: &LlmExchange, pace: Pace) -> LlmReply {
+        LlmReply {
             outcome,
             status: recorded.status,
             content_type: recorded.content_type.clone(),
@@ -95,8 +95,8 @@ impl ModelReply {
 /// The model exchanges of the cassettes, by what replay compares of a
 /// request.
 #[derive(Debug, Default)]
-pub struct ModelTape {
-    recordings: Vec<ModelExchange>,
+pub struct LlmTape {
+    recordings: Vec<LlmExchange>,
     /// Recordings (indexes into `recordings`, in recorded order) by
     /// [`compared`] form.
     by_request: FastMap<String, Vec<usize>>,
@@ -106,8 +106,8 @@ pub struct ModelTape {
     answered: Vec<AtomicBool>,
 }
 
-impl ModelTape {
-    pub fn new(recordings: Vec<ModelExchange>, rules: &Rules) -> ModelTape {
+impl LlmTape {
+    pub fn new(recordings: Vec<LlmExchange>, rules: &Rules) -> LlmTape {
         let mut by_request: FastMap<String, Vec<usize>> = FastMap::default();
         for (at, recording) in recordings.iter().enumerate() {
             let form =
@@ -115,11 +115,11 @@ impl ModelTape {
             by_request.entry(form).or_default().push(at);
         }
         let answered = recordings.iter().map(|_| AtomicBool::new(false)).collect();
-        ModelTape { recordings, by_request, used: Mutex::default(), answered }
+        LlmTape { recordings, by_request, used: Mutex::default(), answered }
     }
 
     /// The recordings that never answered.
-    pub fn unused(&self) -> impl Iterator<Item = &ModelExchange> {
+    pub fn unused(&self) -> impl Iterator<Item = &LlmExchange> {
         self.recordings
             .iter()
             .zip(&self.answered)
@@ -128,7 +128,7 @@ impl ModelTape {
     }
 
     /// Recording `at`, marked as having answered.
-    fn answering(&self, at: usize) -> &ModelExchange {
+    fn answering(&self, at: usize) -> &LlmExchange {
         self.answered[at].store(true, Ordering::Relaxed);
         &self.recordings[at]
     }
@@ -139,7 +139,7 @@ impl ModelTape {
 
     /// The recording that answers `call`: the next of those of the same
     /// request in recorded order, the last again once all have answered.
-    fn find(&self, call: &ModelCall, rules: &Rules) -> Option<&ModelExchange> {
+    fn find(&self, call: &LlmCall, rules: &Rules) -> Option<&LlmExchange> {
         let form = compared(rules, call.model, call.method, call.target, call.body);
         let recordings = self.by_request.get(&form)?;
         let mut used = lock(&self.used);
@@ -153,11 +153,11 @@ impl ModelTape {
     /// differs (`nearest`), or why it picks none.
     fn by_rule(
         &self,
-        call: &ModelCall,
+        call: &LlmCall,
         rules: &Rules,
         index: usize,
         rule: &MatchRule,
-    ) -> Result<(&ModelExchange, RuleUse), String> {
+    ) -> Result<(&LlmExchange, RuleUse), String> {
         let candidates: Vec<usize> = (0..self.recordings.len())
             .filter(|&at| {
                 let r = &self.recordings[at];
@@ -205,16 +205,12 @@ impl ModelTape {
 
     /// Why nothing answers `call`: the nearest recordings of the same
     /// model, method and target and where each differs.
-    fn miss(&self, call: &ModelCall, rules: &Rules) -> Miss {
+    fn miss(&self, call: &LlmCall, rules: &Rules) -> Miss {
         let requested = body_value(rules, call.body);
         let case = call.case();
-        let same_model: Vec<&ModelExchange> =
-            self.recordings.iter().filter(|r| r.model == call.model).collect();
-        let same_target: Vec<&ModelExchange> = same_model
-            .iter()
-            .copied()
-            .filter(|r| r.method == call.method && r.target == call.target)
-            .collect();
+        let same_llm: Vec<&LlmExchange> = self.recordings.iter().filter(|r| r.model == call.model).collect();
+        let same_target: Vec<&LlmExchange> =
+            same_llm.iter().copied().filter(|r| r.method == call.method && r.target == call.target).collect();
         let mut nearest: Vec<Nearest> = same_target
             .iter()
             .map(|recording| {
@@ -229,7 +225,7 @@ impl ModelTape {
         nearest.truncate(3);
         let asked = format!("{} {}", printable(call.method), printable(&redact::url_for_log(call.target)));
         let model = printable(call.model);
-        let message = match (nearest.first(), same_model.first()) {
+        let message = match (nearest.first(), same_llm.first()) {
             (Some(near), _) => format!(
                 "mcp-tape: no recording of model {model} answers this {asked}; the nearest differs at {}",
                 normalize::describe(&near.differences)
@@ -253,20 +249,20 @@ impl ModelTape {
     /// counted on `ledger`'s case for it.
     pub fn answer(
         &self,
-        call: &ModelCall,
+        call: &LlmCall,
         rules: &Rules,
         match_rules: &MatchRules,
         pace: Pace,
         ledger: &Ledger,
-    ) -> ModelReply {
+    ) -> LlmReply {
         let case = call.case();
         if let Some(recorded) = self.find(call, rules) {
             let told = || turn::told(call.body, Some(&recorded.answer));
             ledger.note_told(&case.server, &case.method, None, Outcome::Hit, None, Some(&told));
-            return ModelReply::of(Outcome::Hit, recorded, pace);
+            return LlmReply::of(Outcome::Hit, recorded, pace);
         }
         let mut refusal = None;
-        if let Some(index) = match_rules.find_model(call.model) {
+        if let Some(index) = match_rules.find_llm(call.model) {
             match self.by_rule(call, rules, index, &match_rules.rules()[index]) {
                 Ok((recorded, used)) => {
                     let told = || turn::told(call.body, Some(&recorded.answer));
@@ -278,7 +274,7 @@ impl ModelTape {
                         Some(&used),
                         Some(&told),
                     );
-                    return ModelReply::of(Outcome::Ruled, recorded, pace);
+                    return LlmReply::of(Outcome::Ruled, recorded, pace);
                 }
                 Err(why) => refusal = Some((match_rules.label(index), why)),
             }
@@ -291,58 +287,52 @@ impl ModelTape {
         ledger.missed(&case, &miss);
         let told = || turn::told(call.body, None);
         ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, Some(&told));
-        ModelReply {
+        LlmReply {
             outcome: Outcome::Miss,
             status: MISS_STATUS,
             content_type: "application/json".into(),
-            answer: ModelAnswer::Whole(error_body(call.target, &miss.message)),
+            answer: LlmAnswer::Whole(error_body(call.target, &miss.message)),
             pace,
         }
     }
 
     /// The recording that answers `call`, if one does (record
     /// `--mode missing`), counted on `ledger`.
-    pub fn recorded(
-        &self,
-        call: &ModelCall,
-        rules: &Rules,
-        pace: Pace,
-        ledger: &Ledger,
-    ) -> Option<ModelReply> {
+    pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<LlmReply> {
         let recorded = self.find(call, rules)?;
         let case = call.case();
         let told = || turn::told(call.body, Some(&recorded.answer));
         ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, Some(&told));
-        Some(ModelReply::of(Outcome::Cassette, recorded, pace))
+        Some(LlmReply::of(Outcome::Cassette, recorded, pace))
     }
 }
 
 /// The recording of one model exchange, as its answer comes back.
-pub struct ModelFlight {
+pub struct LlmFlight {
     recorder: Recorder,
-    exchange: ModelExchange,
+    exchange: LlmExchange,
     credentials: Vec<String>,
     started: Instant,
 }
 
-impl ModelFlight {
+impl LlmFlight {
     /// Starts recording `call`.
-    pub(super) fn new(recorder: Recorder, call: &ModelCall) -> ModelFlight {
-        let exchange = ModelExchange {
+    pub(super) fn new(recorder: Recorder, call: &LlmCall) -> LlmFlight {
+        let exchange = LlmExchange {
             model: call.model.to_owned(),
             method: call.method.to_owned(),
             target: call.target.to_owned(),
             request: call.body.to_owned(),
             status: Status::OK,
             content_type: String::new(),
-            answer: ModelAnswer::Whole(String::new()),
+            answer: LlmAnswer::Whole(String::new()),
             recorded_at: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .ok()
                 .and_then(|d| i64::try_from(d.as_secs()).ok()),
             source: None,
         };
-        ModelFlight { recorder, exchange, credentials: call.credentials.to_vec(), started: Instant::now() }
+        LlmFlight { recorder, exchange, credentials: call.credentials.to_vec(), started: Instant::now() }
     }
 
     /// The `NAME` of the model it goes to.
@@ -358,7 +348,7 @@ impl ModelFlight {
     /// What the client was given cannot be stored as it saw it (`why`):
     /// nothing of it is, and the run fails naming it.
     pub fn lose(self, why: &str) {
-        let ModelExchange { model, method, target, .. } = &self.exchange;
+        let LlmExchange { model, method, target, .. } = &self.exchange;
         let what = format!("model {} {} {}", printable(model), printable(method), printable(path(target)));
         self.recorder.lose(&what, why);
     }
@@ -367,8 +357,8 @@ impl ModelFlight {
     /// recorder's ledger), the request's credentials scrubbed from both
     /// bodies and sensitive JSON keys redacted; the front door ends the
     /// answer once the held commit resolves.
-    pub fn complete(self, status: Status, content_type: &str, answer: ModelAnswer) -> Held {
-        let ModelFlight { recorder, mut exchange, credentials, .. } = self;
+    pub fn complete(self, status: Status, content_type: &str, answer: LlmAnswer) -> Held {
+        let LlmFlight { recorder, mut exchange, credentials, .. } = self;
         let case = case_of(&exchange.model, &exchange.method, &exchange.target);
         let told = || turn::told(&exchange.request, Some(&answer));
         recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, Some(&told));
@@ -380,17 +370,17 @@ impl ModelFlight {
         let clean = |text: &str| scrubbed(&recorder.rules, text, &secrets);
         exchange.request = clean(&exchange.request);
         exchange.answer = match answer {
-            ModelAnswer::Whole(body) => ModelAnswer::Whole(clean(&body)),
-            ModelAnswer::Events(mut events) => {
+            LlmAnswer::Whole(body) => LlmAnswer::Whole(clean(&body)),
+            LlmAnswer::Events(mut events) => {
                 for event in &mut events {
                     event.text = scrubbed_event(&event.text, clean);
                 }
-                ModelAnswer::Events(events)
+                LlmAnswer::Events(events)
             }
         };
         exchange.status = status;
         content_type.clone_into(&mut exchange.content_type);
-        Held::stored(recorder.writer.write_model(exchange))
+        Held::stored(recorder.writer.write_llm(exchange))
     }
 }
 
@@ -456,7 +446,7 @@ fn compared(rules: &Rules, model: &str, method: &str, target: &str, body: &str) 
 /// The ledger's case of a request to a model: server `model NAME`, method
 /// `METHOD PATH`.
 pub fn case_of(model: &str, method: &str, target: &str) -> CaseKey {
-    CaseKey::named(&format!("{MODEL_SERVER_PREFIX}{model}"), &format!("{method} {}", path(target)), None)
+    CaseKey::named(&format!("{LLM_SERVER_PREFIX}{model}"), &format!("{method} {}", path(target)), None)
 }
 
 /// A target's path, without its query.
@@ -478,8 +468,8 @@ fn error_body(target: &str, message: &str) -> String {
 
 impl Recorder {
     /// Starts recording a request to the agent's model.
-    pub fn model(&self, call: &ModelCall) -> Box<ModelFlight> {
-        Box::new(ModelFlight::new(self.clone(), call))
+    pub fn llm(&self, call: &LlmCall) -> Box<LlmFlight> {
+        Box::new(LlmFlight::new(self.clone(), call))
     }
 }
 
@@ -489,32 +479,32 @@ mod tests {
     use crate::engine::ledger::Ledger;
     use crate::normalize::Normalization;
 
-    fn recording(target: &str, request: &str, body: &str) -> ModelExchange {
-        ModelExchange {
+    fn recording(target: &str, request: &str, body: &str) -> LlmExchange {
+        LlmExchange {
             model: "openai".into(),
             method: "POST".into(),
             target: target.into(),
             request: request.into(),
             status: Status::OK,
             content_type: "application/json".into(),
-            answer: ModelAnswer::Whole(body.into()),
+            answer: LlmAnswer::Whole(body.into()),
             recorded_at: None,
             source: None,
         }
     }
 
-    fn call<'a>(target: &'a str, body: &'a str) -> ModelCall<'a> {
-        ModelCall { model: "openai", method: "POST", target, body, credentials: &[] }
+    fn call<'a>(target: &'a str, body: &'a str) -> LlmCall<'a> {
+        LlmCall { model: "openai", method: "POST", target, body, credentials: &[] }
     }
 
     fn rules() -> Rules {
         Rules::new(&Normalization::default()).unwrap()
     }
 
-    fn whole(reply: &ModelReply) -> &str {
+    fn whole(reply: &LlmReply) -> &str {
         match &reply.answer {
-            ModelAnswer::Whole(body) => body,
-            ModelAnswer::Events(_) => panic!("a stream"),
+            LlmAnswer::Whole(body) => body,
+            LlmAnswer::Events(_) => panic!("a stream"),
         }
     }
 
@@ -523,7 +513,7 @@ mod tests {
     #[test]
     fn a_request_is_answered_by_its_recordings_in_order() {
         let rules = rules();
-        let tape = ModelTape::new(
+        let tape = LlmTape::new(
             vec![
                 recording("/chat/completions", r#"{"model":"m","n":1}"#, "first"),
                 recording("/chat/completions", r#"{"model":"m","n":2}"#, "other"),
@@ -554,7 +544,7 @@ mod tests {
     fn a_miss_names_the_pointer_in_the_apis_own_error_shape() {
         let rules = rules();
         let recorded = r#"{"messages":[{"role":"system","content":"Be brief."}]}"#;
-        let tape = ModelTape::new(
+        let tape = LlmTape::new(
             vec![recording("/chat/completions", recorded, "{}"), recording("/v1/messages", recorded, "{}")],
             &rules,
         );
@@ -590,7 +580,7 @@ mod tests {
     #[test]
     fn a_miss_on_a_body_that_is_not_json_names_the_root() {
         let rules = rules();
-        let tape = ModelTape::new(vec![recording("/completions", "say hi", "{}")], &rules);
+        let tape = LlmTape::new(vec![recording("/completions", "say hi", "{}")], &rules);
         let reply = tape.answer(
             &call("/completions", "say bye"),
             &rules,
@@ -611,7 +601,7 @@ mod tests {
     #[test]
     fn match_rules_about_a_model_apply_to_its_bodies() {
         let rules = rules();
-        let tape = ModelTape::new(
+        let tape = LlmTape::new(
             vec![
                 recording("/chat/completions", r#"{"user":"u-1","messages":["a","x"]}"#, "first"),
                 recording("/chat/completions", r#"{"user":"u-1","messages":["b","c"]}"#, "second"),
@@ -640,12 +630,12 @@ mod tests {
     #[test]
     fn a_miss_says_what_was_recorded_instead() {
         let rules = rules();
-        let tape = ModelTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules);
+        let tape = LlmTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules);
         let ledger = Ledger::default();
         let reply =
             tape.answer(&call("/responses", "{}"), &rules, &MatchRules::default(), Pace::Instant, &ledger);
         assert!(whole(&reply).contains("recorded for POST /chat/completions only"), "{}", whole(&reply));
-        let other = ModelCall { model: "anthropic", ..call("/v1/messages", "{}") };
+        let other = LlmCall { model: "anthropic", ..call("/v1/messages", "{}") };
         let reply = tape.answer(&other, &rules, &MatchRules::default(), Pace::Instant, &ledger);
         assert!(whole(&reply).contains("no exchange with model anthropic"), "{}", whole(&reply));
     }

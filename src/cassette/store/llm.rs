@@ -8,17 +8,17 @@ use rusqlite::{Connection, params};
 
 use super::load::status;
 use crate::error::CassetteError;
-use crate::model::{ModelAnswer, ModelEvent, ModelExchange, ModelSource};
+use crate::model::{LlmAnswer, LlmEvent, LlmExchange, LlmSource};
 
 /// Model exchanges arrived with schema 10.
 pub(super) const SINCE: i64 = 10;
 
 /// Inserts `exchange` and its events through `conn` (inside a transaction
 /// the caller owns).
-pub(super) fn insert(conn: &Connection, exchange: &ModelExchange) -> rusqlite::Result<()> {
+pub(super) fn insert(conn: &Connection, exchange: &LlmExchange) -> rusqlite::Result<()> {
     let body = match &exchange.answer {
-        ModelAnswer::Whole(body) => Some(body.as_str()),
-        ModelAnswer::Events(_) => None,
+        LlmAnswer::Whole(body) => Some(body.as_str()),
+        LlmAnswer::Events(_) => None,
     };
     conn.prepare_cached(
         "INSERT INTO model_exchange (model, method, target, request, status, content_type, body, recorded_at) \
@@ -34,7 +34,7 @@ pub(super) fn insert(conn: &Connection, exchange: &ModelExchange) -> rusqlite::R
         body,
         exchange.recorded_at,
     ])?;
-    let ModelAnswer::Events(events) = &exchange.answer else { return Ok(()) };
+    let LlmAnswer::Events(events) = &exchange.answer else { return Ok(()) };
     let id = conn.last_insert_rowid();
     let mut insert = conn.prepare_cached(
         "INSERT INTO model_event (exchange_id, seq, offset_ms, event) VALUES (?1, ?2, ?3, ?4)",
@@ -46,7 +46,7 @@ pub(super) fn insert(conn: &Connection, exchange: &ModelExchange) -> rusqlite::R
 }
 
 /// Every model exchange `conn` (the cassette at `path`) holds, in recorded order.
-pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<ModelExchange>, CassetteError> {
+pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<LlmExchange>, CassetteError> {
     let cassette: Arc<Path> = Arc::from(path);
     let mut select = conn.prepare(
         "SELECT id, model, method, target, request, status, content_type, body, recorded_at \
@@ -60,20 +60,17 @@ pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<ModelExchange>,
         let id: i64 = row.get(0)?;
         let body: Option<String> = row.get(7)?;
         let answer = match body {
-            Some(body) => ModelAnswer::Whole(body),
-            None => ModelAnswer::Events(
+            Some(body) => LlmAnswer::Whole(body),
+            None => LlmAnswer::Events(
                 events
                     .query_map(params![id], |event| {
                         let offset_ms: i64 = event.get(0)?;
-                        Ok(ModelEvent {
-                            offset_ms: u64::try_from(offset_ms).unwrap_or(0),
-                            text: event.get(1)?,
-                        })
+                        Ok(LlmEvent { offset_ms: u64::try_from(offset_ms).unwrap_or(0), text: event.get(1)? })
                     })?
                     .collect::<rusqlite::Result<_>>()?,
             ),
         };
-        exchanges.push(ModelExchange {
+        exchanges.push(LlmExchange {
             model: row.get(1)?,
             method: row.get(2)?,
             target: row.get(3)?,
@@ -82,7 +79,7 @@ pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<ModelExchange>,
             content_type: row.get(6)?,
             answer,
             recorded_at: row.get(8)?,
-            source: Some(ModelSource { cassette: Arc::clone(&cassette), row: id }),
+            source: Some(LlmSource { cassette: Arc::clone(&cassette), row: id }),
         });
     }
     Ok(exchanges)
@@ -95,7 +92,7 @@ pub(super) fn read(conn: &Connection, path: &Path) -> Result<Vec<ModelExchange>,
 pub(super) fn remove(
     conn: &mut Connection,
     rows: &[(i64, String)],
-    holds: impl Fn(i64, &ModelExchange) -> bool,
+    holds: impl Fn(i64, &LlmExchange) -> bool,
     path: &Path,
 ) -> Result<super::Removed, CassetteError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
