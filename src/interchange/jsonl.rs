@@ -485,20 +485,20 @@ fn provenance(value: &Value) -> Result<Provenance, String> {
 #[derive(Deserialize, Default)]
 struct Bodies<'l> {
     #[serde(borrow, default)]
-    messages: Vec<Body<'l>>,
+    messages: Vec<BodyText<'l>>,
     #[serde(borrow, default)]
-    asides: Vec<Body<'l>>,
+    asides: Vec<BodyText<'l>>,
 }
 
 #[derive(Deserialize)]
-struct Body<'l> {
+struct BodyText<'l> {
     #[serde(borrow)]
     body: Option<&'l RawValue>,
 }
 
 impl Bodies<'_> {
     /// The texts of the messages' (or the asides') bodies, in order.
-    fn texts<'b>(bodies: &'b [Body<'_>]) -> Vec<Option<&'b str>> {
+    fn texts<'b>(bodies: &'b [BodyText<'_>]) -> Vec<Option<&'b str>> {
         bodies.iter().map(|message| message.body.map(RawValue::get)).collect()
     }
 }

@@ -219,7 +219,7 @@ pub(super) fn natural(text: &str) -> Option<u64> {
 /// goes. Text that is not JSON gives serde_json's writing of `value`.
 pub fn rewrite(text: &str, value: &Value) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    let mut reader = TextReader { text: text.as_bytes(), at: 0 };
     let whole = reader.rewrite(value, &mut out).is_some() && {
         reader.skip_space();
         reader.at == text.len()
@@ -242,7 +242,7 @@ pub fn rewrite(text: &str, value: &Value) -> String {
 pub fn splice(text: &str, value: &Value) -> String {
     let Value::Object(map) = value else { return rewrite(text, value) };
     let mut out = String::with_capacity(text.len());
-    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    let mut reader = TextReader { text: text.as_bytes(), at: 0 };
     reader.skip_space();
     let whole = reader.text.get(reader.at) == Some(&b'{')
         && reader.object(map, &mut out, Others::Kept).is_some()
@@ -281,7 +281,7 @@ pub trait Edit {
 /// `None` when `text` is not JSON.
 pub fn edit(text: &str, edit: &impl Edit) -> Option<String> {
     let mut out = String::with_capacity(text.len());
-    let mut reader = Reader { text: text.as_bytes(), at: 0 };
+    let mut reader = TextReader { text: text.as_bytes(), at: 0 };
     reader.edit(edit, &mut out)?;
     reader.skip_space();
     (reader.at == text.len()).then_some(out)
@@ -344,12 +344,12 @@ impl<'v> Written<'v> {
 }
 
 /// A reader of JSON text that copies what still holds and steps over the rest.
-struct Reader<'t> {
+struct TextReader<'t> {
     text: &'t [u8],
     at: usize,
 }
 
-impl<'t> Reader<'t> {
+impl<'t> TextReader<'t> {
     fn skip_space(&mut self) {
         self.at = skip_space(self.text, self.at);
     }
