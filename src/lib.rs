@@ -104,8 +104,9 @@
 //!   breaking, additive, cosmetic), and two cassettes (`diff`).
 //! - [`lint`]: stored cassettes searched for secrets.
 //! - [`transport`]: the front doors: [`transport::http`] (hyper: rules,
+//!   a request's server, log line and body, what a tape's handlers share,
 //!   framing, statuses, replayed streams a client can resume, the record
-//!   proxy, the agent's model at `/model/NAME`, the accept loop and what
+//!   proxy, the agent's LLM at `/model/NAME`, the accept loop and what
 //!   answers its requests (one app, or tapes taking turns), the
 //!   upstream client and when its connections' reads arrived, the one
 //!   wrapper that notes a connection's traffic) and

@@ -12,6 +12,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -19,15 +20,19 @@ use hyper::{Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::headers::Accepts;
+use super::noted::Wire;
 use super::resume::{self, Rest, Resumable};
-use super::server::Wire;
-use super::{Accepts, Body, status};
+use super::status;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
 use crate::engine::{Answer, Failure, Outgoing, Policy, ServiceReply};
 use crate::error::{RequestError, Unanswered};
 use crate::mcp;
 use crate::sse;
+
+/// The response body type of every answer: whole or streamed.
+pub type Body = BoxBody<Bytes, Infallible>;
 
 /// A replayed answer stream a client can resume ([`resume`]): the
 /// session it is in, and whether the client takes priming events (protocol

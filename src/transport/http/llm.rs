@@ -21,9 +21,13 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::app::App;
+use super::frame::{self, Body};
+use super::headers::credentials;
 use super::proxy::{held, read_whole, relay_head, send_to};
+use super::request::{Logged, RequestBody, read_body};
+use super::status;
 use super::upstream::UpstreamClient;
-use super::{App, Body, Logged, RequestBody, credentials, frame, read_body, status};
 use crate::config::Pace;
 use crate::engine::{LlmCall, LlmFlight, LlmReply, LlmStep, Outcome};
 use crate::error::RequestError;

@@ -8,6 +8,7 @@
 //! a POST that is not a JSON-RPC message, and every GET and DELETE, go to
 //! the upstream as they are. Every request leaves one log line.
 
+mod app;
 mod arrival;
 mod frame;
 mod headers;
@@ -15,161 +16,42 @@ mod holding;
 mod llm;
 mod noted;
 mod proxy;
+mod request;
 mod resume;
 pub mod server;
 mod status;
 pub mod turns;
 pub mod upstream;
 
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
-use http_body_util::combinators::BoxBody;
 use hyper::{Method, Request, Response};
 
+pub use app::App;
+pub use frame::Body;
 pub use proxy::Proxy;
-use resume::Resumable;
+use request::{Logged, RequestLog, ServerName, read_body};
+pub use request::{REQUEST_LINES, RequestBody};
 
 use self::headers::{
     Accepts, Context, FoundHeaders, LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, check_host_and_origin,
     check_post_headers, credentials, header_as, origin,
 };
-use self::server::Wire;
-use super::RequestLine;
+use self::noted::Wire;
 use crate::agent365;
-use crate::config::FrontDoor;
 use crate::engine::{
-    Call, Engine, Failure, Flight, FromClient, Outcome, Policy, Resumption, ServiceStep, SessionAsk,
-    SessionStep, Step,
+    Call, Failure, Flight, FromClient, Outcome, Resumption, ServiceStep, SessionAsk, SessionStep, Step,
 };
 use crate::error::{RequestError, Unanswered};
-use crate::jsonrpc::{self, Message, Params, ParamsCache, RequestId};
+use crate::jsonrpc::{self, Message};
 use crate::limits::{
-    HEADER_READ_TIMEOUT, MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_BODY_BYTES,
-    MAX_REQUEST_TARGET_BYTES, MIN_BODY_RATE, SHUTDOWN_GRACE,
+    MAX_ASIDE_WRITE_WAIT, MAX_HANG, MAX_HANGING_REQUESTS, MAX_REQUEST_TARGET_BYTES, SHUTDOWN_GRACE,
 };
-use crate::logging;
 use crate::mcp;
 use crate::model::{Era, ServiceRoute};
 use crate::util::{self, printable};
-
-/// The response body type of every answer: whole or streamed.
-pub type Body = BoxBody<Bytes, Infallible>;
-
-/// What every request handler shares: the engine, whose link to the
-/// upstream (when recording) is the [`Proxy`], the front door's rules, and
-/// the params read before.
-pub struct App {
-    engine: Engine<Proxy>,
-    /// What this door does for its engine.
-    policy: Policy,
-    front_door: FrontDoor,
-    params: ParamsCache,
-    /// Replayed streams a client can resume.
-    resumable: Arc<Resumable>,
-    /// Request headers whose values are credentials besides the built-in
-    /// ones (`--redact-header`, lowercase).
-    redact_headers: Vec<String>,
-    /// Set when the shutdown grace has run out: requests still waiting for
-    /// their answer get 503 then.
-    stopping: tokio::sync::watch::Sender<bool>,
-    /// Room for requests a `hang` fault holds ([`MAX_HANGING_REQUESTS`]).
-    hanging: Arc<tokio::sync::Semaphore>,
-}
-
-impl App {
-    pub fn new(engine: Engine<Proxy>, front_door: FrontDoor) -> App {
-        App {
-            policy: engine.policy(),
-            engine,
-            front_door,
-            params: ParamsCache::default(),
-            resumable: Arc::default(),
-            redact_headers: Vec::new(),
-            stopping: tokio::sync::watch::Sender::new(false),
-            hanging: Arc::new(tokio::sync::Semaphore::new(MAX_HANGING_REQUESTS)),
-        }
-    }
-
-    /// The shutdown grace has run out: every request still waiting for its
-    /// answer is answered 503 with its id.
-    pub fn grace_over(&self) {
-        self.stopping.send_replace(true);
-    }
-
-    /// Resolves once [`App::grace_over`] was called.
-    async fn stopped(&self) {
-        let mut stopping = self.stopping.subscribe();
-        // The sender lives as long as the app, so this ends only when it says so.
-        let _ = stopping.wait_for(|over| *over).await;
-    }
-
-    /// The same, scrubbing the values of `headers` (lowercase names) from
-    /// what is recorded, as credentials.
-    pub fn redacting_headers(self, headers: Vec<String>) -> App {
-        App { redact_headers: headers, ..self }
-    }
-
-    pub fn engine(&self) -> &Engine<Proxy> {
-        &self.engine
-    }
-
-    pub fn front_door(&self) -> &FrontDoor {
-        &self.front_door
-    }
-}
-
-/// The server a request's path names ([`agent365::server_name`]), kept
-/// as where it lies in the path: the path's buffer is shared, not copied.
-struct ServerName {
-    uri: hyper::Uri,
-    /// Where in the path; `None` for the root's name, which is no part of it.
-    at: Option<std::ops::Range<usize>>,
-}
-
-impl ServerName {
-    fn of(uri: &hyper::Uri) -> ServerName {
-        let path = uri.path();
-        let name = agent365::server_name(path);
-        // Where the name starts in the path, checked: the range kept always reads the name.
-        let start = name.as_ptr().addr().wrapping_sub(path.as_ptr().addr());
-        let at = start.checked_add(name.len()).map(|end| start..end);
-        let at = at.filter(|at| path.get(at.clone()) == Some(name));
-        ServerName { uri: uri.clone(), at }
-    }
-
-    fn as_str(&self) -> &str {
-        self.at.clone().map_or("/", |at| &self.uri.path()[at])
-    }
-}
-
-/// What the log line says about a request besides its status.
-struct Logged {
-    server: ServerName,
-    mcp_method: jsonrpc::Method,
-    /// The request's params, once read: the line names the tool, prompt or
-    /// resource in them.
-    params: Option<Params>,
-    outcome: Outcome,
-    /// The JSON-RPC request's id, once read.
-    id: Option<RequestId>,
-}
-
-/// A request body the front door reads: hyper's, from a connection, or any
-/// other (a test's or a fuzzer's, with no socket at all).
-pub trait RequestBody: hyper::body::Body<Data = Bytes, Error: std::fmt::Display> + Send + Unpin {}
-
-impl<B> RequestBody for B
-where
-    B: hyper::body::Body<Data = Bytes> + Send + Unpin,
-    B::Error: std::fmt::Display,
-{
-}
 
 /// A request no tape takes (`--tapes-on-stdin` between tapes, or in a
 /// session an earlier tape opened): its fault's status and JSON-RPC error.
@@ -216,47 +98,6 @@ pub async fn handle(request: Request<impl RequestBody>, app: &App, wire: Option<
     };
     line.write(response.status().as_str(), "");
     response
-}
-
-/// The target of the request lines (info level): the line a filter such as
-/// `MCP_TAPE_LOG=info,mcp_tape::transport::http=warn` leaves out.
-pub const REQUEST_LINES: &str = module_path!();
-
-/// A request's log line, written once: when its answer is ready, or, when
-/// the client goes away first (hyper then drops the handler), at that moment.
-struct RequestLog {
-    http_method: Method,
-    started: SystemTime,
-    logged: Logged,
-    written: bool,
-}
-
-impl RequestLog {
-    fn write(&mut self, status: &str, note: &str) {
-        self.written = true;
-        let logged = &self.logged;
-        let line = RequestLine {
-            door: self.http_method.as_str(),
-            server: logged.server.as_str(),
-            method: &logged.mcp_method,
-            subject: mcp::subject_of(&logged.mcp_method, logged.params.as_ref().map(Params::value)),
-            outcome: logged.outcome,
-            status: Some(status),
-            started: self.started,
-            note,
-        };
-        if !logging::write_direct(tracing::Level::INFO, |out, now| line.write(out, now)) {
-            tracing::info!(target: REQUEST_LINES, "{line}");
-        }
-    }
-}
-
-impl Drop for RequestLog {
-    fn drop(&mut self) {
-        if !self.written {
-            self.write("-", " (the client went away before the answer)");
-        }
-    }
 }
 
 async fn dispatch(
@@ -618,78 +459,6 @@ async fn other(
             proxy.listen(&parts, body, listener).await
         }
         SessionStep::Forward(proxy, None) => relay(request, proxy, idle, logged).await,
-    }
-}
-
-/// Reads a request body, refusing one over [`MAX_REQUEST_BODY_BYTES`], one
-/// that stalls (`idle` at most between two pieces of it) and one that
-/// trickles in ([`MIN_BODY_RATE`] over all, after [`HEADER_READ_TIMEOUT`]).
-///
-/// # Errors
-///
-/// 413 over the limit, 408 for a stalled or too slow body, 400 when it
-/// cannot be read.
-async fn read_body(mut body: impl RequestBody, idle: Duration) -> Result<Bytes, RequestError> {
-    let too_large = || RequestError::from(Unanswered::BodyTooLarge { limit: MAX_REQUEST_BODY_BYTES });
-    // A body announced (Content-Length) over the limit is refused before any of it is read.
-    if body.size_hint().lower() > MAX_REQUEST_BODY_BYTES as u64 {
-        return Err(too_large());
-    }
-    // The usual body came with its head: its piece is taken at a first look, and the clock is
-    // read (for the deadlines) only when the body must be waited for.
-    let mut there = Some(std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await);
-    let mut started = None;
-    // The usual body comes in one piece, kept as it is; only a body in
-    // several pieces is copied into one.
-    let mut whole = Bytes::new();
-    let mut pieces: Option<bytes::BytesMut> = None;
-    let done = |whole: Bytes, pieces: Option<bytes::BytesMut>| pieces.map_or(whole, bytes::BytesMut::freeze);
-    loop {
-        let piece = match there.take() {
-            Some(Poll::Ready(piece)) => Ok(piece),
-            _ => {
-                let now = tokio::time::Instant::now();
-                let started = *started.get_or_insert(now);
-                let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
-                let deadline =
-                    started + HEADER_READ_TIMEOUT + Duration::from_secs((read / MIN_BODY_RATE) as u64);
-                let wait = idle.min(deadline.saturating_duration_since(now));
-                // A piece that is already there is taken before the timer is armed (the timeout polls first).
-                // Boxed: the timer would otherwise make every request's state larger.
-                match Box::pin(tokio::time::timeout(wait, body.frame())).await {
-                    Err(_) if wait < idle => {
-                        return Err(Unanswered::BodyTooSlow { rate: MIN_BODY_RATE }.into());
-                    }
-                    piece => piece,
-                }
-            }
-        };
-        match piece {
-            Err(_) => return Err(Unanswered::BodyStalled { idle }.into()),
-            Ok(None) => return Ok(done(whole, pieces)),
-            Ok(Some(Ok(frame))) => {
-                if let Ok(data) = frame.into_data() {
-                    let read = pieces.as_ref().map_or(whole.len(), bytes::BytesMut::len);
-                    if read + data.len() > MAX_REQUEST_BODY_BYTES {
-                        return Err(too_large());
-                    }
-                    match &mut pieces {
-                        Some(buffer) => buffer.extend_from_slice(&data),
-                        None if whole.is_empty() => whole = data,
-                        None => {
-                            let mut buffer = bytes::BytesMut::with_capacity(read + data.len());
-                            buffer.extend_from_slice(&whole);
-                            buffer.extend_from_slice(&data);
-                            pieces = Some(buffer);
-                        }
-                    }
-                }
-                if body.is_end_stream() {
-                    return Ok(done(whole, pieces));
-                }
-            }
-            Ok(Some(Err(e))) => return Err(Unanswered::BodyUnreadable(e.to_string()).into()),
-        }
     }
 }
 

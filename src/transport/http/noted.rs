@@ -7,10 +7,15 @@
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
+
+use crate::util::lock;
 
 /// What a [`Noted`] connection over `T` is told, each with nothing to do
 /// by default.
@@ -100,5 +105,38 @@ impl<T: AsyncWrite + Unpin, N: Notes<T> + Unpin> AsyncWrite for Noted<T, N> {
 impl<T: Connection, N: Notes<T>> Connection for Noted<T, N> {
     fn connected(&self) -> Connected {
         self.notes.connected(self.io.connected())
+    }
+}
+
+/// A connection's writes as an answer's body waits on them: what it must
+/// know to tell that what it yielded has been written.
+#[derive(Clone, Default)]
+pub struct Wire(Arc<Awaited>);
+
+#[derive(Default)]
+struct Awaited {
+    /// Fired at the next write; `any` says there are some.
+    on_write: Mutex<Vec<oneshot::Sender<()>>>,
+    any: AtomicBool,
+}
+
+impl Wire {
+    /// Fires `written` at the connection's next write to its socket: the
+    /// write that carries what the body yielded before, since hyper writes
+    /// what it buffered before it waits on the body again (on HTTP/2, where
+    /// one task writes every stream's frames, the next write of any).
+    pub(super) fn after_next_write(&self, written: oneshot::Sender<()>) {
+        lock(&self.0.on_write).push(written);
+        self.0.any.store(true, Ordering::Release);
+    }
+
+    /// The connection wrote to its socket.
+    pub(super) fn wrote(&self) {
+        // A load first: the swap (a write) only when an answer waits.
+        if self.0.any.load(Ordering::Acquire) && self.0.any.swap(false, Ordering::AcqRel) {
+            for written in std::mem::take(&mut *lock(&self.0.on_write)) {
+                let _ = written.send(()); // the answer that waited may be gone
+            }
+        }
     }
 }

@@ -37,10 +37,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
 use super::arrival::Arrival;
-use super::frame::{self, Pieces};
+use super::frame::{self, Body, Pieces};
 use super::holding::Holding;
+use super::status;
 use super::upstream::{self, UpstreamClient};
-use super::{Body, status};
 use crate::agent365;
 use crate::engine::{AsWritten, Flight, Heard, Held, Listener, Outcome, ServiceFlight, Wait};
 use crate::error::{RequestError, Unanswered, UpstreamFailure};

@@ -41,7 +41,7 @@ use tokio::runtime::{Handle, RuntimeFlavor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::holding::Holding;
-use super::noted::{Noted, Notes};
+use super::noted::{Noted, Notes, Wire};
 use super::turns::{Serving, within_grace};
 use super::{Body, handle};
 
@@ -99,7 +99,7 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
         let service = service_fn(move |request| {
             let taken = serving.take(request.headers());
             let busy = InFlight::start(&served);
-            let wire = Wire(Arc::clone(&served));
+            let wire = served.wire.clone();
             async move {
                 let taken = match taken {
                     Ok(taken) => taken,
@@ -243,25 +243,8 @@ struct Activity {
     /// The client opened with the HTTP/2 preface: frames between requests
     /// (pings, settings) are not a request head.
     http2: AtomicBool,
-    /// Fired at the next write ([`Wire`]); `awaiting` says there are any.
-    on_write: Mutex<Vec<oneshot::Sender<()>>>,
-    awaiting: AtomicBool,
-}
-
-/// A request's view of its connection's socket: what an answer's body must
-/// know to tell that what it yielded has been written.
-#[derive(Clone)]
-pub struct Wire(Arc<Activity>);
-
-impl Wire {
-    /// Fires `written` at the connection's next write to its socket: the
-    /// write that carries what the body yielded before, since hyper writes
-    /// what it buffered before it waits on the body again (on HTTP/2, where
-    /// one task writes every stream's frames, the next write of any).
-    pub(super) fn after_next_write(&self, written: oneshot::Sender<()>) {
-        lock(&self.0.on_write).push(written);
-        self.0.awaiting.store(true, Ordering::Release);
-    }
+    /// What an answer's body waits on of its writes.
+    wire: Wire,
 }
 
 /// How often per limit a connection is looked at.
@@ -299,12 +282,7 @@ impl Activity {
 
     fn wrote(&self) {
         self.touch();
-        // A load first: the swap (a write) only when an answer waits.
-        if self.awaiting.load(Ordering::Acquire) && self.awaiting.swap(false, Ordering::AcqRel) {
-            for written in std::mem::take(&mut *lock(&self.on_write)) {
-                let _ = written.send(()); // the answer that waited may be gone
-            }
-        }
+        self.wire.wrote();
     }
 
     fn settle(&self) {

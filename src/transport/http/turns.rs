@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use hyper::HeaderMap;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::App;
+use super::app::App;
 use crate::config::FrontDoor;
 use crate::error::Unanswered;
 use crate::limits::{MAX_SESSIONS, SHUTDOWN_GRACE, STOPPING_ANSWERED};
