@@ -178,3 +178,26 @@ pub(super) async fn read_body(mut body: impl RequestBody, idle: Duration) -> Res
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name kept as a part of the path reads as the name the path gives.
+    #[test]
+    fn server_names_are_read_from_the_path() {
+        for target in [
+            "/agents/servers/mcp_MailTools",
+            "/agents/servers/mcp_MailTools/?x=1",
+            "/agents/tenants/t/servers/mcp_Me/",
+            "/mcp",
+            "/",
+            "//",
+            "*",
+            "127.0.0.1:80",
+        ] {
+            let uri: hyper::Uri = target.parse().unwrap();
+            assert_eq!(ServerName::of(&uri).as_str(), agent365::server_name(uri.path()), "{target}");
+        }
+    }
+}
