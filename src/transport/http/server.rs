@@ -124,11 +124,24 @@ pub async fn run(listener: TcpListener, serving: Serving, shutdown: impl Future<
         });
         let io = TokioIo::new(Noted { io: stream, notes: Arc::clone(&activity) });
         let connection = graceful.watch(builder.serve_connection(io, service).into_owned());
+        // The watcher runs as a task of its own, so that the connection's task looks at one
+        // oneshot at a wake, not at the watcher's timer and messages.
+        let (mut closing, closed) = oneshot::channel();
         tokio::spawn(async move {
-            // The watcher's end drops the connection, which closes it.
+            let why = tokio::select! {
+                why = activity.watch(limits, told) => Some(why),
+                () = closing.closed() => None, // the connection ended first
+            };
+            if let Some(why) = why {
+                let _ = closing.send(why);
+            }
+        });
+        tokio::spawn(async move {
+            // The watcher's word drops the connection, which closes it.
             let ended = tokio::select! {
+                biased;
                 ended = connection => ended,
-                why = activity.watch(limits, told) => match why {
+                Ok(why) = closed => match why {
                     Closed::Idle => {
                         tracing::debug!(
                             "{peer}: closed after {:?} idle with no request in flight",
