@@ -1,21 +1,16 @@
-//! The one hand-written JSON reader, in two uses.
-//!
-//! The byte scan of the usual request beside serde (a speed piece:
-//! BENCHMARKS.md): the members of a request or notification found in one
-//! pass over its bytes, each value still read by serde, and anything
-//! unusual left to serde's own path ([`scan`]).
-//!
-//! JSON as its sender wrote it ([`rewrite`], [`splice`], [`edit`]). serde_json reads `1e2`, `1.50`, `-0`,
-//! `"caf\u00e9"` or a 30-digit integer into values it would write as
-//! `100.0`, `1.5`, `0`, `"café"` and a float; the recorded server wrote
-//! the first, and an agent framework hands a model the text, so a cassette
-//! keeps and replay sends the first. Whoever must change a message (record
-//! puts placeholders in and scrubs secrets, replay converts between eras)
-//! changes its parsed value and then [`rewrite`]s the sender's text to say
-//! that value: every member, item and scalar the value still holds keeps
-//! its bytes, and only what changed is written by serde_json. No place is
-//! remembered beside the text; one pass over it does the work, so the cost
-//! is linear in its size.
+//! The one hand-written JSON reader, in two uses. The byte scan of the
+//! usual request beside serde ([`scan`], a speed piece: BENCHMARKS.md):
+//! its members found in one pass, each value still read by serde, anything
+//! unusual left to serde's own path. And JSON as its sender wrote it
+//! ([`rewrite`], [`splice`], [`edit`]): serde_json reads `1e2`, `1.50`,
+//! `-0`, `"caf\u00e9"` or a 30-digit integer into values it would write as
+//! `100.0`, `1.5`, `0`, `"café"` and a float; the recorded server wrote the
+//! first, and an agent framework hands an LLM the text, so a cassette keeps
+//! and replay sends the first. Whoever changes a message (record's
+//! placeholders and scrubbing, replay's era conversion) changes its parsed
+//! value and rewrites the sender's text to say it: what the value still
+//! holds keeps its bytes, only what changed is written by serde_json, in one
+//! pass over the text.
 
 use std::borrow::Cow;
 use std::collections::HashSet;

@@ -7,21 +7,15 @@
 //! shutdown path (stop accepting, let in-flight requests finish within a
 //! grace period).
 //!
-//! Both limits are watched by one timer per connection that looks at counts
-//! of the connection's reads and requests; nothing is timed per request.
-//! hyper-util's own builder timeouts do not do this: its `auto` builder
-//! waits for the protocol preface with no timer, so a connection that
-//! sends nothing stays open (with `header_read_timeout` and HTTP/2
-//! keep-alive pings in place of this watcher,
-//! `silent_and_stalled_connections_are_closed` fails: still open after
-//! 30 s), and HTTP/2 has no idle timeout at all.
-//!
-//! The same watcher hears when its connection is to close at once (to make
-//! room): one message a connection. The graceful shutdown is hyper-util's
-//! (`GracefulShutdown`): each connection told to finish what is under way,
-//! then waited for within the grace. hyper's own `header_read_timeout` is
-//! not the head limit here: it runs while a kept-alive connection waits for
-//! its next request, which is the idle limit's time.
+//! Both limits are watched by one timer per connection (a task of its own)
+//! that looks at counts of the connection's reads and requests; nothing is
+//! timed per request. hyper's own limits do not do this: the `auto` builder
+//! waits for the protocol preface with no timer (a silent connection stays
+//! open), HTTP/2 has no idle timeout, and `header_read_timeout` also runs
+//! while a kept-alive connection waits for its next request. The watcher
+//! also closes an idle connection at once to make room. The graceful
+//! shutdown is hyper-util's (`GracefulShutdown`): each connection finishes
+//! what is under way, waited for within the grace.
 
 use std::convert::Infallible;
 use std::future::Future;
