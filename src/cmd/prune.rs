@@ -51,10 +51,24 @@ pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
             )),
         }
     }
-    let (removed, kept) = (done.removed.len(), done.kept.len());
+    let left = cassette.exchanges_as_text()?.len() + cassette.llm_exchanges()?.len();
+    let kept = match done.kept.len() {
+        0 => String::new(),
+        n => format!("; {} the report listed kept, as said above", recordings(n)),
+    };
     util::say(format_args!(
-        "mcp-tape: removed {removed} recordings from {}; kept {kept}",
-        config.cassette.display()
+        "mcp-tape: removed {} from {}; {} left in it{kept}",
+        recordings(done.removed.len()),
+        config.cassette.display(),
+        recordings(left),
     ));
     Ok(0)
+}
+
+/// `n` recordings, in words.
+fn recordings(n: usize) -> String {
+    match n {
+        1 => "1 recording".into(),
+        n => format!("{n} recordings"),
+    }
 }

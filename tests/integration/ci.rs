@@ -697,6 +697,11 @@ async fn prune_removes_what_a_passing_run_never_used() {
     let printed = String::from_utf8_lossy(&pruned.stdout);
     assert!(pruned.status.success(), "{}", String::from_utf8_lossy(&pruned.stderr));
     assert!(printed.contains("removed #2: mcp_MailTools tools/call") && printed.contains("m9"), "{printed}");
+    let said = String::from_utf8_lossy(&pruned.stderr);
+    assert!(
+        said.contains("removed 1 recording from") && said.ends_with("; 1 recording left in it\n"),
+        "{said}"
+    );
     let left = exchanges(&path);
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].request["params"]["arguments"]["id"], "m1");
