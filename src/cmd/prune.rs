@@ -51,7 +51,7 @@ pub(super) fn run(config: &PruneConfig) -> Result<u8, Error> {
             )),
         }
     }
-    let left = cassette.exchanges_as_text()?.len() + cassette.llm_exchanges()?.len();
+    let left = cassette.recordings()?;
     let kept = match done.kept.len() {
         0 => String::new(),
         n => format!("; {} the report listed kept, as said above", recordings(n)),

@@ -570,6 +570,8 @@ async fn prune_removes_the_model_exchanges_a_passing_run_never_used() {
         pruned.status.success() && out.contains("removed #2: model openai POST /chat/completions"),
         "{out}"
     );
+    let said = String::from_utf8_lossy(&pruned.stderr);
+    assert!(said.ends_with("; 1 recording left in it\n"), "the LLM exchange left is counted: {said}");
     let left = Cassette::open_read_only(&cassette).unwrap().llm_exchanges().unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].request, chat("Be brief.", false));

@@ -324,7 +324,7 @@ impl Cassette {
         if self.version < 2 { Ok(Vec::new()) } else { load::read_service_answers(&self.conn) }
     }
 
-    /// Every model exchange in the cassette, in recorded order.
+    /// Every LLM exchange in the cassette, in recorded order.
     ///
     /// # Errors
     ///
@@ -335,6 +335,23 @@ impl Cassette {
 
     fn read_llm_exchanges(&self) -> Result<Vec<LlmExchange>, CassetteError> {
         if self.version < llm::SINCE { Ok(Vec::new()) } else { llm::read(&self.conn, &self.path) }
+    }
+
+    /// How many recordings the cassette holds: its exchanges and its LLM
+    /// exchanges, counted without reading them.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn recordings(&self) -> Result<usize, Error> {
+        let count = |table: &str| {
+            self.conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |row| row.get::<_, i64>(0))
+        };
+        let llms = if self.version < llm::SINCE { Ok(0) } else { count("model_exchange") };
+        let counted = count("exchange").and_then(|exchanges| Ok(exchanges + llms?));
+        counted
+            .map(|n| usize::try_from(n).unwrap_or_default())
+            .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
     /// Every answer template, by server and tool.
