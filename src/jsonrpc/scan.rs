@@ -185,13 +185,19 @@ fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
             }
         }
         _ => {
-            let word = bytes[at..]
-                .iter()
-                .position(|b| matches!(b, b',' | b'}' | b']' | b':' | b' ' | b'\t' | b'\n' | b'\r'));
-            let end = at + word.unwrap_or(bytes.len() - at);
+            let end = word_end(bytes, at);
             (end > at).then_some(end)
         }
     }
+}
+
+/// Just past the bare word (a number, `true`, `false`, `null`) that starts
+/// at `at`: `at` itself when none does.
+fn word_end(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at).is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.')) {
+        at += 1;
+    }
+    at
 }
 
 /// `text` as JSON's natural number (`0`, or digits without a leading
@@ -401,13 +407,7 @@ impl<'t> TextReader<'t> {
     /// A number token (or a word: `true`, `false`, `null`).
     fn bare_token(&mut self) -> Option<&'t str> {
         let start = self.at;
-        while self
-            .text
-            .get(self.at)
-            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))
-        {
-            self.at += 1;
-        }
+        self.at = word_end(self.text, start);
         (self.at > start).then(|| self.since(start))?
     }
 
