@@ -120,10 +120,13 @@ impl Receipts {
     }
 }
 
-/// Now, if `buf` holds more than its first `before` bytes.
+/// Now, if `buf` holds more than its first `before` bytes (the clock is
+/// read only then).
 fn read_now(buf: &ReadBuf<'_>, before: usize) -> Option<u64> {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    (buf.filled().len() > before).then(|| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+    (buf.filled().len() > before).then(|| {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    })
 }
 
 /// Gives the memory the calling thread freed back to the system now: a

@@ -296,7 +296,7 @@ fn die_with_parent(command: &mut tokio::process::Command) {
             if libc::getppid() != parent {
                 libc::_exit(1);
             }
-            set_huge_pages(true);
+            huge_pages(true);
             Ok(())
         });
     }
@@ -561,18 +561,13 @@ pub fn release_stdout() {
 }
 
 /// Whether this process (and the children it starts from now on) may
-/// have transparent huge pages (Linux); elsewhere nothing changes.
-#[cfg(target_os = "linux")]
-pub fn huge_pages(allowed: bool) {
-    set_huge_pages(allowed);
-}
-
+/// have transparent huge pages (Linux: PR_SET_THP_DISABLE, which children
+/// inherit; refused, nothing changes). Elsewhere nothing changes.
 #[cfg(not(target_os = "linux"))]
 pub fn huge_pages(_allowed: bool) {}
 
-/// PR_SET_THP_DISABLE, which children inherit; refused, nothing changes.
 #[cfg(target_os = "linux")]
-fn set_huge_pages(allowed: bool) {
+pub fn huge_pages(allowed: bool) {
     // SAFETY: prctl(2) on this process; no memory is passed, nothing is
     // allocated (this also runs before the allocator has started, and in a
     // forked child before exec).

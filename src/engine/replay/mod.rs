@@ -726,7 +726,7 @@ fn recorded_answer<'v>(
         let mut json = normalize::stamp(&message.json, message.id_at, id, token.as_deref());
         // Valid JSON serde_json will not read (a lone surrogate, `1e999`,
         // nesting past 128) goes out as recorded, unconverted.
-        if let Some(mut body) = convert.then(|| serde_json::from_str::<Value>(&json).ok()).flatten() {
+        if convert && let Ok(mut body) = serde_json::from_str::<Value>(&json) {
             match identity {
                 Some(identity) => convert::message_to_stateless(call.method, &mut body, identity),
                 None => convert::message_to_handshake(&mut body),
