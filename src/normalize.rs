@@ -147,21 +147,16 @@ impl Rules {
 
     /// The match key of a request of `method` to `server` with (redacted) `params`.
     pub fn match_key(&self, server: &str, method: &str, params: Option<&Value>) -> MatchKey {
-        let mut hash = Sha256::new();
-        for part in [server, method] {
-            hash.update(part.as_bytes());
-            hash.update([0]);
+        if matches!(method, "initialize" | "server/discover") {
+            return key_of(server, method, "");
         }
-        if !matches!(method, "initialize" | "server/discover") {
-            let canonical = match params {
-                // What canonical_params gives, without copying the params when nothing is ignored.
-                _ if !self.ignore_params.is_empty() => canonical_json(&self.canonical_params(params)),
-                None | Some(Value::Null) => "{}".to_owned(),
-                Some(params) => canonical_json_without(params, "_meta"),
-            };
-            hash.update(canonical.as_bytes());
-        }
-        MatchKey::from_digest(hash.finalize().into())
+        let canonical = match params {
+            // What canonical_params gives, without copying the params when nothing is ignored.
+            _ if !self.ignore_params.is_empty() => canonical_json(&self.canonical_params(params)),
+            None | Some(Value::Null) => "{}".to_owned(),
+            Some(params) => canonical_json_without(params, "_meta"),
+        };
+        key_of(server, method, &canonical)
     }
 
     /// The stored form of a raw exchange: redacted, with the caller's id and
@@ -209,6 +204,19 @@ impl Rules {
             source: None,
         }
     }
+}
+
+/// The match key of a request of `method` to `server` whose params (a
+/// model request's body) are `canonical` (their canonical JSON; empty for
+/// a handshake, whose params do not count).
+pub fn key_of(server: &str, method: &str, canonical: &str) -> MatchKey {
+    let mut hash = Sha256::new();
+    for part in [server, method] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.update(canonical.as_bytes());
+    MatchKey::from_digest(hash.finalize().into())
 }
 
 /// In an upstream message: the answer to the caller's request gets the id

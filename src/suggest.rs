@@ -18,8 +18,9 @@ use serde_json::Value;
 use crate::cassette::store;
 use crate::cassette::tape::{Cursors, Recorded, Tape};
 use crate::config::Pace;
+use crate::engine::Asked;
 use crate::engine::Outcome;
-use crate::engine::by_rule::{Asked, RuleIndex};
+use crate::engine::by_rule::RuleIndex;
 use crate::engine::ledger::{CaseKey, Ledger};
 use crate::engine::llm::{LLM_SERVER_PREFIX, LlmCall, LlmTape};
 use crate::error::Error;
@@ -226,10 +227,10 @@ fn check_llm(
     let Some((method, target)) = miss.method.split_once(' ') else {
         return "not checked: the report does not say the request's method and target".into();
     };
-    let tape = LlmTape::new(recordings.to_vec(), normalization);
+    let tape = LlmTape::new(recordings.to_vec(), normalization, rules);
     let body = miss.params.to_string();
     let call = LlmCall { model, method, target, body: &body, credentials: &[] };
-    let reply = tape.answer(&call, normalization, &rules, Pace::Instant, &Ledger::default());
+    let reply = tape.answer(&call, normalization, Pace::Instant, &Ledger::default());
     match reply.outcome {
         Outcome::Hit | Outcome::Ruled => "checked: answers the miss with a recording".into(),
         _ => match reply.answer {

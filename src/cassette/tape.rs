@@ -507,12 +507,7 @@ impl Cursors {
     /// The next of `run` (the recordings of `key` in `era`): in recorded
     /// order, then the last one again once the run is used up; `None` for
     /// an empty run.
-    pub fn next_in<'a>(
-        &mut self,
-        key: MatchKey,
-        era: Era,
-        run: &'a [Arc<Recorded>],
-    ) -> Option<&'a Arc<Recorded>> {
+    pub fn next_in<'a, R>(&mut self, key: MatchKey, era: Era, run: &'a [Arc<R>]) -> Option<&'a Arc<R>> {
         let last = run.len().checked_sub(1)?;
         Some(&run[self.advance(key, era).min(last)])
     }

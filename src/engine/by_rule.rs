@@ -1,7 +1,8 @@
 //! Which recording a match rule picks for a request that no recording
-//! matches exactly. The index is built once at load: for each rule, the
-//! recordings it decides among, grouped by server, method and name (tool,
-//! prompt or URI) and by era, each with its params prepared as the rule
+//! matches exactly: an MCP call's, or a request to the agent's model
+//! (whatever is a [`Recording`]). The index is built once at load: for
+//! each rule, the recordings it decides among, grouped by server, method
+//! and name (tool, prompt or URI) and by era, each with its params prepared as the rule
 //! compares them (and, for `nearest`, indexed by [`super::nearest`]). A
 //! request's decision ([`RuleIndex::decide`]: which run of recordings) costs
 //! one preparation of its own params and a map lookup (`exact`), nothing
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::step::Call;
+use super::step::Asked;
 use crate::cassette::tape::{ByEra, Cursors, Recorded, Tape};
 use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};
@@ -51,17 +52,43 @@ pub enum Choice {
 /// `None` (as an `Option<Decision>`): no rule decides it.
 pub type Decision = (usize, Result<Choice, Refusal>);
 
-/// Where a request went: its era, server and method.
-#[derive(Clone, Copy, Debug)]
-pub struct Asked<'a> {
-    pub era: Era,
-    pub server: &'a str,
-    pub method: &'a str,
+/// What a rule reads of a recording.
+pub trait Recording {
+    fn server(&self) -> &str;
+    fn method(&self) -> &str;
+    /// The tool or prompt name, or the resource URI, it names (`""` for none).
+    fn name(&self) -> &str;
+    fn era(&self) -> Era;
+    /// The first of `rules` that decides it.
+    fn rule(&self, rules: &MatchRules) -> Option<usize>;
+    /// Its params as rules compare them, before a rule's own `ignore` and
+    /// `normalize`; `normalization` gives the canonical params.
+    fn compared(&self, normalization: &Rules) -> Value;
 }
 
-impl<'a> Asked<'a> {
-    pub fn of(call: &Call<'a>) -> Asked<'a> {
-        Asked { era: call.era, server: call.server, method: call.method }
+impl Recording for Recorded {
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn method(&self) -> &str {
+        &self.method
+    }
+
+    fn name(&self) -> &str {
+        self.subject.as_deref().unwrap_or_default()
+    }
+
+    fn era(&self) -> Era {
+        self.era
+    }
+
+    fn rule(&self, rules: &MatchRules) -> Option<usize> {
+        rules.find(&self.server, &self.method, self.name())
+    }
+
+    fn compared(&self, normalization: &Rules) -> Value {
+        normalization.canonical_params(self.params().as_ref())
     }
 }
 
@@ -73,28 +100,33 @@ pub struct Refusal {
 }
 
 /// One rule's groups of recordings by server, then method, then name.
-type Groups = FastMap<String, FastMap<String, FastMap<String, Group>>>;
+type Groups<R> = FastMap<String, FastMap<String, FastMap<String, Group<R>>>>;
 
-/// The match rules with what they need of the tape, built at load.
-#[derive(Default)]
-pub struct RuleIndex {
+/// The match rules with what they need of the recordings, built at load.
+pub struct RuleIndex<R = Recorded> {
     rules: MatchRules,
     /// Per rule (by index): its groups by server, method, then name.
-    groups: Vec<Groups>,
+    groups: Vec<Groups<R>>,
     /// Decisions for params read before.
     memory: Memory<Option<Decision>>,
 }
 
+impl<R> Default for RuleIndex<R> {
+    fn default() -> RuleIndex<R> {
+        RuleIndex { rules: MatchRules::default(), groups: Vec::new(), memory: Memory::default() }
+    }
+}
+
 /// The recordings one rule decides among for one server, method and name.
-type Group = ByEra<Recordings>;
+type Group<R> = ByEra<Recordings<R>>;
 
 /// One era's recordings of a group.
-struct Recordings {
+struct Recordings<R> {
     /// Every recording, in recorded order (`sequence`).
-    all: Vec<Arc<Recorded>>,
+    all: Vec<Arc<R>>,
     /// The distinct params as the rule prepares them, in order of first
     /// recording.
-    variants: Vec<Variant>,
+    variants: Vec<Variant<R>>,
     /// Variants by their prepared params' canonical JSON (`exact`).
     by_params: FastMap<String, usize>,
     /// The variants as `nearest` ranks them (for a `nearest` rule only).
@@ -104,11 +136,11 @@ struct Recordings {
 }
 
 /// Recordings whose params the rule makes the same.
-struct Variant {
+struct Variant<R> {
     params: Value,
     /// The cursor key of its run of recordings.
     key: MatchKey,
-    recordings: Vec<Arc<Recorded>>,
+    recordings: Vec<Arc<R>>,
 }
 
 impl RuleIndex {
@@ -117,31 +149,35 @@ impl RuleIndex {
     pub fn new(rules: MatchRules, tape: &Tape, normalization: &Rules) -> RuleIndex {
         RuleIndex::over(rules, tape.recordings(), normalization)
     }
+}
 
+impl<R: Recording> RuleIndex<R> {
     /// [`RuleIndex::new`] over `recordings` (of one tape) alone.
     pub fn over<'a>(
         rules: MatchRules,
-        recordings: impl IntoIterator<Item = &'a Arc<Recorded>>,
+        recordings: impl IntoIterator<Item = &'a Arc<R>>,
         normalization: &Rules,
-    ) -> RuleIndex {
-        let mut groups: Vec<Groups> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
+    ) -> RuleIndex<R>
+    where
+        R: 'a,
+    {
+        let mut groups: Vec<Groups<R>> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
         for recorded in recordings {
-            let name = recorded.subject.as_deref().unwrap_or_default();
-            let Some(index) = rules.find(&recorded.server, &recorded.method, name) else { continue };
-            let params = recorded.params();
+            let Some(index) = recorded.rule(&rules) else { continue };
             let rule = &rules.rules()[index];
-            let (prepared, by) = (rule.prepare(&normalization.canonical_params(params.as_ref())), rule.by);
+            let (prepared, by) = (rule.prepare(&recorded.compared(normalization)), rule.by);
+            let (server, method, name) = (recorded.server(), recorded.method(), recorded.name());
             let group = groups[index]
-                .entry(recorded.server.clone())
+                .entry(server.to_owned())
                 .or_default()
-                .entry(recorded.method.clone())
+                .entry(method.to_owned())
                 .or_default()
                 .entry(name.to_owned())
                 .or_insert_with(|| {
-                    let recordings = |era| Recordings::new(index, by, recorded, name, era);
+                    let recordings = |era| Recordings::new(index, by, server, method, name, era);
                     ByEra::new(recordings(Era::Handshake), recordings(Era::Stateless))
                 });
-            group.of_mut(recorded.era).add(index, name, Arc::clone(recorded), prepared);
+            group.of_mut(recorded.era()).add(index, Arc::clone(recorded), prepared);
         }
         RuleIndex { rules, groups, memory: Memory::default() }
     }
@@ -244,7 +280,7 @@ impl RuleIndex {
         asked: Asked,
         name: &str,
         cursors: &mut Cursors,
-    ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
+    ) -> Result<(Arc<R>, RuleUse), Refusal> {
         let Asked { era, server, method } = asked;
         let refuse = |why: String| Refusal { rule, why };
         let group = self
@@ -284,42 +320,47 @@ impl RuleIndex {
         asked: Asked,
         params: &Value,
         cursors: &mut Cursors,
-    ) -> Result<(Arc<Recorded>, RuleUse), Refusal> {
+    ) -> Result<(Arc<R>, RuleUse), Refusal> {
         let choice = self.decide(rule, asked, params)?;
         let name = mcp::subject_of(asked.method, Some(params)).unwrap_or_default();
         self.take(rule, &choice, asked, name, cursors)
     }
 
-    /// The decision for `call`, remembered for params read before (see
-    /// [`Memory`]): `work_out` is the plain path, asked only for params
-    /// not remembered.
-    pub fn remembered(&self, call: &Call, work_out: impl FnOnce() -> Option<Decision>) -> Option<Decision> {
-        self.memory.get_or(call, work_out)
+    /// The decision for a request as `asked` with params `text`,
+    /// remembered for params read before (see [`Memory`]): `work_out` is
+    /// the plain path, asked only for params not remembered.
+    pub fn remembered(
+        &self,
+        asked: Asked,
+        text: Option<&str>,
+        work_out: impl FnOnce() -> Option<Decision>,
+    ) -> Option<Decision> {
+        self.memory.get_or(asked, text, work_out)
     }
 
-    fn group(&self, rule: usize, server: &str, method: &str, name: &str) -> Option<&Group> {
+    fn group(&self, rule: usize, server: &str, method: &str, name: &str) -> Option<&Group<R>> {
         self.groups.get(rule)?.get(server)?.get(method)?.get(name)
     }
 }
 
-impl Recordings {
-    fn new(rule: usize, by: By, first: &Recorded, name: &str, era: Era) -> Recordings {
+impl<R: Recording> Recordings<R> {
+    fn new(rule: usize, by: By, server: &str, method: &str, name: &str, era: Era) -> Recordings<R> {
         let tag = format!("sequence/{}", era.as_str());
         Recordings {
             all: Vec::new(),
             variants: Vec::new(),
             by_params: FastMap::default(),
             nearest: (by == By::Nearest).then(NearestIndex::default),
-            sequence_key: key_of(rule, first, name, &tag),
+            sequence_key: key_of(rule, [server, method, name, &tag]),
         }
     }
 
-    fn add(&mut self, rule: usize, name: &str, recorded: Arc<Recorded>, prepared: Value) {
+    fn add(&mut self, rule: usize, recorded: Arc<R>, prepared: Value) {
         let text = canonical_json(&prepared);
         let at = match self.by_params.get(&text) {
             Some(at) => *at,
             None => {
-                let key = key_of(rule, &recorded, name, &text);
+                let key = key_of(rule, [recorded.server(), recorded.method(), recorded.name(), &text]);
                 if let Some(nearest) = &mut self.nearest {
                     nearest.add(&prepared);
                 }
@@ -333,19 +374,20 @@ impl Recordings {
     }
 }
 
-impl Variant {
+impl<R> Variant<R> {
     /// Its next recording for the session of `cursors`: in recorded order,
     /// then the last one again.
-    fn next(&self, era: Era, cursors: &mut Cursors) -> &Arc<Recorded> {
+    fn next(&self, era: Era, cursors: &mut Cursors) -> &Arc<R> {
         cursors.next_in(self.key, era, &self.recordings).expect("a variant holds a recording")
     }
 }
 
-/// A cursor key for rule `rule`'s `what` among `recorded`'s server, method
-/// and `name`: apart from every exact match key (those hash no rule).
-fn key_of(rule: usize, recorded: &Recorded, name: &str, what: &str) -> MatchKey {
+/// A cursor key for rule `rule`'s `what` among a server's, method's and
+/// name's recordings (`[server, method, name, what]`): apart from every
+/// exact match key (those hash no rule).
+fn key_of(rule: usize, parts: [&str; 4]) -> MatchKey {
     let mut hash = Sha256::new();
-    for part in ["mcp-tape match rule", &rule.to_string(), &recorded.server, &recorded.method, name, what] {
+    for part in ["mcp-tape match rule", &rule.to_string()].into_iter().chain(parts) {
         hash.update(part.as_bytes());
         hash.update([0]);
     }
@@ -555,9 +597,10 @@ mod tests {
                         let params = call.params();
                         let rule = index.rule_for(call.server, call.method, params)?;
                         let canonical = Rules::default().canonical_params(params);
-                        Some((rule, index.decide(rule, Asked::of(&call), &canonical)))
+                        Some((rule, index.decide(rule, call.asked(), &canonical)))
                     };
-                    prop_assert_eq!(index.remembered(&call, plain), plain());
+                    let text = call.params.map(Params::text);
+                    prop_assert_eq!(index.remembered(call.asked(), text, plain), plain());
                 }
             }
         }

@@ -8,24 +8,25 @@
 //! what came back ([`LlmFlight`]). No vendor's API is parsed: a streamed
 //! answer is its events as written.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::by_rule::RuleUse;
+use super::by_rule::{Recording, Refusal, RuleIndex, RuleUse};
 use super::flight::Held;
 use super::ledger::{CaseKey, Ledger};
+use super::memory::Memory;
 use super::miss::{Miss, Nearest};
 use super::record::Recorder;
-use super::step::Outcome;
+use super::step::{Asked, Outcome};
 use super::turn;
+use crate::cassette::tape::{Cursors, UseMark};
 use crate::config::Pace;
 use crate::jsonrpc::scan;
 use crate::limits::MAX_SHOWN_BYTES;
-use crate::matching::{By, MatchRule, MatchRules};
-use crate::model::{LlmAnswer, LlmExchange, Status, canonical_json};
+use crate::matching::MatchRules;
+use crate::model::{Era, LlmAnswer, LlmExchange, MatchKey, Status, canonical_json};
 use crate::normalize::{self, Rules};
 use crate::redact;
 use crate::util::{FastMap, lock, printable};
@@ -56,6 +57,17 @@ impl LlmCall<'_> {
     /// The ledger's case: server `model NAME`, method `METHOD PATH`.
     fn case(&self) -> CaseKey {
         case_of(self.model, self.method, self.target)
+    }
+
+    /// `METHOD TARGET`, the method the matcher knows it by.
+    fn asked(&self) -> String {
+        format!("{} {}", self.method, self.target)
+    }
+
+    /// Where it went, for the matcher: its model and `method` (its
+    /// [`LlmCall::asked`]).
+    fn at<'m>(&'m self, method: &'m str) -> Asked<'m> {
+        Asked { era: Era::Handshake, server: self.model, method }
     }
 }
 
@@ -92,115 +104,127 @@ impl LlmReply {
     }
 }
 
-/// The model exchanges of the cassettes, by what replay compares of a
-/// request.
-#[derive(Debug, Default)]
+/// One model exchange as replay's matcher holds it.
+#[derive(Debug)]
+pub struct LlmRecorded {
+    pub exchange: LlmExchange,
+    /// `METHOD TARGET`: the method the matcher knows it by.
+    asked: String,
+    /// The body as compared ([`body_value`]).
+    compared: Value,
+    used: UseMark,
+}
+
+impl Recording for LlmRecorded {
+    fn server(&self) -> &str {
+        &self.exchange.model
+    }
+
+    fn method(&self) -> &str {
+        &self.asked
+    }
+
+    fn name(&self) -> &str {
+        ""
+    }
+
+    fn era(&self) -> Era {
+        Era::Handshake
+    }
+
+    fn rule(&self, rules: &MatchRules) -> Option<usize> {
+        rules.find_llm(&self.exchange.model)
+    }
+
+    fn compared(&self, _: &Rules) -> Value {
+        self.compared.clone()
+    }
+}
+
+/// The model exchanges of the cassettes, matched as MCP calls are: by key
+/// (model, method, target and the body's canonical JSON; headers never),
+/// then by the match rules about the model, both prepared at load.
+#[derive(Default)]
 pub struct LlmTape {
-    recordings: Vec<LlmExchange>,
-    /// Recordings (indexes into `recordings`, in recorded order) by
-    /// [`compared`] form.
-    by_request: FastMap<String, Vec<usize>>,
-    /// How many recordings of each compared form have answered.
-    used: Mutex<FastMap<String, usize>>,
-    /// Whether each recording has answered (for `prune`).
-    answered: Vec<AtomicBool>,
+    recordings: Vec<Arc<LlmRecorded>>,
+    /// Recordings of the same key, in recorded order.
+    by_key: FastMap<MatchKey, Vec<Arc<LlmRecorded>>>,
+    by_rule: RuleIndex<LlmRecorded>,
+    /// How far the run has got through each run of recordings (a model
+    /// has no sessions).
+    cursors: Mutex<Cursors>,
+    /// Keys worked out for bodies read before.
+    keys: Memory<MatchKey>,
 }
 
 impl LlmTape {
-    pub fn new(recordings: Vec<LlmExchange>, rules: &Rules) -> LlmTape {
-        let mut by_request: FastMap<String, Vec<usize>> = FastMap::default();
-        for (at, recording) in recordings.iter().enumerate() {
-            let form =
-                compared(rules, &recording.model, &recording.method, &recording.target, &recording.request);
-            by_request.entry(form).or_default().push(at);
+    /// Indexes `recordings` for replay, and for `match_rules`.
+    pub fn new(recordings: Vec<LlmExchange>, rules: &Rules, match_rules: MatchRules) -> LlmTape {
+        let recordings: Vec<Arc<LlmRecorded>> = recordings
+            .into_iter()
+            .map(|exchange| {
+                let asked = format!("{} {}", exchange.method, exchange.target);
+                let compared = body_value(rules, &exchange.request);
+                Arc::new(LlmRecorded { exchange, asked, compared, used: UseMark::default() })
+            })
+            .collect();
+        let mut by_key: FastMap<MatchKey, Vec<Arc<LlmRecorded>>> = FastMap::default();
+        for recorded in &recordings {
+            let key = key_of(&recorded.exchange.model, &recorded.asked, &recorded.compared);
+            by_key.entry(key).or_default().push(Arc::clone(recorded));
         }
-        let answered = recordings.iter().map(|_| AtomicBool::new(false)).collect();
-        LlmTape { recordings, by_request, used: Mutex::default(), answered }
+        let by_rule = RuleIndex::over(match_rules, &recordings, rules);
+        LlmTape { recordings, by_key, by_rule, cursors: Mutex::default(), keys: Memory::default() }
+    }
+
+    /// The same recordings, for `match_rules`.
+    pub fn with_match_rules(self, rules: &Rules, match_rules: MatchRules) -> LlmTape {
+        let recordings = self.recordings.iter().map(|r| r.exchange.clone()).collect();
+        LlmTape::new(recordings, rules, match_rules)
     }
 
     /// The recordings that never answered.
     pub fn unused(&self) -> impl Iterator<Item = &LlmExchange> {
-        self.recordings
-            .iter()
-            .zip(&self.answered)
-            .filter(|(_, used)| !used.load(Ordering::Relaxed))
-            .map(|(r, _)| r)
-    }
-
-    /// Recording `at`, marked as having answered.
-    fn answering(&self, at: usize) -> &LlmExchange {
-        self.answered[at].store(true, Ordering::Relaxed);
-        &self.recordings[at]
+        self.recordings.iter().filter(|r| !r.used.is_marked()).map(|r| &r.exchange)
     }
 
     pub fn is_empty(&self) -> bool {
         self.recordings.is_empty()
     }
 
-    /// The recording that answers `call`: the next of those of the same
-    /// request in recorded order, the last again once all have answered.
-    fn find(&self, call: &LlmCall, rules: &Rules) -> Option<&LlmExchange> {
-        let form = compared(rules, call.model, call.method, call.target, call.body);
-        let recordings = self.by_request.get(&form)?;
-        let mut used = lock(&self.used);
-        let count = used.entry(form).or_default();
-        let at = recordings[(*count).min(recordings.len() - 1)];
-        *count += 1;
-        Some(self.answering(at))
+    /// The recording of the same request as `call` (asked as `asked`): the
+    /// next in recorded order, the last again once all have answered.
+    fn find(&self, call: &LlmCall, asked: Asked, rules: &Rules) -> Option<Arc<LlmRecorded>> {
+        let key = self.keys.get_or(asked, Some(call.body), || {
+            key_of(call.model, asked.method, &body_value(rules, call.body))
+        });
+        let run = self.by_key.get(&key)?;
+        let recorded = lock(&self.cursors).next_in(key, Era::Handshake, run).map(Arc::clone)?;
+        recorded.used.mark();
+        Some(recorded)
     }
 
-    /// The recording match rule `index` picks for `call`, with where it
-    /// differs (`nearest`), or why it picks none.
+    /// The recording the first match rule about `call`'s model picks; `None`
+    /// when no rule decides it, the refusal when the rule picks nothing.
     fn by_rule(
         &self,
         call: &LlmCall,
+        asked: Asked,
         rules: &Rules,
-        index: usize,
-        rule: &MatchRule,
-    ) -> Result<(&LlmExchange, RuleUse), String> {
-        let candidates: Vec<usize> = (0..self.recordings.len())
-            .filter(|&at| {
-                let r = &self.recordings[at];
-                r.model == call.model && r.method == call.method && r.target == call.target
-            })
-            .collect();
-        let requested = rule.prepare(&body_value(rules, call.body));
-        let prepared = |at: usize| rule.prepare(&body_value(rules, &self.recordings[at].request));
-        let cursor = |key: String| {
-            let mut used = lock(&self.used);
-            let count = used.entry(key).or_default();
-            *count += 1;
-            *count - 1
-        };
-        let (at, differences) = match rule.by {
-            By::Exact => {
-                let equal: Vec<usize> =
-                    candidates.iter().copied().filter(|&at| prepared(at) == requested).collect();
-                if equal.is_empty() {
-                    return Err("no recording is equal once its ignore and normalize are applied".into());
-                }
-                let n = cursor(format!("rule {index}\n{}\n{}", call.target, canonical_json(&requested)));
-                (equal[n.min(equal.len() - 1)], Vec::new())
-            }
-            By::Sequence => {
-                let n = cursor(format!("rule {index}\n{}\n{}\n{}", call.model, call.method, call.target));
-                let Some(&at) = candidates.get(n) else {
-                    return Err(format!("call {} in sequence, and {} recordings", n + 1, candidates.len()));
-                };
-                (at, Vec::new())
-            }
-            By::Nearest => {
-                let nearest = candidates
-                    .iter()
-                    .map(|&at| (at, normalize::differences(&prepared(at), &requested)))
-                    .min_by_key(|(_, differences)| differences.len());
-                let Some((at, differences)) = nearest else {
-                    return Err("there is no recording of this method and target".into());
-                };
-                (at, differences)
-            }
-        };
-        Ok((self.answering(at), RuleUse { rule: index, differences: differences.into() }))
+    ) -> Option<Result<(Arc<LlmRecorded>, RuleUse), Refusal>> {
+        if self.by_rule.is_empty() {
+            return None;
+        }
+        let (rule, choice) = self.by_rule.remembered(asked, Some(call.body), || {
+            let rule = self.by_rule.rules().find_llm(call.model)?;
+            Some((rule, self.by_rule.decide(rule, asked, &body_value(rules, call.body))))
+        })?;
+        let picked =
+            choice.and_then(|choice| self.by_rule.take(rule, &choice, asked, "", &mut lock(&self.cursors)));
+        if let Ok((recorded, _)) = &picked {
+            recorded.used.mark();
+        }
+        Some(picked)
     }
 
     /// Why nothing answers `call`: the nearest recordings of the same
@@ -208,15 +232,19 @@ impl LlmTape {
     fn miss(&self, call: &LlmCall, rules: &Rules) -> Miss {
         let requested = body_value(rules, call.body);
         let case = call.case();
-        let same_llm: Vec<&LlmExchange> = self.recordings.iter().filter(|r| r.model == call.model).collect();
-        let same_target: Vec<&LlmExchange> =
-            same_llm.iter().copied().filter(|r| r.method == call.method && r.target == call.target).collect();
-        let mut nearest: Vec<Nearest> = same_target
+        let same_llm: Vec<&LlmExchange> =
+            self.recordings.iter().map(|r| &r.exchange).filter(|r| r.model == call.model).collect();
+        let mut nearest: Vec<Nearest> = self
+            .recordings
             .iter()
+            .filter(|r| {
+                let r = &r.exchange;
+                r.model == call.model && r.method == call.method && r.target == call.target
+            })
             .map(|recording| {
-                let recorded = body_value(rules, &recording.request);
-                let (differences, differing) = normalize::first_differences(&recorded, &requested, 32);
-                let params = normalize::clipped(&recorded, MAX_SHOWN_BYTES);
+                let (differences, differing) =
+                    normalize::first_differences(&recording.compared, &requested, 32);
+                let params = normalize::clipped(&recording.compared, MAX_SHOWN_BYTES);
                 Nearest { params, differences, differing }
             })
             .collect();
@@ -247,41 +275,22 @@ impl LlmTape {
     /// Replay's answer to `call`: the recording of the same request, else
     /// the one the first match rule about its model picks, else a miss;
     /// counted on `ledger`'s case for it.
-    pub fn answer(
-        &self,
-        call: &LlmCall,
-        rules: &Rules,
-        match_rules: &MatchRules,
-        pace: Pace,
-        ledger: &Ledger,
-    ) -> LlmReply {
+    pub fn answer(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> LlmReply {
         let case = call.case();
-        if let Some(recorded) = self.find(call, rules) {
-            let told = || turn::told(call.body, Some(&recorded.answer));
-            ledger.note_told(&case.server, &case.method, None, Outcome::Hit, None, Some(&told));
-            return LlmReply::of(Outcome::Hit, recorded, pace);
-        }
-        let mut refusal = None;
-        if let Some(index) = match_rules.find_llm(call.model) {
-            match self.by_rule(call, rules, index, &match_rules.rules()[index]) {
-                Ok((recorded, used)) => {
-                    let told = || turn::told(call.body, Some(&recorded.answer));
-                    ledger.note_told(
-                        &case.server,
-                        &case.method,
-                        None,
-                        Outcome::Ruled,
-                        Some(&used),
-                        Some(&told),
-                    );
-                    return LlmReply::of(Outcome::Ruled, recorded, pace);
-                }
-                Err(why) => refusal = Some((match_rules.label(index), why)),
+        let method = call.asked();
+        let asked = call.at(&method);
+        let refusal = match self.answered(call, asked, rules) {
+            Ok((recorded, used)) => {
+                let outcome = if used.is_some() { Outcome::Ruled } else { Outcome::Hit };
+                let told = || turn::told(call.body, Some(&recorded.exchange.answer));
+                ledger.note_told(&case.server, &case.method, None, outcome, used.as_ref(), Some(&told));
+                return LlmReply::of(outcome, &recorded.exchange, pace);
             }
-        }
+            Err(refusal) => refusal,
+        };
         let mut miss = self.miss(call, rules);
-        if let Some((rule, why)) = refusal {
-            miss = miss.decided_by(rule, why);
+        if let Some(Refusal { rule, why }) = refusal {
+            miss = miss.decided_by(self.by_rule.rules().label(rule), why);
         }
         tracing::warn!("{}", miss.message);
         ledger.missed(&case, &miss);
@@ -296,14 +305,33 @@ impl LlmTape {
         }
     }
 
-    /// The recording that answers `call`, if one does (record
-    /// `--mode missing`), counted on `ledger`.
+    /// The recording that answers `call` (asked as `asked`), exact or by a
+    /// rule (with the rule's use); else the rule's refusal, if one decided.
+    fn answered(
+        &self,
+        call: &LlmCall,
+        asked: Asked,
+        rules: &Rules,
+    ) -> Result<(Arc<LlmRecorded>, Option<RuleUse>), Option<Refusal>> {
+        if let Some(recorded) = self.find(call, asked, rules) {
+            return Ok((recorded, None));
+        }
+        match self.by_rule(call, asked, rules) {
+            Some(Ok((recorded, used))) => Ok((recorded, Some(used))),
+            Some(Err(refusal)) => Err(Some(refusal)),
+            None => Err(None),
+        }
+    }
+
+    /// The recording that answers `call`, exact or by a rule, if one does
+    /// (record `--mode missing`), counted on `ledger`.
     pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<LlmReply> {
-        let recorded = self.find(call, rules)?;
+        let method = call.asked();
+        let (recorded, used) = self.answered(call, call.at(&method), rules).ok()?;
         let case = call.case();
-        let told = || turn::told(call.body, Some(&recorded.answer));
-        ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, None, Some(&told));
-        Some(LlmReply::of(Outcome::Cassette, recorded, pace))
+        let told = || turn::told(call.body, Some(&recorded.exchange.answer));
+        ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, used.as_ref(), Some(&told));
+        Some(LlmReply::of(Outcome::Cassette, &recorded.exchange, pace))
     }
 }
 
@@ -436,11 +464,10 @@ fn body_value(rules: &Rules, body: &str) -> Value {
     redacted_json(rules, body).unwrap_or_else(|| Value::String(body.to_owned()))
 }
 
-/// What replay compares of a request: model, method, target and the body
-/// as canonical JSON (as text when it is not JSON).
-fn compared(rules: &Rules, model: &str, method: &str, target: &str, body: &str) -> String {
-    let body = redacted_json(rules, body).map_or_else(|| body.to_owned(), |json| canonical_json(&json));
-    format!("{model}\n{method}\n{target}\n{body}")
+/// The match key of a request to `model` as `asked` (`METHOD TARGET`)
+/// whose body is compared as `body`.
+fn key_of(model: &str, asked: &str, body: &Value) -> MatchKey {
+    normalize::key_of(model, asked, &canonical_json(body))
 }
 
 /// The ledger's case of a request to a model: server `model NAME`, method
@@ -520,6 +547,7 @@ mod tests {
                 recording("/chat/completions", r#"{"model":"m","n":1}"#, "second"),
             ],
             &rules,
+            MatchRules::default(),
         );
         let ledger = Ledger::default();
         let answers: Vec<String> = (0..3)
@@ -527,7 +555,6 @@ mod tests {
                 let reply = tape.answer(
                     &call("/chat/completions", r#"{ "n": 1, "model": "m" }"#),
                     &rules,
-                    &MatchRules::default(),
                     Pace::Instant,
                     &ledger,
                 );
@@ -547,16 +574,11 @@ mod tests {
         let tape = LlmTape::new(
             vec![recording("/chat/completions", recorded, "{}"), recording("/v1/messages", recorded, "{}")],
             &rules,
+            MatchRules::default(),
         );
         let ledger = Ledger::default();
         let asked = r#"{"messages":[{"role":"system","content":"Be long."}]}"#;
-        let openai = tape.answer(
-            &call("/chat/completions", asked),
-            &rules,
-            &MatchRules::default(),
-            Pace::Instant,
-            &ledger,
-        );
+        let openai = tape.answer(&call("/chat/completions", asked), &rules, Pace::Instant, &ledger);
         assert_eq!((openai.outcome, openai.status.as_u16()), (Outcome::Miss, 400));
         let error: Value = serde_json::from_str(whole(&openai)).unwrap();
         let message = error["error"]["message"].as_str().unwrap();
@@ -565,8 +587,7 @@ mod tests {
             "{message}"
         );
         assert_eq!(error["error"]["type"], "invalid_request_error");
-        let anthropic =
-            tape.answer(&call("/v1/messages", asked), &rules, &MatchRules::default(), Pace::Instant, &ledger);
+        let anthropic = tape.answer(&call("/v1/messages", asked), &rules, Pace::Instant, &ledger);
         let error: Value = serde_json::from_str(whole(&anthropic)).unwrap();
         assert_eq!(error["type"], "error");
         assert!(error["error"]["message"].as_str().unwrap().contains("/messages/0/content"));
@@ -580,14 +601,9 @@ mod tests {
     #[test]
     fn a_miss_on_a_body_that_is_not_json_names_the_root() {
         let rules = rules();
-        let tape = LlmTape::new(vec![recording("/completions", "say hi", "{}")], &rules);
-        let reply = tape.answer(
-            &call("/completions", "say bye"),
-            &rules,
-            &MatchRules::default(),
-            Pace::Instant,
-            &Ledger::default(),
-        );
+        let tape =
+            LlmTape::new(vec![recording("/completions", "say hi", "{}")], &rules, MatchRules::default());
+        let reply = tape.answer(&call("/completions", "say bye"), &rules, Pace::Instant, &Ledger::default());
         let error: Value = serde_json::from_str(whole(&reply)).unwrap();
         let message = error["error"]["message"].as_str().unwrap();
         assert!(
@@ -601,26 +617,25 @@ mod tests {
     #[test]
     fn match_rules_about_a_model_apply_to_its_bodies() {
         let rules = rules();
-        let tape = LlmTape::new(
-            vec![
-                recording("/chat/completions", r#"{"user":"u-1","messages":["a","x"]}"#, "first"),
-                recording("/chat/completions", r#"{"user":"u-1","messages":["b","c"]}"#, "second"),
-            ],
-            &rules,
-        );
+        let recordings = vec![
+            recording("/chat/completions", r#"{"user":"u-1","messages":["a","x"]}"#, "first"),
+            recording("/chat/completions", r#"{"user":"u-1","messages":["b","c"]}"#, "second"),
+        ];
         let file = std::path::Path::new("mcp-tape.toml");
         let ignoring =
             MatchRules::parse(file, "[[match]]\nmodel = \"open*\"\nignore = [\"/user\"]\n").unwrap();
+        let tape = LlmTape::new(recordings.clone(), &rules, ignoring);
         let ledger = Ledger::default();
         let asked = call("/chat/completions", r#"{"user":"u-2","messages":["b","c"]}"#);
-        let reply = tape.answer(&asked, &rules, &ignoring, Pace::Instant, &ledger);
+        let reply = tape.answer(&asked, &rules, Pace::Instant, &ledger);
         assert_eq!((reply.outcome, whole(&reply)), (Outcome::Ruled, "second"));
         let other = call("/chat/completions", r#"{"user":"u-2","messages":["b","d"]}"#);
-        let reply = tape.answer(&other, &rules, &ignoring, Pace::Instant, &ledger);
+        let reply = tape.answer(&other, &rules, Pace::Instant, &ledger);
         assert_eq!(reply.outcome, Outcome::Miss);
         assert!(whole(&reply).contains("rule mcp-tape.toml:1 (exact) decided it"), "{}", whole(&reply));
         let nearest = MatchRules::parse(file, "[[match]]\nmodel = \"openai\"\nby = \"nearest\"\n").unwrap();
-        let reply = tape.answer(&other, &rules, &nearest, Pace::Instant, &ledger);
+        let tape = LlmTape::new(recordings, &rules, nearest);
+        let reply = tape.answer(&other, &rules, Pace::Instant, &ledger);
         assert_eq!((reply.outcome, whole(&reply)), (Outcome::Ruled, "second"));
         let refused = MatchRules::parse(file, "[[match]]\nmodel = \"openai\"\ntool = \"x\"\n").unwrap_err();
         assert!(refused.to_string().contains("tool: a rule with model decides"), "{refused}");
@@ -630,13 +645,13 @@ mod tests {
     #[test]
     fn a_miss_says_what_was_recorded_instead() {
         let rules = rules();
-        let tape = LlmTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules);
+        let tape =
+            LlmTape::new(vec![recording("/chat/completions", "{}", "{}")], &rules, MatchRules::default());
         let ledger = Ledger::default();
-        let reply =
-            tape.answer(&call("/responses", "{}"), &rules, &MatchRules::default(), Pace::Instant, &ledger);
+        let reply = tape.answer(&call("/responses", "{}"), &rules, Pace::Instant, &ledger);
         assert!(whole(&reply).contains("recorded for POST /chat/completions only"), "{}", whole(&reply));
         let other = LlmCall { model: "anthropic", ..call("/v1/messages", "{}") };
-        let reply = tape.answer(&other, &rules, &MatchRules::default(), Pace::Instant, &ledger);
+        let reply = tape.answer(&other, &rules, Pace::Instant, &ledger);
         assert!(whole(&reply).contains("no exchange with model anthropic"), "{}", whole(&reply));
     }
 }

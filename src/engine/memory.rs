@@ -1,11 +1,12 @@
 //! What replay worked out for params read before (a match key, a match
-//! rule's decision), remembered by the params' text as the client wrote
-//! it, for the same server and method in the same era. So a repeated
+//! rule's decision), remembered by the params' text (a model request's
+//! body) as the client wrote it, for the same server and method in the
+//! same era. So a repeated
 //! request skips redaction, canonical JSON, hashing and rule work. Kept in
 //! the crate's one bounded memo ([`Memo`]); each text holds the values of
 //! at most [`PER_TEXT`] server, method and era combinations.
 
-use super::step::Call;
+use super::step::Asked;
 use crate::model::Era;
 use crate::util::Memo;
 
@@ -29,8 +30,8 @@ struct Entry<T> {
 }
 
 impl<T> Entry<T> {
-    fn is_for(&self, call: &Call) -> bool {
-        self.era == call.era && *self.server == *call.server && *self.method == *call.method
+    fn is_for(&self, asked: Asked) -> bool {
+        self.era == asked.era && *self.server == *asked.server && *self.method == *asked.method
     }
 }
 
@@ -41,21 +42,21 @@ impl<T> Default for Memory<T> {
 }
 
 impl<T: Clone> Memory<T> {
-    /// What was worked out for `call`'s params before, else `work_out()`
-    /// (the plain path), remembered.
-    pub fn get_or(&self, call: &Call, work_out: impl FnOnce() -> T) -> T {
-        let Some(params) = call.params else { return work_out() };
-        let text = params.text();
+    /// What was worked out before for params `text` (none: nothing is
+    /// remembered) as `asked`, else `work_out()` (the plain path),
+    /// remembered.
+    pub fn get_or(&self, asked: Asked, text: Option<&str>, work_out: impl FnOnce() -> T) -> T {
+        let Some(text) = text else { return work_out() };
         let known =
-            self.memo.find(text, |entries| entries.iter().find(|e| e.is_for(call)).map(|e| e.value.clone()));
+            self.memo.find(text, |entries| entries.iter().find(|e| e.is_for(asked)).map(|e| e.value.clone()));
         if let Some(value) = known {
             return value;
         }
         let value = work_out();
         let entry = Entry {
-            server: call.server.into(),
-            method: call.method.into(),
-            era: call.era,
+            server: asked.server.into(),
+            method: asked.method.into(),
+            era: asked.era,
             value: value.clone(),
         };
         self.memo.keep(text, |entries| {

@@ -61,7 +61,9 @@ pub use llm::{LlmCall, LlmFlight, LlmReply, LlmStep};
 pub use message::{Arrived, AsWritten};
 pub use policy::{Headers, Policy};
 pub use record::{Lost, LostAnswers, Recorder};
-pub use step::{Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing};
+pub use step::{
+    Asked, Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing,
+};
 
 /// What the engine makes of a client message.
 pub enum Step<'e, L> {

@@ -1,6 +1,6 @@
 //! What a step of the engine is made of, below every room that takes a
-//! request or makes an answer: the request with its facts ([`Call`]), what
-//! became of it ([`Outcome`]), one message of an answer ([`Outgoing`]) and
+//! request or makes an answer: the request with its facts ([`Call`]) and
+//! where it went ([`Asked`]), what became of it ([`Outcome`]), one message of an answer ([`Outgoing`]) and
 //! its status's source ([`Standing`]), the failures a front door enacts
 //! ([`Failure`]), what else a client sends ([`FromClient`], [`SessionAsk`])
 //! and a service endpoint's answer ([`ServiceReply`]).
@@ -44,6 +44,21 @@ impl<'a> Call<'a> {
     pub fn params(&self) -> Option<&'a Value> {
         self.params.map(Params::value)
     }
+
+    /// Where it went.
+    pub fn asked(&self) -> Asked<'a> {
+        Asked { era: self.era, server: self.server, method: self.method }
+    }
+}
+
+/// Where a request went: its era, server and method (for a request to the
+/// agent's model: era [`Era::Handshake`], the model's `NAME` and `METHOD
+/// TARGET`).
+#[derive(Clone, Copy, Debug)]
+pub struct Asked<'a> {
+    pub era: Era,
+    pub server: &'a str,
+    pub method: &'a str,
 }
 
 /// What became of a request, for the log line.

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::answer::Answer;
-use super::by_rule::{Asked, Choice, Refusal, RuleIndex};
+use super::by_rule::{Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
 use super::llm::{LlmCall, LlmReply, LlmTape};
 use super::memory::Memory;
@@ -36,8 +36,7 @@ use crate::cassette::tape::{Cursors, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
 use crate::error::{RequestError, Unanswered};
-use crate::jsonrpc;
-use crate::jsonrpc::scan;
+use crate::jsonrpc::{self, Params, scan};
 use crate::limits::{MAX_SESSIONS, MAX_SHOWN_BYTES};
 use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
@@ -135,13 +134,14 @@ impl Replay {
     /// The same engine deciding by `rules` the requests no recording
     /// matches exactly.
     pub fn with_match_rules(self, rules: MatchRules) -> Replay {
+        let llms = self.llms.with_match_rules(&self.rules, rules.clone());
         let by_rule = RuleIndex::new(rules, &self.tape, &self.rules);
-        Replay { by_rule, ..self }
+        Replay { by_rule, llms, ..self }
     }
 
     /// The same engine answering requests to the agent's model from `models`.
     pub fn with_llms(self, llms: Vec<LlmExchange>) -> Replay {
-        let llms = LlmTape::new(llms, &self.rules);
+        let llms = LlmTape::new(llms, &self.rules, self.by_rule.rules().clone());
         Replay { llms, ..self }
     }
 
@@ -156,7 +156,7 @@ impl Replay {
 
     /// The answer to a request to the agent's model: a recording, or a miss.
     pub fn llm(&self, call: &LlmCall) -> LlmReply {
-        self.llms.answer(call, &self.rules, self.by_rule.rules(), self.pace, &self.ledger)
+        self.llms.answer(call, &self.rules, self.pace, &self.ledger)
     }
 
     /// The recording that answers a request to the agent's model, if one
@@ -442,11 +442,11 @@ impl Replay {
         if self.by_rule.is_empty() {
             return None;
         }
-        let (rule, choice) = self.by_rule.remembered(call, || {
+        let (rule, choice) = self.by_rule.remembered(call.asked(), call.params.map(Params::text), || {
             let params = self.redacted(call.params());
             let rule = self.by_rule.rule_for(call.server, call.method, params.as_deref())?;
             let canonical = self.rules.canonical_params(params.as_deref());
-            let choice = self.by_rule.decide(rule, Asked::of(call), &canonical);
+            let choice = self.by_rule.decide(rule, call.asked(), &canonical);
             // Once per params worked out, not for each repeat of the same request.
             if let Ok(Choice::Variant { differences, .. }) = &choice
                 && !differences.is_empty()
@@ -465,8 +465,8 @@ impl Replay {
             Err(refusal) => return Some(Err(refusal)),
         };
         let name = mcp::subject_of(call.method, call.params()).unwrap_or_default();
-        let picked = self
-            .with_cursors(call, |cursors| self.by_rule.take(rule, &choice, Asked::of(call), name, cursors));
+        let picked =
+            self.with_cursors(call, |cursors| self.by_rule.take(rule, &choice, call.asked(), name, cursors));
         let (recorded, used) = match picked {
             Ok(picked) => picked,
             Err(refusal) => return Some(Err(refusal)),
@@ -481,7 +481,7 @@ impl Replay {
     /// The match key of `call`, remembered for params read before (see
     /// [`Memory`]).
     fn key_of(&self, call: &Call) -> MatchKey {
-        self.keys.get_or(call, || {
+        self.keys.get_or(call.asked(), call.params.map(Params::text), || {
             let params = self.redacted(call.params());
             self.rules.match_key(call.server, call.method, params.as_deref())
         })
