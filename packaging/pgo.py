@@ -7,9 +7,10 @@ BINARY (an instrumented build) serves on loopback what users ask of it, N rounds
 - `replay cassettes/` over HTTP: each recorded session-era request of the demo in a session of
   each protocol version (answers as SSE, and as JSON for a client that takes only JSON), each
   stateless request with its routing headers, and the mock, miss and refusal answers (ping, an
-  unknown tool, an unknown server, a bad session);
-- `record` in front of a second replay daemon (the upstream), the same sessions forwarded and
-  stored in a fresh cassette (a tenth as many rounds);
+  unknown tool, an unknown server, a bad session); beside the demo, a cassette with the agent's
+  model (`/model/openai`: a chat completion as JSON and as a stream, imported at start);
+- `record --model` in front of a second replay daemon (the upstream), the same sessions and model
+  requests forwarded and stored in a fresh cassette (a tenth as many rounds);
 - `replay --stdio` of one server's session (a twentieth as many, at least one).
 
 Each daemon is stopped with SIGTERM (an instrumented binary writes its profile as it exits) and
@@ -35,6 +36,13 @@ DEMO_JSONL = os.path.join(CASSETTES, "agent365-demo.jsonl")
 DEMO_SQLITE = os.path.join(CASSETTES, "agent365-demo.sqlite")
 VERSIONS = ("2025-06-18", "2025-11-25")
 WAIT_S = 60
+# The agent's model: a chat completion as an OpenAI client asks it, answered whole and streamed.
+LLM_PATH = "/model/openai/chat/completions"
+LLM_ASKED = {"model": "gpt-test", "messages": [{"role": "system", "content": "You plan meetings."},
+                                                {"role": "user", "content": "Plan a review with Bob."}]}
+LLM_ANSWER = {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test", "choices": [
+    {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Tuesday at ten."}}]}
+LLM_EVENTS = ['data: {"choices":[{"delta":{"content":"Tuesday"}}]}', "data: [DONE]"]
 
 
 class Daemon:
@@ -138,6 +146,29 @@ def stateless(client, requests):
         client.post(f"/agents/servers/{server}", request, headers)
 
 
+def llm_cassette(binary, work):
+    """A directory holding a cassette of the agent's model: LLM_ASKED answered whole, and streamed."""
+    lines = os.path.join(work, "model.jsonl")
+    stored = {"model": "openai", "method": "POST", "target": "/chat/completions", "status": 200}
+    with open(lines, "w") as out:
+        out.write(json.dumps(dict(stored, request=json.dumps(LLM_ASKED), contentType="application/json",
+                                  body=json.dumps(LLM_ANSWER))) + "\n")
+        out.write(json.dumps(dict(stored, request=json.dumps(dict(LLM_ASKED, stream=True)),
+                                  contentType="text/event-stream", events=LLM_EVENTS, offsetsMs=[5, 9])) + "\n")
+    directory = os.path.join(work, "model")
+    os.makedirs(directory)
+    subprocess.run([binary, "import", lines, "--cassette", os.path.join(directory, "model.sqlite")],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return directory
+
+
+def llm(client):
+    """The chat completion, whole and streamed."""
+    plain = {"Content-Type": "application/json"}
+    client.post(LLM_PATH, LLM_ASKED, plain, expected=(200,))
+    client.post(LLM_PATH, dict(LLM_ASKED, stream=True), plain, expected=(200,))
+
+
 def mocks_and_misses(client):
     """Answers no recording gives: a ping, an unknown tool, an unknown server, a session not known."""
     plain = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -196,14 +227,17 @@ def main():
 
     try:
         with open(os.path.join(work, "daemons.log"), "w") as log:
-            replay = start([binary, "replay", CASSETTES], log)
-            upstream = start([binary, "replay", CASSETTES], log)
-            record = start([binary, "record", "--upstream", upstream.base, "--cassettes",
+            model = llm_cassette(binary, work)
+            replay = start([binary, "replay", CASSETTES, model], log)
+            upstream = start([binary, "replay", CASSETTES, model], log)
+            record = start([binary, "record", "--upstream", upstream.base, "--model",
+                            f"openai={upstream.base}/model/openai", "--cassettes",
                             os.path.join(work, "recorded"), "--name", "pgo"], log)
             for daemon, recording in ((replay, False), (record, True)):
                 client = Client(daemon)
                 for _ in range(max(1, args.rounds // 10) if recording else args.rounds):
                     sessions(client, handshake)
+                    llm(client)
                     if not recording:
                         stateless(client, stateless_requests)
                         mocks_and_misses(client)
@@ -214,7 +248,7 @@ def main():
         server, requests = next(iter(handshake.items()))
         for _ in range(stdio_runs):
             stdio(binary, server, requests)
-    except (OSError, RuntimeError, http.client.HTTPException, queue.Empty, subprocess.TimeoutExpired) as error:
+    except (OSError, RuntimeError, http.client.HTTPException, queue.Empty, subprocess.SubprocessError) as error:
         print(f"pgo: {error}\n(the daemons' log is in {work})", file=sys.stderr)
         return 1
     finally:

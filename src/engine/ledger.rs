@@ -381,7 +381,7 @@ impl Ledger {
         params: Option<&Value>,
         outcome: Outcome,
         rule: Option<&RuleUse>,
-        told: Option<&dyn Fn() -> String>,
+        told: Option<&dyn Fn() -> Arc<str>>,
     ) {
         let answer = match (rule, outcome) {
             (Some(_), _) => AnsweredBy::Rule,
@@ -399,7 +399,7 @@ impl Ledger {
         let at_ms = timed.then(|| u64::try_from(self.began.elapsed().as_millis()).unwrap_or(u64::MAX));
         state.count(server, method, mcp::subject_of(method, params), |case| {
             if let Some(at_ms) = at_ms {
-                case.moments.push(Moment { at_ms, answer, told: told.map(|told| Arc::from(told())) });
+                case.moments.push(Moment { at_ms, answer, told: told.map(|told| told()) });
             }
             match answer {
                 AnsweredBy::Rule => rule.into_iter().for_each(|used| case.rule_answered(used)),

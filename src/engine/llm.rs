@@ -8,7 +8,7 @@
 //! what came back ([`LlmFlight`]). No vendor's API is parsed: a streamed
 //! answer is its events as written.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -110,9 +110,23 @@ pub struct LlmRecorded {
     pub exchange: LlmExchange,
     /// `METHOD TARGET`: the method the matcher knows it by.
     asked: String,
+    /// The ledger's case of a request it answers.
+    case: CaseKey,
     /// The body as compared ([`body_value`]).
     compared: Value,
     used: UseMark,
+    /// What the run's timeline says of it ([`turn::told`]), worked out
+    /// the first time it answers.
+    told: OnceLock<Arc<str>>,
+}
+
+impl LlmRecorded {
+    /// [`turn::told`] of its request and answer: a request it answers
+    /// exactly says the same.
+    fn told(&self) -> Arc<str> {
+        let told = || turn::told(&self.exchange.request, Some(&self.exchange.answer)).into();
+        Arc::clone(self.told.get_or_init(told))
+    }
 }
 
 impl Recording for LlmRecorded {
@@ -164,8 +178,10 @@ impl LlmTape {
             .into_iter()
             .map(|exchange| {
                 let asked = format!("{} {}", exchange.method, exchange.target);
+                let case = case_of(&exchange.model, &exchange.method, &exchange.target);
                 let compared = body_value(rules, &exchange.request);
-                Arc::new(LlmRecorded { exchange, asked, compared, used: UseMark::default() })
+                let used = UseMark::default();
+                Arc::new(LlmRecorded { exchange, asked, case, compared, used, told: OnceLock::new() })
             })
             .collect();
         let mut by_key: FastMap<MatchKey, Vec<Arc<LlmRecorded>>> = FastMap::default();
@@ -276,25 +292,25 @@ impl LlmTape {
     /// the one the first match rule about its model picks, else a miss;
     /// counted on `ledger`'s case for it.
     pub fn answer(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> LlmReply {
-        let case = call.case();
         let method = call.asked();
         let asked = call.at(&method);
         let refusal = match self.answered(call, asked, rules) {
             Ok((recorded, used)) => {
                 let outcome = if used.is_some() { Outcome::Ruled } else { Outcome::Hit };
-                let told = || turn::told(call.body, Some(&recorded.exchange.answer));
+                let (case, told) = (&recorded.case, || told(call, &recorded, used.as_ref()));
                 ledger.note_told(&case.server, &case.method, None, outcome, used.as_ref(), Some(&told));
                 return LlmReply::of(outcome, &recorded.exchange, pace);
             }
             Err(refusal) => refusal,
         };
+        let case = call.case();
         let mut miss = self.miss(call, rules);
         if let Some(Refusal { rule, why }) = refusal {
             miss = miss.decided_by(self.by_rule.rules().label(rule), why);
         }
         tracing::warn!("{}", miss.message);
         ledger.missed(&case, &miss);
-        let told = || turn::told(call.body, None);
+        let told = || turn::told(call.body, None).into();
         ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, Some(&told));
         LlmReply {
             outcome: Outcome::Miss,
@@ -328,8 +344,8 @@ impl LlmTape {
     pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<LlmReply> {
         let method = call.asked();
         let (recorded, used) = self.answered(call, call.at(&method), rules).ok()?;
-        let case = call.case();
-        let told = || turn::told(call.body, Some(&recorded.exchange.answer));
+        let case = &recorded.case;
+        let told = || told(call, &recorded, used.as_ref());
         ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, used.as_ref(), Some(&told));
         Some(LlmReply::of(Outcome::Cassette, &recorded.exchange, pace))
     }
@@ -388,7 +404,7 @@ impl LlmFlight {
     pub fn complete(self, status: Status, content_type: &str, answer: LlmAnswer) -> Held {
         let LlmFlight { recorder, mut exchange, credentials, .. } = self;
         let case = case_of(&exchange.model, &exchange.method, &exchange.target);
-        let told = || turn::told(&exchange.request, Some(&answer));
+        let told = || turn::told(&exchange.request, Some(&answer)).into();
         recorder.ledger().note_told(&case.server, &case.method, None, Outcome::Forwarded, None, Some(&told));
         // A value the request carries under a credential key must not come back in the answer either.
         let mut secrets = credentials;
@@ -462,6 +478,16 @@ fn redacted_json(rules: &Rules, body: &str) -> Option<Value> {
 /// A body as compared: [`redacted_json`], else its text as a string.
 fn body_value(rules: &Rules, body: &str) -> Value {
     redacted_json(rules, body).unwrap_or_else(|| Value::String(body.to_owned()))
+}
+
+/// What the timeline says of `recorded` answering `call`: the
+/// recording's own [`LlmRecorded::told`] when it is the same request, else
+/// worked out from the request as made (`used`: a rule picked it).
+fn told(call: &LlmCall, recorded: &LlmRecorded, used: Option<&RuleUse>) -> Arc<str> {
+    match used {
+        None => recorded.told(),
+        Some(_) => turn::told(call.body, Some(&recorded.exchange.answer)).into(),
+    }
 }
 
 /// The match key of a request to `model` as `asked` (`METHOD TARGET`)

@@ -10,6 +10,7 @@
 //! server used all the same undone), a stream as it arrives, its end once
 //! it is stored.
 
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -67,7 +68,8 @@ pub(super) async fn serve(
     let (kept, mut secrets) = redact::query_without_credentials(parts.uri.query().unwrap_or_default());
     let target = if kept.is_empty() { rest.to_owned() } else { format!("{rest}?{kept}") };
     secrets.extend(credentials(&parts.headers, &app.redact_headers));
-    let text = String::from_utf8_lossy(&body);
+    // Checked as a whole first: the usual body is UTF-8, and that check is the faster.
+    let text = std::str::from_utf8(&body).map_or_else(|_| String::from_utf8_lossy(&body), Cow::Borrowed);
     let call = LlmCall {
         model: name,
         method: parts.method.as_str(),
