@@ -4,13 +4,11 @@
 //! passes on, and nothing else does), never outliving mcp-tape: when it
 //! exits, what it left running is ended ([`Tree::end`]); a stop is passed
 //! on, and a command still running [`INTERRUPT_GRACE`] later, or at a
-//! second stop, is ended (SIGKILL). Or no command: a test plugin's tape for
-//! one test, which prints its URL and ends at the verdict the plugin
-//! writes on its stdin ([`verdict_on_stdin`]); the lines of stdin read
-//! whole and bounded ([`read_line`]), the verdict on the next one
-//! ([`next_verdict`]), and what is told on stdout ([`tell`]), as a test
-//! runner's tapes taking turns use them too, which tell their answers
-//! through a thread of their own ([`Teller`]).
+//! second stop, is ended (SIGKILL). Or no command: a test runner's tapes
+//! taking turns, which read the lines of stdin whole and bounded
+//! ([`read_line`]), a tape's verdict on the next one ([`next_verdict`]),
+//! and tell the URL on stdout ([`tell`]) and their answers through a
+//! thread of their own ([`Teller`]).
 
 use std::process::ExitStatus;
 use std::time::Duration;
@@ -61,21 +59,8 @@ impl Ran {
 /// The longest verdict line read: an exit code and a line end, with room to spare.
 const VERDICT_BYTES: u64 = 64;
 
-/// Prints `url` on stdout, then waits for the verdict on stdin: its first
-/// line, an exit code (0-255; anything else, or the end of input before a
-/// line, is 1). A stop (as [`run`] listens for) ends the wait, interrupted.
-///
-/// # Errors
-///
-/// [`Error::Spawn`]: the URL could not be written.
-pub async fn verdict_on_stdin(url: &str) -> Result<Ran, Error> {
-    let mut stops = Stops::listen(&STOPS);
-    tell(url).map_err(|source| Error::Spawn { command: "--verdict-on-stdin".into(), source })?;
-    let mut stdin = tokio::io::BufReader::new(crate::transport::stdio::stdin());
-    Ok(next_verdict(&mut stdin, &mut stops).await)
-}
-
-/// The verdict on the next line of `input` ([`verdict`]), or no verdict,
+/// The verdict on the next line of `input`: an exit code (0-255; anything
+/// else, or the end of input before a line, is 1); or no verdict,
 /// interrupted, at the first of `stops`.
 pub async fn next_verdict(input: &mut (impl AsyncBufRead + Unpin), stops: &mut Stops) -> Ran {
     tokio::select! {

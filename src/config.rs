@@ -197,10 +197,8 @@ pub struct LlmUpstream {
 pub enum Around {
     /// A command, program first.
     Command(Vec<String>),
-    /// The verdict a test plugin writes on stdin (`--verdict-on-stdin`).
-    Verdict,
     /// A test runner's tapes, one after another, each with its verdict, as
-    /// stdin gives them (`--tapes-on-stdin`).
+    /// stdin gives them (`--tapes-on-stdin`); and each of those tapes.
     Tapes,
 }
 
@@ -209,7 +207,6 @@ impl Around {
     pub fn shown(&self) -> String {
         match self {
             Around::Command(command) => crate::util::printable(&command.join(" ")).into_owned(),
-            Around::Verdict => "the verdict on stdin".to_owned(),
             Around::Tapes => "the tapes on stdin".to_owned(),
         }
     }

@@ -113,9 +113,8 @@
 //!   [`transport::stdio`] (line framing, the output writer, record's child
 //!   process).
 //! - [`ci`]: the command `mcp-tape test` wraps (its environment, its
-//!   process group, the signals passed on), or the verdict a test plugin
-//!   writes on its stdin instead (`--verdict-on-stdin`), and the lines a
-//!   test runner's tapes are told in (`--tapes-on-stdin`).
+//!   process group, the signals passed on), or the lines a test runner's
+//!   tapes are told in instead (`--tapes-on-stdin`).
 //! - [`verify`]: recordings re-sent to the live server and compared.
 //! - [`cmd`]: one module per command, each wiring its parts together
 //!   ([`cmd::run`] picks the command); `main.rs` parses the command line,

@@ -273,31 +273,27 @@ struct TestArgs {
     allow_misses: bool,
     #[command(flatten)]
     serve: ServeArgs,
-    /// No command: print the tape's URL on stdout, then end the run at the
-    /// first line of stdin, the verdict of the test it served as an exit
-    /// code (0 passed; anything else, or no line, failed). The test
-    /// plugins drive a tape for each test this way.
-    #[arg(long, conflicts_with = "command")]
-    verdict_on_stdin: bool,
     /// No command and no cassette: a test runner's tapes, one after another
     /// on one port. Prints the URL on stdout, then reads stdin: a tape's
     /// arguments as a JSON array of what `mcp-tape test` takes for one
-    /// test (cassette first; no --port), then that test's verdict, then the
-    /// next tape's. Answers on stdout, one JSON object a line:
+    /// test (cassette first; no --port), then that test's verdict (its exit
+    /// code: 0 passed; anything but a number, or no line, is 1), then the
+    /// next tape's. The test plugins run their tapes this way. Answers on
+    /// stdout, one JSON object a line:
     /// {"serving":true} or {"error":TEXT} for a tape; {"code":N,"report":
     /// {..},"said":[..]} at its verdict. Connections stay open from one tape
     /// to the next; a request between two tapes gets 503. Ends at the end of
     /// input (a tape still running fails). Each tape's own flags go on its
     /// line, never on this one.
     #[arg(long, conflicts_with_all = [
-        "command", "verdict_on_stdin", "paths", "mode", "upstream", "allow_misses",
+        "command", "paths", "mode", "upstream", "allow_misses",
         "upstream_ca", "connect_timeout", "upstream_timeout", "idle_timeout", "redact_headers", "models",
         "on_miss", "pace", "rules", "faults", "junit", "usage", "html", "title", "max_age", "expired",
         "redact_keys", "redact_patterns", "ignore_params",
     ])]
     tapes_on_stdin: bool,
     /// The command to run, after `--`.
-    #[arg(last = true, required_unless_present_any = ["verdict_on_stdin", "tapes_on_stdin"], value_name = "CMD")]
+    #[arg(last = true, required_unless_present = "tapes_on_stdin", value_name = "CMD")]
     command: Vec<String>,
 }
 

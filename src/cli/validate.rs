@@ -166,7 +166,7 @@ impl Cli {
 }
 
 /// One tape of `mcp-tape test --tapes-on-stdin`: `args`, what `mcp-tape
-/// test` takes for one test's tape (`--verdict-on-stdin` implied).
+/// test` takes for one test's tape, the test runner being its command.
 ///
 /// # Errors
 ///
@@ -178,8 +178,9 @@ pub fn tape(args: Vec<String>) -> Result<TestConfig, Error> {
             "a tape's arguments: a tape runs no command after `--`: the test runner is the command".into(),
         ));
     }
-    let line =
-        ["mcp-tape", "test"].map(String::from).into_iter().chain(args).chain(["--verdict-on-stdin".into()]);
+    // The runner is the command: a stand-in for it, so that the line is read as `mcp-tape test` reads one.
+    let runner = ["--", "(the test runner)"].map(String::from);
+    let line = ["mcp-tape", "test"].map(String::from).into_iter().chain(args).chain(runner);
     let parsed = Cli::try_parse_from(line).map_err(|e| {
         // clap's first line says what is wrong; the rest is usage.
         let rendered = e.render().to_string();
@@ -187,7 +188,9 @@ pub fn tape(args: Vec<String>) -> Result<TestConfig, Error> {
         Error::Usage(format!("a tape's arguments: {}", first.trim_start_matches("error: ")))
     })?;
     match parsed.into_command()? {
-        Command::Test(config) if config.front_door.listen.port() == 0 => Ok(config),
+        Command::Test(config) if config.front_door.listen.port() == 0 => {
+            Ok(TestConfig { around: Around::Tapes, ..config })
+        }
         Command::Test(_) => {
             Err(Error::Usage("a tape's --port: the tapes share the port their process serves on".into()))
         }
@@ -241,11 +244,7 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
         front_door: listen.validate()?,
         mode,
         upstream,
-        around: match (args.tapes_on_stdin, args.verdict_on_stdin) {
-            (true, _) => Around::Tapes,
-            (false, true) => Around::Verdict,
-            (false, false) => Around::Command(args.command),
-        },
+        around: if args.tapes_on_stdin { Around::Tapes } else { Around::Command(args.command) },
         allow_misses: args.allow_misses,
         on_miss: args.serve.on_miss.into(),
         pace: args.serve.pace.into(),

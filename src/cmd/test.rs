@@ -38,8 +38,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let url = format!("http://{}", local_address(&listener, &config.front_door)?);
     let command = match &config.around {
         Around::Tapes => return tapes(&config, listener, &url).await,
-        Around::Command(command) => Some(command),
-        Around::Verdict => None,
+        Around::Command(command) => command,
     };
     let tape = TestTape::start(&config)?;
     announce(format!("test: tape at {url} ({}); running {}", tape.what, config.around.shown()));
@@ -47,10 +46,7 @@ pub(super) async fn run(config: TestConfig) -> Result<u8, Error> {
     let serving = tokio::spawn(server::run(listener, Serving::One(Arc::clone(&tape.app)), async {
         let _ = stopped.await;
     }));
-    let ran = match command {
-        Some(command) => ci::run(command, &url).await,
-        None => ci::verdict_on_stdin(&url).await,
-    };
+    let ran = ci::run(command, &url).await;
     tracing::debug!("test: the command has ended; the tape stops once the requests in flight are answered");
     let _ = stop.send(());
     let _ = serving.await;

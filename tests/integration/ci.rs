@@ -232,11 +232,6 @@ async fn the_commands_own_status_comes_back() {
     assert_eq!(both.status.code(), Some(4), "{}", both.stderr);
 }
 
-/// `mcp-tape test ARGS --verdict-on-stdin`, as the pytest plugin runs a tape for a test.
-fn verdict_tape(args: &[&str]) -> Command {
-    piped_test(&[args, &["--verdict-on-stdin"]].concat())
-}
-
 /// `mcp-tape test ARGS` with no `MCP_TAPE_MODE` and its three streams piped, as a test plugin
 /// runs it.
 pub(crate) fn piped_test(args: &[&str]) -> Command {
@@ -250,53 +245,6 @@ pub(crate) fn piped_test(args: &[&str]) -> Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     command
-}
-
-/// A tape for a test: the URL, a tape that serves until the verdict, and the verdict as the exit
-/// code (`None`: SIGTERM instead).
-async fn tape_with_verdict(path: &Path, verdict: Option<&[u8]>) -> (Option<i32>, u16, String) {
-    use tokio::io::AsyncWriteExt;
-    let mut tape = verdict_tape(&[path.to_str().unwrap()]).spawn().unwrap();
-    let mut stdout = BufReader::new(tape.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(PATIENCE, stdout.next_line()).await.expect("a URL").unwrap().unwrap();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let health = reqwest::get(format!("{url}/health")).await.unwrap().status().as_u16();
-    let mut stdin = tape.stdin.take().unwrap();
-    match verdict {
-        Some(verdict) => {
-            stdin.write_all(verdict).await.unwrap();
-            drop(stdin);
-        }
-        None => {
-            // stdin stays open until the tape has ended: its end would be a verdict of its own.
-            let pid = tape.id().unwrap().to_string();
-            assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        }
-    }
-    let status = tokio::time::timeout(PATIENCE, tape.wait()).await.expect("the tape ended").unwrap();
-    let mut stderr = String::new();
-    tape.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
-    (status.code(), health, stderr)
-}
-
-#[tokio::test]
-async fn the_verdict_on_stdin_ends_the_run_with_its_exit_code() {
-    let (_cassettes, path) = mail_cassette();
-    let cases: [(Option<&[u8]>, i32, &str); 6] = [
-        (Some(b"0\n"), 0, "verdict 0; exit 0"),
-        (Some(b"1\n"), 1, "verdict 1; exit 1"),
-        (Some(b" 3 \nrest"), 3, "verdict 3; exit 3"),
-        (Some(b"passed\n"), 1, "no verdict; exit 1"),
-        (Some(b"0"), 1, "no verdict; exit 1"),
-        (None, 128 + 15, "no verdict; interrupted by signal 15"),
-    ];
-    for (verdict, code, said) in cases {
-        let (status, health, stderr) = tape_with_verdict(&path, verdict).await;
-        assert_eq!(health, 200, "the tape served while it waited: {stderr}");
-        assert_eq!(status, Some(code), "{verdict:?}: {stderr}");
-        assert!(stderr.contains(said), "{verdict:?}: {stderr}");
-        assert!(stderr.contains("running the verdict on stdin"), "{stderr}");
-    }
 }
 
 #[tokio::test]
@@ -494,53 +442,6 @@ async fn mode_all_replaces_the_cassette_only_when_the_command_passes() {
     assert_eq!(provenance.upstream.as_deref(), Some(fixture.addr.to_string().as_str()));
     assert_eq!(provenance.recorder.as_deref(), Some(env!("CARGO_PKG_VERSION")));
     assert!(provenance.recorded_at.is_some());
-}
-
-/// A tape stopped while its client is mid-request, the way the test
-/// plugins stop one (it prints the URL, then waits for the verdict on
-/// stdin): the call in flight when the verdict came is answered
-/// within the shutdown grace, and the cassette keeps it beside the call
-/// answered before.
-#[tokio::test]
-async fn a_tape_stopped_mid_request_keeps_what_it_answered() {
-    use tokio::io::AsyncWriteExt;
-    let fixture = upstream::start().await;
-    let cassettes = Cassettes::new();
-    let path = cassettes.path().join("mid.sqlite");
-    let mut tape = verdict_tape(&[path.to_str().unwrap(), "--mode", "all", "--upstream", &fixture.url()])
-        .env("MCP_TAPE_LOG", "debug")
-        .spawn()
-        .unwrap();
-    let url = BufReader::new(tape.stdout.take().unwrap()).lines().next_line().await.unwrap().unwrap();
-    let server = format!("{url}{MAIL}");
-    let auth = format!("Bearer {}", upstream::TOKEN);
-    let headers = [("authorization", auth.as_str())];
-    let first = call(&server, &headers, "tools/call", json!({"name": "lookup", "arguments": {"n": 1}})).await;
-    assert_eq!(first.status, 200, "{first:?}");
-    let gated = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "gated"}});
-    let mut stream = open_stream(&server, &headers, &gated).await;
-    assert!(next_chunk(&mut stream).await.contains("started"));
-    let mut verdict = tape.stdin.take().unwrap();
-    verdict.write_all(b"0\n").await.unwrap();
-    drop(verdict);
-    let mut log = BufReader::new(tape.stderr.take().unwrap()).lines();
-    let seen =
-        until_logged(&mut log, "the tape stops once the requests in flight are answered", PATIENCE).await;
-    // Only now, with the tape stopping, does the upstream answer the call in flight.
-    fixture.state.gate.notify_one();
-    let mut rest = String::new();
-    while let Some(chunk) = stream.chunk().await.unwrap() {
-        rest.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    assert!(rest.contains("released"), "the call in flight was answered: {rest}");
-    let status = tokio::time::timeout(PATIENCE, tape.wait()).await.expect("the tape ended").unwrap();
-    let tail = rest_of_log(&mut log).await;
-    assert_eq!(status.code(), Some(0), "{seen}{tail}");
-    let kept: Vec<_> = exchanges(&path)
-        .iter()
-        .map(|exchange| exchange.request["params"]["name"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert_eq!(kept, ["lookup", "gated"], "{seen}{tail}");
 }
 
 #[tokio::test]

@@ -173,6 +173,31 @@ async fn tapes_take_turns_on_one_port_each_with_its_cassette_verdict_and_report(
     assert!(log.contains("no verdict; exit 1"), "{log}");
 }
 
+/// A verdict is its line's exit code; anything but a number that fits, or
+/// the end of input before the line ends, is 1. The tape serves while it
+/// waits for its verdict.
+#[tokio::test]
+async fn a_verdict_line_is_its_tapes_exit_code() {
+    let cassettes = Cassettes::new();
+    let cassette = mail(&cassettes, "mail", "Hello");
+    let mut tapes = Tapes::start().await;
+    for (line, code) in [("0", 0), ("1", 1), (" 3 ", 3), ("passed", 1), ("256", 1)] {
+        tapes.begin(&[&cassette]).await;
+        let health = reqwest::get(format!("{}/health", tapes.url)).await.unwrap().status();
+        assert_eq!(health, 200, "{line:?}");
+        let told = tapes.ask(line).await;
+        assert_eq!(told["code"], code, "{line:?}: {told}");
+    }
+    tapes.begin(&[&cassette]).await;
+    tapes.stdin.as_mut().unwrap().write_all(b"0").await.unwrap();
+    drop(tapes.stdin.take());
+    let told = tapes.answer().await;
+    assert_eq!(told["code"], 1, "no line end: {told}");
+    let (code, log) = tapes.end().await;
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("verdict 3") && log.contains("no verdict"), "{log}");
+}
+
 /// Recording tapes one after another: a failing test's recording is
 /// thrown away, a passing one's replaces the cassette, a call still in
 /// flight when the verdict comes is answered and kept, and a session an

@@ -1,11 +1,14 @@
 """mcp-tape: record and replay MCP (Model Context Protocol) traffic.
 
 The wheel carries the `mcp-tape` binary; `binary()` finds it. `Tape` runs one
-tape for the length of one test (what the pytest plugin does per test): it
-runs `mcp-tape test --verdict-on-stdin`, which prints the tape's URL and then
-waits for the test's verdict on its standard input. So the modes, the rules
-file, the reports and "a failing test never changes its cassette" are exactly
-those of `mcp-tape test`.
+tape for the length of one test (what the pytest plugin does per test). Tapes
+take turns in `mcp-tape test --tapes-on-stdin` processes, as the vitest helper's
+do: each is told a tape's arguments and, once its test has run, the test's
+verdict, and answers with the tape's exit code and report. So the modes, the
+rules file, the reports and "a failing test never changes its cassette" are
+exactly those of `mcp-tape test`, and a test's tape costs no process of its own.
+One process serves the tapes running at once one each, and is kept for the
+next tape once its tape ends.
 """
 
 import atexit
@@ -18,7 +21,7 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-__all__ = ["MODES", "Tape", "TapeError", "binary", "fault_spec", "model_url"]
+__all__ = ["MODES", "Tape", "TapeError", "binary", "end_idle_tapes", "fault_spec", "model_url"]
 
 # mcp-tape's modes, then vcrpy's names for two of them (none: replay, new_episodes: missing).
 MODES = ("replay", "missing", "all", "once", "none", "new_episodes")
@@ -74,21 +77,105 @@ def fault_spec(fault):
 
 # What `mcp-tape test` reads to tell GitHub Actions of a run (its step summary, its annotations).
 _GITHUB_VARIABLES = ("GITHUB_STEP_SUMMARY", "GITHUB_ACTIONS")
-
-# Tapes whose run has said all it will (its report is written) but whose process is still ending:
-# reaped as they end, and each's log read then.
-_ENDING = []
+# What the plugin sets for a test's client while it runs: not for the tape server's process.
+_TEST_VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
 
 
-def _reap(wait=False):
-    """Finishes the tapes in `_ENDING` whose process has ended (every one, with `wait`)."""
-    for tape in list(_ENDING):
-        if wait or tape._ending.poll() is not None:
-            _ENDING.remove(tape)
-            tape._finish()
+def _variables():
+    """The variables a tape server reads (its log filter, the upstream token, models), as they are now."""
+    return tuple(sorted((name, value) for name, value in os.environ.items()
+                        if name.startswith("MCP_TAPE_") and name not in _TEST_VARIABLES))
 
 
-atexit.register(_reap, wait=True)
+class _TapeServer:
+    """One `mcp-tape test --tapes-on-stdin`: tape after tape on its own port. Each line written to its stdin
+    is answered by one line on its stdout, in order; what it logs goes to a file of its own."""
+
+    def __init__(self, executable):
+        self.executable = executable
+        self.variables = _variables()
+        self._log = _scratch() / f"tapes-{next(_SERIAL)}.log"
+        # What a tape would tell GitHub goes nowhere; the pytest plugin tells it for the session.
+        env = {name: value for name, value in os.environ.items()
+               if name not in _GITHUB_VARIABLES and name not in _TEST_VARIABLES}
+        with open(self._log, "wb") as log:
+            self.process = subprocess.Popen(
+                [executable, "test", "--tapes-on-stdin"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log, text=True, env=env,
+            )
+        self.url = None
+        self.gone = None
+
+    def tell(self, line):
+        """Writes `line`; its answer is the next `answer()` not yet read. Returns where the log stood."""
+        logged = self.logged()
+        if self.gone is None:
+            try:
+                self.process.stdin.write(f"{line}\n")
+                self.process.stdin.flush()
+            except OSError:
+                self._ended()
+        return logged
+
+    def answer(self):
+        """The next line it said: its URL first, then each answer parsed; None once it has ended."""
+        if self.gone is not None:
+            return None
+        line = self.process.stdout.readline()
+        if not line:
+            self._ended()
+            return None
+        if self.url is None:
+            self.url = line.strip()
+            return self.url
+        return json.loads(line)
+
+    def _ended(self):
+        self.gone = f"mcp-tape exited ({self.process.wait()})"
+        if self in _IDLE:
+            _IDLE.remove(self)
+
+    def logged(self):
+        """How many bytes it has logged."""
+        return self._log.stat().st_size
+
+    def log(self, since=0):
+        """What it logged from byte `since` on."""
+        with open(self._log, "rb") as log:
+            log.seek(since)
+            return log.read().decode("utf-8", "replace")
+
+    def end(self):
+        """Ends it (at the end of its input; a tape still running fails) and waits for it."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        self.process.wait()
+        self.process.stdout.close()
+        self._log.unlink(missing_ok=True)
+
+
+# Tape servers with no tape running, ready for the next.
+_IDLE = []
+
+
+def _server(executable):
+    """An idle tape server that runs `executable` with the variables as they are now, or a new one."""
+    variables = _variables()
+    for server in [idle for idle in _IDLE if idle.executable != executable or idle.variables != variables]:
+        _IDLE.remove(server)
+        server.end()
+    return _IDLE.pop() if _IDLE else _TapeServer(executable)
+
+
+def end_idle_tapes():
+    """Ends the tape servers with no tape running, and waits for them."""
+    while _IDLE:
+        _IDLE.pop().end()
+
+
+atexit.register(end_idle_tapes)
 
 # One directory for what every tape of this process writes before it is moved into place (its
 # reports) or read and dropped (its log); made once, removed at exit.
@@ -140,14 +227,14 @@ def model_url(tape_url, name):
 
 
 class Tape:
-    """One `mcp-tape test` run around one test; `start()` returns its URL.
+    """One test's tape, in its turn on a tape server; `start()` returns its URL.
 
     `faults`: fault rules for this tape only (spec strings, or dicts of a `[[fault]]` table's keys), on top of the
     rules file's; `on_miss`: `--on-miss`; `report`: keep the JSON usage report there; `title`: what the reports say
     the run was (the test's id and cassette). The reports are written to a scratch directory and moved to `html`
-    and `report` when the run ends: a tape started ahead of its test and never used (`spawn()`, then `stop(False)`)
-    leaves none. Once stopped, `cases` holds the report's cases and `misses` those that missed. A tape tells
-    GitHub Actions nothing itself (the pytest plugin tells it of the whole session).
+    and `report` when the tape ends: a tape started ahead of its test and never used (`spawn()`, then
+    `stop(False)`) leaves none. Once stopped, `cases` holds the report's cases and `misses` those that missed. A
+    tape tells GitHub Actions nothing itself (the pytest plugin tells it of the whole session).
     """
 
     def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
@@ -168,9 +255,8 @@ class Tape:
         self.url = None
         self.cases = []
         self.misses = []
-        self._process = None
-        self._ending = None
-        self._log = None
+        self._server = None
+        self._logged = 0
         self._text = None
         serial = next(_SERIAL)
         self._report = _scratch() / f"report-{serial}.json"
@@ -189,98 +275,91 @@ class Tape:
         return model_url(self.url, name)
 
     def _arguments(self):
-        """`mcp-tape test`'s arguments for this tape, the command it runs included."""
+        """`mcp-tape test`'s arguments for this tape, as its line gives them."""
         # A cassette that is not there is replayed as absent: each request misses, naming it.
-        command = ["test", str(self.cassette), "--mode", self.mode, "--report", str(self._report)]
+        arguments = [str(self.cassette), "--mode", self.mode]
         if self.upstream:
-            command += ["--upstream", self.upstream]
+            arguments += ["--upstream", self.upstream]
         for model in self.models:
-            command += ["--model", model]
+            arguments += ["--model", model]
         if self.rules:
-            command += ["--rules", str(self.rules)]
+            arguments += ["--rules", str(self.rules)]
         for fault in self.faults:
-            command += ["--fault", fault]
+            arguments += ["--fault", fault]
         if self.on_miss:
-            command += ["--on-miss", self.on_miss]
+            arguments += ["--on-miss", self.on_miss]
         if self.title:
-            command += ["--title", self.title]
+            arguments += ["--title", self.title]
         if self.html:
-            command += ["--html", str(self._page)]
-        return [*command, "--verdict-on-stdin"]
+            arguments += ["--html", str(self._page)]
+        if self.kept_report:
+            arguments += ["--report", str(self._report)]
+        return arguments
 
     def spawn(self):
-        """Starts the tape on a free loopback port, without waiting for it to serve (`start()` does)."""
-        self._log = tempfile.TemporaryFile(dir=_scratch())  # noqa: SIM115 - kept open for the run
+        """Tells a tape server this tape, without waiting for it to serve (`start()` does)."""
         self.cassette.parent.mkdir(parents=True, exist_ok=True)
-        # What the tape would tell GitHub goes to this pipe; the pytest plugin tells it for the session.
-        env = {name: value for name, value in os.environ.items() if name not in _GITHUB_VARIABLES}
-        self._process = subprocess.Popen(
-            [self.executable, *self._arguments()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, env=env,
-        )
+        self._server = _server(self.executable)
+        self._logged = self._server.tell(json.dumps(self._arguments()))
 
     def start(self):
-        """Starts the tape (unless `spawn()` did); returns its URL once it listens."""
-        if self._process is None:
+        """Starts the tape (unless `spawn()` did); returns its URL once it serves."""
+        if self._server is None:
             self.spawn()
-        line = self._process.stdout.readline().strip()
-        if not line.startswith("http://"):
-            process, self._process = self._process, None
-            process.stdin.close()
-            process.wait()
-            process.stdout.close()
-            self._text = self.log()
-            self._log.close()
+        server = self._server
+        url = server.url or server.answer()
+        told = server.answer() if url else None
+        if told is None or "error" in told:
+            self._server = None
+            self._release(server)
             self._drop_reports()
-            raise TapeError(f"mcp-tape exited ({process.returncode}) before it served:\n{self._text}")
-        self.url = line
+            why = f"mcp-tape: {told['error']}" if told else f"{server.gone} before it served"
+            raise TapeError(f"{why}:\n{server.log(self._logged)}")
+        self.url = url
         return self.url
 
     def stop(self, passed):
-        """Ends the run with the test's verdict; returns the misses (each a dict of the report's case).
+        """Ends the tape with the test's verdict; returns the misses (each a dict of the report's case).
 
-        A failing test's recording is thrown away, so its cassette is left as it was. Returns once the
-        report is written (the tape lets go of its stdout then); the process ends meanwhile.
+        A failing test's recording is thrown away, so its cassette is left as it was. Returns once the tape
+        has ended and its reports are written.
         """
-        if self._process is None:
+        if self._server is None:
             return self.misses
-        process, self._process = self._process, None
-        try:
-            process.stdin.write("0\n" if passed else "1\n")
-            process.stdin.close()
-        except BrokenPipeError:
-            pass
-        process.stdout.read()  # to its end: the tape's report is written
-        process.stdout.close()
-        self._ending = process
-        try:
-            report = json.loads(self._report.read_text())
-        except (OSError, ValueError) as error:
-            self._finish()
-            raise TapeError(f"mcp-tape exited ({process.returncode}) with no report ({error}):\n{self._text}")
+        server, self._server = self._server, None
+        # Started ahead of a test that never took it: its answer, never read, says whether it serves.
+        unread = server.answer() if self.url is None else {"serving": True}
+        if unread is None or "error" in unread:
+            self._release(server)
+            self._drop_reports()
+            return self.misses
+        server.tell("0" if passed else "1")
+        told = server.answer()
+        self._text = server.log(self._logged)
+        self._release(server)
+        if told is None or "error" in told:
+            self._drop_reports()
+            why = told["error"] if told else f"{server.gone} with no report"
+            raise TapeError(f"{why}:\n{self._text}")
         if self.url is None:
-            self._drop_reports()  # started ahead of a test that never took it
+            self._drop_reports()
         else:
             self._place_reports()
-        self.cases = report.get("cases", [])
+        self.cases = told["report"].get("cases", [])
         self.misses = [case for case in self.cases if case.get("misses")]
-        if passed and not report.get("passed") and not self.misses:
+        if passed and told["code"] != 0 and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
-            # say) was not kept, or a recording it used is too old; the log's last lines say which.
-            self._finish()
-            tail = "\n".join(self._text.splitlines()[-12:])
-            raise TapeError(f"the test passed, but mcp-tape exited {process.returncode}: its recording "
-                            f"was not kept, or it failed the run for another reason:\n{tail}")
-        _reap()
-        _ENDING.append(self)
+            # say) was not kept, or a recording it used is too old; the tape says which.
+            said = "\n".join(told.get("said") or self._text.splitlines()[-12:])
+            raise TapeError(f"the test passed, but its tape ended with {told['code']}: its recording was not "
+                            f"kept, or it failed the run for another reason:\n{said}")
         return self.misses
 
-    def _finish(self):
-        """Waits for the process to end, then reads its log and closes it."""
-        self._ending.wait()
-        self._log.seek(0)
-        self._text = self._log.read().decode("utf-8", "replace")
-        self._log.close()
+    @staticmethod
+    def _release(server):
+        """`server`'s tape has ended: it waits, idle, for the next."""
+        if server.gone is None:
+            _IDLE.append(server)
 
     def _place_reports(self):
         if self.html:
@@ -294,16 +373,10 @@ class Tape:
             written.unlink(missing_ok=True)
 
     def log(self):
-        """What mcp-tape wrote to its standard error so far (all of it, once the tape has stopped)."""
-        if self in _ENDING:
-            _ENDING.remove(self)
-            self._finish()
+        """What mcp-tape logged for this tape so far (all of it, once the tape has stopped)."""
         if self._text is not None:
             return self._text
-        self._log.seek(0)
-        text = self._log.read().decode("utf-8", "replace")
-        self._log.seek(0, os.SEEK_END)
-        return text
+        return self._server.log(self._logged) if self._server else ""
 
     def describe_misses(self):
         """The misses as a person reads them: each case, its first miss and where the nearest recording differed."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_tape import MODES, Tape, TapeError, _reap, github, model_url
+from mcp_tape import MODES, Tape, TapeError, end_idle_tapes, github, model_url
 
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
@@ -398,7 +398,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def pytest_sessionfinish(session):
     _end_ahead(session.config)  # started for a test that never ran (the session stopped first)
-    _reap(wait=True)  # every tape's process ended before the session does
+    end_idle_tapes()  # every tape server ended before the session does
     settings = session.config.stash.get(_SETTINGS, None)
     # Under xdist the workers write the pages and the controller (no workerinput) the index.
     if settings is None or settings["html"] is None or hasattr(session.config, "workerinput"):
