@@ -30,7 +30,7 @@ use super::request::{Logged, RequestBody, read_body};
 use super::status;
 use super::upstream::UpstreamClient;
 use crate::config::Pace;
-use crate::engine::{LlmCall, LlmFlight, LlmReply, LlmStep, Outcome};
+use crate::engine::{Headers, LlmCall, LlmFlight, LlmReply, LlmStep, Outcome};
 use crate::error::RequestError;
 use crate::jsonrpc;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
@@ -67,7 +67,10 @@ pub(super) async fn serve(
     let body = read_body(body, app.front_door.idle_timeout).await?;
     let (kept, mut secrets) = redact::query_without_credentials(parts.uri.query().unwrap_or_default());
     let target = if kept.is_empty() { rest.to_owned() } else { format!("{rest}?{kept}") };
-    secrets.extend(credentials(&parts.headers, &app.redact_headers));
+    // Collected to be scrubbed from what is stored: only where the headers are passed on.
+    if app.policy.headers == Headers::Passed {
+        secrets.extend(credentials(&parts.headers, &app.redact_headers));
+    }
     // Checked as a whole first: the usual body is UTF-8, and that check is the faster.
     let text = std::str::from_utf8(&body).map_or_else(|_| String::from_utf8_lossy(&body), Cow::Borrowed);
     let call = LlmCall {
