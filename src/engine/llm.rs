@@ -17,14 +17,13 @@ use super::by_rule::{Recording, Refusal, RuleIndex, RuleUse};
 use super::flight::Held;
 use super::ledger::{CaseKey, Ledger};
 use super::memory::Memory;
-use super::miss::{Miss, Nearest};
+use super::miss::{self, Miss};
 use super::record::Recorder;
 use super::step::{Asked, Outcome};
 use super::turn;
 use crate::cassette::tape::{Cursors, UseMark};
 use crate::config::Pace;
 use crate::jsonrpc::scan;
-use crate::limits::MAX_SHOWN_BYTES;
 use crate::matching::MatchRules;
 use crate::model::{Era, LlmAnswer, LlmExchange, MatchKey, Status, canonical_json};
 use crate::normalize::{self, Rules};
@@ -248,43 +247,29 @@ impl LlmTape {
     fn miss(&self, call: &LlmCall, rules: &Rules) -> Miss {
         let requested = body_value(rules, call.body);
         let case = call.case();
-        let same_llm: Vec<&LlmExchange> =
-            self.recordings.iter().map(|r| &r.exchange).filter(|r| r.model == call.model).collect();
-        let mut nearest: Vec<Nearest> = self
-            .recordings
-            .iter()
-            .filter(|r| {
-                let r = &r.exchange;
-                r.model == call.model && r.method == call.method && r.target == call.target
-            })
-            .map(|recording| {
-                let (differences, differing) =
-                    normalize::first_differences(&recording.compared, &requested, 32);
-                let params = normalize::clipped(&recording.compared, MAX_SHOWN_BYTES);
-                Nearest { params, differences, differing }
-            })
-            .collect();
-        nearest.sort_by_key(|n| n.differing);
-        nearest.dedup_by(|a, b| a.params == b.params);
-        nearest.truncate(3);
-        let asked = format!("{} {}", printable(call.method), printable(&redact::url_for_log(call.target)));
+        let (same_llm, asked) = (|r: &&Arc<LlmRecorded>| r.exchange.model == call.model, call.asked());
+        let same_target: Vec<_> =
+            self.recordings.iter().filter(same_llm).filter(|r| r.asked == asked).collect();
+        let compared = miss::compared(same_target.len(), &requested);
+        let (nearest, _) =
+            miss::nearest(same_target[..compared].iter().map(|r| r.compared.clone()), &requested);
+        let shown = format!("{} {}", printable(call.method), printable(&redact::url_for_log(call.target)));
         let model = printable(call.model);
-        let message = match (nearest.first(), same_llm.first()) {
+        let message = match (nearest.first(), self.recordings.iter().find(same_llm).map(|r| &r.exchange)) {
             (Some(near), _) => format!(
-                "mcp-tape: no recording of model {model} answers this {asked}; the nearest differs at {}",
+                "mcp-tape: no recording of model {model} answers this {shown}; the nearest differs at {}",
                 normalize::describe(&near.differences)
             ),
             (None, Some(other)) => format!(
-                "mcp-tape: no recording of model {model} answers {asked}: it was recorded for {} {} only",
+                "mcp-tape: no recording of model {model} answers {shown}: it was recorded for {} {} only",
                 printable(&other.method),
                 printable(&redact::url_for_log(&other.target))
             ),
             (None, None) => {
-                format!("mcp-tape: the cassettes hold no exchange with model {model} (asked: {asked})")
+                format!("mcp-tape: the cassettes hold no exchange with model {model} (asked: {shown})")
             }
         };
         // The miss names the whole target (its query too), for `rules suggest` to ask again.
-        let asked = format!("{} {}", call.method, call.target);
         Miss::new(message, &case.server, &asked, &requested).with_nearest(nearest)
     }
 
@@ -467,17 +452,12 @@ fn scrubbed_event(event: &str, clean: impl Fn(&str) -> String) -> String {
     lines.join("\n")
 }
 
-/// A body's JSON with sensitive keys redacted (as record stored it), if it
-/// is JSON.
-fn redacted_json(rules: &Rules, body: &str) -> Option<Value> {
-    let mut json = serde_json::from_str::<Value>(body).ok()?;
-    rules.redact(&mut json);
-    Some(json)
-}
-
-/// A body as compared: [`redacted_json`], else its text as a string.
+/// A body as compared: its JSON with sensitive keys redacted (as record
+/// stored it), else its text as a string.
 fn body_value(rules: &Rules, body: &str) -> Value {
-    redacted_json(rules, body).unwrap_or_else(|| Value::String(body.to_owned()))
+    let Ok(mut json) = serde_json::from_str::<Value>(body) else { return Value::String(body.to_owned()) };
+    rules.redact(&mut json);
+    json
 }
 
 /// What the timeline says of `recorded` answering `call`: the

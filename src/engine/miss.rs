@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::jsonrpc::ErrorObject;
-use crate::limits::MAX_SHOWN_BYTES;
+use crate::limits::{MAX_MISS_COMPARED, MAX_MISS_COMPARED_LEAVES, MAX_SHOWN_BYTES};
 use crate::mcp;
 use crate::normalize::{self, Difference};
 use crate::util::clip;
@@ -15,6 +15,33 @@ use crate::util::clip;
 /// Differences of one nearest recording a miss keeps (how many differ in
 /// all is kept beside them).
 const DIFFERENCES_KEPT: usize = 32;
+
+/// How many recorded requests a miss lists.
+const NEAREST_SHOWN: usize = 3;
+
+/// Of `candidates` recorded requests of a miss's kind, how many it
+/// compares with `requested`: a bounded number, fewer for a request of
+/// many leaves (one at least).
+pub fn compared(candidates: usize, requested: &Value) -> usize {
+    let leaves = crate::engine::nearest::leaf_count(requested);
+    candidates.min(MAX_MISS_COMPARED).min((MAX_MISS_COMPARED_LEAVES / leaves).max(1))
+}
+
+/// The recorded requests (params as compared) nearest `requested`, each
+/// distinct one once, nearest first; and how many were distinct.
+pub fn nearest(recorded: impl IntoIterator<Item = Value>, requested: &Value) -> (Vec<Nearest>, usize) {
+    let mut distinct: Vec<Value> = Vec::new();
+    for params in recorded {
+        if !distinct.contains(&params) {
+            distinct.push(params);
+        }
+    }
+    let mut nearest: Vec<Nearest> =
+        distinct.iter().map(|params| Nearest::between(params, requested)).collect();
+    nearest.sort_by_key(|near| near.differing);
+    nearest.truncate(NEAREST_SHOWN);
+    (nearest, distinct.len())
+}
 
 /// A request the recordings did not answer.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,17 +12,14 @@ use crate::config::OnMiss;
 use crate::engine::answer::Answer;
 use crate::engine::by_rule::Refusal;
 use crate::engine::ledger::CaseKey;
-use crate::engine::miss::{Miss, Nearest};
+use crate::engine::miss::{self, Miss};
 use crate::engine::step::{Call, Outcome};
 use crate::jsonrpc::ErrorCode;
-use crate::limits::{MAX_MISS_COMPARED, MAX_MISS_COMPARED_LEAVES, MAX_SHOWN_BYTES};
+use crate::limits::MAX_SHOWN_BYTES;
 use crate::mcp::{self, fallback};
 use crate::model::Era;
 use crate::normalize;
 use crate::util::{clip, off_the_workers, printable};
-
-/// How many recorded requests a miss error lists.
-const NEAREST_SHOWN: usize = 3;
 
 impl Replay {
     /// The answer to a request that missed, as `--on-miss` says; logged.
@@ -127,23 +124,11 @@ impl Replay {
         candidates: &[&Arc<Recorded>],
     ) -> Miss {
         let requested = self.rules.canonical_params(params);
-        // A recording held in both eras (or twice) is one candidate; a
-        // bounded number of them is compared, fewer for a request of many leaves.
-        let leaves = crate::engine::nearest::leaf_count(&requested);
-        let compared =
-            candidates.len().min(MAX_MISS_COMPARED).min((MAX_MISS_COMPARED_LEAVES / leaves).max(1));
-        let mut distinct: Vec<Value> = Vec::new();
-        for candidate in &candidates[..compared] {
-            let recorded = self.rules.canonical_params(candidate.params().as_ref());
-            if !distinct.contains(&recorded) {
-                distinct.push(recorded);
-            }
-        }
-        let kinds = distinct.len();
-        let mut nearest: Vec<Nearest> =
-            distinct.into_iter().map(|recorded| Nearest::between(&recorded, &requested)).collect();
-        nearest.sort_by_key(|near| near.differing);
-        nearest.truncate(NEAREST_SHOWN);
+        // A recording held in both eras (or twice) is one candidate.
+        let compared = miss::compared(candidates.len(), &requested);
+        let recorded =
+            candidates[..compared].iter().map(|c| self.rules.canonical_params(c.params().as_ref()));
+        let (nearest, kinds) = miss::nearest(recorded, &requested);
         let differ = match candidates.len() - compared {
             0 => format!("{kinds} recorded request(s) of this kind differ"),
             left => format!(
@@ -201,6 +186,7 @@ mod tests {
     use crate::config::Pace;
     use crate::engine::Facts;
     use crate::jsonrpc::{Params, RequestId};
+    use crate::limits::{MAX_MISS_COMPARED, MAX_MISS_COMPARED_LEAVES};
     use crate::normalize::Rules;
 
     /// A miss once compared the request with every recording of its tool:
