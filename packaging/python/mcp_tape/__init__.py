@@ -130,6 +130,11 @@ class _TapeServer:
             return self.url
         return json.loads(line)
 
+    def served(self):
+        """Its URL and the answer to the tape told last (None for either once it has ended)."""
+        url = self.url or self.answer()
+        return url, self.answer() if url else None
+
     def _ended(self):
         self.gone = f"mcp-tape exited ({self.process.wait()})"
         if self in _IDLE:
@@ -307,8 +312,7 @@ class Tape:
         if self._server is None:
             self.spawn()
         server = self._server
-        url = server.url or server.answer()
-        told = server.answer() if url else None
+        url, told = server.served()
         if told is None or "error" in told:
             self._server = None
             self._release(server)
@@ -328,7 +332,7 @@ class Tape:
             return self.misses
         server, self._server = self._server, None
         # Started ahead of a test that never took it: its answer, never read, says whether it serves.
-        unread = server.answer() if self.url is None else {"serving": True}
+        _, unread = server.served() if self.url is None else (self.url, {"serving": True})
         if unread is None or "error" in unread:
             self._release(server)
             self._drop_reports()
