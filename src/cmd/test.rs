@@ -282,10 +282,12 @@ impl TestTape {
                 say(format!("mcp-tape: {}", Error::NotStored(failed)));
                 code = 1; // the recording is incomplete: not kept, the run fails
             }
-            if upstream_failures > 0 && code == 0 {
+            if let (failed @ 1.., Some(first)) = &upstream_failures
+                && code == 0
+            {
                 say(format!(
-                    "mcp-tape: the upstream failed {upstream_failures} request(s) (see the log): the recording \
-                     is incomplete"
+                    "mcp-tape: the upstream failed {failed} request(s), the first: {first}; the recording is \
+                     incomplete"
                 ));
                 code = 1; // a cassette without those exchanges would pass later runs against nothing
             }

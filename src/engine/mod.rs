@@ -497,19 +497,21 @@ impl<L> Engine<L> {
     /// Tells the engine a request ended in `fault`: recording, an upstream
     /// that failed it leaves the recording without it.
     pub fn failed(&self, fault: &Unanswered) {
-        if let (Unanswered::Upstream(_), Mode::Record { recorder, .. } | Mode::Missing { recorder, .. }) =
-            (fault, &self.mode)
+        if let (
+            Unanswered::Upstream(failure),
+            Mode::Record { recorder, .. } | Mode::Missing { recorder, .. },
+        ) = (fault, &self.mode)
         {
-            recorder.upstream_failed();
+            recorder.upstream_failed(failure);
         }
     }
 
-    /// How many requests the upstream failed (recording): none of them is
-    /// in the recording.
-    pub fn upstream_failures(&self) -> u64 {
+    /// How many requests the upstream failed (recording), none of them in
+    /// the recording, and how it failed the first.
+    pub fn upstream_failures(&self) -> (u64, Option<String>) {
         match &self.mode {
             Mode::Record { recorder, .. } | Mode::Missing { recorder, .. } => recorder.upstream_failures(),
-            Mode::Replay(_) => 0,
+            Mode::Replay(_) => (0, None),
         }
     }
 

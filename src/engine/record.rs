@@ -52,6 +52,7 @@ use super::ledger::Ledger;
 use super::message::{Arrived, AsWritten};
 use super::step::{Call, Outcome};
 use crate::cassette::store::{Tag, WriterHandle};
+use crate::error::UpstreamFailure;
 use crate::jsonrpc::RequestId;
 use crate::limits::{
     MAX_RECORDED_STREAM_BYTES, MAX_SECRETS_PER_EXCHANGE, MAX_SPOTS_PER_SESSION, MAX_TRACKED_SESSIONS,
@@ -179,8 +180,9 @@ pub struct Recorder {
     upstream: Arc<str>,
     /// What was forwarded to be recorded.
     ledger: Arc<Ledger>,
-    /// Requests the upstream failed: each is missing from the recording.
-    upstream_failures: Arc<AtomicU64>,
+    /// Requests the upstream failed (each is missing from the recording),
+    /// and how it failed the first.
+    upstream_failures: Arc<Mutex<(u64, Option<String>)>>,
     /// Answers the client was given that are not stored.
     lost: LostAnswers,
     /// Set as the recording ends: the standalone streams relayed end then.
@@ -335,15 +337,17 @@ impl Recorder {
         }
     }
 
-    /// Notes a request the upstream failed (refused, unreachable, silent,
-    /// broken): it is missing from the recording.
-    pub fn upstream_failed(&self) {
-        self.upstream_failures.fetch_add(1, Ordering::Relaxed);
+    /// Notes a request the upstream failed as `failure` says (refused,
+    /// unreachable, silent, broken): it is missing from the recording.
+    pub fn upstream_failed(&self, failure: &UpstreamFailure) {
+        let mut failures = lock(&self.upstream_failures);
+        failures.0 += 1;
+        failures.1.get_or_insert_with(|| failure.to_string());
     }
 
-    /// How many requests the upstream failed so far.
-    pub fn upstream_failures(&self) -> u64 {
-        self.upstream_failures.load(Ordering::Relaxed)
+    /// How many requests the upstream failed so far, and how it failed the first.
+    pub fn upstream_failures(&self) -> (u64, Option<String>) {
+        lock(&self.upstream_failures).clone()
     }
 
     /// Notes an answer the client was given, whole or in part, that is not

@@ -328,7 +328,8 @@ async fn the_command_lines_mode_wins_over_mcp_tape_mode_and_vcrpys_names_are_tak
     // A command that passes while the upstream failed it: the recording lacks those exchanges.
     let unreachable = tape_test(&[file, "--mode", "all", "--upstream", NOWHERE], &[], calls, "0").await;
     assert_eq!(unreachable.status.code(), Some(1), "{}", unreachable.stderr);
-    assert!(unreachable.stderr.contains("the upstream failed 1 request(s)"), "{}", unreachable.stderr);
+    let said = "the upstream failed 1 request(s), the first: upstream http://127.0.0.1:9";
+    assert!(unreachable.stderr.contains(said), "{}", unreachable.stderr);
     assert_eq!(exchanges(&path), before, "the cassette is not replaced by an incomplete recording");
     let new_episodes = tape_test(&[file, "--mode", "new_episodes"], &[], json!([]), "0").await;
     assert!(

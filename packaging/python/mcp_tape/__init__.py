@@ -353,8 +353,9 @@ class Tape:
         self.misses = [case for case in self.cases if case.get("misses")]
         if passed and told["code"] != 0 and not self.misses:
             # The test passed, yet the run did not: its recording (an upstream that failed a request,
-            # say) was not kept, or a recording it used is too old; the tape says which.
-            said = "\n".join(told.get("said") or self._text.splitlines()[-12:])
+            # say) was not kept, or a recording it used is too old; its log's last lines say which (the
+            # upstream's refusal too).
+            said = "\n".join(self._text.splitlines()[-12:] or told.get("said") or [])
             raise TapeError(f"the test passed, but its tape ended with {told['code']}: its recording was not "
                             f"kept, or it failed the run for another reason:\n{said}")
         return self.misses
