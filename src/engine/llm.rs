@@ -8,6 +8,7 @@
 //! what came back ([`LlmFlight`]). No vendor's API is parsed: a streamed
 //! answer is its events as written.
 
+use std::cell::OnceCell;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -194,8 +195,7 @@ impl LlmTape {
 
     /// The same recordings, for `match_rules`.
     pub fn with_match_rules(self, rules: &Rules, match_rules: MatchRules) -> LlmTape {
-        let recordings = self.recordings.iter().map(|r| r.exchange.clone()).collect();
-        LlmTape::new(recordings, rules, match_rules)
+        LlmTape { by_rule: RuleIndex::over(match_rules, &self.recordings, rules), ..self }
     }
 
     /// The recordings that never answered.
@@ -209,10 +209,9 @@ impl LlmTape {
 
     /// The recording of the same request as `call` (asked as `asked`): the
     /// next in recorded order, the last again once all have answered.
-    fn find(&self, call: &LlmCall, asked: Asked, rules: &Rules) -> Option<Arc<LlmRecorded>> {
-        let key = self.keys.get_or(asked, Some(call.body), || {
-            key_of(call.model, asked.method, &body_value(rules, call.body))
-        });
+    fn find(&self, call: &LlmCall, asked: Asked, requested: &Requested) -> Option<Arc<LlmRecorded>> {
+        let key =
+            self.keys.get_or(asked, Some(call.body), || key_of(call.model, asked.method, requested.value()));
         let run = self.by_key.get(&key)?;
         let recorded = lock(&self.cursors).next_in(key, Era::Handshake, run).map(Arc::clone)?;
         recorded.used.mark();
@@ -225,14 +224,14 @@ impl LlmTape {
         &self,
         call: &LlmCall,
         asked: Asked,
-        rules: &Rules,
+        requested: &Requested,
     ) -> Option<Result<(Arc<LlmRecorded>, RuleUse), Refusal>> {
         if self.by_rule.is_empty() {
             return None;
         }
         let (rule, choice) = self.by_rule.remembered(asked, Some(call.body), || {
             let rule = self.by_rule.rules().find_llm(call.model)?;
-            Some((rule, self.by_rule.decide(rule, asked, &body_value(rules, call.body))))
+            Some((rule, self.by_rule.decide(rule, asked, requested.value())))
         })?;
         let picked =
             choice.and_then(|choice| self.by_rule.take(rule, &choice, asked, "", &mut lock(&self.cursors)));
@@ -242,17 +241,17 @@ impl LlmTape {
         Some(picked)
     }
 
-    /// Why nothing answers `call`: the nearest recordings of the same
-    /// model, method and target and where each differs.
-    fn miss(&self, call: &LlmCall, rules: &Rules) -> Miss {
-        let requested = body_value(rules, call.body);
-        let case = call.case();
-        let (same_llm, asked) = (|r: &&Arc<LlmRecorded>| r.exchange.model == call.model, call.asked());
+    /// Why nothing answers `call` (as `asked`, the ledger's `case`): the
+    /// nearest recordings of the same model, method and target and where
+    /// each differs.
+    fn miss(&self, call: &LlmCall, asked: Asked, requested: &Requested, case: &CaseKey) -> Miss {
+        let requested = requested.value();
+        let same_llm = |r: &&Arc<LlmRecorded>| r.exchange.model == call.model;
         let same_target: Vec<_> =
-            self.recordings.iter().filter(same_llm).filter(|r| r.asked == asked).collect();
-        let compared = miss::compared(same_target.len(), &requested);
+            self.recordings.iter().filter(same_llm).filter(|r| r.asked == asked.method).collect();
+        let compared = miss::compared(same_target.len(), requested);
         let (nearest, _) =
-            miss::nearest(same_target[..compared].iter().map(|r| r.compared.clone()), &requested);
+            miss::nearest(same_target[..compared].iter().map(|r| r.compared.clone()), requested);
         let shown = format!("{} {}", printable(call.method), printable(&redact::url_for_log(call.target)));
         let model = printable(call.model);
         let message = match (nearest.first(), self.recordings.iter().find(same_llm).map(|r| &r.exchange)) {
@@ -270,7 +269,7 @@ impl LlmTape {
             }
         };
         // The miss names the whole target (its query too), for `rules suggest` to ask again.
-        Miss::new(message, &case.server, &asked, &requested).with_nearest(nearest)
+        Miss::new(message, &case.server, asked.method, requested).with_nearest(nearest)
     }
 
     /// Replay's answer to `call`: the recording of the same request, else
@@ -278,8 +277,8 @@ impl LlmTape {
     /// counted on `ledger`'s case for it.
     pub fn answer(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> LlmReply {
         let method = call.asked();
-        let asked = call.at(&method);
-        let refusal = match self.answered(call, asked, rules) {
+        let (asked, requested) = (call.at(&method), Requested::new(rules, call.body));
+        let refusal = match self.answered(call, asked, &requested) {
             Ok((recorded, used)) => {
                 let outcome = if used.is_some() { Outcome::Ruled } else { Outcome::Hit };
                 let (case, told) = (&recorded.case, || told(call, &recorded, used.as_ref()));
@@ -289,7 +288,7 @@ impl LlmTape {
             Err(refusal) => refusal,
         };
         let case = call.case();
-        let mut miss = self.miss(call, rules);
+        let mut miss = self.miss(call, asked, &requested, &case);
         if let Some(Refusal { rule, why }) = refusal {
             miss = miss.decided_by(self.by_rule.rules().label(rule), why);
         }
@@ -312,12 +311,12 @@ impl LlmTape {
         &self,
         call: &LlmCall,
         asked: Asked,
-        rules: &Rules,
+        requested: &Requested,
     ) -> Result<(Arc<LlmRecorded>, Option<RuleUse>), Option<Refusal>> {
-        if let Some(recorded) = self.find(call, asked, rules) {
+        if let Some(recorded) = self.find(call, asked, requested) {
             return Ok((recorded, None));
         }
-        match self.by_rule(call, asked, rules) {
+        match self.by_rule(call, asked, requested) {
             Some(Ok((recorded, used))) => Ok((recorded, Some(used))),
             Some(Err(refusal)) => Err(Some(refusal)),
             None => Err(None),
@@ -328,7 +327,8 @@ impl LlmTape {
     /// (record `--mode missing`), counted on `ledger`.
     pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<LlmReply> {
         let method = call.asked();
-        let (recorded, used) = self.answered(call, call.at(&method), rules).ok()?;
+        let (recorded, used) =
+            self.answered(call, call.at(&method), &Requested::new(rules, call.body)).ok()?;
         let case = &recorded.case;
         let told = || told(call, &recorded, used.as_ref());
         ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, used.as_ref(), Some(&told));
@@ -450,6 +450,24 @@ fn scrubbed_event(event: &str, clean: impl Fn(&str) -> String) -> String {
         })
         .collect();
     lines.join("\n")
+}
+
+/// A request's body as compared ([`body_value`]), worked out once, when
+/// first asked for: a body the memo knows needs none.
+struct Requested<'a> {
+    rules: &'a Rules,
+    body: &'a str,
+    value: OnceCell<Value>,
+}
+
+impl<'a> Requested<'a> {
+    fn new(rules: &'a Rules, body: &'a str) -> Requested<'a> {
+        Requested { rules, body, value: OnceCell::new() }
+    }
+
+    fn value(&self) -> &Value {
+        self.value.get_or_init(|| body_value(self.rules, self.body))
+    }
 }
 
 /// A body as compared: its JSON with sensitive keys redacted (as record
