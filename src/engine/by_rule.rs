@@ -1,16 +1,16 @@
 //! Which recording a match rule picks for a request that no recording
 //! matches exactly: an MCP call's, or a request to the agent's model
-//! (whatever is a [`Recording`]). The index is built once at load: for
-//! each rule, the recordings it decides among, grouped by server, method
-//! and name (tool, prompt or URI) and by era, each with its params prepared as the rule
-//! compares them (and, for `nearest`, indexed by [`super::nearest`]). A
-//! request's decision ([`RuleIndex::decide`]: which run of recordings) costs
-//! one preparation of its own params and a map lookup (`exact`), nothing
-//! (`sequence`), or the nearest index's ranking (`nearest`); it is
-//! remembered for params read before ([`RuleIndex::remembered`]). Taking
-//! the recording ([`RuleIndex::take`]) moves the session's cursors. Rules
-//! and their file are [`crate::matching`]'s; cursors belong to the session
-//! that asks.
+//! (whatever is a [`Recording`]). The index is built once at load: for each
+//! rule, the recordings it decides among, grouped by server, method and
+//! name (tool, prompt or URI) and by era, each with its params prepared as
+//! the rule compares them (and, for `nearest`, indexed by
+//! [`super::nearest`]). A request's decision ([`RuleIndex::decide`]: which
+//! run of recordings) costs one preparation of its own params and a map
+//! lookup (`exact`), nothing (`sequence`), or the nearest index's ranking
+//! (`nearest`); it is remembered for params read before
+//! ([`RuleIndex::remembered`]). Taking the recording ([`RuleIndex::take`])
+//! moves the session's cursors. Rules and their file are
+//! [`crate::matching`]'s; cursors belong to the session that asks.
 
 use std::sync::Arc;
 

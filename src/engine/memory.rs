@@ -1,10 +1,10 @@
 //! What replay worked out for params read before (a match key, a match
 //! rule's decision), remembered by the params' text (a model request's
-//! body) as the client wrote it, for the same server and method in the
-//! same era. So a repeated
-//! request skips redaction, canonical JSON, hashing and rule work. Kept in
-//! the crate's one bounded memo ([`Memo`]); each text holds the values of
-//! at most [`PER_TEXT`] server, method and era combinations.
+//! body) as the client wrote it, for the same server and method in the same
+//! era. So a repeated request skips redaction, canonical JSON, hashing and
+//! rule work. Kept in the crate's one bounded memo ([`Memo`]); each text
+//! holds the values of at most [`PER_TEXT`] server, method and era
+//! combinations.
 
 use super::step::Asked;
 use crate::model::Era;

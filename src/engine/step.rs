@@ -1,9 +1,10 @@
 //! What a step of the engine is made of, below every room that takes a
 //! request or makes an answer: the request with its facts ([`Call`]) and
-//! where it went ([`Asked`]), what became of it ([`Outcome`]), one message of an answer ([`Outgoing`]) and
-//! its status's source ([`Standing`]), the failures a front door enacts
-//! ([`Failure`]), what else a client sends ([`FromClient`], [`SessionAsk`])
-//! and a service endpoint's answer ([`ServiceReply`]).
+//! where it went ([`Asked`]), what became of it ([`Outcome`]), one message
+//! of an answer ([`Outgoing`]) and its status's source ([`Standing`]), the
+//! failures a front door enacts ([`Failure`]), what else a client sends
+//! ([`FromClient`], [`SessionAsk`]) and a service endpoint's answer
+//! ([`ServiceReply`]).
 
 use serde_json::Value;
 
