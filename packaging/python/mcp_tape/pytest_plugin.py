@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_tape import MODES, Tape, TapeError, end_idle_tapes, github, model_url
+from mcp_tape import _TEST_VARIABLES, MODES, Tape, TapeError, _variables, end_idle_tapes, github, model_url
 
 _TAPE = pytest.StashKey()
 _MISSES = pytest.StashKey()
@@ -39,7 +39,6 @@ _SETTINGS = pytest.StashKey()
 _NEXT = pytest.StashKey()
 _AHEAD = pytest.StashKey()
 _CASES = pytest.StashKey()
-_VARIABLES = ("MCP_TAPE_URL", "MCP_PLATFORM_ENDPOINT")
 # The name under which a test's report carries what GitHub is told of its tape (across xdist's workers too).
 _GITHUB_PROPERTY = "mcp-tape"
 # What the session's tests told GitHub: [(test id, file, line, rows)], gathered where reports are logged.
@@ -212,12 +211,6 @@ def _tape_for(item):
     )
 
 
-def _environment():
-    """The variables mcp-tape itself reads (its log filter, the upstream token), as they are now."""
-    return {name: value for name, value in os.environ.items() if name.startswith("MCP_TAPE_")
-            and name not in _VARIABLES}
-
-
 def _start_ahead(item, beside=None):
     """Starts the tape of the test after `item`, if it takes one: most of a tape's start (the process, its
     cassette, its port) is then no longer that test's wait. While `beside` (this test's tape) runs, only a
@@ -237,7 +230,7 @@ def _start_ahead(item, beside=None):
         tape.spawn()
     except (_BadMarker, TapeError, OSError, TypeError, ValueError):
         return  # the fixture meets the same again, and says so
-    config.stash[_AHEAD] = (following.nodeid, _environment(), tape)
+    config.stash[_AHEAD] = (following.nodeid, _variables(), tape)
 
 
 def _taken_ahead(item, wanted):
@@ -248,7 +241,7 @@ def _taken_ahead(item, wanted):
         return None
     del item.config.stash[_AHEAD]
     nodeid, environment, tape = ahead
-    if nodeid == item.nodeid and tape.settings() == wanted.settings() and environment == _environment():
+    if nodeid == item.nodeid and tape.settings() == wanted.settings() and environment == _variables():
         return tape
     _end_unused(tape)
     return None
@@ -300,8 +293,8 @@ def mcp_tape(request):
         pytest.fail(f"mcp-tape: {error}", pytrace=False)
     request.node.stash[_TAPE] = tape
     _start_ahead(request.node, beside=tape)
-    saved = {name: os.environ.get(name) for name in _VARIABLES}
-    os.environ.update(dict.fromkeys(_VARIABLES, url))
+    saved = {name: os.environ.get(name) for name in _TEST_VARIABLES}
+    os.environ.update(dict.fromkeys(_TEST_VARIABLES, url))
     try:
         yield url
     finally:
