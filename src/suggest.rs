@@ -192,7 +192,7 @@ fn check(table: &str, miss: &ReportedMiss, recordings: &[&Arc<Recorded>], normal
         Ok(rules) => rules,
         Err(error) => return format!("not checked: {error}"),
     };
-    let index = RuleIndex::over(rules, recordings.iter().copied(), normalization);
+    let index = RuleIndex::new(rules, recordings.iter().copied(), normalization);
     let Some(rule) = index.rule_for(&miss.server, &miss.method, Some(&miss.params)) else {
         return "checked: this rule does not decide the missed request".into();
     };

@@ -1,6 +1,6 @@
 //! Which recording a match rule picks for a request that no recording
 //! matches exactly: an MCP call's, or a request to the agent's model
-//! (whatever is a [`Recording`]). The index is built once at load: for each
+//! (whatever is [`Filed`]). The index is built once at load: for each
 //! rule, the recordings it decides among, grouped by server, method and
 //! name (tool, prompt or URI) and by era, each with its params prepared as
 //! the rule compares them (and, for `nearest`, indexed by
@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::step::Asked;
-use crate::cassette::tape::{ByEra, Cursors, Recorded, Tape};
+use crate::cassette::tape::{ByEra, Cursors, Recorded};
 use crate::limits::MAX_RANKED_LEAVES;
 use crate::matching::{By, MatchRules};
 use crate::mcp;
@@ -52,44 +52,15 @@ pub enum Choice {
 /// `None` (as an `Option<Decision>`): no rule decides it.
 pub type Decision = (usize, Result<Choice, Refusal>);
 
-/// What a rule reads of a recording.
-pub trait Recording {
-    fn server(&self) -> &str;
-    fn method(&self) -> &str;
-    /// The tool or prompt name, or the resource URI, it names (`""` for none).
-    fn name(&self) -> &str;
-    fn era(&self) -> Era;
-    /// The first of `rules` that decides it.
-    fn rule(&self, rules: &MatchRules) -> Option<usize>;
-    /// Its params as rules compare them, before a rule's own `ignore` and
-    /// `normalize`; `normalization` gives the canonical params.
-    fn compared(&self, normalization: &Rules) -> Value;
-}
-
-impl Recording for Recorded {
-    fn server(&self) -> &str {
-        &self.server
-    }
-
-    fn method(&self) -> &str {
-        &self.method
-    }
-
-    fn name(&self) -> &str {
-        self.subject.as_deref().unwrap_or_default()
-    }
-
-    fn era(&self) -> Era {
-        self.era
-    }
-
-    fn rule(&self, rules: &MatchRules) -> Option<usize> {
-        rules.find(&self.server, &self.method, self.name())
-    }
-
-    fn compared(&self, normalization: &Rules) -> Value {
-        normalization.canonical_params(self.params().as_ref())
-    }
+/// What a rule reads of a recording: the rule that decides it, where it
+/// went, the tool or prompt name or resource URI it names (`""` for none),
+/// and its params as rules compare them, before a rule's own `ignore` and
+/// `normalize`.
+pub struct Filed<'a> {
+    pub rule: usize,
+    pub asked: Asked<'a>,
+    pub name: &'a str,
+    pub compared: Value,
 }
 
 /// A rule decided a request but no recording fits it.
@@ -144,29 +115,44 @@ struct Variant<R> {
 }
 
 impl RuleIndex {
-    /// Indexes what `rules` decide among in `tape`; `normalization` gives
-    /// the canonical params (redaction and `--ignore-param`s as for keys).
-    pub fn new(rules: MatchRules, tape: &Tape, normalization: &Rules) -> RuleIndex {
-        RuleIndex::over(rules, tape.recordings(), normalization)
+    /// Indexes what `rules` decide among in MCP `recordings` (of one
+    /// tape); `normalization` gives the canonical params (redaction and
+    /// `--ignore-param`s as for keys).
+    pub fn new<'a>(
+        rules: MatchRules,
+        recordings: impl IntoIterator<Item = &'a Arc<Recorded>>,
+        normalization: &Rules,
+    ) -> RuleIndex {
+        RuleIndex::over(rules, recordings, |recorded, rules| {
+            let (server, method) = (recorded.server.as_str(), recorded.method.as_str());
+            let name = recorded.subject.as_deref().unwrap_or_default();
+            Some(Filed {
+                rule: rules.find(server, method, name)?,
+                asked: Asked { era: recorded.era, server, method },
+                name,
+                compared: normalization.canonical_params(recorded.params().as_ref()),
+            })
+        })
     }
 }
 
-impl<R: Recording> RuleIndex<R> {
-    /// [`RuleIndex::new`] over `recordings` (of one tape) alone.
+impl<R> RuleIndex<R> {
+    /// Indexes what `rules` decide among in `recordings` (of one tape), as
+    /// `filed` reads each (`None`: no rule decides it).
     pub fn over<'a>(
         rules: MatchRules,
         recordings: impl IntoIterator<Item = &'a Arc<R>>,
-        normalization: &Rules,
+        filed: impl Fn(&'a R, &MatchRules) -> Option<Filed<'a>>,
     ) -> RuleIndex<R>
     where
         R: 'a,
     {
         let mut groups: Vec<Groups<R>> = (0..rules.rules().len()).map(|_| FastMap::default()).collect();
         for recorded in recordings {
-            let Some(index) = recorded.rule(&rules) else { continue };
+            let Some(filed) = filed(recorded, &rules) else { continue };
+            let Filed { rule: index, asked: Asked { era, server, method }, name, .. } = filed;
             let rule = &rules.rules()[index];
-            let (prepared, by) = (rule.prepare(&recorded.compared(normalization)), rule.by);
-            let (server, method, name) = (recorded.server(), recorded.method(), recorded.name());
+            let (prepared, by) = (rule.prepare(&filed.compared), rule.by);
             let group = groups[index]
                 .entry(server.to_owned())
                 .or_default()
@@ -177,7 +163,7 @@ impl<R: Recording> RuleIndex<R> {
                     let recordings = |era| Recordings::new(index, by, server, method, name, era);
                     ByEra::new(recordings(Era::Handshake), recordings(Era::Stateless))
                 });
-            group.of_mut(recorded.era()).add(index, Arc::clone(recorded), prepared);
+            group.of_mut(era).add(&filed, Arc::clone(recorded), prepared);
         }
         RuleIndex { rules, groups, memory: Memory::default() }
     }
@@ -343,7 +329,7 @@ impl<R: Recording> RuleIndex<R> {
     }
 }
 
-impl<R: Recording> Recordings<R> {
+impl<R> Recordings<R> {
     fn new(rule: usize, by: By, server: &str, method: &str, name: &str, era: Era) -> Recordings<R> {
         let tag = format!("sequence/{}", era.as_str());
         Recordings {
@@ -355,12 +341,13 @@ impl<R: Recording> Recordings<R> {
         }
     }
 
-    fn add(&mut self, rule: usize, recorded: Arc<R>, prepared: Value) {
+    fn add(&mut self, filed: &Filed, recorded: Arc<R>, prepared: Value) {
         let text = canonical_json(&prepared);
         let at = match self.by_params.get(&text) {
             Some(at) => *at,
             None => {
-                let key = key_of(rule, [recorded.server(), recorded.method(), recorded.name(), &text]);
+                let Filed { rule, asked, name, .. } = filed;
+                let key = key_of(*rule, [asked.server, asked.method, name, &text]);
                 if let Some(nearest) = &mut self.nearest {
                     nearest.add(&prepared);
                 }
@@ -397,6 +384,7 @@ fn key_of(rule: usize, parts: [&str; 4]) -> MatchKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cassette::tape::Tape;
     use serde_json::json;
     use std::path::Path;
 
@@ -424,7 +412,7 @@ mod tests {
         let normalization = Rules::default();
         let tape = Tape::new(exchanges.collect(), &normalization);
         let rules = MatchRules::parse(Path::new("mcp-tape.toml"), rules).unwrap();
-        RuleIndex::new(rules, &tape, &normalization)
+        RuleIndex::new(rules, tape.recordings(), &normalization)
     }
 
     fn pick(

@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::by_rule::{Recording, Refusal, RuleIndex, RuleUse};
+use super::by_rule::{Filed, Refusal, RuleIndex, RuleUse};
 use super::flight::Held;
 use super::ledger::{CaseKey, Ledger};
 use super::memory::Memory;
@@ -129,32 +129,6 @@ impl LlmRecorded {
     }
 }
 
-impl Recording for LlmRecorded {
-    fn server(&self) -> &str {
-        &self.exchange.model
-    }
-
-    fn method(&self) -> &str {
-        &self.asked
-    }
-
-    fn name(&self) -> &str {
-        ""
-    }
-
-    fn era(&self) -> Era {
-        Era::Handshake
-    }
-
-    fn rule(&self, rules: &MatchRules) -> Option<usize> {
-        rules.find_llm(&self.exchange.model)
-    }
-
-    fn compared(&self, _: &Rules) -> Value {
-        self.compared.clone()
-    }
-}
-
 /// The model exchanges of the cassettes, matched as MCP calls are: by key
 /// (model, method, target and the body's canonical JSON; headers never),
 /// then by the match rules about the model, both prepared at load.
@@ -189,13 +163,13 @@ impl LlmTape {
             let key = key_of(&recorded.exchange.model, &recorded.asked, &recorded.compared);
             by_key.entry(key).or_default().push(Arc::clone(recorded));
         }
-        let by_rule = RuleIndex::over(match_rules, &recordings, rules);
+        let by_rule = rule_index(match_rules, &recordings);
         LlmTape { recordings, by_key, by_rule, cursors: Mutex::default(), keys: Memory::default() }
     }
 
     /// The same recordings, for `match_rules`.
-    pub fn with_match_rules(self, rules: &Rules, match_rules: MatchRules) -> LlmTape {
-        LlmTape { by_rule: RuleIndex::over(match_rules, &self.recordings, rules), ..self }
+    pub fn with_match_rules(self, match_rules: MatchRules) -> LlmTape {
+        LlmTape { by_rule: rule_index(match_rules, &self.recordings), ..self }
     }
 
     /// The recordings that never answered.
@@ -476,6 +450,18 @@ fn body_value(rules: &Rules, body: &str) -> Value {
     let Ok(mut json) = serde_json::from_str::<Value>(body) else { return Value::String(body.to_owned()) };
     rules.redact(&mut json);
     json
+}
+
+/// What `match_rules` decide among in `recordings`.
+fn rule_index(match_rules: MatchRules, recordings: &[Arc<LlmRecorded>]) -> RuleIndex<LlmRecorded> {
+    RuleIndex::over(match_rules, recordings, |recorded, rules| {
+        Some(Filed {
+            rule: rules.find_llm(&recorded.exchange.model)?,
+            asked: Asked { era: Era::Handshake, server: &recorded.exchange.model, method: &recorded.asked },
+            name: "",
+            compared: recorded.compared.clone(),
+        })
+    })
 }
 
 /// What the timeline says of `recorded` answering `call`: the

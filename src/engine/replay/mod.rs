@@ -134,8 +134,8 @@ impl Replay {
     /// The same engine deciding by `rules` the requests no recording
     /// matches exactly.
     pub fn with_match_rules(self, rules: MatchRules) -> Replay {
-        let llms = self.llms.with_match_rules(&self.rules, rules.clone());
-        let by_rule = RuleIndex::new(rules, &self.tape, &self.rules);
+        let llms = self.llms.with_match_rules(rules.clone());
+        let by_rule = RuleIndex::new(rules, self.tape.recordings(), &self.rules);
         Replay { by_rule, llms, ..self }
     }
 
