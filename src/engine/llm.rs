@@ -20,7 +20,7 @@ use super::ledger::{CaseKey, Ledger};
 use super::memory::Memory;
 use super::miss::{self, Miss};
 use super::record::Recorder;
-use super::step::{Asked, Outcome};
+use super::step::{Asked, Outcome, PlainReply};
 use super::turn;
 use crate::cassette::tape::{Cursors, UseMark};
 use crate::config::Pace;
@@ -54,11 +54,6 @@ pub struct LlmCall<'a> {
 }
 
 impl LlmCall<'_> {
-    /// The ledger's case: server `model NAME`, method `METHOD PATH`.
-    fn case(&self) -> CaseKey {
-        case_of(self.model, self.method, self.target)
-    }
-
     /// `METHOD TARGET`, the method the matcher knows it by.
     fn asked(&self) -> String {
         format!("{} {}", self.method, self.target)
@@ -74,33 +69,19 @@ impl LlmCall<'_> {
 /// What the engine makes of a [`LlmCall`].
 pub enum LlmStep<'e, L> {
     /// Replay's answer: a recording, or a miss.
-    Answer(LlmReply),
+    Answer(PlainReply),
     /// Forward it through `link`; what comes back goes to `flight`.
     Forward { link: &'e L, flight: Box<LlmFlight> },
 }
 
-/// A model's answer before HTTP framing.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LlmReply {
-    /// [`Outcome::Hit`] or [`Outcome::Miss`].
-    pub outcome: Outcome,
-    pub status: Status,
-    pub content_type: String,
-    pub answer: LlmAnswer,
-    /// How a stream's events are spaced.
-    pub pace: Pace,
-}
-
-impl LlmReply {
-    /// `recorded`'s answer, as `outcome`.
-    fn of(outcome: Outcome, recorded: &LlmExchange, pace: Pace) -> LlmReply {
-        LlmReply {
-            outcome,
-            status: recorded.status,
-            content_type: recorded.content_type.clone(),
-            answer: recorded.answer.clone(),
-            pace,
-        }
+/// `recorded`'s answer, as `outcome`.
+fn reply(outcome: Outcome, recorded: &LlmExchange, pace: Pace) -> PlainReply {
+    PlainReply {
+        outcome,
+        status: recorded.status,
+        content_type: recorded.content_type.clone(),
+        answer: recorded.answer.clone(),
+        pace,
     }
 }
 
@@ -249,7 +230,7 @@ impl LlmTape {
     /// Replay's answer to `call`: the recording of the same request, else
     /// the one the first match rule about its model picks, else a miss;
     /// counted on `ledger`'s case for it.
-    pub fn answer(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> LlmReply {
+    pub fn answer(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> PlainReply {
         let method = call.asked();
         let (asked, requested) = (call.at(&method), Requested::new(rules, call.body));
         let refusal = match self.answered(call, asked, &requested) {
@@ -257,11 +238,11 @@ impl LlmTape {
                 let outcome = if used.is_some() { Outcome::Ruled } else { Outcome::Hit };
                 let (case, told) = (&recorded.case, || told(call, &recorded, used.as_ref()));
                 ledger.note_told(&case.server, &case.method, None, outcome, used.as_ref(), Some(&told));
-                return LlmReply::of(outcome, &recorded.exchange, pace);
+                return reply(outcome, &recorded.exchange, pace);
             }
             Err(refusal) => refusal,
         };
-        let case = call.case();
+        let case = case_of(call.model, call.method, call.target);
         let mut miss = self.miss(call, asked, &requested, &case);
         if let Some(Refusal { rule, why }) = refusal {
             miss = miss.decided_by(self.by_rule.rules().label(rule), why);
@@ -270,7 +251,7 @@ impl LlmTape {
         ledger.missed(&case, &miss);
         let told = || turn::told(call.body, None).into();
         ledger.note_told(&case.server, &case.method, None, Outcome::Miss, None, Some(&told));
-        LlmReply {
+        PlainReply {
             outcome: Outcome::Miss,
             status: MISS_STATUS,
             content_type: "application/json".into(),
@@ -299,14 +280,14 @@ impl LlmTape {
 
     /// The recording that answers `call`, exact or by a rule, if one does
     /// (record `--mode missing`), counted on `ledger`.
-    pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<LlmReply> {
+    pub fn recorded(&self, call: &LlmCall, rules: &Rules, pace: Pace, ledger: &Ledger) -> Option<PlainReply> {
         let method = call.asked();
         let (recorded, used) =
             self.answered(call, call.at(&method), &Requested::new(rules, call.body)).ok()?;
         let case = &recorded.case;
         let told = || told(call, &recorded, used.as_ref());
         ledger.note_told(&case.server, &case.method, None, Outcome::Cassette, used.as_ref(), Some(&told));
-        Some(LlmReply::of(Outcome::Cassette, &recorded.exchange, pace))
+        Some(reply(Outcome::Cassette, &recorded.exchange, pace))
     }
 }
 
@@ -538,7 +519,7 @@ mod tests {
         Rules::new(&Normalization::default()).unwrap()
     }
 
-    fn whole(reply: &LlmReply) -> &str {
+    fn whole(reply: &PlainReply) -> &str {
         match &reply.answer {
             LlmAnswer::Whole(body) => body,
             LlmAnswer::Events(_) => panic!("a stream"),

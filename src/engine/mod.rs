@@ -57,12 +57,12 @@ use replay::Replay;
 
 pub use answer::Answer;
 pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
-pub use llm::{LlmCall, LlmFlight, LlmReply, LlmStep};
+pub use llm::{LlmCall, LlmFlight, LlmStep};
 pub use message::{Arrived, AsWritten};
 pub use policy::{Headers, Policy};
 pub use record::{Lost, LostAnswers, Recorder};
 pub use step::{
-    Asked, Call, Facts, Failure, FromClient, Outcome, Outgoing, ServiceReply, SessionAsk, Standing,
+    Asked, Call, Facts, Failure, FromClient, Outcome, Outgoing, PlainReply, SessionAsk, Standing,
 };
 
 /// What the engine makes of a client message.
@@ -87,7 +87,7 @@ pub enum Step<'e, L> {
 /// What the engine makes of a call to an Agent 365 service endpoint.
 pub enum ServiceStep<'e, L> {
     /// Replay's answer.
-    Answer(ServiceReply),
+    Answer(PlainReply),
     /// Forward it through `link`; a successful answer goes to `flight`.
     Forward { link: &'e L, flight: ServiceFlight },
 }

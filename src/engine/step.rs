@@ -4,14 +4,15 @@
 //! of an answer ([`Outgoing`]) and its status's source ([`Standing`]), the
 //! failures a front door enacts ([`Failure`]), what else a client sends
 //! ([`FromClient`], [`SessionAsk`]) and a service endpoint's answer
-//! ([`ServiceReply`]).
+//! ([`PlainReply`]).
 
 use serde_json::Value;
 
+use crate::config::Pace;
 use crate::error::{RequestError, Unanswered};
 use crate::jsonrpc::{ErrorCode, Params, RequestId};
 use crate::mcp::RoutingHeaders;
-use crate::model::{Era, Status};
+use crate::model::{Era, LlmAnswer, Status};
 
 /// What the front door read about a request besides its message.
 #[derive(Clone, Debug, Default)]
@@ -210,14 +211,16 @@ pub enum FromClient<'a> {
     Reply(Option<&'a RequestId>, Value),
 }
 
-/// The answer to an Agent 365 service endpoint, before HTTP framing.
+/// An answer that is not JSON-RPC (the agent's model's, an Agent 365
+/// service endpoint's), before HTTP framing.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ServiceReply {
-    /// [`Outcome::Hit`] when the cassette recorded it, else [`Outcome::Mock`].
+pub struct PlainReply {
     pub outcome: Outcome,
     pub status: Status,
     pub content_type: String,
-    pub body: String,
+    pub answer: LlmAnswer,
+    /// How a stream's events are spaced.
+    pub pace: Pace,
 }
 
 /// What a client asks of a handshake-era session besides requests.

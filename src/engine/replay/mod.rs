@@ -26,12 +26,12 @@ use tokio::sync::{mpsc, oneshot};
 use super::answer::Answer;
 use super::by_rule::{Choice, Refusal, RuleIndex};
 use super::ledger::{CaseKey, Ledger, Usage};
-use super::llm::{LlmCall, LlmReply, LlmTape};
+use super::llm::{LlmCall, LlmTape};
 use super::memory::Memory;
 use super::reenact::{Emit, Replies};
 use super::said::{Asides, Feed, Kinds, Subscriptions};
 use super::sessions::Sessions;
-use super::step::{Call, Outcome, Outgoing, Standing};
+use super::step::{Call, Outcome, Outgoing, PlainReply, Standing};
 use crate::cassette::tape::{Cursors, Recorded, ServedMessage, Tape};
 use crate::cassette::template;
 use crate::config::{OnMiss, Pace};
@@ -155,16 +155,13 @@ impl Replay {
     }
 
     /// The answer to a request to the agent's model: a recording, or a miss.
-    pub fn llm(&self, call: &LlmCall) -> LlmReply {
+    pub fn llm(&self, call: &LlmCall) -> PlainReply {
         self.llms.answer(call, &self.rules, self.pace, &self.ledger)
     }
 
     /// The recording that answers a request to the agent's model, if one
     /// does (record `--mode missing`).
-    pub fn llm_recorded(&self, call: &LlmCall) -> Option<LlmReply> {
-        if self.llms.is_empty() {
-            return None;
-        }
+    pub fn llm_recorded(&self, call: &LlmCall) -> Option<PlainReply> {
         self.llms.recorded(call, &self.rules, self.pace, &self.ledger)
     }
 

@@ -6,8 +6,9 @@ use serde_json::Value;
 
 use super::Replay;
 use crate::agent365;
-use crate::engine::step::{Outcome, ServiceReply};
-use crate::model::{ServiceAnswer, ServiceRoute, Status};
+use crate::config::Pace;
+use crate::engine::step::{Outcome, PlainReply};
+use crate::model::{LlmAnswer, ServiceAnswer, ServiceRoute, Status};
 
 /// The newest recorded answer of each Agent 365 service endpoint; both
 /// gateway shapes share one slot, since either answers the other.
@@ -35,21 +36,20 @@ impl Replay {
     /// urls at the upstream it came from are pointed here, and a synthesized
     /// one lists every server the cassettes hold with the Agent 365 Tools
     /// audience and scope.
-    pub fn service(&self, route: ServiceRoute, origin: &str) -> ServiceReply {
-        let json = |outcome, body: &Value| ServiceReply {
+    pub fn service(&self, route: ServiceRoute, origin: &str) -> PlainReply {
+        let reply = |outcome, status, content_type: &str, body: String| PlainReply {
             outcome,
-            status: Status::OK,
-            content_type: "application/json".into(),
-            body: body.to_string(),
+            status,
+            content_type: content_type.to_owned(),
+            answer: LlmAnswer::Whole(body),
+            pace: Pace::Instant,
         };
+        let json = |outcome, body: &Value| reply(outcome, Status::OK, "application/json", body.to_string());
         if route == ServiceRoute::ChatMessage {
             return match &self.service.chat_message {
-                Some(recorded) => ServiceReply {
-                    outcome: Outcome::Hit,
-                    status: recorded.status,
-                    content_type: recorded.content_type.clone(),
-                    body: recorded.body.clone(),
-                },
+                Some(recorded) => {
+                    reply(Outcome::Hit, recorded.status, &recorded.content_type, recorded.body.clone())
+                }
                 None => json(Outcome::Mock, &agent365::chat_message_answer()),
             };
         }
@@ -60,7 +60,7 @@ impl Replay {
         });
         match recorded {
             Some((answer, entries)) => {
-                ServiceReply { status: answer.status, ..json(Outcome::Hit, &agent365::wrap(route, entries)) }
+                PlainReply { status: answer.status, ..json(Outcome::Hit, &agent365::wrap(route, entries)) }
             }
             None => {
                 let entries = self

@@ -26,7 +26,7 @@ use super::resume::{self, Rest, Resumable};
 use super::status;
 use crate::engine::reenact::{self, Emit, Live};
 use crate::engine::said::Feed;
-use crate::engine::{Answer, Failure, Outgoing, Policy, ServiceReply};
+use crate::engine::{Answer, Failure, Outgoing, Policy};
 use crate::error::{RequestError, Unanswered};
 use crate::mcp;
 use crate::sse;
@@ -264,18 +264,6 @@ pub(super) fn failure(failure: Failure, accepts: Accepts) -> Response<Body> {
 /// A failed request: the fault's status and JSON-RPC error.
 pub(super) fn error(error: &RequestError) -> Response<Body> {
     json_text(status::of_fault(&error.fault), error.body())
-}
-
-/// An Agent 365 service endpoint's answer.
-pub(super) fn service(reply: ServiceReply) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::from(reply.body)));
-    *response.status_mut() = status::recorded(reply.status);
-    if let Ok(content_type) = HeaderValue::from_str(&reply.content_type)
-        && !reply.content_type.is_empty()
-    {
-        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
-    }
-    response
 }
 
 /// `response`, firing `written` once its body has ended and been written

@@ -30,7 +30,7 @@ use super::request::{Logged, RequestBody, read_body};
 use super::status;
 use super::upstream::UpstreamClient;
 use crate::config::Pace;
-use crate::engine::{Headers, LlmCall, LlmFlight, LlmReply, LlmStep, Outcome};
+use crate::engine::{Headers, LlmCall, LlmFlight, LlmStep, Outcome, PlainReply};
 use crate::error::RequestError;
 use crate::jsonrpc;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
@@ -105,9 +105,10 @@ pub(super) async fn serve(
     }
 }
 
-/// Replay's answer framed: its status and content type, a whole body or
-/// the stream's events.
-fn answer(reply: LlmReply) -> Response<Body> {
+/// Replay's answer that is not JSON-RPC (the model's, a service
+/// endpoint's) framed: its status and content type, a whole body or the
+/// stream's events.
+pub(super) fn answer(reply: PlainReply) -> Response<Body> {
     let body = match reply.answer {
         LlmAnswer::Whole(text) => frame::full(Bytes::from(text)),
         LlmAnswer::Events(events) => match reply.pace {

@@ -45,8 +45,7 @@ pub(super) async fn post<'h>(
             return Box::pin(proxy.relay(parts, body)).await;
         }
     };
-    let PostHeaders { accepts, session, era, primable } = read;
-    let post = Post { parts, body, accepts, session, era, primable, wire };
+    let post = Post { parts, body, headers: read, wire };
     respond(step, app, &post, logged).await
 }
 
@@ -118,11 +117,7 @@ type Stepped<'a, 'h> = Result<(Step<'a, Proxy>, PostHeaders<'h>), RequestError>;
 struct Post<'h> {
     parts: &'h hyper::http::request::Parts,
     body: Bytes,
-    accepts: Accepts,
-    session: Option<&'h str>,
-    era: Era,
-    /// The client takes SSE priming events ([`mcp::takes_priming_events`]).
-    primable: bool,
+    headers: PostHeaders<'h>,
     /// The connection the answer goes out on.
     wire: Option<Wire>,
 }
@@ -137,7 +132,7 @@ async fn respond(
     match step {
         Step::Answer(mut answer) => {
             logged.outcome = answer.outcome;
-            let session = post.session;
+            let session = post.headers.session;
             let first = std::mem::take(&mut answer.asides.first);
             let said = std::mem::take(&mut answer.asides.now);
             let opened = answer.session_id.clone();
@@ -153,13 +148,14 @@ async fn respond(
                 let _ = Box::pin(tokio::time::timeout(MAX_ASIDE_WRITE_WAIT, written)).await;
             }
             // Replayed handshake-era streams in a session can be resumed.
-            let resume = in_session.filter(|_| app.policy.resumable_answers && post.era == Era::Handshake);
+            let resume =
+                in_session.filter(|_| app.policy.resumable_answers && post.headers.era == Era::Handshake);
             let resume = resume.map(|session| frame::Resume {
                 streams: &app.resumable,
                 session,
-                primable: post.primable,
+                primable: post.headers.primable,
             });
-            let response = frame::answer(answer, post.accepts, resume, &app.policy, session);
+            let response = frame::answer(answer, post.headers.accepts, resume, &app.policy, session);
             // What it said after the answer goes once the answer has been written.
             Ok(match app.engine.say_after(in_session, said) {
                 Some(written) => frame::announce(response, written, post.wire.clone()),
@@ -172,7 +168,7 @@ async fn respond(
         }
         Step::Said(said) => {
             logged.outcome = Outcome::Accepted;
-            app.engine.say(post.session, said);
+            app.engine.say(post.headers.session, said);
             Ok(frame::empty(status::TAKEN))
         }
         Step::Forward { link, flight } => {
@@ -203,13 +199,13 @@ async fn respond(
                         );
                         return Ok(frame::failure(
                             Failure::Http { status: 503, retry_after: None },
-                            post.accepts,
+                            post.headers.accepts,
                         ));
                     };
                     Box::pin(tokio::time::sleep(MAX_HANG)).await;
-                    Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.accepts))
+                    Ok(frame::failure(Failure::Http { status: 504, retry_after: None }, post.headers.accepts))
                 }
-                failure => Ok(frame::failure(failure, post.accepts)),
+                failure => Ok(frame::failure(failure, post.headers.accepts)),
             }
         }
     }

@@ -4,7 +4,7 @@
 use hyper::{Request, Response};
 
 use super::app::App;
-use super::frame::{self, Body};
+use super::frame::Body;
 use super::headers::{credentials, origin};
 use super::request::{Logged, RequestBody, read_body};
 use crate::engine::ServiceStep;
@@ -29,7 +29,7 @@ pub(super) async fn service(
                 tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
             }
             logged.outcome = reply.outcome;
-            Ok(frame::service(reply))
+            Ok(super::llm::answer(reply))
         }
         ServiceStep::Forward { link, flight } => {
             link.service(&parts, body, route, &origin, flight, &mut logged.outcome).await

@@ -2,15 +2,12 @@
 //! standalone stream (and its resumption), its end, and what an MCP
 //! endpoint does not take; recording, the upstream's answer to each.
 
-use std::time::Duration;
-
 use hyper::{Method, Request, Response};
 
 use super::app::App;
 use super::frame::{self, Body};
 use super::headers::{LAST_EVENT_ID, PROTOCOL_VERSION, SESSION_ID, header_as};
 use super::noted::Wire;
-use super::proxy::Proxy;
 use super::request::{Logged, RequestBody, read_body};
 use super::status;
 use crate::engine::{Outcome, Resumption, SessionAsk, SessionStep};
@@ -81,22 +78,12 @@ pub(super) async fn other(
             Ok(frame::json(status::DONE, &health))
         }
         SessionStep::NotAllowed if era == Era::Stateless && ask != SessionAsk::Other => {
-            Err(Unanswered::MethodNotAllowed {
-                allow: "POST",
-                why: "the stateless protocol era uses POST only",
-            }
-            .into())
+            not_allowed("POST", "the stateless protocol era uses POST only")
         }
-        SessionStep::NotAllowed => Err(Unanswered::MethodNotAllowed {
-            allow: "GET, POST, DELETE",
-            why: "MCP endpoints take POST, GET and DELETE",
+        SessionStep::NotAllowed => {
+            not_allowed("GET, POST, DELETE", "MCP endpoints take POST, GET and DELETE")
         }
-        .into()),
-        SessionStep::NoStream => Err(Unanswered::MethodNotAllowed {
-            allow: "POST, DELETE",
-            why: "this server offers no standalone SSE stream",
-        }
-        .into()),
+        SessionStep::NoStream => not_allowed("POST, DELETE", "this server offers no standalone SSE stream"),
         SessionStep::Stream(stream) => {
             logged.outcome = if resumed.is_some() { Outcome::Resumed } else { Outcome::Streaming };
             Ok(frame::stream(stream, &app.resumable, session.unwrap_or_default(), resumed, wire))
@@ -106,26 +93,20 @@ pub(super) async fn other(
             logged.outcome = Outcome::Ended;
             Ok(frame::empty(status::DONE))
         }
-        // The standalone stream: what the server says there is recorded.
-        SessionStep::Forward(proxy, Some(listener)) => {
+        SessionStep::Forward(proxy, listener) => {
             let (parts, body) = request.into_parts();
             let body = read_body(body, idle).await?;
             logged.outcome = Outcome::Forwarded;
-            proxy.listen(&parts, body, listener).await
+            match listener {
+                // The standalone stream: what the server says there is recorded.
+                Some(listener) => proxy.listen(&parts, body, listener).await,
+                None => proxy.relay(&parts, body).await,
+            }
         }
-        SessionStep::Forward(proxy, None) => relay(request, proxy, idle, logged).await,
     }
 }
 
-/// Forwards a request that is not an MCP message, as it is.
-async fn relay(
-    request: Request<impl RequestBody>,
-    proxy: &Proxy,
-    idle: Duration,
-    logged: &mut Logged,
-) -> Result<Response<Body>, RequestError> {
-    let (parts, body) = request.into_parts();
-    let body = read_body(body, idle).await?;
-    logged.outcome = Outcome::Forwarded;
-    proxy.relay(&parts, body).await
+/// 405, allowing `allow` (`why`).
+fn not_allowed(allow: &'static str, why: &'static str) -> Result<Response<Body>, RequestError> {
+    Err(Unanswered::MethodNotAllowed { allow, why }.into())
 }
