@@ -66,14 +66,6 @@ impl LlmCall<'_> {
     }
 }
 
-/// What the engine makes of a [`LlmCall`].
-pub enum LlmStep<'e, L> {
-    /// Replay's answer: a recording, or a miss.
-    Answer(PlainReply),
-    /// Forward it through `link`; what comes back goes to `flight`.
-    Forward { link: &'e L, flight: Box<LlmFlight> },
-}
-
 /// `recorded`'s answer, as `outcome`.
 fn reply(outcome: Outcome, recorded: &LlmExchange, pace: Pace) -> PlainReply {
     PlainReply {

@@ -57,7 +57,7 @@ use replay::Replay;
 
 pub use answer::Answer;
 pub use flight::{Flight, Flights, Heard, Held, Listener, ServiceFlight, Wait};
-pub use llm::{LlmCall, LlmFlight, LlmStep};
+pub use llm::{LlmCall, LlmFlight};
 pub use message::{Arrived, AsWritten};
 pub use policy::{Headers, Policy};
 pub use record::{Lost, LostAnswers, Recorder};
@@ -84,12 +84,13 @@ pub enum Step<'e, L> {
     Fail(Failure),
 }
 
-/// What the engine makes of a call to an Agent 365 service endpoint.
-pub enum ServiceStep<'e, L> {
+/// What the engine makes of a request answered in plain HTTP (to the
+/// agent's model, to an Agent 365 service endpoint).
+pub enum PlainStep<'e, L, F> {
     /// Replay's answer.
     Answer(PlainReply),
-    /// Forward it through `link`; a successful answer goes to `flight`.
-    Forward { link: &'e L, flight: ServiceFlight },
+    /// Forward it through `link`; what comes back goes to `flight`.
+    Forward { link: &'e L, flight: F },
 }
 
 /// What the engine makes of a [`SessionAsk`].
@@ -357,13 +358,13 @@ impl<L> Engine<L> {
     /// recording or a miss); record's forward; `--mode missing` answers
     /// what the cassette holds and forwards the rest. Fault rules do not
     /// apply: they name MCP servers and tools.
-    pub fn llm(&self, call: &LlmCall) -> LlmStep<'_, L> {
+    pub fn llm(&self, call: &LlmCall) -> PlainStep<'_, L, Box<LlmFlight>> {
         match &self.mode {
-            Mode::Replay(replay) => LlmStep::Answer(replay.llm(call)),
-            Mode::Record { recorder, link } => LlmStep::Forward { link, flight: recorder.llm(call) },
+            Mode::Replay(replay) => PlainStep::Answer(replay.llm(call)),
+            Mode::Record { recorder, link } => PlainStep::Forward { link, flight: recorder.llm(call) },
             Mode::Missing { cassette, recorder, link } => match cassette.llm_recorded(call) {
-                Some(reply) => LlmStep::Answer(reply),
-                None => LlmStep::Forward { link, flight: recorder.llm(call) },
+                Some(reply) => PlainStep::Answer(reply),
+                None => PlainStep::Forward { link, flight: recorder.llm(call) },
             },
         }
     }
@@ -372,11 +373,16 @@ impl<L> Engine<L> {
     /// answer (`origin`, as the client reached us, is where listed servers
     /// point), or recording, the forward of a call that carried
     /// `credentials`.
-    pub fn service(&self, route: ServiceRoute, origin: &str, credentials: Vec<String>) -> ServiceStep<'_, L> {
+    pub fn service(
+        &self,
+        route: ServiceRoute,
+        origin: &str,
+        credentials: Vec<String>,
+    ) -> PlainStep<'_, L, ServiceFlight> {
         match &self.mode {
-            Mode::Replay(replay) => ServiceStep::Answer(replay.service(route, origin)),
+            Mode::Replay(replay) => PlainStep::Answer(replay.service(route, origin)),
             Mode::Record { recorder, link } | Mode::Missing { recorder, link, .. } => {
-                ServiceStep::Forward { link, flight: recorder.service(route, credentials) }
+                PlainStep::Forward { link, flight: recorder.service(route, credentials) }
             }
         }
     }

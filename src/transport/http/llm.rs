@@ -30,7 +30,7 @@ use super::request::{Logged, RequestBody, read_body};
 use super::status;
 use super::upstream::UpstreamClient;
 use crate::config::Pace;
-use crate::engine::{Headers, LlmCall, LlmFlight, LlmStep, Outcome, PlainReply};
+use crate::engine::{Headers, LlmCall, LlmFlight, Outcome, PlainReply, PlainStep};
 use crate::error::RequestError;
 use crate::jsonrpc;
 use crate::limits::{MAX_JSON_ANSWER_BYTES, MAX_RECORDED_STREAM_BYTES, MAX_SSE_EVENT_BYTES};
@@ -81,11 +81,11 @@ pub(super) async fn serve(
         credentials: &secrets,
     };
     match app.engine.llm(&call) {
-        LlmStep::Answer(reply) => {
+        PlainStep::Answer(reply) => {
             logged.outcome = reply.outcome;
             Ok(answer(reply))
         }
-        LlmStep::Forward { link, flight } => {
+        PlainStep::Forward { link, flight } => {
             let Some(upstream) = link.llm(name) else {
                 logged.outcome = Outcome::Rejected;
                 let message = format!(

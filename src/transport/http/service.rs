@@ -7,7 +7,7 @@ use super::app::App;
 use super::frame::Body;
 use super::headers::{credentials, origin};
 use super::request::{Logged, RequestBody, read_body};
-use crate::engine::ServiceStep;
+use crate::engine::PlainStep;
 use crate::error::RequestError;
 use crate::model::ServiceRoute;
 
@@ -24,14 +24,14 @@ pub(super) async fn service(
     let origin = origin(&parts.headers, &parts.uri);
     let body = read_body(body, app.front_door.idle_timeout).await?;
     match app.engine.service(route, &origin, credentials(&parts.headers, &app.redact_headers)) {
-        ServiceStep::Answer(reply) => {
+        PlainStep::Answer(reply) => {
             if route == ServiceRoute::ChatMessage {
                 tracing::debug!("chat-message: {:?}", String::from_utf8_lossy(&body));
             }
             logged.outcome = reply.outcome;
             Ok(super::llm::answer(reply))
         }
-        ServiceStep::Forward { link, flight } => {
+        PlainStep::Forward { link, flight } => {
             link.service(&parts, body, route, &origin, flight, &mut logged.outcome).await
         }
     }
