@@ -30,6 +30,7 @@ use toml::Spanned;
 use crate::error::Error;
 use crate::jsonrpc::{ErrorCode, ErrorObject};
 use crate::matching::{self, BadRule, MatchRules, Selector};
+use crate::pseudonym;
 
 /// The JSON-RPC error the Agent 365 mock tooling server answers a call its
 /// `errorRate` fails with (the code is its own, outside JSON-RPC's ranges).
@@ -186,7 +187,8 @@ struct RawError {
     data: Option<toml::Value>,
 }
 
-/// A rules file as written: its `[[match]]` and `[[fault]]` tables.
+/// A rules file as written: its `[[match]]` and `[[fault]]` tables, and
+/// its `[pseudonymize]` table.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
@@ -194,19 +196,44 @@ struct RawFile {
     matches: Vec<Spanned<matching::RawRule>>,
     #[serde(rename = "fault", default)]
     faults: Vec<Spanned<RawFault>>,
+    pseudonymize: Option<RawPseudonymize>,
 }
 
-/// The match and fault rules of the rules file `text` (the contents of
-/// `file`), parsed once.
+/// The `[pseudonymize]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPseudonymize {
+    #[serde(default)]
+    fields: Vec<String>,
+    #[serde(default)]
+    terms: Vec<String>,
+    key_env: Option<String>,
+}
+
+/// What a rules file holds.
+pub struct RulesFile {
+    pub matches: MatchRules,
+    pub faults: FaultRules,
+    /// Its `[pseudonymize]` table: what is recorded is pseudonymized.
+    pub pseudonymize: Option<pseudonym::Settings>,
+}
+
+/// The match and fault rules and the `[pseudonymize]` table of the rules
+/// file `text` (the contents of `file`), parsed once.
 ///
 /// # Errors
 ///
 /// [`Error::Rules`] naming the line and what is wrong there.
-pub fn parse_rules_file(file: &Path, text: &str) -> Result<(MatchRules, FaultRules), Error> {
+pub fn parse_rules_file(file: &Path, text: &str) -> Result<RulesFile, Error> {
     let lines = matching::LineStarts::of(text);
     let raw: RawFile = toml::from_str(text).map_err(|e| lines.refuse(file, e.span(), e.message()))?;
     let matches = MatchRules::from_tables(file, &lines, raw.matches)?;
-    Ok((matches, FaultRules::from_tables(file, &lines, raw.faults)?))
+    let pseudonymize = raw.pseudonymize.map(|table| pseudonym::Settings {
+        fields: table.fields,
+        terms: table.terms.into_iter().filter(|term| !term.trim().is_empty()).collect(),
+        key_env: table.key_env,
+    });
+    Ok(RulesFile { matches, faults: FaultRules::from_tables(file, &lines, raw.faults)?, pseudonymize })
 }
 
 /// One `--fault` spec as TOML: the table's keys inside `fault = { ... }`.
@@ -453,9 +480,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<FaultRules, String> {
-        parse_rules_file(Path::new("mcp-tape.toml"), text)
-            .map(|(_, faults)| faults)
-            .map_err(|e| e.to_string())
+        parse_rules_file(Path::new("mcp-tape.toml"), text).map(|file| file.faults).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -53,6 +53,9 @@
 //! - [`secrets`]: secret shapes (provider key and token formats) and how
 //!   random a value looks: what `lint` finds and `--redact-pattern` scrubs.
 //! - [`redact`]: sensitive body keys and header credentials.
+//! - [`pseudonym`]: personal data (people's names, addresses, GUIDs, phone
+//!   numbers, listed terms) found in a message and given keyed pseudonyms
+//!   of the same form (`--pseudonymize`), or only found (`lint`); the key.
 //! - [`mcp`]: protocol knowledge: eras, versions, headers, stateless checks,
 //!   mock answers ([`mcp::fallback`]), era conversions ([`mcp::convert`]).
 //! - [`normalize`]: match keys, placeholders, field diffs, and the settings
@@ -141,6 +144,7 @@ pub mod model;
 pub mod normalize;
 #[allow(unsafe_code)]
 pub mod os;
+pub mod pseudonym;
 pub mod redact;
 pub mod report;
 pub mod secrets;

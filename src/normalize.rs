@@ -12,6 +12,8 @@
 //! replaced by [`ID_PLACEHOLDER`] and [`PROGRESS_TOKEN_PLACEHOLDER`], so
 //! replay can stamp in the new caller's. Normalizing twice changes nothing.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -21,6 +23,7 @@ use crate::model::{
     Direction, Exchange, MatchKey, Provenance, RawExchange, RecordedMessage, canonical_json,
     canonical_json_without,
 };
+use crate::pseudonym::{Pseudonyms, Scope};
 use crate::redact::{self, Redactor};
 use crate::secrets::Shapes;
 use crate::{jsonrpc, mcp};
@@ -78,6 +81,9 @@ pub struct Normalization {
     /// Text shapes scrubbed from every stored string and before matching
     /// (`--redact-pattern`: `builtin`, or a regular expression).
     pub redact_patterns: Vec<String>,
+    /// What a recording stores is pseudonymized (`--pseudonymize`,
+    /// `MCP_TAPE_PSEUDONYMIZE=1`).
+    pub pseudonymize: bool,
 }
 
 /// The user's normalization settings, shared by record and replay.
@@ -86,6 +92,8 @@ pub struct Rules {
     redactor: Redactor,
     /// JSON pointers into params (`--ignore-param`) left out of the key.
     ignore_params: Vec<String>,
+    /// What is stored is pseudonymized with these (`--pseudonymize`).
+    pseudonyms: Option<Arc<Pseudonyms>>,
 }
 
 impl Rules {
@@ -99,7 +107,18 @@ impl Rules {
         Ok(Rules {
             redactor: Redactor::new(&normalization.redact_keys, shapes),
             ignore_params: normalization.ignore_params.clone(),
+            pseudonyms: None,
         })
+    }
+
+    /// The same rules, pseudonymizing what is stored with `pseudonyms`.
+    pub fn with_pseudonyms(self, pseudonyms: Arc<Pseudonyms>) -> Rules {
+        Rules { pseudonyms: Some(pseudonyms), ..self }
+    }
+
+    /// The pseudonyms what is stored is given, when it is.
+    pub fn pseudonyms(&self) -> Option<&Pseudonyms> {
+        self.pseudonyms.as_deref()
     }
 
     /// Whether [`Rules::redact`] would change `value`.
@@ -172,7 +191,7 @@ impl Rules {
         if token.is_some() {
             request["params"]["_meta"]["progressToken"] = PROGRESS_TOKEN_PLACEHOLDER.into();
         }
-        let messages = raw
+        let mut messages: Vec<RecordedMessage> = raw
             .messages
             .into_iter()
             .map(|mut message| {
@@ -186,6 +205,16 @@ impl Rules {
         let mut asides = raw.asides;
         for aside in &mut asides {
             self.redact_message(&mut aside.message);
+        }
+        if let Some(pseudonyms) = &self.pseudonyms {
+            pseudonyms.learn(&request, Scope::Mcp);
+            for message in messages.iter().chain(asides.iter().map(|aside| &aside.message)) {
+                pseudonyms.learn_message(message, Scope::Mcp);
+            }
+            pseudonyms.pseudonymize(&mut request, Scope::Mcp);
+            for message in messages.iter_mut().chain(asides.iter_mut().map(|aside| &mut aside.message)) {
+                pseudonyms.pseudonymize_message(message, Scope::Mcp);
+            }
         }
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         Exchange {

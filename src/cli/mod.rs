@@ -177,6 +177,14 @@ struct NormalizationArgs {
     /// replay).
     #[arg(long = "ignore-param", value_name = "POINTER")]
     ignore_params: Vec<String>,
+    /// Recording, give each person, address, GUID, phone number and listed
+    /// term in what is stored a pseudonym of the same form, the same in
+    /// every message and cassette made with one key (MCP_TAPE_PSEUDONYM_KEY,
+    /// else a key kept in the user's configuration directory). The client
+    /// still gets what the servers said. See docs/privacy.md; default
+    /// MCP_TAPE_PSEUDONYMIZE=1.
+    #[arg(long)]
+    pseudonymize: bool,
 }
 
 #[derive(Debug, Args)]
@@ -289,7 +297,7 @@ struct TestArgs {
         "command", "paths", "mode", "upstream", "allow_misses",
         "upstream_ca", "connect_timeout", "upstream_timeout", "idle_timeout", "redact_headers", "models",
         "on_miss", "pace", "rules", "faults", "junit", "usage", "html", "title", "max_age", "expired",
-        "redact_keys", "redact_patterns", "ignore_params",
+        "redact_keys", "redact_patterns", "ignore_params", "pseudonymize",
     ])]
     tapes_on_stdin: bool,
     /// The command to run, after `--`.

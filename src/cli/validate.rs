@@ -255,6 +255,24 @@ fn test_config(args: TestArgs) -> Result<TestConfig, Error> {
     })
 }
 
+/// The environment variable that turns `--pseudonymize` on (`1`, `true`,
+/// `yes`, `on`) or leaves it off (`0`, `false`, `no`, `off`, empty).
+pub const PSEUDONYMIZE_VARIABLE: &str = "MCP_TAPE_PSEUDONYMIZE";
+
+/// What [`PSEUDONYMIZE_VARIABLE`] says.
+///
+/// # Errors
+///
+/// A value that is neither yes nor no.
+fn pseudonymize_variable() -> Result<bool, Error> {
+    let Ok(value) = std::env::var(PSEUDONYMIZE_VARIABLE) else { return Ok(false) };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "" | "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(Error::Usage(format!("{PSEUDONYMIZE_VARIABLE}={value:?}: expected 1 or 0 (true or false)"))),
+    }
+}
+
 /// The environment variable `--model` defaults to: `NAME=URL` entries
 /// separated by spaces.
 pub const MODEL_VARIABLE: &str = "MCP_TAPE_MODEL";
@@ -400,6 +418,7 @@ impl NormalizationArgs {
             redact_keys: self.redact_keys,
             ignore_params: self.ignore_params,
             redact_patterns: self.redact_patterns,
+            pseudonymize: self.pseudonymize || pseudonymize_variable()?,
         })
     }
 }

@@ -18,6 +18,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
@@ -28,6 +29,7 @@ use crate::faults::FaultRules;
 use crate::interchange::foreign::read_regular_file;
 use crate::limits::{MAX_REPORT_BYTES, MAX_RULES_FILE_BYTES};
 use crate::matching::{self, MatchRules};
+use crate::pseudonym::{self, Key, KeySource, Pseudonyms};
 use crate::report::{self, Report};
 use crate::{drift, util};
 
@@ -92,10 +94,12 @@ pub(super) fn announce(line: String) {
     }
 }
 
-/// The rules of a run: which recording answers, and which calls fail.
+/// The rules of a run: which recording answers, which calls fail, and
+/// what a recording pseudonymizes (`[pseudonymize]`).
 pub(super) struct RunRules {
     pub matches: MatchRules,
     pub faults: FaultRules,
+    pub pseudonymize: Option<pseudonym::Settings>,
 }
 
 /// The rules of the file `sources` names (`--rules`), else those of
@@ -117,10 +121,12 @@ pub(super) fn load_rules(sources: &RuleSources) -> Result<RunRules, Error> {
             // A regular file of bounded size: a FIFO or /dev/zero is refused, not read for ever.
             let text = read_regular_file(path, MAX_RULES_FILE_BYTES, "a rules file")
                 .map_err(|e| Error::Usage(format!("--rules: {e}")))?;
-            let (matches, faults) = crate::faults::parse_rules_file(path, &text)?;
-            RunRules { matches, faults }
+            let file = crate::faults::parse_rules_file(path, &text)?;
+            RunRules { matches: file.matches, faults: file.faults, pseudonymize: file.pseudonymize }
         }
-        None => RunRules { matches: MatchRules::default(), faults: FaultRules::default() },
+        None => {
+            RunRules { matches: MatchRules::default(), faults: FaultRules::default(), pseudonymize: None }
+        }
     };
     if let Some(path) = file {
         let shown = util::printable(&path.display().to_string()).into_owned();
@@ -134,6 +140,35 @@ pub(super) fn load_rules(sources: &RuleSources) -> Result<RunRules, Error> {
         rules.faults.add_spec(number + 1, spec)?;
     }
     Ok(rules)
+}
+
+/// The pseudonyms a recording gives what it stores, when it is `asked` to
+/// (`--pseudonymize`) or the rules file has a `[pseudonymize]` table
+/// (`table`): under the key found, and the run says where it was found.
+///
+/// # Errors
+///
+/// [`Error::Config`] for a key that is too short, or a key file that
+/// cannot be read or made.
+pub(super) fn pseudonyms(
+    asked: bool,
+    table: Option<&pseudonym::Settings>,
+) -> Result<Option<Arc<Pseudonyms>>, Error> {
+    if !asked && table.is_none() {
+        return Ok(None);
+    }
+    let settings = table.cloned().unwrap_or_default();
+    let (key, source) = Key::find(settings.key_env.as_deref())?;
+    let from = match source {
+        KeySource::Variable(name) => format!("from {name}"),
+        KeySource::File { path, made } => format!(
+            "kept in {}{}",
+            util::printable(&path.display().to_string()),
+            if made { " (made now: keep it to give the same people the same pseudonyms again)" } else { "" }
+        ),
+    };
+    tracing::info!("pseudonymizing what is stored, with the key {from} (fingerprint {})", key.fingerprint());
+    Ok(Some(Arc::new(Pseudonyms::new(key, &settings))))
 }
 
 /// `faults` as a front door without HTTP (stdio) can enact them: the

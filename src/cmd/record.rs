@@ -8,7 +8,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use super::{
-    RunRules, announce, bind, load_rules, loading, local_address, on_stdio, report_of, write_reports,
+    RunRules, announce, bind, load_rules, loading, local_address, on_stdio, pseudonyms, report_of,
+    write_reports,
 };
 use crate::cassette::store::{Cassette, Writer};
 use crate::cassette::tape::Tape;
@@ -20,6 +21,7 @@ use crate::matching::MatchRules;
 use crate::model::LlmExchange;
 use crate::normalize::Normalization;
 use crate::normalize::Rules as Normalizing;
+use crate::pseudonym::Settings;
 use crate::redact;
 use crate::transport::http::turns::Serving;
 use crate::transport::http::{self, App, Proxy, server};
@@ -49,8 +51,9 @@ struct Existing {
     llms: Vec<LlmExchange>,
 }
 
-/// The cassette a recording writes, its directory made, and what it holds
-/// already for `--mode missing`.
+/// The cassette a recording writes, its directory made (and the key its
+/// recordings are pseudonymized with noted), and what it holds already for
+/// `--mode missing`.
 fn open_for_recording(
     cassette: &Path,
     mode: RecordMode,
@@ -60,6 +63,9 @@ fn open_for_recording(
         std::fs::create_dir_all(dir).map_err(|source| Error::Write { path: dir.to_owned(), source })?;
     }
     let cassette = Cassette::open(cassette)?;
+    if let Some(pseudonyms) = rules.pseudonyms() {
+        cassette.note_pseudonym_key(&pseudonyms.fingerprint())?;
+    }
     let existing = match mode {
         RecordMode::All => None,
         RecordMode::Missing => Some(Existing {
@@ -77,11 +83,11 @@ pub(super) fn http_recording(
     cassette: &Path,
     mode: RecordMode,
     normalization: &Normalization,
-    RunRules { matches, faults }: RunRules,
+    RunRules { matches, faults, pseudonymize }: RunRules,
     upstream: &HttpUpstream,
     front_door: FrontDoor,
 ) -> Result<(Arc<App>, Writer), Error> {
-    let rules = Normalizing::new(normalization)?;
+    let rules = recording_rules(normalization, pseudonymize.as_ref())?;
     let (cassette, existing) = open_for_recording(cassette, mode, &rules)?;
     let client =
         http::upstream::UpstreamClient::new(&upstream.url, upstream.ca.as_deref(), upstream.timeouts)?;
@@ -101,6 +107,16 @@ pub(super) fn http_recording(
     let engine = recording_engine(recorder, link, existing, rules, matches).with_faults(faults);
     let app = App::new(engine, front_door).redacting_headers(upstream.redact_headers.clone());
     Ok((Arc::new(app), writer))
+}
+
+/// The rules of a recording: `normalization`'s, and the pseudonyms it
+/// asks for or the `[pseudonymize]` table (`table`) does.
+fn recording_rules(normalization: &Normalization, table: Option<&Settings>) -> Result<Normalizing, Error> {
+    let rules = Normalizing::new(normalization)?;
+    Ok(match pseudonyms(normalization.pseudonymize, table)? {
+        Some(pseudonyms) => rules.with_pseudonyms(pseudonyms),
+        None => rules,
+    })
 }
 
 /// The engine of a recording through `link`: record, or with `existing`
@@ -215,8 +231,8 @@ pub async fn stdio(config: RecordConfig, shutdown: impl Future<Output = ()>) -> 
     let Upstream::Stdio { command, server } = config.upstream.clone() else {
         return Err(Error::Config("record over stdio needs a stdio server's command".into()));
     };
-    let RunRules { matches, faults } = load_rules(&config.rules)?;
-    let rules = Normalizing::new(&config.normalization)?;
+    let RunRules { matches, faults, pseudonymize } = load_rules(&config.rules)?;
+    let rules = recording_rules(&config.normalization, pseudonymize.as_ref())?;
     let (cassette, existing) = open_for_recording(&config.cassette, config.mode, &rules)?;
     let writer = Writer::start(cassette)?;
     let program = command.first().map_or("", |p| p.rsplit('/').next().unwrap_or(p));

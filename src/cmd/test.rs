@@ -234,7 +234,7 @@ impl TestTape {
                     file,
                     mode,
                     &config.normalization,
-                    RunRules { matches: rules.matches, faults },
+                    RunRules { matches: rules.matches, faults, pseudonymize: rules.pseudonymize },
                     upstream,
                     config.front_door.clone(),
                 )?;

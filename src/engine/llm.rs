@@ -28,6 +28,7 @@ use crate::jsonrpc::scan;
 use crate::matching::MatchRules;
 use crate::model::{Era, LlmAnswer, LlmExchange, MatchKey, Status, canonical_json};
 use crate::normalize::{self, Rules};
+use crate::pseudonym::Scope;
 use crate::redact;
 use crate::util::{FastMap, lock, printable};
 
@@ -343,6 +344,12 @@ impl LlmFlight {
         if let Ok(request) = serde_json::from_str::<Value>(&exchange.request) {
             secrets.extend(recorder.rules.sensitive_values(&request));
         }
+        if let Some(pseudonyms) = recorder.rules.pseudonyms() {
+            pseudonyms.learn_text(&exchange.request, Scope::Model);
+            for text in answer_texts(&answer) {
+                pseudonyms.learn_text(text, Scope::Model);
+            }
+        }
         let clean = |text: &str| scrubbed(&recorder.rules, text, &secrets);
         exchange.request = clean(&exchange.request);
         exchange.answer = match answer {
@@ -361,20 +368,40 @@ impl LlmFlight {
 }
 
 /// `text` as stored: as written, with sensitive JSON keys redacted (when
-/// it is JSON), the `--redact-pattern` shapes and `credentials` scrubbed.
+/// it is JSON), the `--redact-pattern` shapes and `credentials` scrubbed,
+/// and pseudonymized when the rules say so.
 fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
     match serde_json::from_str::<Value>(text) {
         Ok(mut json) => {
             let before = json.clone();
             rules.redact(&mut json);
             redact::scrub(&mut json, credentials);
+            if let Some(pseudonyms) = rules.pseudonyms() {
+                pseudonyms.pseudonymize(&mut json, Scope::Model);
+            }
             if json == before { text.to_owned() } else { scan::rewrite(text, &json) }
         }
         Err(_) => {
             let mut plain = redact::scrub_str(text, credentials);
             rules.redact_text(&mut plain);
-            plain
+            match rules.pseudonyms() {
+                Some(pseudonyms) => pseudonyms.pseudonymize_text(&plain),
+                None => plain,
+            }
         }
+    }
+}
+
+/// The JSON texts of an answer: the whole body, or each event's data.
+fn answer_texts(answer: &LlmAnswer) -> Vec<&str> {
+    match answer {
+        LlmAnswer::Whole(body) => vec![body],
+        LlmAnswer::Events(events) => events
+            .iter()
+            .flat_map(|event| event.text.split('\n'))
+            .filter_map(|line| line.trim_end_matches('\r').strip_prefix("data:"))
+            .map(str::trim_start)
+            .collect(),
     }
 }
 

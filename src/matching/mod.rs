@@ -133,6 +133,9 @@ struct RawFile {
     /// Fault rules, read by `faults`.
     #[serde(rename = "fault", default)]
     _faults: Vec<toml::Value>,
+    /// Read by `faults`.
+    #[serde(rename = "pseudonymize")]
+    _pseudonymize: Option<toml::Value>,
 }
 
 impl MatchRules {

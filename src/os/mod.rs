@@ -19,6 +19,9 @@
 //!   paths are one file, a thread that yields to the runtime, a stderr pipe
 //!   that takes a batch of log lines at once (Linux only), and stderr
 //!   written whole even when another writer made it non-blocking.
+//! - [`config_dir`], [`create_private`]: where the user's configuration
+//!   is kept, and a new file there only the user can read (mode 0600 on
+//!   Unix; under the user's profile on Windows).
 //! - [`stdin_pipe`], [`stdout_pipe`]: stdin and stdout driven by the
 //!   reactor when they are pipes or sockets (Unix; `fd`, a descriptor's own
 //!   calls).
@@ -49,8 +52,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use imp::{
-    Stderr, Tree, batch_thread, exit_code, exit_now, huge_pages, own_stdout, release_stdout, same_file,
-    widen_stderr_pipe,
+    Stderr, Tree, batch_thread, config_dir, create_private, exit_code, exit_now, huge_pages, own_stdout,
+    release_stdout, same_file, widen_stderr_pipe,
 };
 
 /// mcp-tape's own stdin as a stream the reactor drives, when it is a pipe

@@ -574,6 +574,29 @@ pub fn huge_pages(allowed: bool) {
     unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, libc::c_ulong::from(!allowed), 0, 0, 0) };
 }
 
+/// The user's configuration directory: `$XDG_CONFIG_HOME`, else
+/// `~/.config` (`~/Library/Application Support` on macOS).
+pub fn config_dir() -> Option<std::path::PathBuf> {
+    let home = || std::env::var_os("HOME").filter(|home| !home.is_empty()).map(std::path::PathBuf::from);
+    if cfg!(target_os = "macos") {
+        return home().map(|home| home.join("Library").join("Application Support"));
+    }
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| home().map(|home| home.join(".config")))
+}
+
+/// Writes `bytes` to a new file at `path` that only the user can read or
+/// write (mode 0600); an existing file is an error, left as it is.
+pub fn create_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 /// Whether `a` and `b` name one existing file (same device and inode,
 /// through links).
 pub fn same_file(a: &Path, b: &Path) -> bool {

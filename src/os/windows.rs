@@ -225,6 +225,21 @@ pub fn exit_now(code: u8) -> ! {
     std::process::exit(i32::from(code))
 }
 
+/// The user's configuration directory: `%APPDATA%`.
+pub fn config_dir() -> Option<std::path::PathBuf> {
+    std::env::var_os("APPDATA").filter(|dir| !dir.is_empty()).map(std::path::PathBuf::from)
+}
+
+/// Writes `bytes` to a new file at `path`, under the user's profile, whose
+/// permissions let only the user read it; an existing file is an error,
+/// left as it is.
+pub fn create_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
 /// Whether `a` and `b` name one existing file (the same path once links
 /// and relative parts are resolved).
 pub fn same_file(a: &Path, b: &Path) -> bool {

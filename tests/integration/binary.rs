@@ -45,6 +45,14 @@ impl Daemon {
         Daemon::spawn(command).await
     }
 
+    /// The binary run with `args` and the variables `env`, which must make
+    /// it listen.
+    pub async fn run_with(args: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut command = Command::new(BIN);
+        command.args(args).envs(env.iter().copied());
+        Daemon::spawn(command).await
+    }
+
     /// The binary recording `upstream` into `cassettes` on a free port.
     pub async fn record(upstream: &str, cassettes: &std::path::Path) -> Daemon {
         let mut command = Command::new(BIN);

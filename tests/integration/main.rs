@@ -19,6 +19,7 @@ mod http_rules;
 mod imports;
 mod limits;
 mod models;
+mod pseudonyms;
 mod record;
 mod recorded;
 mod resume;

@@ -57,9 +57,12 @@ pub struct Removed {
     pub kept: Vec<(i64, String)>,
 }
 
+/// The keys of pseudonymized recordings arrived with schema 11.
+const PSEUDONYM_KEYS_SINCE: i64 = 11;
+
 /// The schema steps, in order; index + 1 is the `user_version` each brings
 /// a cassette to. Be sure to never change the order or edit a released step.
-const MIGRATIONS: [&str; 10] = [
+const MIGRATIONS: [&str; 11] = [
     include_str!("../../../migrations/0001_init.sql"),
     include_str!("../../../migrations/0002_service_answers.sql"),
     include_str!("../../../migrations/0003_provenance.sql"),
@@ -70,6 +73,7 @@ const MIGRATIONS: [&str; 10] = [
     include_str!("../../../migrations/0008_messages_as_sent.sql"),
     include_str!("../../../migrations/0009_asides_in_flight.sql"),
     include_str!("../../../migrations/0010_model_exchanges.sql"),
+    include_str!("../../../migrations/0011_pseudonym_keys.sql"),
 ];
 
 /// `PRAGMA application_id` of a cassette: 'MCPT'.
@@ -335,6 +339,37 @@ impl Cassette {
 
     fn read_llm_exchanges(&self) -> Result<Vec<LlmExchange>, CassetteError> {
         if self.version < llm::SINCE { Ok(Vec::new()) } else { llm::read(&self.conn, &self.path) }
+    }
+
+    /// Notes that what is stored in the cassette is pseudonymized with the
+    /// key of `fingerprint`.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn note_pseudonym_key(&self, fingerprint: &str) -> Result<(), Error> {
+        self.conn
+            .execute("INSERT OR IGNORE INTO pseudonym_key (fingerprint) VALUES (?1)", [fingerprint])
+            .map(drop)
+            .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
+    }
+
+    /// The fingerprints of the keys the cassette's recordings were
+    /// pseudonymized with (none: it says of none).
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn pseudonym_keys(&self) -> Result<Vec<String>, Error> {
+        if self.version < PSEUDONYM_KEYS_SINCE {
+            return Ok(Vec::new());
+        }
+        let read = || -> rusqlite::Result<Vec<String>> {
+            let mut query =
+                self.conn.prepare("SELECT fingerprint FROM pseudonym_key ORDER BY fingerprint")?;
+            query.query_map([], |row| row.get(0))?.collect()
+        };
+        read().map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 
     /// How many recordings the cassette holds: its exchanges and its LLM

@@ -1,0 +1,696 @@
+//! Personal data in what is stored, found and given pseudonyms
+//! (`--pseudonymize`), or only found (`lint`).
+//!
+//! What is found in a message (MCP or the agent's model; JSON carried in a
+//! string is read as JSON):
+//!
+//! - addresses (and user principal names) and GUIDs, anywhere in a string;
+//! - the values of the members that hold people and organizations
+//!   ([`member_kind`]: `displayName`, `givenName`, `surname`, `name` under
+//!   `emailAddress`, `mail`, `userPrincipalName`, phones, `jobTitle`,
+//!   `officeLocation`, `companyName`, and the `fields` a project adds), and
+//!   the `terms` it lists;
+//! - once found, each such value anywhere else, and each word of a
+//!   person's name alone, in any letter case.
+//!
+//! The members that carry the protocol are left alone ([`Scope`]): the
+//! JSON-RPC envelope, tool, prompt and server names, `_meta`, schemas, the
+//! model API's own ids and names. A pseudonym keeps its value's form
+//! ([`forms`]) and is the keyed hash of the value ([`Key`]), so the same
+//! person is the same pseudonym in every message, cassette and run made
+//! with one key; a pseudonym carries a check anyone can test, so it is
+//! never taken for a value again.
+
+mod forms;
+mod key;
+
+use std::sync::{Arc, LazyLock, Mutex};
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use regex::Regex;
+use serde_json::Value;
+
+pub use forms::{is_guid_pseudonym, is_phone_pseudonym, is_reserved_domain, is_word_pseudonym};
+pub use key::{KEY_VARIABLE, Key, KeySource};
+
+use crate::jsonrpc::scan;
+use crate::model::RecordedMessage;
+use crate::util::{FastMap, lock};
+
+/// Nested JSON read from strings at most this deep.
+const MAX_NESTING: usize = 8;
+
+/// A word of a person's name is found alone when it has this many letters.
+const MIN_ALONE_LETTERS: usize = 3;
+
+/// What `[pseudonymize]` in `mcp-tape.toml` adds to what is found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Members whose string values are personal, besides the built-in
+    /// ones (`fields`).
+    pub fields: Vec<String>,
+    /// Literal terms: a project's code name, the company's name (`terms`).
+    pub terms: Vec<String>,
+    /// The variable the key is read from (`key_env`).
+    pub key_env: Option<String>,
+}
+
+/// What kind of personal value a finding is, as `lint` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Email,
+    Guid,
+    /// A person's or an organization's name, title or place.
+    Name,
+    Phone,
+    Term,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Email => "email",
+            Kind::Guid => "guid",
+            Kind::Name => "name",
+            Kind::Phone => "phone",
+            Kind::Term => "term",
+        }
+    }
+}
+
+/// What a message is, for the members that carry its protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// A JSON-RPC message of MCP.
+    Mcp,
+    /// A request to the agent's model or its answer (or a stream's event).
+    Model,
+    /// JSON carried in a string: all of it is data.
+    Data,
+}
+
+/// How a member's value is made a pseudonym.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// Each word and each run of digits.
+    Words,
+    /// An address.
+    Email,
+    /// An address's domain.
+    Domain,
+    Phone,
+    Guid,
+}
+
+/// What a member holds: the form its value takes, whether the words of
+/// its value are a person's name (found alone too), and the kind `lint`
+/// says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Member {
+    form: Form,
+    name: bool,
+    kind: Kind,
+}
+
+/// The members whose presence makes an object a person's: its
+/// `displayName` is a person's name.
+const PERSON_MEMBERS: [&str; 6] =
+    ["givenName", "surname", "mail", "userPrincipalName", "jobTitle", "mobilePhone"];
+
+/// The built-in members that hold people and organizations (`name` only
+/// under `emailAddress`; `person`: the object is a person's).
+fn member_kind(key: &str, parent: Option<&str>, person: bool, fields: &[String]) -> Option<Member> {
+    let member = |form, name, kind| Some(Member { form, name, kind });
+    match key {
+        "givenName" | "surname" => member(Form::Words, true, Kind::Name),
+        "displayName" => member(Form::Words, person, Kind::Name),
+        "name" if parent == Some("emailAddress") => member(Form::Words, true, Kind::Name),
+        "mail" | "userPrincipalName" => member(Form::Email, false, Kind::Email),
+        "mobilePhone" | "businessPhones" | "homePhones" => member(Form::Phone, false, Kind::Phone),
+        "jobTitle" | "officeLocation" | "companyName" | "department" => {
+            member(Form::Words, false, Kind::Name)
+        }
+        _ if fields.iter().any(|field| field == key) => member(Form::Words, false, Kind::Name),
+        _ => None,
+    }
+}
+
+/// Whether the member `key` (at `pointer`, its parent's pointer) carries
+/// the protocol in a message of `scope`: its whole value is left alone.
+fn is_protocol(scope: Scope, pointer: &[Segment], key: &str) -> bool {
+    if key == "_meta" {
+        return scope != Scope::Data;
+    }
+    match scope {
+        Scope::Data => false,
+        Scope::Model => matches!(
+            key,
+            "id" | "object"
+                | "model"
+                | "system_fingerprint"
+                | "role"
+                | "type"
+                | "finish_reason"
+                | "stop_reason"
+                | "name"
+                | "tool_call_id"
+                | "tool_use_id"
+                | "call_id"
+                | "parameters"
+                | "input_schema"
+                | "schema"
+        ),
+        Scope::Mcp => {
+            let at: Vec<&str> = pointer.iter().map(Segment::as_str).collect();
+            match at.as_slice() {
+                [] => matches!(key, "jsonrpc" | "id" | "method"),
+                ["params"] => {
+                    matches!(key, "name" | "protocolVersion" | "clientInfo" | "capabilities" | "cursor")
+                }
+                ["result"] => matches!(key, "protocolVersion" | "serverInfo" | "capabilities" | "nextCursor"),
+                ["result", "tools" | "prompts" | "resourceTemplates", _] => {
+                    matches!(key, "name" | "inputSchema" | "outputSchema" | "arguments")
+                }
+                _ => matches!(key, "inputSchema" | "outputSchema"),
+            }
+        }
+    }
+}
+
+/// One step of a pointer: a member or an index.
+#[derive(Clone, Debug)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+impl Segment {
+    fn as_str(&self) -> &str {
+        match self {
+            Segment::Key(key) => key,
+            Segment::Index(_) => "*",
+        }
+    }
+}
+
+/// A JSON pointer of `segments` and then `last`.
+fn pointer_of(segments: &[Segment]) -> String {
+    let mut pointer = String::new();
+    for segment in segments {
+        pointer.push('/');
+        match segment {
+            Segment::Key(key) => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
+            Segment::Index(index) => pointer.push_str(&index.to_string()),
+        }
+    }
+    pointer
+}
+
+/// Addresses and GUIDs, anywhere in a string.
+static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)(?P<email>[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+)|(?P<guid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)",
+    )
+    .expect("the shapes are a regular expression")
+});
+
+/// A value found in a string by its shape: an address at a domain of
+/// somebody's, or a GUID that is no pseudonym.
+fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Form, Kind)> + '_ {
+    SHAPES.captures_iter(text).filter_map(|found| {
+        if let Some(email) = found.name("email") {
+            let domain = email.as_str().rsplit_once('@').map_or("", |(_, domain)| domain);
+            (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Form::Email, Kind::Email))
+        } else {
+            let guid = found.name("guid")?;
+            (!is_guid_pseudonym(guid.as_str())).then_some((guid.start(), guid.end(), Form::Guid, Kind::Guid))
+        }
+    })
+}
+
+/// The values found so far in a run, to be found again anywhere.
+#[derive(Default)]
+struct Known {
+    /// Each value (lowercased) and the form its pseudonym takes.
+    values: FastMap<String, Form>,
+    /// An automaton over `values`, built again once one is added.
+    matcher: Option<Arc<Matcher>>,
+    /// Each pseudonym given (lowercased) and the value it stands for, as a
+    /// hash: two values with one pseudonym are a collision.
+    given: FastMap<String, u64>,
+    collisions: u64,
+}
+
+/// An automaton over the known values, with each pattern's value and form.
+struct Matcher {
+    automaton: AhoCorasick,
+    patterns: Vec<Form>,
+}
+
+/// Pseudonyms of one key for a run: what it has found so far is found
+/// again in every message after.
+pub struct Pseudonyms {
+    key: Key,
+    fields: Vec<String>,
+    known: Mutex<Known>,
+}
+
+impl std::fmt::Debug for Pseudonyms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pseudonyms").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+impl Pseudonyms {
+    /// Pseudonyms under `key`, finding what `settings` adds.
+    pub fn new(key: Key, settings: &Settings) -> Pseudonyms {
+        let pseudonyms = Pseudonyms { key, fields: settings.fields.clone(), known: Mutex::default() };
+        {
+            let mut known = lock(&pseudonyms.known);
+            for term in &settings.terms {
+                known.add(term, Form::Words);
+            }
+        }
+        pseudonyms
+    }
+
+    /// The key's fingerprint, which a cassette keeps.
+    pub fn fingerprint(&self) -> String {
+        self.key.fingerprint()
+    }
+
+    /// How many times two values got one pseudonym in this run.
+    pub fn collisions(&self) -> u64 {
+        lock(&self.known).collisions
+    }
+
+    /// Learns the personal values `message` (of `scope`) holds in its
+    /// members, and the domains of the addresses it holds, so that they
+    /// are found in every message pseudonymized after.
+    pub fn learn(&self, message: &Value, scope: Scope) {
+        let mut found = Vec::new();
+        walk(message, scope, &mut Vec::new(), &self.fields, 0, &mut |text, member, _| match member {
+            Some(member) => found.push((text.trim().to_owned(), member)),
+            None => {
+                for (start, end, form, _) in shapes(text) {
+                    if form == Form::Email {
+                        found.push((
+                            text[start..end].to_owned(),
+                            Member { form, name: false, kind: Kind::Email },
+                        ));
+                    }
+                }
+            }
+        });
+        if found.is_empty() {
+            return;
+        }
+        let mut known = lock(&self.known);
+        for (value, member) in found {
+            if value.is_empty() || already_pseudonym(&value, member.form) {
+                continue;
+            }
+            known.add(&value, member.form);
+            if member.form == Form::Email
+                && let Some((_, domain)) = value.rsplit_once('@')
+            {
+                known.add(domain, Form::Domain);
+            }
+            if member.name {
+                for word in value.split(|c: char| !c.is_alphabetic()) {
+                    if word.chars().count() >= MIN_ALONE_LETTERS && !is_word_pseudonym(word) {
+                        known.add(word, Form::Words);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `message` (of `scope`) with every personal value it holds given its
+    /// pseudonym: what [`Pseudonyms::learn`] found, addresses and GUIDs.
+    /// The protocol's members are left alone.
+    pub fn pseudonymize(&self, message: &mut Value, scope: Scope) {
+        let matcher = lock(&self.known).matcher();
+        self.replace_in(message, scope, &mut Vec::new(), matcher.as_deref(), 0);
+    }
+
+    /// `text` that is not JSON, with every personal value in it given its
+    /// pseudonym (JSON in it is not read as JSON).
+    pub fn pseudonymize_text(&self, text: &str) -> String {
+        let matcher = lock(&self.known).matcher();
+        self.replace_text(text, matcher.as_deref())
+    }
+
+    /// Learns what `text` holds, read as JSON if it is JSON.
+    pub fn learn_text(&self, text: &str, scope: Scope) {
+        if let Ok(value) = serde_json::from_str::<Value>(text) {
+            self.learn(&value, scope);
+        }
+    }
+
+    /// `text` with its personal values given their pseudonyms: as JSON
+    /// spelled as written, but for the strings changed, when it is JSON;
+    /// else as text.
+    pub fn pseudonymize_written(&self, text: &str, scope: Scope) -> String {
+        match serde_json::from_str::<Value>(text) {
+            Ok(mut value) => {
+                let before = value.clone();
+                self.pseudonymize(&mut value, scope);
+                if value == before { text.to_owned() } else { scan::rewrite(text, &value) }
+            }
+            Err(_) => self.pseudonymize_text(text),
+        }
+    }
+
+    /// Learns what a stored message holds (its whole text, when only its
+    /// top is held as a tree).
+    pub fn learn_message(&self, message: &RecordedMessage, scope: Scope) {
+        match &message.written {
+            Some(text) if message.shallow => self.learn_text(text, scope),
+            _ => self.learn(&message.body, scope),
+        }
+    }
+
+    /// Pseudonymizes a stored message: its tree, and its text when only
+    /// its top is held as a tree.
+    pub fn pseudonymize_message(&self, message: &mut RecordedMessage, scope: Scope) {
+        if message.shallow
+            && let Some(text) = &mut message.written
+        {
+            *text = self.pseudonymize_written(text, scope).into();
+        }
+        self.pseudonymize(&mut message.body, scope);
+    }
+
+    fn replace_in(
+        &self,
+        value: &mut Value,
+        scope: Scope,
+        pointer: &mut Vec<Segment>,
+        matcher: Option<&Matcher>,
+        nesting: usize,
+    ) {
+        match value {
+            Value::Object(members) => {
+                for (key, member) in members.iter_mut() {
+                    if is_protocol(scope, pointer, key) {
+                        continue;
+                    }
+                    pointer.push(Segment::Key(key.clone()));
+                    self.replace_in(member, scope, pointer, matcher, nesting);
+                    pointer.pop();
+                }
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter_mut().enumerate() {
+                    pointer.push(Segment::Index(index));
+                    self.replace_in(item, scope, pointer, matcher, nesting);
+                    pointer.pop();
+                }
+            }
+            Value::String(text) => {
+                if let Some(mut nested) = nested_json(text, nesting) {
+                    let before = nested.clone();
+                    self.replace_in(&mut nested, Scope::Data, &mut Vec::new(), matcher, nesting + 1);
+                    if nested != before {
+                        *text = scan::rewrite(text, &nested);
+                    }
+                } else {
+                    let replaced = self.replace_text(text, matcher);
+                    if replaced != *text {
+                        *text = replaced;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// `text` with each address, GUID and known value given its pseudonym:
+    /// leftmost first, the longest of those that start together.
+    fn replace_text(&self, text: &str, matcher: Option<&Matcher>) -> String {
+        let mut spans: Vec<(usize, usize, Form)> =
+            shapes(text).map(|(start, end, form, _)| (start, end, form)).collect();
+        if let Some(matcher) = matcher {
+            for found in matcher.automaton.find_overlapping_iter(text) {
+                let (start, end) = (found.start(), found.end());
+                let form = matcher.patterns[found.pattern().as_usize()];
+                if bounded(text, start, end, form) {
+                    spans.push((start, end, form));
+                }
+            }
+        }
+        if spans.is_empty() {
+            return text.to_owned();
+        }
+        spans.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
+        let mut out = String::with_capacity(text.len() + text.len() / 4);
+        let mut at = 0;
+        for (start, end, form) in spans {
+            if start < at {
+                continue;
+            }
+            out.push_str(&text[at..start]);
+            out.push_str(&self.pseudonym(&text[start..end], form));
+            at = end;
+        }
+        out.push_str(&text[at..]);
+        out
+    }
+
+    /// The pseudonym of `value` in `form`, noted to find collisions.
+    fn pseudonym(&self, value: &str, form: Form) -> String {
+        let pseudonym = match form {
+            Form::Guid => forms::guid(&self.key, value),
+            Form::Words => forms::words(&self.key, value),
+            Form::Email => forms::email(&self.key, value),
+            Form::Domain => forms::domain(&self.key, value),
+            Form::Phone => forms::phone(&self.key, value),
+        };
+        let (lower, given) = (value.to_lowercase(), pseudonym.to_lowercase());
+        if lower != given {
+            let digest = digest(&lower);
+            let mut known = lock(&self.known);
+            let seen = *known.given.entry(given).or_insert(digest);
+            if seen != digest {
+                known.collisions += 1;
+                tracing::error!("two values were given one pseudonym; this recording cannot tell them apart");
+            }
+        }
+        pseudonym
+    }
+}
+
+impl Known {
+    /// Adds `value` to be found again, in `form`.
+    fn add(&mut self, value: &str, form: Form) {
+        let lower = value.trim().to_lowercase();
+        if lower.is_empty() || self.values.contains_key(&lower) {
+            return;
+        }
+        self.values.insert(lower, form);
+        self.matcher = None;
+    }
+
+    /// The automaton over the values known now (built once per change).
+    fn matcher(&mut self) -> Option<Arc<Matcher>> {
+        if self.values.is_empty() {
+            return None;
+        }
+        if self.matcher.is_none() {
+            let mut patterns = Vec::with_capacity(self.values.len() * 2);
+            let mut forms = Vec::with_capacity(self.values.len() * 2);
+            for (value, form) in &self.values {
+                patterns.push(value.clone());
+                forms.push(*form);
+                let upper = value.to_uppercase();
+                if !upper.is_ascii() {
+                    patterns.push(upper);
+                    forms.push(*form);
+                }
+            }
+            let automaton = AhoCorasick::builder()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+                .ok()?;
+            self.matcher = Some(Arc::new(Matcher { automaton, patterns: forms }));
+        }
+        self.matcher.clone()
+    }
+}
+
+/// Whether `value` is a pseudonym already in `form`.
+fn already_pseudonym(value: &str, form: Form) -> bool {
+    match form {
+        Form::Email | Form::Domain => {
+            is_reserved_domain(value.rsplit_once('@').map_or(value, |(_, domain)| domain))
+        }
+        Form::Phone => is_phone_pseudonym(value),
+        Form::Guid => is_guid_pseudonym(value),
+        Form::Words => {
+            value.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).all(is_word_pseudonym)
+        }
+    }
+}
+
+/// Whether the match `start..end` of `text` stands on its own: no letter
+/// or digit (a digit, for a phone number) right before or after it.
+fn bounded(text: &str, start: usize, end: usize, form: Form) -> bool {
+    let joins = |c: char| if form == Form::Phone { c.is_ascii_digit() } else { c.is_alphanumeric() };
+    !text[..start].chars().next_back().is_some_and(joins) && !text[end..].chars().next().is_some_and(joins)
+}
+
+/// A short hash of a value, to tell two values apart.
+fn digest(value: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = foldhash::fast::FixedState::with_seed(0x6d63_702d_7461_7065).build_hasher();
+    hasher.write(value.as_bytes());
+    hasher.finish()
+}
+
+/// The JSON a string carries (a tool's text content), when it starts as
+/// an object or an array does and reads as one.
+fn nested_json(text: &str, nesting: usize) -> Option<Value> {
+    let trimmed = text.trim_start();
+    if nesting >= MAX_NESTING || !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str(text).ok().filter(|value: &Value| value.is_object() || value.is_array())
+}
+
+/// Calls `visit` with each string of `value` not in a protocol member: the
+/// string, the member it is the value of when that holds people, and its
+/// pointer. JSON in a string is walked as [`Scope::Data`].
+fn walk(
+    value: &Value,
+    scope: Scope,
+    pointer: &mut Vec<Segment>,
+    fields: &[String],
+    nesting: usize,
+    visit: &mut impl FnMut(&str, Option<Member>, &[Segment]),
+) {
+    match value {
+        Value::Object(members) => {
+            let parent = match pointer.last() {
+                Some(Segment::Key(key)) => Some(key.clone()),
+                _ => None,
+            };
+            let person = PERSON_MEMBERS.iter().any(|key| members.contains_key(*key));
+            for (key, member) in members {
+                if is_protocol(scope, pointer, key) {
+                    continue;
+                }
+                let kind = member_kind(key, parent.as_deref(), person, fields);
+                pointer.push(Segment::Key(key.clone()));
+                match (kind, member) {
+                    (Some(kind), Value::String(text)) => visit(text, Some(kind), pointer),
+                    (Some(kind), Value::Array(items)) => {
+                        for (index, item) in items.iter().enumerate() {
+                            if let Value::String(text) = item {
+                                pointer.push(Segment::Index(index));
+                                visit(text, Some(kind), pointer);
+                                pointer.pop();
+                            }
+                        }
+                    }
+                    _ => walk(member, scope, pointer, fields, nesting, visit),
+                }
+                pointer.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (index, item) in items.iter().enumerate() {
+                pointer.push(Segment::Index(index));
+                walk(item, scope, pointer, fields, nesting, visit);
+                pointer.pop();
+            }
+        }
+        Value::String(text) => match nested_json(text, nesting) {
+            Some(nested) => walk(&nested, Scope::Data, &mut pointer.clone(), fields, nesting + 1, visit),
+            None => visit(text, None, pointer),
+        },
+        _ => {}
+    }
+}
+
+/// One personal value `lint` found, with no key: where, what kind, and
+/// the value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// The JSON pointer of the string it is in (in JSON a string carries,
+    /// the pointer of that string).
+    pub pointer: String,
+    pub kind: Kind,
+    pub value: String,
+}
+
+/// The personal data in `message` (of `scope`) that is not a pseudonym:
+/// addresses at somebody's domain, GUIDs, the values of the members that
+/// hold people, and `settings`' terms.
+pub fn find(message: &Value, scope: Scope, settings: &Settings) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let terms: Vec<String> = settings.terms.iter().map(|term| term.to_lowercase()).collect();
+    walk(message, scope, &mut Vec::new(), &settings.fields, 0, &mut |text, member, pointer| {
+        let pointer = pointer_of(pointer);
+        if let Some(member) = member
+            && !text.trim().is_empty()
+            && !already_pseudonym(text.trim(), member.form)
+            && member.form != Form::Email
+        {
+            findings.push(Finding {
+                pointer: pointer.clone(),
+                kind: member.kind,
+                value: text.trim().to_owned(),
+            });
+        }
+        for (start, end, _, kind) in shapes(text) {
+            if !is_fictitious(&text[start..end]) {
+                findings.push(Finding { pointer: pointer.clone(), kind, value: text[start..end].to_owned() });
+            }
+        }
+        let lower = text.to_lowercase();
+        for term in &terms {
+            if let Some(at) = lower.find(term.as_str())
+                && bounded(&lower, at, at + term.len(), Form::Words)
+            {
+                findings.push(Finding { pointer: pointer.clone(), kind: Kind::Term, value: term.clone() });
+            }
+        }
+    });
+    findings
+}
+
+/// Microsoft's documented fictitious companies' domains: addresses there
+/// are nobody's (the shipped demo cassette uses them).
+const FICTITIOUS_DOMAINS: &[&str] = &[
+    "contoso.com",
+    "fabrikam.com",
+    "northwindtraders.com",
+    "adventure-works.com",
+    "wingtiptoys.com",
+    "tailspintoys.com",
+    "woodgrovebank.com",
+    "litwareinc.com",
+    "proseware.com",
+    "fourthcoffee.com",
+    "alpineskihouse.com",
+    "cohowinery.com",
+    "wideworldimporters.com",
+    "margiestravel.com",
+    "lucernepublishing.com",
+    "treyresearch.net",
+    "blueyonderairlines.com",
+    "humongousinsurance.com",
+];
+
+/// Whether `address` is at one of Microsoft's fictitious domains, as a
+/// whole domain.
+fn is_fictitious(address: &str) -> bool {
+    address
+        .rsplit_once('@')
+        .is_some_and(|(_, domain)| FICTITIOUS_DOMAINS.iter().any(|known| domain.eq_ignore_ascii_case(known)))
+}
+
+#[cfg(test)]
+mod tests;
