@@ -352,6 +352,8 @@ pub enum Command {
     Import(ImportConfig),
     Export(ExportConfig),
     Lint(LintConfig),
+    /// `pseudonymize`: the cassettes (files or directories) to rewrite.
+    Pseudonymize(Vec<PathBuf>),
 }
 
 impl Command {
@@ -367,7 +369,8 @@ impl Command {
             | Command::Diff(_)
             | Command::Import(_)
             | Command::Export(_)
-            | Command::Lint(_) => false,
+            | Command::Lint(_)
+            | Command::Pseudonymize(_) => false,
         }
     }
 

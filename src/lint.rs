@@ -1,9 +1,11 @@
 //! `mcp-tape lint`: stored requests, answers and asides (and service
-//! answers, answer templates and the agent's model exchanges) searched for secrets a user did not mean
-//! to commit: the built-in [`Shapes`] anywhere in a string, and random-
-//! looking values under key names that say they are credentials. A string
-//! that is itself JSON (a tool's text result) is searched inside too, so
-//! its key names count.
+//! answers, answer templates and the agent's model exchanges) searched for
+//! what a user did not mean to commit: secrets (the built-in [`Shapes`]
+//! anywhere in a string, and random-looking values under key names that
+//! say they are credentials) and personal data that is not pseudonymized
+//! ([`pseudonym::find`]: addresses, GUIDs, people's names, phone numbers,
+//! listed terms). A string that is itself JSON (a tool's text result) is
+//! searched inside too, so its key names count.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +14,7 @@ use serde_json::Value;
 use crate::cassette::store;
 use crate::error::Error;
 use crate::model::{Exchange, LlmAnswer, LlmExchange};
+use crate::pseudonym::{self, Scope};
 use crate::secrets::{self, Shapes};
 
 /// Where in a cassette a finding is.
@@ -54,24 +57,26 @@ pub struct Linted {
 /// # Errors
 ///
 /// A path that is no cassette, or a cassette that cannot be read.
-pub fn lint(paths: &[PathBuf]) -> Result<Linted, Error> {
+pub fn lint(paths: &[PathBuf], personal: &pseudonym::Settings) -> Result<Linted, Error> {
     let shapes = Shapes::builtin();
     let mut linted = Linted::default();
     for file in store::cassette_files(paths)? {
         let loaded = store::load(std::slice::from_ref(&file))?;
         linted.cassettes += 1;
         linted.exchanges += loaded.exchanges.len();
-        let mut search = Search { shapes: &shapes, cassette: &file, found: &mut linted.findings };
+        let mut search = Search { shapes: &shapes, personal, cassette: &file, found: &mut linted.findings };
         for exchange in &loaded.exchanges {
             search.exchange(exchange);
         }
         for answer in &loaded.service_answers {
             let place = Place::Service(answer.route.as_str().to_owned());
             search.text(&place, "/body", &answer.body, None);
+            search.personal_text(&place, "/body", &answer.body, Scope::Data);
         }
         for template in &loaded.templates {
             let place = Place::Template(template.tool.clone());
             search.text(&place, "/text", &template.text, None);
+            search.personal_text(&place, "/text", &template.text, Scope::Data);
             search.value(&place, "/inputSchema", &template.input_schema, None);
         }
         for (n, exchange) in loaded.llm_exchanges.iter().enumerate() {
@@ -83,6 +88,8 @@ pub fn lint(paths: &[PathBuf]) -> Result<Linted, Error> {
 
 struct Search<'a> {
     shapes: &'a Shapes,
+    /// What personal data is besides the built-in members.
+    personal: &'a pseudonym::Settings,
     cassette: &'a Path,
     found: &'a mut Vec<Finding>,
 }
@@ -91,24 +98,57 @@ impl Search<'_> {
     fn exchange(&mut self, exchange: &Exchange) {
         let place = Place::Exchange(exchange.source.as_ref().map_or(0, |source| source.row));
         self.value(&place, "/request", &exchange.request, None);
+        self.personal(&place, "/request", &exchange.request, Scope::Mcp);
         for (n, message) in exchange.messages.iter().enumerate() {
-            self.value(&place, &format!("/messages/{n}/body"), &message.body, None);
+            let pointer = format!("/messages/{n}/body");
+            self.value(&place, &pointer, &message.body, None);
+            self.personal(&place, &pointer, &message.body, Scope::Mcp);
         }
         for (n, aside) in exchange.asides.iter().enumerate() {
-            self.value(&place, &format!("/asides/{n}/body"), &aside.message.body, None);
+            let pointer = format!("/asides/{n}/body");
+            self.value(&place, &pointer, &aside.message.body, None);
+            self.personal(&place, &pointer, &aside.message.body, Scope::Mcp);
+        }
+    }
+
+    /// The personal data in `value` (a message of `scope`) at `pointer`.
+    fn personal(&mut self, place: &Place, pointer: &str, value: &Value, scope: Scope) {
+        for found in pseudonym::find(value, scope, self.personal) {
+            self.note(
+                place,
+                &format!("{pointer}{}", found.pointer),
+                found.kind.as_str().to_owned(),
+                &found.value,
+            );
+        }
+    }
+
+    /// The personal data in `text`: as JSON when it is JSON, else as text.
+    fn personal_text(&mut self, place: &Place, pointer: &str, text: &str, scope: Scope) {
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) if value.is_object() || value.is_array() => {
+                self.personal(place, pointer, &value, scope)
+            }
+            _ => self.personal(place, pointer, &Value::String(text.to_owned()), Scope::Data),
         }
     }
 
     fn llm(&mut self, place: &Place, exchange: &LlmExchange) {
         self.text(place, "/target", &exchange.target, None);
         self.text(place, "/request", &exchange.request, None);
+        self.personal_text(place, "/request", &exchange.request, Scope::Model);
         match &exchange.answer {
-            LlmAnswer::Whole(body) => self.text(place, "/body", body, None),
+            LlmAnswer::Whole(body) => {
+                self.text(place, "/body", body, None);
+                self.personal_text(place, "/body", body, Scope::Model);
+            }
             LlmAnswer::Events(events) => {
                 for (n, event) in events.iter().enumerate() {
                     let data =
                         event.text.lines().filter_map(|line| line.strip_prefix("data:")).collect::<Vec<_>>();
-                    self.text(place, &format!("/events/{n}"), data.join("\n").trim_start(), None);
+                    let (pointer, data) = (format!("/events/{n}"), data.join("\n"));
+                    self.text(place, &pointer, data.trim_start(), None);
+                    self.personal_text(place, &pointer, data.trim_start(), Scope::Model);
                 }
             }
         }

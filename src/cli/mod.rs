@@ -129,16 +129,40 @@ enum CliCommand {
     Import(ImportArgs),
     /// Write every exchange of a cassette as canonical JSON Lines, for review.
     Export(ExportArgs),
-    /// Search cassettes for secrets before they are committed.
+    /// Search cassettes for secrets and personal data before they are
+    /// committed.
     ///
-    /// Every stored request, answer and aside (and service answer and answer
-    /// template) is searched for AWS access key ids, GitHub and Slack tokens,
-    /// Slack webhooks, JWTs, PEM private keys, Azure storage keys,
-    /// connection strings and SAS signatures, and random-looking values
-    /// under key names that say secret, token, password, credential or key.
-    /// Each finding: cassette, exchange row, JSON pointer, kind and a masked
+    /// Every stored request, answer and aside (and service answer, answer
+    /// template and model exchange) is searched for AWS access key ids,
+    /// GitHub and Slack tokens, Slack webhooks, JWTs, PEM private keys, Azure
+    /// storage keys, connection strings and SAS signatures, random-looking
+    /// values under key names that say secret, token, password, credential
+    /// or key, and personal data that is not pseudonymized: addresses
+    /// (email), GUIDs (guid), people's names, titles and places (name),
+    /// phone numbers (phone) and the [pseudonymize] table's terms (term).
+    /// Addresses at example domains (RFC 2606) and at Microsoft's fictitious
+    /// companies (contoso.com, fabrikam.com, ...) are nobody's. Each
+    /// finding: cassette, exchange row, JSON pointer, kind and a masked
     /// preview. Exit 1 when anything is found, 0 when nothing is.
     Lint(LintArgs),
+    /// Rewrite cassettes with the personal data in them pseudonymized, as
+    /// record --pseudonymize would have stored them.
+    ///
+    /// Every file given (cassettes, or directories of them) is read first,
+    /// so that one person has one pseudonym across all of them; each is then
+    /// written anew beside itself and moved over itself, so that no original
+    /// byte is left in it and a crash leaves it as it was. The key is
+    /// MCP_TAPE_PSEUDONYM_KEY's (or the [pseudonymize] table's key_env's),
+    /// else the one kept in the user's configuration directory. Running it
+    /// again changes nothing. A cassette a recorder has open is refused.
+    Pseudonymize(PseudonymizeArgs),
+}
+
+#[derive(Debug, Args)]
+struct PseudonymizeArgs {
+    /// Cassette files, or directories of them.
+    #[arg(value_name = "CASSETTE", required = true)]
+    paths: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -154,6 +154,7 @@ impl Cli {
                 har: matches!(args.to, ToArg::Har),
                 timings: args.timings,
             }),
+            CliCommand::Pseudonymize(args) => Command::Pseudonymize(args.paths),
             CliCommand::Lint(args) => Command::Lint(LintConfig {
                 paths: args.paths,
                 format: match args.format {

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{Format, LintConfig};
+use super::load_rules;
+use crate::config::{Format, LintConfig, RuleSources};
 use crate::error::Error;
 use crate::lint::{self, Finding, Place};
 use crate::util;
@@ -14,7 +15,9 @@ use crate::util;
 ///
 /// A path that is no cassette, or a cassette that cannot be read.
 pub(super) fn run(config: &LintConfig) -> Result<u8, Error> {
-    let linted = lint::lint(&config.paths)?;
+    // The `[pseudonymize]` table of the project's rules file says what else is personal.
+    let personal = load_rules(&RuleSources::default())?.pseudonymize.unwrap_or_default();
+    let linted = lint::lint(&config.paths, &personal)?;
     match config.format {
         Format::Json => {
             let findings: Vec<Value> = linted.findings.iter().map(as_json).collect();
@@ -37,8 +40,9 @@ pub(super) fn run(config: &LintConfig) -> Result<u8, Error> {
             "mcp-tape: lint: nothing found in {cassettes} cassette(s), {exchanges} exchange(s)"
         )),
         n => util::say(format_args!(
-            "mcp-tape: lint: {n} finding(s) in {cassettes} cassette(s): remove them (re-record with \
-             --redact-pattern builtin, or edit an export and import it) before committing"
+            "mcp-tape: lint: {n} finding(s) in {cassettes} cassette(s): remove them before committing \
+             (secrets: re-record with --redact-pattern builtin, or edit an export and import it; \
+             personal data: `mcp-tape pseudonymize` the cassettes, or re-record with --pseudonymize)"
         )),
     }
     Ok(u8::from(!linted.findings.is_empty()))

@@ -8,6 +8,7 @@ mod export;
 mod import;
 mod lint;
 mod prune;
+mod pseudonymize;
 pub mod record;
 pub mod replay;
 mod rules;
@@ -52,6 +53,7 @@ pub async fn run(command: Command) -> Result<u8, Error> {
         Command::Import(config) => import::run(&config),
         Command::Export(config) => export::run(&config),
         Command::Lint(config) => lint::run(&config),
+        Command::Pseudonymize(paths) => pseudonymize::run(&paths),
     }
 }
 

@@ -34,6 +34,7 @@ use crate::jsonrpc::{self, RequestId};
 use crate::limits::{MAX_ANSWER_WRITE_WAIT, MAX_RECORDED_STREAM_BYTES};
 use crate::mcp;
 use crate::model::{Channel, Direction, ServiceAnswer, ServiceRoute, Status, canonical_json};
+use crate::pseudonym::Scope;
 use crate::redact;
 use crate::util::{lock, printable};
 
@@ -138,8 +139,9 @@ impl ServiceFlight {
         ServiceFlight { recorder, route, credentials }
     }
 
-    /// Stores a successful answer (`body` as received), redacted and
-    /// scrubbed of the request's credentials; `upstream` is the origin it
+    /// Stores a successful answer (`body` as received), redacted, scrubbed
+    /// of the request's credentials and pseudonymized when the rules say
+    /// so (what was found so far; nothing is learned from it); `upstream` is the origin it
     /// came from. The front door sends the answer once the held commit
     /// resolves.
     pub fn complete(self, upstream: String, status: Status, content_type: &str, body: &[u8]) -> Held {
@@ -148,9 +150,18 @@ impl ServiceFlight {
             Ok(mut json) => {
                 rules.redact(&mut json);
                 redact::scrub(&mut json, &self.credentials);
+                if let Some(pseudonyms) = rules.pseudonyms() {
+                    pseudonyms.pseudonymize(&mut json, Scope::Data);
+                }
                 scan::rewrite(&String::from_utf8_lossy(body), &json)
             }
-            Err(_) => redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials),
+            Err(_) => {
+                let text = redact::scrub_str(&String::from_utf8_lossy(body), &self.credentials);
+                match rules.pseudonyms() {
+                    Some(pseudonyms) => pseudonyms.pseudonymize_text(&text),
+                    None => text,
+                }
+            }
         };
         let route = self.route;
         let answer = ServiceAnswer { route, upstream, status, content_type: content_type.to_owned(), body };

@@ -346,7 +346,7 @@ impl LlmFlight {
         }
         if let Some(pseudonyms) = recorder.rules.pseudonyms() {
             pseudonyms.learn_text(&exchange.request, Scope::Model);
-            for text in answer_texts(&answer) {
+            for text in answer.json_texts() {
                 pseudonyms.learn_text(text, Scope::Model);
             }
         }
@@ -356,7 +356,7 @@ impl LlmFlight {
             LlmAnswer::Whole(body) => LlmAnswer::Whole(clean(&body)),
             LlmAnswer::Events(mut events) => {
                 for event in &mut events {
-                    event.text = scrubbed_event(&event.text, clean);
+                    event.text = event.edited(clean);
                 }
                 LlmAnswer::Events(events)
             }
@@ -390,40 +390,6 @@ fn scrubbed(rules: &Rules, text: &str, credentials: &[String]) -> String {
             }
         }
     }
-}
-
-/// The JSON texts of an answer: the whole body, or each event's data.
-fn answer_texts(answer: &LlmAnswer) -> Vec<&str> {
-    match answer {
-        LlmAnswer::Whole(body) => vec![body],
-        LlmAnswer::Events(events) => events
-            .iter()
-            .flat_map(|event| event.text.split('\n'))
-            .filter_map(|line| line.trim_end_matches('\r').strip_prefix("data:"))
-            .map(str::trim_start)
-            .collect(),
-    }
-}
-
-/// A stream's event as stored: each `data:` line's data as [`scrubbed`]
-/// by `clean` (an event's JSON is its data), its other lines scrubbed as
-/// text, each line's ending kept.
-fn scrubbed_event(event: &str, clean: impl Fn(&str) -> String) -> String {
-    let lines: Vec<String> = event
-        .split('\n')
-        .map(|line| {
-            let (line, ending) = line.strip_suffix('\r').map_or((line, ""), |line| (line, "\r"));
-            let cleaned = match line.strip_prefix("data:") {
-                Some(data) => {
-                    let (space, data) = data.strip_prefix(' ').map_or(("", data), |data| (" ", data));
-                    format!("data:{space}{}", clean(data))
-                }
-                None => clean(line),
-            };
-            format!("{cleaned}{ending}")
-        })
-        .collect();
-    lines.join("\n")
 }
 
 /// A request's body as compared ([`body_value`]), worked out once, when

@@ -48,3 +48,41 @@ pub struct LlmEvent {
     /// that ends it.
     pub text: String,
 }
+
+impl LlmAnswer {
+    /// The texts that hold JSON: the whole body, or each event's data.
+    pub fn json_texts(&self) -> Vec<&str> {
+        match self {
+            LlmAnswer::Whole(body) => vec![body],
+            LlmAnswer::Events(events) => events
+                .iter()
+                .flat_map(|event| event.text.split('\n'))
+                .filter_map(|line| line.trim_end_matches('\r').strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect(),
+        }
+    }
+}
+
+impl LlmEvent {
+    /// The event with each `data:` line's data (an event's JSON) and each
+    /// other line made anew by `edit`, each line's ending kept.
+    pub fn edited(&self, edit: impl Fn(&str) -> String) -> String {
+        let lines: Vec<String> = self
+            .text
+            .split('\n')
+            .map(|line| {
+                let (line, ending) = line.strip_suffix('\r').map_or((line, ""), |line| (line, "\r"));
+                let edited = match line.strip_prefix("data:") {
+                    Some(data) => {
+                        let (space, data) = data.strip_prefix(' ').map_or(("", data), |data| (" ", data));
+                        format!("data:{space}{}", edit(data))
+                    }
+                    None => edit(line),
+                };
+                format!("{edited}{ending}")
+            })
+            .collect();
+        lines.join("\n")
+    }
+}

@@ -103,13 +103,17 @@ enum Form {
 }
 
 /// What a member holds: the form its value takes, whether the words of
-/// its value are a person's name (found alone too), and the kind `lint`
-/// says.
+/// its value are a person's name (found alone too), the kind `lint` says,
+/// and whether `lint` says it: not for a `displayName` that is no
+/// person's, nor for any member of an object whose address is at a
+/// domain of nobody's ([`is_reserved_domain`], Microsoft's fictitious
+/// companies).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Member {
     form: Form,
     name: bool,
     kind: Kind,
+    linted: bool,
 }
 
 /// The members whose presence makes an object a person's: its
@@ -120,10 +124,10 @@ const PERSON_MEMBERS: [&str; 6] =
 /// The built-in members that hold people and organizations (`name` only
 /// under `emailAddress`; `person`: the object is a person's).
 fn member_kind(key: &str, parent: Option<&str>, person: bool, fields: &[String]) -> Option<Member> {
-    let member = |form, name, kind| Some(Member { form, name, kind });
+    let member = |form, name, kind| Some(Member { form, name, kind, linted: true });
     match key {
         "givenName" | "surname" => member(Form::Words, true, Kind::Name),
-        "displayName" => member(Form::Words, person, Kind::Name),
+        "displayName" => Some(Member { form: Form::Words, name: person, kind: Kind::Name, linted: person }),
         "name" if parent == Some("emailAddress") => member(Form::Words, true, Kind::Name),
         "mail" | "userPrincipalName" => member(Form::Email, false, Kind::Email),
         "mobilePhone" | "businessPhones" | "homePhones" => member(Form::Phone, false, Kind::Phone),
@@ -177,11 +181,13 @@ fn is_protocol(scope: Scope, pointer: &[Segment], key: &str) -> bool {
     }
 }
 
-/// One step of a pointer: a member or an index.
+/// One step of a pointer: a member, an index, or into the JSON a string
+/// carries.
 #[derive(Clone, Debug)]
 enum Segment {
     Key(String),
     Index(usize),
+    Inside,
 }
 
 impl Segment {
@@ -189,18 +195,26 @@ impl Segment {
         match self {
             Segment::Key(key) => key,
             Segment::Index(_) => "*",
+            Segment::Inside => " ",
         }
     }
 }
 
-/// A JSON pointer of `segments` and then `last`.
+/// A JSON pointer of `segments`; the JSON a string carries is written
+/// after a space (`/text /value/0`).
 fn pointer_of(segments: &[Segment]) -> String {
     let mut pointer = String::new();
     for segment in segments {
-        pointer.push('/');
         match segment {
-            Segment::Key(key) => pointer.push_str(&key.replace('~', "~0").replace('/', "~1")),
-            Segment::Index(index) => pointer.push_str(&index.to_string()),
+            Segment::Key(key) => {
+                pointer.push('/');
+                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            }
+            Segment::Index(index) => {
+                pointer.push('/');
+                pointer.push_str(&index.to_string());
+            }
+            Segment::Inside => pointer.push(' '),
         }
     }
     pointer
@@ -296,7 +310,7 @@ impl Pseudonyms {
                     if form == Form::Email {
                         found.push((
                             text[start..end].to_owned(),
-                            Member { form, name: false, kind: Kind::Email },
+                            Member { form, name: false, kind: Kind::Email, linted: true },
                         ));
                     }
                 }
@@ -577,11 +591,19 @@ fn walk(
                 _ => None,
             };
             let person = PERSON_MEMBERS.iter().any(|key| members.contains_key(*key));
+            let nobody = ["mail", "userPrincipalName", "address"].iter().any(|key| {
+                members.get(*key).and_then(Value::as_str).is_some_and(|address| {
+                    address
+                        .rsplit_once('@')
+                        .is_some_and(|(_, domain)| is_reserved_domain(domain) || is_fictitious(domain))
+                })
+            });
             for (key, member) in members {
                 if is_protocol(scope, pointer, key) {
                     continue;
                 }
-                let kind = member_kind(key, parent.as_deref(), person, fields);
+                let kind = member_kind(key, parent.as_deref(), person, fields)
+                    .map(|kind| Member { linted: kind.linted && !nobody, ..kind });
                 pointer.push(Segment::Key(key.clone()));
                 match (kind, member) {
                     (Some(kind), Value::String(text)) => visit(text, Some(kind), pointer),
@@ -607,7 +629,11 @@ fn walk(
             }
         }
         Value::String(text) => match nested_json(text, nesting) {
-            Some(nested) => walk(&nested, Scope::Data, &mut pointer.clone(), fields, nesting + 1, visit),
+            Some(nested) => {
+                let mut inside = pointer.clone();
+                inside.push(Segment::Inside);
+                walk(&nested, Scope::Data, &mut inside, fields, nesting + 1, visit);
+            }
             None => visit(text, None, pointer),
         },
         _ => {}
@@ -634,6 +660,7 @@ pub fn find(message: &Value, scope: Scope, settings: &Settings) -> Vec<Finding> 
     walk(message, scope, &mut Vec::new(), &settings.fields, 0, &mut |text, member, pointer| {
         let pointer = pointer_of(pointer);
         if let Some(member) = member
+            && member.linted
             && !text.trim().is_empty()
             && !already_pseudonym(text.trim(), member.form)
             && member.form != Form::Email
@@ -645,7 +672,8 @@ pub fn find(message: &Value, scope: Scope, settings: &Settings) -> Vec<Finding> 
             });
         }
         for (start, end, _, kind) in shapes(text) {
-            if !is_fictitious(&text[start..end]) {
+            let domain = text[start..end].rsplit_once('@').map(|(_, domain)| domain);
+            if !domain.is_some_and(is_fictitious) {
                 findings.push(Finding { pointer: pointer.clone(), kind, value: text[start..end].to_owned() });
             }
         }
@@ -684,12 +712,9 @@ const FICTITIOUS_DOMAINS: &[&str] = &[
     "humongousinsurance.com",
 ];
 
-/// Whether `address` is at one of Microsoft's fictitious domains, as a
-/// whole domain.
-fn is_fictitious(address: &str) -> bool {
-    address
-        .rsplit_once('@')
-        .is_some_and(|(_, domain)| FICTITIOUS_DOMAINS.iter().any(|known| domain.eq_ignore_ascii_case(known)))
+/// Whether `domain` is one of Microsoft's fictitious domains, as a whole.
+fn is_fictitious(domain: &str) -> bool {
+    FICTITIOUS_DOMAINS.iter().any(|known| domain.eq_ignore_ascii_case(known))
 }
 
 #[cfg(test)]

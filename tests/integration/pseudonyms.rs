@@ -31,6 +31,8 @@ use crate::binary::Daemon;
 
 const KEY: &str = "the pseudonym key of this test run";
 const OTHER_KEY: &str = "another pseudonym key, for other names";
+/// The variable's value when a recording is not pseudonymized.
+const UNUSED_KEY: &str = "a key the recording does not use";
 const TENANT: &str = "5b7e2c1a-9d3f-4e8b-a6c2-1f0e9d8c7b6a";
 const DOMAIN: &str = "northwind.io";
 
@@ -199,32 +201,27 @@ async fn agent(base: &str) -> Run {
     Run { listed, answered, sent }
 }
 
-/// Records one agent run into `cassettes` with `key`; returns what the
-/// live agent saw.
-async fn record(cassettes: &Path, key: &str, config: &Path) -> Run {
+/// Records one agent run into `cassettes`, pseudonymized with `key` (or
+/// not, for `None`); returns what the live agent saw.
+async fn record(cassettes: &Path, key: Option<&str>, config: &Path) -> Run {
     let (mail_addr, mail_task) = serve(mail).await;
     let (model_addr, model_task) = serve(model).await;
     let (upstream, model) = (format!("http://{mail_addr}"), format!("openai=http://{model_addr}/v1"));
     let cassettes = cassettes.to_str().unwrap();
-    let args = [
-        "record",
-        "--port",
-        "0",
-        "--upstream",
-        &upstream,
-        "--cassettes",
-        cassettes,
-        "--model",
-        &model,
-        "--pseudonymize",
+    let mut args =
+        vec!["record", "--port", "0", "--upstream", &upstream, "--cassettes", cassettes, "--model", &model];
+    args.extend(key.map(|_| "--pseudonymize"));
+    let env = [
+        ("MCP_TAPE_PSEUDONYM_KEY", key.unwrap_or(UNUSED_KEY)),
+        ("XDG_CONFIG_HOME", config.to_str().unwrap()),
     ];
-    let env = [("MCP_TAPE_PSEUDONYM_KEY", key), ("XDG_CONFIG_HOME", config.to_str().unwrap())];
     let daemon = Daemon::run_with(&args, &env).await;
     let run = agent(&daemon.url).await;
     let (status, log) = daemon.stop("TERM").await;
     assert!(status.success(), "{log}");
-    assert!(log.contains("pseudonymizing what is stored, with the key from MCP_TAPE_PSEUDONYM_KEY"), "{log}");
-    assert!(!log.contains(key), "the key is never logged");
+    let said = log.contains("pseudonymizing what is stored, with the key from MCP_TAPE_PSEUDONYM_KEY");
+    assert_eq!(said, key.is_some(), "{log}");
+    assert!(!log.contains(key.unwrap_or(UNUSED_KEY)), "the key is never logged");
     mail_task.abort();
     model_task.abort();
     run
@@ -281,7 +278,7 @@ fn stored(cassette: &Path) -> (Vec<Value>, Value, Value) {
 async fn a_recording_holds_pseudonyms_only_and_replays_offline() {
     let dir = tempfile::tempdir().unwrap();
     let (cassettes, config) = (dir.path().join("cassettes"), dir.path().join("config"));
-    let live = record(&cassettes, KEY, &config).await;
+    let live = record(&cassettes, Some(KEY), &config).await;
 
     // The live agent got what the servers said.
     let live_text = live.listed.to_string();
@@ -368,7 +365,7 @@ async fn the_same_key_gives_the_same_pseudonyms_and_another_key_others() {
     let mut runs = Vec::new();
     for (name, key) in [("first", KEY), ("again", KEY), ("other", OTHER_KEY)] {
         let cassettes = dir.path().join(name);
-        record(&cassettes, key, &config).await;
+        record(&cassettes, Some(key), &config).await;
         runs.push(stored(&cassettes.join("default.sqlite")));
     }
     assert_eq!(runs[0], runs[1]);
@@ -377,4 +374,69 @@ async fn the_same_key_gives_the_same_pseudonyms_and_another_key_others() {
         assert_ne!(first[1]["id"], other[1]["id"]);
         assert_ne!(first[1]["mobilePhone"], other[1]["mobilePhone"]);
     }
+}
+
+/// `mcp-tape` run to its end with `args` and the key `KEY`, in `dir`.
+fn run(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args(args)
+        .current_dir(dir)
+        .env("MCP_TAPE_PSEUDONYM_KEY", KEY)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn lint_finds_a_recording_in_the_clear_and_pseudonymize_makes_it_what_recording_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clear, config) = (dir.path().join("clear"), dir.path().join("config"));
+    record(&clear, None, &config).await;
+    let cassette = clear.join("default.sqlite");
+    let cassette_arg = cassette.to_str().unwrap();
+
+    let linted = run(dir.path(), &["lint", cassette_arg]);
+    assert_eq!(linted.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&linted.stdout);
+    for kind in [" email ", " guid ", " name ", " phone "] {
+        assert!(out.contains(kind), "lint names {kind}:\n{out}");
+    }
+    assert!(
+        out.contains("/messages/0/body/result/structuredContent/value/0/sender/mobilePhone phone"),
+        "{out}"
+    );
+    assert!(out.contains("/messages/0/body/result/content/0/text /value/0/tenantId guid"), "{out}");
+    assert!(out.contains("model openai #1 /request"), "{out}");
+    for (given, surname, _, _) in PEOPLE {
+        assert!(!out.contains(&address(given, surname)), "no whole address is printed:\n{out}");
+        assert!(!out.contains(&format!("{given} {surname}")), "no whole name is printed:\n{out}");
+    }
+    let json = run(dir.path(), &["lint", "--format", "json", cassette_arg]);
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let kinds: std::collections::BTreeSet<&str> =
+        report["findings"].as_array().unwrap().iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert!(["email", "guid", "name", "phone"].iter().all(|kind| kinds.contains(kind)), "{kinds:?}");
+
+    let pseudonymized = run(dir.path(), &["pseudonymize", clear.to_str().unwrap()]);
+    assert!(pseudonymized.status.success(), "{}", String::from_utf8_lossy(&pseudonymized.stderr));
+    let linted = run(dir.path(), &["lint", cassette_arg]);
+    assert_eq!(linted.status.code(), Some(0), "{}", String::from_utf8_lossy(&linted.stdout));
+    let bytes = all_bytes(&clear);
+    for original in originals() {
+        assert!(!bytes.contains(&original), "{original} is left in the rewritten cassette");
+    }
+    let once = String::from_utf8_lossy(&run(dir.path(), &["export", cassette_arg]).stdout).into_owned();
+    assert!(run(dir.path(), &["pseudonymize", cassette_arg]).status.success());
+    let twice = String::from_utf8_lossy(&run(dir.path(), &["export", cassette_arg]).stdout).into_owned();
+    assert_eq!(once, twice, "running it again changes nothing");
+
+    let recorded = dir.path().join("recorded");
+    record(&recorded, Some(KEY), &config).await;
+    assert_eq!(stored(&cassette), stored(&recorded.join("default.sqlite")), "the pseudonyms recording gives");
+
+    let replay = Daemon::run(&["replay", "--port", "0", clear.to_str().unwrap()]).await;
+    let replayed = agent(&replay.url).await;
+    let (status, log) = replay.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(!replayed.listed.to_string().contains("Brightwater"));
 }
