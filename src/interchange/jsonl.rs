@@ -1,5 +1,6 @@
-//! Cassettes as canonical JSON Lines, for review in a pull request: one
-//! exchange per line, keys sorted (but each message's `body`, which is its
+//! Cassettes as canonical JSON Lines, for review in a pull request: first
+//! a line for each key the recordings were pseudonymized with
+//! (`"pseudonymized": {"key": FINGERPRINT}`), then one exchange per line, keys sorted (but each message's `body`, which is its
 //! sender's text, as replay sends it), in recorded order, then one line per
 //! Agent 365 service answer (`"service": ROUTE`), then one per exchange
 //! with the agent's model (`"model": NAME`, its bodies as the text they
@@ -46,6 +47,9 @@ pub enum Timings {
 /// Write failures of `out`; a cassette that cannot be read (the error's
 /// inner error is the [`Error`] naming it).
 pub fn export(cassette: &Cassette, timings: Timings, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    for key in cassette.pseudonym_keys().map_err(std::io::Error::other)? {
+        writeln!(out, "{}", canonical_json(&json!({"pseudonymized": {"key": key}})))?;
+    }
     cassette.each_exchange(|exchange| write_exchange(exchange, timings, out))?;
     for answer in &cassette.service_answers().map_err(std::io::Error::other)? {
         let mut line = json!({
@@ -358,6 +362,15 @@ pub fn import(mut input: impl BufRead, cassette: &mut Cassette) -> Result<usize,
                 continue;
             }
             let value: Value = serde_json::from_str(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+            if let Some(pseudonymized) = value.get("pseudonymized") {
+                let key = pseudonymized["key"]
+                    .as_str()
+                    .filter(|key| key.len() == 8 && key.bytes().all(|b| b.is_ascii_hexdigit()));
+                importing.pseudonym_key(
+                    key.ok_or_else(|| bad("pseudonymized: expected {\"key\": 8 hex digits}".into()))?,
+                )?;
+                continue;
+            }
             match (value.get("service"), value.get("toolTemplate"), value.get("model")) {
                 (Some(_), _, _) => importing.service(&parse_service_line(&value).map_err(bad)?)?,
                 (None, Some(_), _) => importing.template(&parse_template_line(&value).map_err(bad)?)?,

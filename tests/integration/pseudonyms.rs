@@ -294,6 +294,17 @@ async fn a_recording_holds_pseudonyms_only_and_replays_offline() {
         .unwrap();
     assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
     let exported = String::from_utf8_lossy(&export.stdout).to_lowercase();
+    let first_line: Value = serde_json::from_str(exported.lines().next().unwrap()).unwrap();
+    let fingerprint = first_line["pseudonymized"]["key"].as_str().unwrap().to_owned();
+    let exported_file = dir.path().join("export.jsonl");
+    std::fs::write(&exported_file, &export.stdout).unwrap();
+    let imported = dir.path().join("imported.sqlite");
+    let import = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"))
+        .args(["import", exported_file.to_str().unwrap(), "--cassette", imported.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
+    assert_eq!(Cassette::open_read_only(&imported).unwrap().pseudonym_keys().unwrap(), [fingerprint.clone()]);
     for original in originals() {
         assert!(!bytes.contains(&original), "{original} is in the cassette directory");
         assert!(!exported.contains(&original), "{original} is in the export");
@@ -340,7 +351,7 @@ async fn a_recording_holds_pseudonyms_only_and_replays_offline() {
     assert!(model_text.contains(first["address"].as_str().unwrap()), "{model_text}");
     assert!(model_text.contains(first["name"].as_str().unwrap()), "{model_text}");
     let keys = Cassette::open_read_only(&cassettes.join("default.sqlite")).unwrap().pseudonym_keys().unwrap();
-    assert_eq!(keys.len(), 1);
+    assert_eq!(keys, [fingerprint]);
     assert!(keys[0].len() == 8 && keys[0].chars().all(|c| c.is_ascii_hexdigit()), "{keys:?}");
 
     // The run replays offline, with no key: each request built from what replay served matches.

@@ -56,6 +56,19 @@ impl Importing<'_> {
         upsert_template_row(&self.tx, template).map_err(|e| self.failed(e))
     }
 
+    /// Notes the key of `fingerprint` among those the recordings were
+    /// pseudonymized with.
+    ///
+    /// # Errors
+    ///
+    /// An SQLite failure.
+    pub fn pseudonym_key(&mut self, fingerprint: &str) -> Result<(), Error> {
+        self.tx
+            .execute("INSERT OR IGNORE INTO pseudonym_key (fingerprint) VALUES (?1)", [fingerprint])
+            .map(drop)
+            .map_err(|e| self.failed(e))
+    }
+
     fn failed(&self, error: rusqlite::Error) -> Error {
         Error::Cassette { path: self.path.to_owned(), kind: error.into() }
     }
