@@ -1,5 +1,6 @@
 //! `mcp-tape replay`: the cassettes served over HTTP or on stdio.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,15 +8,17 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 
 use super::{announce, bind, load_rules, loading, local_address, on_stdio, report_of, write_reports};
-use crate::cassette::store;
+use crate::cassette::store::{self, Loaded};
 use crate::cassette::tape::Tape;
 use crate::config::{Front, MaxAge, OnMiss, Pace, ReplayConfig};
 use crate::engine::replay::{Replay, ServiceAnswers};
 use crate::engine::{Engine, Facts, Mode};
 use crate::error::Error;
 use crate::faults::{FaultRule, FaultRules};
+use crate::model::Text;
 use crate::normalize::Normalization;
 use crate::normalize::Rules;
+use crate::pseudonym::{self, KEY_VARIABLE, Key, KeySource, Pseudonyms};
 use crate::transport::http::turns::Serving;
 use crate::transport::http::{App, server};
 use crate::transport::stdio::{self, Door};
@@ -61,7 +64,9 @@ pub(super) fn load_cassettes(
 ) -> Result<(Replay, Vec<FaultRule>), Error> {
     let files = store::cassette_files(paths)?;
     let rules = Rules::new(normalization)?;
-    let loaded = store::load_as_text(&files)?;
+    let mut loaded = store::load_as_text(&files)?;
+    let fingerprints = std::mem::take(&mut loaded.pseudonym_keys);
+    let pseudonyms = replay_pseudonyms(&fingerprints, &loaded)?;
     let templates = loaded.templates.len();
     let carried: Vec<FaultRule> = loaded
         .templates
@@ -101,8 +106,63 @@ pub(super) fn load_cassettes(
     }
     let replay = Replay::new(tape, service, rules, on_miss, pace)
         .with_max_age(max_age.map(|age| age.limit))
-        .with_llms(llms);
+        .with_llms(llms)
+        .with_pseudonyms(fingerprints, pseudonyms);
     Ok((replay, carried))
+}
+
+/// The pseudonyms replay gives what requests send before they are
+/// matched, when the cassettes were pseudonymized (with the keys of
+/// `fingerprints`) and one of those keys is given ([`KEY_VARIABLE`], or
+/// the one kept in the user's configuration directory); they know the
+/// word pseudonyms `loaded` holds.
+///
+/// # Errors
+///
+/// A key that is too short, or a key file that cannot be read.
+fn replay_pseudonyms(
+    fingerprints: &[String],
+    loaded: &Loaded<Text>,
+) -> Result<Option<Arc<Pseudonyms>>, Error> {
+    if fingerprints.is_empty() {
+        return Ok(None);
+    }
+    let shown = fingerprints.join(", ");
+    let Some((key, source)) = Key::given(None)? else {
+        tracing::info!(
+            "the cassettes are pseudonymized (key {shown}): requests are matched as they are sent \
+             (set {KEY_VARIABLE} to their key to pseudonymize what they send first)"
+        );
+        return Ok(None);
+    };
+    let from = match source {
+        KeySource::Variable(name) => format!("from {name}"),
+        KeySource::File { path, .. } => format!("kept in {}", util::printable(&path.display().to_string())),
+    };
+    if !fingerprints.contains(&key.fingerprint()) {
+        tracing::warn!(
+            "the pseudonym key {from} (fingerprint {}) is not the key the cassettes were pseudonymized \
+             with ({shown}): requests are matched as they are sent",
+            key.fingerprint()
+        );
+        return Ok(None);
+    }
+    let mut seen = HashSet::new();
+    for exchange in &loaded.exchanges {
+        pseudonym::note_words(&exchange.request, &mut seen);
+        for message in &exchange.messages {
+            pseudonym::note_words(&message.body, &mut seen);
+        }
+    }
+    for exchange in &loaded.llm_exchanges {
+        pseudonym::note_words(&exchange.request, &mut seen);
+        for text in exchange.answer.json_texts() {
+            pseudonym::note_words(text, &mut seen);
+        }
+    }
+    tracing::info!("pseudonymizing what requests send before they are matched, with the key {from}");
+    let pseudonyms = Pseudonyms::new(key, &pseudonym::Settings::default()).recognizing(seen);
+    Ok(Some(Arc::new(pseudonyms)))
 }
 
 /// Says so (as `command`) when `replay` holds no recording at all under

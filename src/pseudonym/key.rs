@@ -68,15 +68,33 @@ impl Key {
     /// [`Error::Config`] for a key that is too short, or a key file that
     /// cannot be read or made.
     pub fn find(variable: Option<&str>) -> Result<(Key, KeySource), Error> {
+        if let Some(found) = Key::given(variable)? {
+            return Ok(found);
+        }
+        let variable = variable.unwrap_or(KEY_VARIABLE);
+        let path = kept_path().ok_or_else(|| {
+            Error::Config(format!("no configuration directory to keep a pseudonym key in: set {variable}"))
+        })?;
+        Key::kept(&path)
+    }
+
+    /// The key of `variable` (the default's when `None`), else the one kept
+    /// in the user's configuration directory if there is one; none is made.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a key that is too short, or a key file that
+    /// cannot be read.
+    pub fn given(variable: Option<&str>) -> Result<Option<(Key, KeySource)>, Error> {
         let variable = variable.unwrap_or(KEY_VARIABLE);
         if let Some(text) = std::env::var_os(variable) {
             let text = text.into_string().map_err(|_| Error::Config(format!("{variable} is not UTF-8")))?;
-            return Ok((Key::from_text(&text)?, KeySource::Variable(variable.to_owned())));
+            return Ok(Some((Key::from_text(&text)?, KeySource::Variable(variable.to_owned()))));
         }
-        let dir = os::config_dir().ok_or_else(|| {
-            Error::Config(format!("no configuration directory to keep a pseudonym key in: set {variable}"))
-        })?;
-        Key::kept(&dir.join("mcp-tape").join("pseudonym.key"))
+        match kept_path().filter(|path| path.is_file()) {
+            Some(path) => Key::kept(&path).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The key kept at `path`, made there first if there is none.
@@ -122,6 +140,11 @@ impl Key {
         let hash = Sha256::new().chain_update(b"mcp-tape key fingerprint\0").chain_update(self.0).finalize();
         hash[..4].iter().map(|b| format!("{b:02x}")).collect()
     }
+}
+
+/// Where the key is kept in the user's configuration directory.
+fn kept_path() -> Option<PathBuf> {
+    os::config_dir().map(|dir| dir.join("mcp-tape").join("pseudonym.key"))
 }
 
 /// 32 bytes from 64 hex digits.

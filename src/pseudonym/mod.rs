@@ -24,6 +24,7 @@
 mod forms;
 mod key;
 
+use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -267,6 +268,10 @@ pub struct Pseudonyms {
     key: Key,
     fields: Vec<String>,
     known: Mutex<Known>,
+    /// Replaying: the word pseudonyms the cassettes hold (lowercased). A
+    /// word of a live request whose pseudonym is among them is a value
+    /// the recording found, and is given it.
+    seen: Option<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Pseudonyms {
@@ -278,7 +283,8 @@ impl std::fmt::Debug for Pseudonyms {
 impl Pseudonyms {
     /// Pseudonyms under `key`, finding what `settings` adds.
     pub fn new(key: Key, settings: &Settings) -> Pseudonyms {
-        let pseudonyms = Pseudonyms { key, fields: settings.fields.clone(), known: Mutex::default() };
+        let pseudonyms =
+            Pseudonyms { key, fields: settings.fields.clone(), known: Mutex::default(), seen: None };
         {
             let mut known = lock(&pseudonyms.known);
             for term in &settings.terms {
@@ -286,6 +292,13 @@ impl Pseudonyms {
             }
         }
         pseudonyms
+    }
+
+    /// The same pseudonyms, replaying cassettes that hold the word
+    /// pseudonyms `seen` ([`note_words`]): a live request's word whose
+    /// pseudonym is among them is given it, wherever it stands.
+    pub fn recognizing(self, seen: HashSet<String>) -> Pseudonyms {
+        Pseudonyms { seen: Some(seen), ..self }
     }
 
     /// The key's fingerprint, which a cassette keeps.
@@ -454,6 +467,13 @@ impl Pseudonyms {
                 }
             }
         }
+        if let Some(seen) = &self.seen {
+            for (start, word) in alphabetic_runs(text) {
+                if !is_word_pseudonym(word) && seen.contains(&forms::word(&self.key, &word.to_lowercase())) {
+                    spans.push((start, start + word.len(), Form::Words));
+                }
+            }
+        }
         if spans.is_empty() {
             return text.to_owned();
         }
@@ -531,6 +551,35 @@ impl Known {
             self.matcher = Some(Arc::new(Matcher { automaton, patterns: forms }));
         }
         self.matcher.clone()
+    }
+}
+
+/// Each run of letters in `text`, with where it starts.
+fn alphabetic_runs(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (c.is_alphabetic(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                runs.push((from, &text[from..at]));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        runs.push((from, &text[from..]));
+    }
+    runs.into_iter()
+}
+
+/// Adds the word pseudonyms `text` holds to `seen`, lowercased.
+pub fn note_words(text: &str, seen: &mut HashSet<String>) {
+    for (_, word) in alphabetic_runs(text) {
+        if is_word_pseudonym(word) {
+            seen.insert(word.to_ascii_lowercase());
+        }
     }
 }
 

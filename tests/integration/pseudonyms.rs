@@ -304,7 +304,7 @@ async fn a_recording_holds_pseudonyms_only_and_replays_offline() {
         .output()
         .unwrap();
     assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
-    assert_eq!(Cassette::open_read_only(&imported).unwrap().pseudonym_keys().unwrap(), [fingerprint.clone()]);
+    assert_eq!(Cassette::open_read_only(&imported).unwrap().pseudonym_keys().unwrap(), std::slice::from_ref(&fingerprint));
     for original in originals() {
         assert!(!bytes.contains(&original), "{original} is in the cassette directory");
         assert!(!exported.contains(&original), "{original} is in the export");
@@ -450,4 +450,52 @@ async fn lint_finds_a_recording_in_the_clear_and_pseudonymize_makes_it_what_reco
     let (status, log) = replay.stop("TERM").await;
     assert!(status.success(), "{log}");
     assert!(!replayed.listed.to_string().contains("Brightwater"));
+}
+
+/// `SendMail` to the first person by their original address and name, as
+/// a test's own code would send it, on the replay at `base`.
+async fn send_as_written(base: &str) -> Result<Value, String> {
+    let transport = StreamableHttpClientTransport::from_uri(format!("{base}/agents/servers/mcp_MailTools"));
+    let client = ().serve(transport).await.expect("initialize");
+    let (given, surname, _, _) = PEOPLE[0];
+    let arguments =
+        json!({"to": address(given, surname), "body": format!("Hi {given}, the budget is fine.")});
+    let send = CallToolRequestParams::new("SendMail").with_arguments(arguments.as_object().unwrap().clone());
+    let sent = client.call_tool(send).await.map(|result| serde_json::to_value(result).unwrap());
+    client.cancel().await.unwrap();
+    sent.map_err(|error| error.to_string())
+}
+
+#[tokio::test]
+async fn with_the_key_replay_pseudonymizes_what_a_request_sends_and_without_it_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cassettes, config) = (dir.path().join("cassettes"), dir.path().join("config"));
+    record(&cassettes, Some(KEY), &config).await;
+    let cassettes_arg = cassettes.to_str().unwrap();
+    let args = ["replay", "--port", "0", "--on-miss", "error", cassettes_arg];
+
+    let keyless = Daemon::run_with(&args, &[("XDG_CONFIG_HOME", config.to_str().unwrap())]).await;
+    let missed = send_as_written(&keyless.url).await.unwrap_err();
+    keyless.stop("TERM").await;
+    assert!(missed.contains("the cassettes are pseudonymized"), "{missed}");
+    assert!(
+        missed.contains("email at /arguments/to") && missed.contains("set MCP_TAPE_PSEUDONYM_KEY"),
+        "{missed}"
+    );
+
+    let env = [("MCP_TAPE_PSEUDONYM_KEY", KEY), ("XDG_CONFIG_HOME", config.to_str().unwrap())];
+    let keyed = Daemon::run_with(&args, &env).await;
+    let sent = send_as_written(&keyed.url).await.unwrap();
+    let (status, log) = keyed.stop("TERM").await;
+    assert!(status.success(), "{log}");
+    assert!(log.contains("pseudonymizing what requests send before they are matched"), "{log}");
+    let (people, arguments, _) = stored(&cassettes.join("default.sqlite"));
+    assert_eq!(arguments["to"], people[0][0]["emailAddress"]["address"]);
+    assert_eq!(sent["content"][0]["text"], format!("Sent to {}.", arguments["to"].as_str().unwrap()));
+
+    let wrong = [("MCP_TAPE_PSEUDONYM_KEY", OTHER_KEY), ("XDG_CONFIG_HOME", config.to_str().unwrap())];
+    let other = Daemon::run_with(&args, &wrong).await;
+    assert!(send_as_written(&other.url).await.is_err());
+    let (_, log) = other.stop("TERM").await;
+    assert!(log.contains("is not the key the cassettes were pseudonymized with"), "{log}");
 }

@@ -46,6 +46,9 @@ pub struct Loaded<J = serde_json::Value> {
     pub service_answers: Vec<ServiceAnswer>,
     pub templates: Vec<AnswerTemplate>,
     pub llm_exchanges: Vec<LlmExchange>,
+    /// The fingerprints of the keys the recordings were pseudonymized
+    /// with, each once.
+    pub pseudonym_keys: Vec<String>,
 }
 
 /// What one cassette holds, exchanges as stored.
@@ -88,7 +91,13 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
 pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let everything = Cassette::open_read_only(file)?.read_everything()?;
+        let cassette = Cassette::open_read_only(file)?;
+        let everything = cassette.read_everything()?;
+        for key in cassette.pseudonym_keys()? {
+            if !loaded.pseudonym_keys.contains(&key) {
+                loaded.pseudonym_keys.push(key);
+            }
+        }
         loaded.exchanges.extend(everything.exchanges);
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);

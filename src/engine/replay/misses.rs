@@ -65,7 +65,8 @@ impl Replay {
         let params = self.redacted(call.params());
         let case = CaseKey::of(call.server, call.method, params.as_deref());
         let params = self.rules.canonical_params(params.as_deref());
-        let message = format!("mcp-tape: no recorded answer for {case}: {why}");
+        let message =
+            format!("mcp-tape: no recorded answer for {case}: {why}{}", self.pseudonym_hint(&params));
         let miss = Miss::new(message, call.server, call.method, &params);
         self.ledger.missed(&case, &miss);
         miss
@@ -146,7 +147,8 @@ impl Replay {
                 format!("the nearest recording differs at {difference}{more}; {differ}")
             }
         };
-        let message = format!("mcp-tape: no recorded answer for {what}: {differs}");
+        let message =
+            format!("mcp-tape: no recorded answer for {what}: {differs}{}", self.pseudonym_hint(&requested));
         Miss::new(message, call.server, call.method, &requested).with_nearest(nearest)
     }
 }

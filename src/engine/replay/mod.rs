@@ -42,6 +42,7 @@ use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, LlmExchange, MatchKey, StreamShape};
 use crate::normalize::{self, Rules};
+use crate::pseudonym::{self, Pseudonyms, Scope};
 use crate::util::{FastMap, clip, lock, printable};
 
 /// Seconds in a day, for `--max-age`.
@@ -94,6 +95,10 @@ pub struct Replay {
     /// Recordings older than this are reported when used (`--max-age`).
     max_age: Option<Duration>,
     unrecorded: Unrecorded,
+    /// The fingerprints of the keys the cassettes were pseudonymized with,
+    /// when replay has none of them: a miss on a request that holds
+    /// personal data says to set one.
+    keyless: Vec<String>,
 }
 
 impl Replay {
@@ -116,6 +121,7 @@ impl Replay {
             ledger,
             max_age: None,
             unrecorded: Unrecorded::Mock,
+            keyless: Vec::new(),
         }
     }
 
@@ -156,13 +162,61 @@ impl Replay {
 
     /// The answer to a request to the agent's model: a recording, or a miss.
     pub fn llm(&self, call: &LlmCall) -> PlainReply {
-        self.llms.answer(call, &self.rules, self.pace, &self.ledger)
+        match self.pseudonymized_body(call) {
+            Some(body) => {
+                self.llms.answer(&LlmCall { body: &body, ..*call }, &self.rules, self.pace, &self.ledger)
+            }
+            None => self.llms.answer(call, &self.rules, self.pace, &self.ledger),
+        }
     }
 
     /// The recording that answers a request to the agent's model, if one
     /// does (record `--mode missing`).
     pub fn llm_recorded(&self, call: &LlmCall) -> Option<PlainReply> {
-        self.llms.recorded(call, &self.rules, self.pace, &self.ledger)
+        match self.pseudonymized_body(call) {
+            Some(body) => {
+                self.llms.recorded(&LlmCall { body: &body, ..*call }, &self.rules, self.pace, &self.ledger)
+            }
+            None => self.llms.recorded(call, &self.rules, self.pace, &self.ledger),
+        }
+    }
+
+    /// A model request's body pseudonymized as record stored it, when
+    /// replay has the cassettes' key.
+    fn pseudonymized_body(&self, call: &LlmCall) -> Option<String> {
+        let pseudonyms = self.rules.pseudonyms()?;
+        pseudonyms.learn_text(call.body, Scope::Model);
+        Some(pseudonyms.pseudonymize_written(call.body, Scope::Model))
+    }
+
+    /// The same engine, for cassettes pseudonymized with the keys of
+    /// `fingerprints`: with `pseudonyms` (under one of those keys), what
+    /// requests send is pseudonymized before it is matched; without, a
+    /// miss on a request that holds personal data says which key to set.
+    pub fn with_pseudonyms(self, fingerprints: Vec<String>, pseudonyms: Option<Arc<Pseudonyms>>) -> Replay {
+        match pseudonyms {
+            Some(pseudonyms) => Replay { rules: self.rules.clone().with_pseudonyms(pseudonyms), ..self },
+            None => Replay { keyless: fingerprints, ..self },
+        }
+    }
+
+    /// What a miss on `requested` adds when the cassettes are pseudonymized
+    /// and replay has no key: where the request holds personal data, and
+    /// which variable to set.
+    pub(super) fn pseudonym_hint(&self, requested: &Value) -> String {
+        if self.keyless.is_empty() {
+            return String::new();
+        }
+        let found = pseudonym::find(requested, Scope::Data, &pseudonym::Settings::default());
+        let Some(first) = found.first() else { return String::new() };
+        format!(
+            "; the cassettes are pseudonymized (key {}) and this request holds personal data ({} at {}): \
+             set {} to their key, so that it is pseudonymized before it is matched",
+            self.keyless.join(", "),
+            first.kind.as_str(),
+            printable(&first.pointer),
+            pseudonym::KEY_VARIABLE
+        )
     }
 
     /// What this engine was asked and how it answered, so far.
@@ -270,6 +324,26 @@ impl Replay {
     /// [`Unanswered::Stateless`] for a stateless request that does not hold
     /// together; either carries the request's id.
     pub fn answer(&self, call: &Call) -> Result<Answer, RequestError> {
+        match self.pseudonymized_params(call) {
+            Some(params) => self.answer_as_asked(&Call { params: Some(&params), ..*call }),
+            None => self.answer_as_asked(call),
+        }
+    }
+
+    /// `call`'s params pseudonymized as record stored them, when replay has
+    /// the cassettes' key and they change.
+    fn pseudonymized_params(&self, call: &Call) -> Option<Params> {
+        let pseudonyms = self.rules.pseudonyms()?;
+        let asked = call.params()?;
+        let mut request = serde_json::json!({"params": asked});
+        pseudonyms.learn(&request, Scope::Mcp);
+        pseudonyms.pseudonymize(&mut request, Scope::Mcp);
+        let params = request["params"].take();
+        (params != *asked).then(|| Params::new(params))
+    }
+
+    /// [`Replay::answer`], `call`'s params as they are.
+    fn answer_as_asked(&self, call: &Call) -> Result<Answer, RequestError> {
         let behind = match call.era {
             Era::Handshake if call.method != "initialize" => {
                 self.enter_session(call.session).map_err(|e| e.with_id(Some(call.id.clone())))?
