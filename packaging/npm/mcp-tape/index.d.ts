@@ -27,6 +27,11 @@ export interface TapeOptions {
    * (`{ openai: "https://api.openai.com/v1" }`), or `NAME=URL` strings (default: MCP_TAPE_MODEL).
    */
   models?: Record<string, string> | string | string[];
+  /**
+   * Recording, store each person, address, GUID and phone number as a keyed pseudonym of the same
+   * form (`--pseudonymize`; default MCP_TAPE_PSEUDONYMIZE; the key: MCP_TAPE_PSEUDONYM_KEY).
+   */
+  pseudonymize?: boolean;
 }
 
 /** The base URL of the agent's model `name` on the tape at `tapeUrl` (`tapeUrl/model/name`). */

@@ -229,7 +229,9 @@ export function modelUrl(tapeUrl, name) {
  * URL once it does. `stop(passed)` ends it, and writes its reports (`html`,
  * `report`).
  */
-export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, report, title, html, bin, models } = {}) {
+export function spawnTape({
+  cassette, mode, upstream, rules, faults, onMiss, report, title, html, bin, models, pseudonymize,
+} = {}) {
   if (!cassette) throw new Error("startTape: name the cassette file");
   // What the code says wins over the environment.
   const chosen = mode || process.env.MCP_TAPE_MODE?.trim() || "replay";
@@ -239,6 +241,7 @@ export function spawnTape({ cassette, mode, upstream, rules, faults, onMiss, rep
   const args = [cassette, "--mode", chosen];
   if (upstream ?? process.env.MCP_TAPE_UPSTREAM) args.push("--upstream", upstream ?? process.env.MCP_TAPE_UPSTREAM);
   for (const model of modelSpecs(models)) args.push("--model", model);
+  if (pseudonymize) args.push("--pseudonymize");
   if (rules) args.push("--rules", rules);
   for (const fault of [faults ?? []].flat()) args.push("--fault", faultSpec(fault));
   if (onMiss) args.push("--on-miss", onMiss);

@@ -243,7 +243,7 @@ class Tape:
     """
 
     def __init__(self, cassette, mode="replay", upstream=None, rules=None, html=None, executable=None,
-                 faults=(), on_miss=None, report=None, title=None, models=None):
+                 faults=(), on_miss=None, report=None, title=None, models=None, pseudonymize=False):
         if mode not in MODES:
             raise TapeError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
         self.cassette = Path(cassette)
@@ -256,6 +256,7 @@ class Tape:
         self.kept_report = Path(report) if report else None
         self.title = title
         self.models = model_specs(models)
+        self.pseudonymize = bool(pseudonymize)
         self.executable = executable or binary()
         self.url = None
         self.cases = []
@@ -270,7 +271,7 @@ class Tape:
     def settings(self):
         """What this tape was made with: two tapes with the same settings are alike."""
         return (self.executable, self.cassette, self.mode, self.upstream, self.rules, self.html, tuple(self.faults),
-                self.on_miss, self.kept_report, self.title, tuple(self.models))
+                self.on_miss, self.kept_report, self.title, tuple(self.models), self.pseudonymize)
 
     def model_url(self, name):
         """The base URL the agent's model `name` is reached at on this tape (`URL/model/NAME`), for its client
@@ -287,6 +288,8 @@ class Tape:
             arguments += ["--upstream", self.upstream]
         for model in self.models:
             arguments += ["--model", model]
+        if self.pseudonymize:
+            arguments.append("--pseudonymize")
         if self.rules:
             arguments += ["--rules", str(self.rules)]
         for fault in self.faults:

@@ -43,7 +43,7 @@ _CASES = pytest.StashKey()
 _GITHUB_PROPERTY = "mcp-tape"
 # What the session's tests told GitHub: [(test id, file, line, rows)], gathered where reports are logged.
 _TOLD = []
-_MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss", "models")
+_MARKER_OPTIONS = ("cassette", "mode", "rules", "faults", "on_miss", "models", "pseudonymize")
 
 
 def pytest_addoption(parser):
@@ -65,6 +65,13 @@ def pytest_addoption(parser):
         "MCP_TAPE_MODEL); the mcp_tape_model fixture gives its URL on the tape",
     )
     group.addoption(
+        "--mcp-tape-pseudonymize",
+        action="store_true",
+        default=False,
+        help="recording, store each person, address, GUID and phone number as a keyed pseudonym of the same form "
+        "(mcp-tape test --pseudonymize; default MCP_TAPE_PSEUDONYMIZE; the key: MCP_TAPE_PSEUDONYM_KEY)",
+    )
+    group.addoption(
         "--mcp-tape-cassettes", metavar="DIR", help="where per-test cassettes live (default: cassettes)"
     )
     group.addoption("--mcp-tape-rules", metavar="FILE", help="match rules (default: mcp-tape.toml if present)")
@@ -81,11 +88,13 @@ def pytest_configure(config):
     _TOLD.clear()
     config.addinivalue_line(
         "markers",
-        "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None, models=None): give the test a tape "
+        "mcp_tape(cassette=None, mode=None, rules=None, faults=(), on_miss=None, models=None, pseudonymize=None): "
+        "give the test a tape "
         "of its own; cassette= names its file (relative to the cassettes directory) instead of "
         "<module>/<test>.sqlite; mode= and rules= override the command line's for this test; faults= adds fault "
         "rules (spec strings or dicts of a [[fault]] table's keys); on_miss= is --on-miss; models= (a dict of name "
-        "to base URL) records the agent's models instead of --mcp-tape-model's",
+        "to base URL) records the agent's models instead of --mcp-tape-model's; pseudonymize=True stores personal "
+        "data as pseudonyms (--mcp-tape-pseudonymize)",
     )
     root = Path(config.rootpath)
     option = config.getoption
@@ -98,6 +107,7 @@ def pytest_configure(config):
         "mode": option("--mcp-tape-mode") or os.environ.get("MCP_TAPE_MODE", "").strip() or "replay",
         "upstream": option("--mcp-tape-upstream") or os.environ.get("MCP_TAPE_UPSTREAM"),
         "models": option("--mcp-tape-model") or os.environ.get("MCP_TAPE_MODEL", "").split(),
+        "pseudonymize": option("--mcp-tape-pseudonymize"),
         "cassettes": root / cassettes,
         "rules": Path(rules) if Path(rules).exists() or option("--mcp-tape-rules") else None,
         "html": root / html_dir if html_dir else None,
@@ -208,6 +218,7 @@ def _tape_for(item):
         report=settings["reports"] / _with(place, ".json") if settings["reports"] else None,
         title=f"{item.nodeid} ({cassette})",
         models=options.get("models") or settings["models"],
+        pseudonymize=options.get("pseudonymize", settings["pseudonymize"]),
     )
 
 
