@@ -21,6 +21,7 @@ use crate::error::Error;
 use crate::mcp;
 use crate::model::{Era, Exchange, Source};
 use crate::normalize::{ID_PLACEHOLDER, Rules};
+use crate::pseudonym::{self, KEY_VARIABLE, Key, Pseudonyms, Scope};
 use crate::redact;
 use crate::transport::http::upstream::UpstreamClient;
 use crate::util::printable;
@@ -42,6 +43,9 @@ pub struct Verified {
     pub failures: Vec<String>,
     /// Recordings rewritten (`--update`).
     pub updated: usize,
+    /// Requests left out because their params hold pseudonyms: the live
+    /// server knows the values they stand for, not them.
+    pub left_out: Vec<String>,
 }
 
 /// Verifies the cassettes `config` names against its upstream.
@@ -52,7 +56,12 @@ pub struct Verified {
 /// that cannot be written.
 pub async fn verify(config: &VerifyConfig) -> Result<Verified, Error> {
     let files = store::cassette_files(&config.cassettes)?;
-    let exchanges = store::load(&files)?.exchanges;
+    let loaded = store::load(&files)?;
+    let exchanges = loaded.exchanges;
+    let pseudonyms = match loaded.pseudonym_keys.is_empty() {
+        true => None,
+        false => given_pseudonyms(&loaded.pseudonym_keys, config.update)?,
+    };
     let upstream =
         UpstreamClient::new(&config.upstream.url, config.upstream.ca.as_deref(), config.upstream.timeouts)?;
     let chosen = |e: &&Exchange| {
@@ -64,7 +73,8 @@ pub async fn verify(config: &VerifyConfig) -> Result<Verified, Error> {
         groups.entry((exchange.server.clone(), exchange.era.as_str())).or_default().push(exchange);
     }
     let secrets: Vec<String> = config.headers.iter().map(|(_, value)| value.clone()).collect();
-    let mut verified = Verified { findings: Findings::default(), failures: Vec::new(), updated: 0 };
+    let mut verified =
+        Verified { findings: Findings::default(), failures: Vec::new(), updated: 0, left_out: Vec::new() };
     let mut live_lists: BTreeMap<String, (Value, Value)> = BTreeMap::new();
     let mut updates: BTreeMap<PathBuf, Vec<(i64, usize, Value)>> = BTreeMap::new();
     for ((server, _), group) in &groups {
@@ -79,13 +89,22 @@ pub async fn verify(config: &VerifyConfig) -> Result<Verified, Error> {
         for exchange in group {
             let label = drift::label(exchange);
             let Some(recorded) = drift::final_answer(exchange) else { continue };
-            let now = match session.ask(&exchange.request).await {
+            if exchange.request.get("params").is_some_and(pseudonym::holds_pseudonym) {
+                verified.left_out.push(label);
+                continue;
+            }
+            let mut now = match session.ask(&exchange.request).await {
                 Ok(now) => now,
                 Err(why) => {
                     verified.failures.push(format!("{label}: {why}"));
                     continue;
                 }
             };
+            // Compared and stored as recording would have stored it.
+            if let Some(pseudonyms) = &pseudonyms {
+                pseudonyms.learn(&now, Scope::Mcp);
+                pseudonyms.pseudonymize(&mut now, Scope::Mcp);
+            }
             let verdict = drift::answer(recorded, &now, &config.ignore_paths);
             if exchange.method == "tools/list"
                 && let (Some(before), Some(after)) = (recorded.get("result"), now.get("result"))
@@ -124,6 +143,35 @@ fn is_call(method: &str) -> bool {
 
 /// A live answer as a cassette keeps it: the id placeholder, redacted,
 /// the credentials verify sent scrubbed.
+/// The pseudonyms the live answers are given, for cassettes pseudonymized
+/// with the keys of `fingerprints`, so that they are compared (and, with
+/// `update`, stored) as recording would have stored them: the given key's
+/// when it is one of theirs. Without it, answers are compared as they
+/// are, and said so.
+///
+/// # Errors
+///
+/// With `update`, no key given, or another key than theirs: nothing would
+/// be stored pseudonymized.
+fn given_pseudonyms(fingerprints: &[String], update: bool) -> Result<Option<Pseudonyms>, Error> {
+    let shown = fingerprints.join(", ");
+    let key = match Key::given(None)? {
+        Some((key, _)) if fingerprints.contains(&key.fingerprint()) => {
+            return Ok(Some(Pseudonyms::new(key, &pseudonym::Settings::default())));
+        }
+        Some((key, _)) => format!("the key given is {}, not theirs", key.fingerprint()),
+        None => "no key is given".to_owned(),
+    };
+    let why = format!("the cassettes are pseudonymized (key {shown}) and {key}");
+    if update {
+        return Err(Error::Config(format!(
+            "--update: {why}: give their key in {KEY_VARIABLE}, so that what is stored is pseudonymized too"
+        )));
+    }
+    tracing::warn!("{why}: the live answers are compared as they are (set {KEY_VARIABLE} to their key)");
+    Ok(None)
+}
+
 fn stored_form(mut answer: Value, secrets: &[String]) -> Value {
     if let Some(object) = answer.as_object_mut() {
         object.insert("id".into(), ID_PLACEHOLDER.into());

@@ -17,6 +17,14 @@ pub(super) async fn run(config: &VerifyConfig) -> Result<u8, Error> {
     for failure in &verified.failures {
         util::say(format_args!("mcp-tape: could not verify {failure}"));
     }
+    if !verified.left_out.is_empty() {
+        util::say(format_args!(
+            "mcp-tape: left out {} request(s) whose params hold pseudonyms (the live server knows what they stand \
+             for, not them): {}",
+            verified.left_out.len(),
+            util::printable(&verified.left_out.join(", "))
+        ));
+    }
     if config.update {
         util::say(format_args!("mcp-tape: rewrote {} recordings", verified.updated));
     }

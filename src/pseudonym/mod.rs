@@ -574,6 +574,22 @@ fn alphabetic_runs(text: &str) -> impl Iterator<Item = (usize, &str)> {
     runs.into_iter()
 }
 
+/// Whether `value` holds a pseudonym anywhere in its strings: a word or a
+/// GUID a recording gave.
+pub fn holds_pseudonym(value: &Value) -> bool {
+    match value {
+        Value::String(text) => {
+            alphabetic_runs(text).any(|(_, word)| is_word_pseudonym(word))
+                || SHAPES
+                    .captures_iter(text)
+                    .any(|found| found.name("guid").is_some_and(|guid| is_guid_pseudonym(guid.as_str())))
+        }
+        Value::Array(items) => items.iter().any(holds_pseudonym),
+        Value::Object(members) => members.values().any(holds_pseudonym),
+        _ => false,
+    }
+}
+
 /// Adds the word pseudonyms `text` holds to `seen`, lowercased.
 pub fn note_words(text: &str, seen: &mut HashSet<String>) {
     for (_, word) in alphabetic_runs(text) {

@@ -304,7 +304,10 @@ async fn a_recording_holds_pseudonyms_only_and_replays_offline() {
         .output()
         .unwrap();
     assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
-    assert_eq!(Cassette::open_read_only(&imported).unwrap().pseudonym_keys().unwrap(), std::slice::from_ref(&fingerprint));
+    assert_eq!(
+        Cassette::open_read_only(&imported).unwrap().pseudonym_keys().unwrap(),
+        std::slice::from_ref(&fingerprint)
+    );
     for original in originals() {
         assert!(!bytes.contains(&original), "{original} is in the cassette directory");
         assert!(!exported.contains(&original), "{original} is in the export");
@@ -498,4 +501,38 @@ async fn with_the_key_replay_pseudonymizes_what_a_request_sends_and_without_it_s
     assert!(send_as_written(&other.url).await.is_err());
     let (_, log) = other.stop("TERM").await;
     assert!(log.contains("is not the key the cassettes were pseudonymized with"), "{log}");
+}
+
+#[tokio::test]
+async fn verify_compares_as_recording_stores_and_leaves_out_calls_that_send_pseudonyms() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cassettes, config) = (dir.path().join("cassettes"), dir.path().join("config"));
+    record(&cassettes, Some(KEY), &config).await;
+    let (mail_addr, mail_task) = serve(mail).await;
+    let cassette = cassettes.join("default.sqlite");
+    let upstream = format!("http://{mail_addr}");
+    let verify = async |key: Option<&str>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-tape"));
+        command
+            .args(["verify", cassette.to_str().unwrap(), "--include-calls", "--fail-on", "changed"])
+            .args(["--upstream", &upstream])
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("MCP_TAPE_PSEUDONYM_KEY");
+        if let Some(key) = key {
+            command.env("MCP_TAPE_PSEUDONYM_KEY", key);
+        }
+        let output = command.output().await.unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (output.status.code(), text(&output.stdout), text(&output.stderr))
+    };
+    let (code, out, err) = verify(Some(KEY)).await;
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        err.contains("left out 1 request(s) whose params hold pseudonyms") && err.contains("SendMail"),
+        "{err}"
+    );
+    let (code, out, err) = verify(None).await;
+    assert_eq!(code, Some(1), "without the key the live answers differ:\n{out}\n{err}");
+    assert!(err.contains("the live answers are compared as they are"), "{err}");
+    mail_task.abort();
 }

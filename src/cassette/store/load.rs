@@ -51,6 +51,17 @@ pub struct Loaded<J = serde_json::Value> {
     pub pseudonym_keys: Vec<String>,
 }
 
+impl<J> Loaded<J> {
+    /// Notes `keys` among the keys the recordings were pseudonymized with.
+    fn note_keys(&mut self, keys: Vec<String>) {
+        for key in keys {
+            if !self.pseudonym_keys.contains(&key) {
+                self.pseudonym_keys.push(key);
+            }
+        }
+    }
+}
+
 /// What one cassette holds, exchanges as stored.
 #[derive(Debug, Default)]
 pub struct Everything {
@@ -70,7 +81,9 @@ pub struct Everything {
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Error> {
     let mut loaded = Loaded::default();
     for file in files {
-        let everything = Cassette::open_read_only(file)?.read_everything()?;
+        let cassette = Cassette::open_read_only(file)?;
+        let everything = cassette.read_everything()?;
+        loaded.note_keys(cassette.pseudonym_keys()?);
         for exchange in everything.exchanges {
             let damaged =
                 |why| Error::Cassette { path: file.clone(), kind: CassetteError::Damaged { id: 0, why } };
@@ -93,11 +106,7 @@ pub fn load_as_text(files: &[PathBuf]) -> Result<Loaded<Text>, Error> {
     for file in files {
         let cassette = Cassette::open_read_only(file)?;
         let everything = cassette.read_everything()?;
-        for key in cassette.pseudonym_keys()? {
-            if !loaded.pseudonym_keys.contains(&key) {
-                loaded.pseudonym_keys.push(key);
-            }
-        }
+        loaded.note_keys(cassette.pseudonym_keys()?);
         loaded.exchanges.extend(everything.exchanges);
         loaded.service_answers.extend(everything.service_answers);
         loaded.templates.extend(everything.templates);
