@@ -63,6 +63,10 @@ TypeScript SDK and the official conformance suite:
   scripted model server: directly, through `record --model` and on replay
   with both servers stopped, the same run; a changed system prompt fails
   naming the pointer; the key never stored; AzureOpenAI's deployment path;
+- personal data on the tape (pseudonyms.py): the OpenAI Agents SDK through
+  the pytest plugin with --mcp-tape-pseudonymize records no original byte of
+  six people, the same key the same pseudonyms; lint finds a recording in the
+  clear, `mcp-tape pseudonymize` makes it what recording gives; both replay;
 - CI: `mcp-tape test` around a stand-in agent with a miss, its JUnit file
   read by junitparser (the pytest and vitest examples run from the
   installed packages in tests/packaging);
@@ -84,6 +88,7 @@ import clients
 import frameworks
 import imports
 import models
+import pseudonyms
 import soak
 
 from harness import (
@@ -117,10 +122,11 @@ def main():
     parser.add_argument("--python", default=sys.executable, help="Python with the pinned SDKs")
     parser.add_argument("--logs", required=True, help="directory for conformance and daemon logs")
     parser.add_argument("--tools", required=True, help="where setup.sh put the venvs of other recorders")
-    parser.add_argument("--only", choices=["published", "models"],
+    parser.add_argument("--only", choices=["published", "models", "pseudonyms"],
                         help="published: only the checks against published servers (server-everything and "
                              "server-filesystem (npm) over stdio and HTTP, and the frameworks' server on the Python "
-                             "SDK (PyPI)); models: only the checks of the agent's model on the tape")
+                             "SDK (PyPI)); models: only the checks of the agent's model on the tape; pseudonyms: "
+                             "only the checks of personal data on the tape")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
     node_env = dict(os.environ, PATH=os.path.dirname(args.node) + os.pathsep + os.environ["PATH"])
@@ -131,6 +137,9 @@ def main():
         return published_servers(args, node_env, checks)
     if args.only == "models":
         models.run(helpers_of(args, node_env), checks, args.tools)
+        return finished(checks)
+    if args.only == "pseudonyms":
+        pseudonyms.run(helpers_of(args, node_env), checks, args.tools)
         return finished(checks)
 
     with tempfile.TemporaryDirectory() as empty:
@@ -216,6 +225,7 @@ def main():
     imports.run(helpers_of(args, node_env), checks, args.tools)
     frameworks.run(helpers_of(args, node_env), checks, args.tools)
     models.run(helpers_of(args, node_env), checks, args.tools)
+    pseudonyms.run(helpers_of(args, node_env), checks, args.tools)
     with tempfile.TemporaryDirectory() as cassettes:
         run_process([args.binary, "import", FIXTURE, "--cassette", os.path.join(cassettes, "mail.sqlite")],
                     CLIENT_TIMEOUT_S)

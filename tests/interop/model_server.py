@@ -11,7 +11,9 @@ frameworks_agents.py from the messages it is sent, as a model would.
   first message the tool result lists; after that, `send_invite` with the
   event id the result names; then it answers in text. Offered other tools,
   it calls the first with the user's last word as `query`, then answers
-  with the tool's result. `"stream": true` gets
+  with the tool's result; offered `send_mail` (people_server.py's tools), it
+  lists the mail, answers the first message's sender by name and address,
+  then says so. `"stream": true` gets
   the same as Server-Sent Events (chunks, then `data: [DONE]`).
 - `POST /v1/messages`: Anthropic's Messages shape, a text answer naming how
   many messages it was sent.
@@ -50,6 +52,8 @@ def next_move(messages, tools):
     agent's tools on offer it plays that agent; with others, it calls the first with the last word the user
     wrote as its `query`, then answers with what the tool said."""
     results = step_of(messages)
+    if "send_mail" in tools:
+        return mail_move(results)
     if "list_messages" not in tools:
         if results:
             return None, f"Found {results[0]}"
@@ -67,6 +71,22 @@ def next_move(messages, tools):
                                "body": "Join me for the review."}
     invited = re.search(r"evt-[0-9a-f]{8}", results[2])
     return None, f"Invited Bob to {invited.group(0) if invited else 'the review'}."
+
+
+def mail_move(results):
+    """The mail agent of pseudonyms.py: lists the mail, answers the sender of the first message by name and
+    address, then says so, quoting both."""
+    if not results:
+        return "list_messages", {}
+    listed = json.loads(results[0])
+    # A framework may hand the tool's content item over whole: the messages are its text.
+    while isinstance(listed, (dict, list)) and "value" not in listed:
+        listed = json.loads(listed["text"] if isinstance(listed, dict) else listed[0]["text"])
+    first = listed["value"][0]["from"]["emailAddress"]
+    given = first["name"].split(" ")[0]
+    if len(results) == 1:
+        return "send_mail", {"to": first["address"], "body": f"Hi {given}, the budget is fine."}
+    return None, f"Answered {first['name']} ({first['address']}): {given} has the budget."
 
 
 def offered(request):

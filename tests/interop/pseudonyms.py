@@ -1,0 +1,203 @@
+"""Personal data on the tape (part of interop.py): a pytest test of an agent
+on the OpenAI Agents SDK, with its real OpenAI provider (OpenAIChatCompletionsModel
+on AsyncOpenAI) and the official Python SDK's client under MCPServerStreamableHttp,
+run through the pytest plugin (`-p mcp_tape.pytest_plugin`, the checkout's) against
+people_server.py (six people in Graph's members, the tool's text and free text) and
+model_server.py (a scripted model that answers the first sender by name and address):
+
+- recorded with `--mcp-tape-pseudonymize`: no original name, address, id,
+  phone, the tenant's id or domain, in any letter case, nor the key, in any
+  byte of the cassette directory or its export; `mcp-tape lint` finds nothing;
+  the test passes again on replay with both servers stopped and no key;
+- recorded again with the same key: the same cassette export; with another
+  key: other pseudonyms;
+- recorded without the flag: `mcp-tape lint` exits 1 naming pointers and the
+  kinds email, guid, name and phone, printing no whole address; `mcp-tape
+  pseudonymize` makes it lint clean, gives the pseudonyms recording with the
+  key gives, and the test still replays.
+"""
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+KEY = "sk-proj-" + "People0Test1Key2Not3Real" * 3
+PSEUDONYM_KEY = "the interop checks' pseudonym key"
+OTHER_PSEUDONYM_KEY = "another pseudonym key for the interop checks"
+
+TEST = '''import os
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from agents.mcp import MCPServerStreamableHttp
+from openai import AsyncOpenAI
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_agent_answers_the_newest_mail(mcp_tape, mcp_tape_model):
+    set_tracing_disabled(True)
+    key = os.environ.get("OPENAI_API_KEY", "replay")
+    async with AsyncOpenAI(base_url=mcp_tape_model("openai"), api_key=key) as client:
+        model = OpenAIChatCompletionsModel(model="gpt-test", openai_client=client)
+        async with MCPServerStreamableHttp({"url": f"{mcp_tape}/mcp"}, client_session_timeout_seconds=30) as mail:
+            agent = Agent(name="mail", instructions="You answer the user's mail.", model=model, mcp_servers=[mail])
+            result = await Runner.run(agent, "Answer the newest mail.", max_turns=6)
+    assert result.final_output.startswith("Answered "), result.final_output
+    print("ANSWER", result.final_output)
+'''
+
+
+def originals():
+    """Every original value people_server.py names, lowercased."""
+    import people_server
+
+    found = [people_server.TENANT, people_server.DOMAIN, "northwind"]
+    for given, surname, user, phone in people_server.PEOPLE:
+        found += [given.lower(), surname.lower(), people_server.address(given, surname), user, phone,
+                  "".join(c for c in phone if c.isdigit())]
+    return found
+
+
+def people_in(exported):
+    """Each sender's name, address, user id and phone, and the tenant id, as the export of a recording holds
+    the list_messages answer."""
+    for line in exported.splitlines():
+        exchange = json.loads(line)
+        if exchange.get("request", {}).get("params", {}).get("name") == "list_messages":
+            listed = json.loads(exchange["messages"][-1]["body"]["result"]["content"][0]["text"])
+            return [(m["from"]["emailAddress"]["name"], m["from"]["emailAddress"]["address"], m["sender"]["id"],
+                     m["sender"]["mobilePhone"], m["tenantId"]) for m in listed["value"]]
+    raise AssertionError("no list_messages exchange in the export")
+
+
+def all_bytes(directory):
+    """Every byte of every file under `directory` (-wal and -shm included), lowercased."""
+    text = ""
+    for place, _, files in os.walk(directory):
+        for name in files:
+            with open(os.path.join(place, name), "rb") as stored:
+                text += stored.read().decode("utf-8", "replace").lower()
+    return text
+
+
+def run(h, checks, tools):
+    import sys
+
+    sys.path.insert(0, HERE)
+    python = os.path.join(tools, "venv-frameworks", "bin", "python")
+    work = tempfile.mkdtemp(prefix="mcp-tape-pseudonyms-")
+    config = os.path.join(work, "config")
+    with open(os.path.join(work, "test_people.py"), "w") as test:
+        test.write(TEST)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "packaging", "python"), MCP_TAPE_BIN=h.args_binary,
+               XDG_CONFIG_HOME=config, OPENAI_API_KEY=KEY)
+    for name in [name for name in env if name.startswith("MCP_TAPE_") and name != "MCP_TAPE_BIN"]:
+        del env[name]
+
+    def process(command, key, *dropped):
+        """`command` run in the project, with the pseudonym key `key` (None: none); its code and output."""
+        variables = dict(env, MCP_TAPE_PSEUDONYM_KEY=key or "")
+        for name in ([] if key else ["MCP_TAPE_PSEUDONYM_KEY"]) + list(dropped):
+            del variables[name]
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=variables,
+                              cwd=work, timeout=h.CLIENT_TIMEOUT_S)
+        return done.returncode, done.stdout, done.stderr
+
+    def pytest(cassettes, *extra, key=PSEUDONYM_KEY, dropped=()):
+        command = [python, "-m", "pytest", "-p", "mcp_tape.pytest_plugin", "-p", "no:cacheprovider", "-q", "-s",
+                   "test_people.py", "--mcp-tape-cassettes", cassettes, *extra]
+        code, out, err = process(command, key, *dropped)
+        assert code == 0, out[-4000:] + err[-2000:]
+        return out
+
+    def mcp_tape(*args, key=PSEUDONYM_KEY):
+        return process([h.args_binary, *args], key)
+
+    def cassette_of(cassettes):
+        return os.path.join(work, cassettes, "test_people", "test_the_agent_answers_the_newest_mail.sqlite")
+
+    def export(cassettes):
+        code, out, _ = mcp_tape("export", cassette_of(cassettes))
+        assert code == 0, out
+        return out
+
+    model_server = h.Daemon(None, None, [python, os.path.join(HERE, "model_server.py"), "--key", KEY])
+    people = h.Daemon(None, None, [python, os.path.join(HERE, "people_server.py")])
+    try:
+        def record(cassettes, *extra, key=PSEUDONYM_KEY):
+            out = pytest(cassettes, "--mcp-tape-mode", "all", "--mcp-tape-upstream", people.url("/mcp"),
+                         "--mcp-tape-model", f"openai={model_server.url('/v1')}", *extra, key=key)
+            assert "1 passed" in out, out
+            assert "Answered Aleksander Brightwater (aleksander.brightwater@northwind.io)" in out, \
+                "the live agent got the originals: " + out
+
+        def recorded_pseudonymized():
+            record("pseudonymized", "--mcp-tape-pseudonymize")
+            stored = all_bytes(os.path.join(work, "pseudonymized"))
+            exported = export("pseudonymized").lower()
+            for original in originals():
+                assert original not in stored, f"{original} is in the cassette directory"
+                assert original not in exported, f"{original} is in the export"
+            assert PSEUDONYM_KEY.lower() not in stored and PSEUDONYM_KEY.lower() not in exported
+            assert json.loads(exported.splitlines()[0])["pseudonymized"]["key"], exported.splitlines()[0]
+            with sqlite3.connect(f"file:{cassette_of('pseudonymized')}?mode=ro", uri=True) as db:
+                mcp = db.execute("SELECT count(*) FROM exchange WHERE method = 'tools/call'").fetchone()[0]
+                model = db.execute("SELECT count(*) FROM model_exchange").fetchone()[0]
+            assert (mcp, model) == (2, 3), (mcp, model)
+            code, out, err = mcp_tape("lint", cassette_of("pseudonymized"))
+            assert code == 0, out + err
+        checks.run("pseudonyms: the OpenAI Agents SDK (real OpenAI provider, the official Python SDK's client) "
+                   "through the pytest plugin with --mcp-tape-pseudonymize: no original name, address, id, "
+                   "phone, tenant id or domain, nor the key, in any byte of the cassettes or the export; lint "
+                   "finds nothing", recorded_pseudonymized)
+
+        def same_key_same_pseudonyms():
+            record("again", "--mcp-tape-pseudonymize")
+            first, again = people_in(export("pseudonymized")), people_in(export("again"))
+            assert again == first, (again, first)
+            assert len({person[0] for person in first}) == 6, first
+            record("other-key", "--mcp-tape-pseudonymize", key=OTHER_PSEUDONYM_KEY)
+            other = people_in(export("other-key"))
+            assert all(a != b for mine, theirs in zip(first, other) for a, b in zip(mine, theirs)), (first, other)
+        checks.run("pseudonyms: recorded again with the same key, the same six people's pseudonyms (six apart); "
+                   "with another key, others for every name, address, id, phone and the tenant",
+                   same_key_same_pseudonyms)
+
+        def in_the_clear_then_pseudonymized():
+            record("clear")
+            code, out, err = mcp_tape("lint", cassette_of("clear"))
+            assert code == 1, out + err
+            for kind in (" email ", " guid ", " name ", " phone "):
+                assert kind in out, f"lint names{kind}: {out}"
+            assert "northwind.io" not in out, out
+            code, out, err = mcp_tape("pseudonymize", os.path.join(work, "clear"))
+            assert code == 0, out + err
+            code, out, err = mcp_tape("lint", cassette_of("clear"))
+            assert code == 0, out + err
+            assert people_in(export("clear")) == people_in(export("pseudonymized")), \
+                "pseudonymize gives what recording gives"
+        checks.run("pseudonyms: recorded without the flag, lint exits 1 naming email, guid, name and phone and "
+                   "no whole address; mcp-tape pseudonymize makes it lint clean, as recording with the key "
+                   "stores it", in_the_clear_then_pseudonymized)
+    finally:
+        model_server.stop()
+        people.stop()
+
+    def replays_offline():
+        for cassettes in ("pseudonymized", "clear"):
+            out = pytest(cassettes, key=None, dropped=["OPENAI_API_KEY"])
+            assert "1 passed" in out, out
+            assert "Answered " in out and "Aleksander" not in out, out
+    checks.run("pseudonyms: the agent's test replays on both pseudonymized cassettes with both servers stopped "
+               "and no key", replays_offline)
+    shutil.rmtree(work, ignore_errors=True)
