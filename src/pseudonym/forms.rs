@@ -216,10 +216,13 @@ pub(super) fn email(key: &Key, text: &str) -> String {
 /// Whether addresses at `domain` are nobody's: the names RFC 2606 keeps for
 /// examples and tests (a pseudonym's `.example` among them).
 pub fn is_reserved_domain(domain: &str) -> bool {
-    let lower = domain.trim_end_matches('.').to_ascii_lowercase();
-    let label = |top: &str| lower == top || lower.ends_with(&format!(".{top}"));
-    ["example", "test", "invalid", "localhost"].iter().any(|top| label(top))
-        || ["example.com", "example.net", "example.org"].iter().any(|name| label(name))
+    let domain = domain.trim_end_matches('.');
+    let is = |name: &str| {
+        let at = domain.len().wrapping_sub(name.len());
+        domain.get(at..).is_some_and(|end| end.eq_ignore_ascii_case(name))
+            && (at == 0 || domain.as_bytes().get(at.wrapping_sub(1)) == Some(&b'.'))
+    };
+    ["example", "test", "invalid", "localhost", "example.com", "example.net", "example.org"].into_iter().any(is)
 }
 
 #[cfg(test)]

@@ -27,7 +27,6 @@ mod key;
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use regex::Regex;
 use serde_json::Value;
 
@@ -91,7 +90,7 @@ pub enum Scope {
 }
 
 /// How a member's value is made a pseudonym.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Form {
     /// Each word and each run of digits.
     Words,
@@ -101,6 +100,19 @@ enum Form {
     Domain,
     Phone,
     Guid,
+}
+
+impl Form {
+    /// Its place among the forms, 0 to 4.
+    fn index(self) -> usize {
+        match self {
+            Form::Words => 0,
+            Form::Email => 1,
+            Form::Domain => 2,
+            Form::Phone => 3,
+            Form::Guid => 4,
+        }
+    }
 }
 
 /// What a member holds: the form its value takes, whether the words of
@@ -222,52 +234,144 @@ fn pointer_of(segments: &[Segment]) -> String {
 }
 
 /// Addresses and GUIDs, anywhere in a string.
-static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)(?P<email>[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+)|(?P<guid>\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)",
-    )
-    .expect("the shapes are a regular expression")
+static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)[a-z0-9][a-z0-9._%+-]*@[a-z0-9-]+(?:\.[a-z0-9-]+)+")
+        .expect("an address is a regular expression")
+});
+
+/// GUIDs, anywhere in a string.
+static GUID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+        .expect("a GUID is a regular expression")
 });
 
 /// A value found in a string by its shape: an address at a domain of
-/// somebody's, or a GUID that is no pseudonym.
+/// somebody's, or a GUID that is no pseudonym. An expression runs only on
+/// a string holding its `@` or `-`.
 fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Form, Kind)> + '_ {
-    SHAPES.captures_iter(text).filter_map(|found| {
-        if let Some(email) = found.name("email") {
-            let domain = email.as_str().rsplit_once('@').map_or("", |(_, domain)| domain);
-            (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Form::Email, Kind::Email))
-        } else {
-            let guid = found.name("guid")?;
-            (!is_guid_pseudonym(guid.as_str())).then_some((guid.start(), guid.end(), Form::Guid, Kind::Guid))
-        }
-    })
+    let holds = |byte| memchr::memchr(byte, text.as_bytes()).is_some();
+    let emails = if holds(b'@') { EMAIL.find_iter(text) } else { EMAIL.find_iter("") };
+    let guids = if holds(b'-') { GUID.find_iter(text) } else { GUID.find_iter("") };
+    let emails = emails.filter_map(|email| {
+        let domain = email.as_str().rsplit_once('@').map_or("", |(_, domain)| domain);
+        (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Form::Email, Kind::Email))
+    });
+    let guids = guids.filter(|guid| !is_guid_pseudonym(guid.as_str()));
+    emails.chain(guids.map(|guid| (guid.start(), guid.end(), Form::Guid, Kind::Guid)))
 }
 
-/// The values found so far in a run, to be found again anywhere.
-#[derive(Default)]
-struct Known {
-    /// Each value (lowercased) and the form its pseudonym takes.
+/// The values found so far in a run, to be found again anywhere. A value
+/// is held by its tokens' text (from its first letter or digit to its
+/// last), lowercased: a string is read token by token (runs of letters
+/// and digits), and a match grows from a token while what it has read is
+/// the start of a known value.
+#[derive(Clone, Default)]
+struct Lookup {
+    /// Each value and the form its pseudonym takes.
     values: FastMap<String, Form>,
-    /// An automaton over `values`, built again once one is added.
-    matcher: Option<Arc<Matcher>>,
-    /// Each pseudonym given (lowercased) and the value it stands for, as a
-    /// hash: two values with one pseudonym are a collision.
+    /// The starts, a whole token or more, of the values of several tokens.
+    prefixes: HashSet<String, foldhash::fast::RandomState>,
+}
+
+impl Lookup {
+    /// What `value` is held by.
+    fn key(value: &str) -> String {
+        value.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()
+    }
+
+    /// Adds `value` to be found again, in `form`.
+    fn add(&mut self, value: &str, form: Form) {
+        let key = Lookup::key(value);
+        if key.is_empty() || self.values.contains_key(&key) {
+            return;
+        }
+        let tokens = tokens(&key);
+        for &(_, end) in &tokens[..tokens.len().saturating_sub(1)] {
+            self.prefixes.insert(key[..end].to_owned());
+        }
+        self.values.insert(key, form);
+    }
+
+    /// Adds to `spans` the known values in `text`: each token's longest match.
+    fn found(&self, text: &str, spans: &mut Vec<(usize, usize, Form)>) {
+        if self.values.is_empty() {
+            return;
+        }
+        let tokens = tokens(text);
+        let mut read = String::new();
+        for (i, &(start, end)) in tokens.iter().enumerate() {
+            read.clear();
+            push_lowercase(&text[start..end], &mut read);
+            let mut longest = self.values.get(&read).map(|form| (end, *form));
+            let mut at = i;
+            while at + 1 < tokens.len() && self.prefixes.contains(&read) {
+                at += 1;
+                push_lowercase(&text[tokens[at - 1].1..tokens[at].1], &mut read);
+                if let Some(form) = self.values.get(&read) {
+                    longest = Some((tokens[at].1, *form));
+                }
+            }
+            if let Some((end, form)) = longest {
+                spans.push((start, end, form));
+            }
+        }
+    }
+}
+
+/// The runs of letters and digits of `text`: where each starts and ends.
+fn tokens(text: &str) -> Vec<(usize, usize)> {
+    let mut tokens = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                tokens.push((from, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        tokens.push((from, text.len()));
+    }
+    tokens
+}
+
+/// Appends `text` lowercased to `out`.
+fn push_lowercase(text: &str, out: &mut String) {
+    if text.is_ascii() {
+        out.extend(text.bytes().map(|b| char::from(b.to_ascii_lowercase())));
+    } else {
+        out.extend(text.chars().flat_map(char::to_lowercase));
+    }
+}
+
+/// The pseudonyms a run has worked out: each by form and value as
+/// written (the same people come back answer after answer), and each
+/// pseudonym given with the value it stands for, as a hash: two values
+/// with one pseudonym are a collision.
+#[derive(Default)]
+struct Made {
+    /// By form ([`Form::index`]), then value.
+    by_value: [FastMap<String, Arc<str>>; 5],
     given: FastMap<String, u64>,
     collisions: u64,
 }
 
-/// An automaton over the known values, with each pattern's value and form.
-struct Matcher {
-    automaton: AhoCorasick,
-    patterns: Vec<Form>,
-}
+/// Pseudonyms worked out that are kept at most; past it they are worked
+/// out again.
+const MAX_MADE: usize = 1 << 20;
 
 /// Pseudonyms of one key for a run: what it has found so far is found
 /// again in every message after.
 pub struct Pseudonyms {
     key: Key,
     fields: Vec<String>,
-    known: Mutex<Known>,
+    /// What the run has found so far; a message is pseudonymized with what
+    /// was known when it began.
+    known: Mutex<Arc<Lookup>>,
+    made: Mutex<Made>,
     /// Replaying: the word pseudonyms the cassettes hold (lowercased). A
     /// word of a live request whose pseudonym is among them is a value
     /// the recording found, and is given it.
@@ -283,15 +387,17 @@ impl std::fmt::Debug for Pseudonyms {
 impl Pseudonyms {
     /// Pseudonyms under `key`, finding what `settings` adds.
     pub fn new(key: Key, settings: &Settings) -> Pseudonyms {
-        let pseudonyms =
-            Pseudonyms { key, fields: settings.fields.clone(), known: Mutex::default(), seen: None };
-        {
-            let mut known = lock(&pseudonyms.known);
-            for term in &settings.terms {
-                known.add(term, Form::Words);
-            }
+        let mut lookup = Lookup::default();
+        for term in &settings.terms {
+            lookup.add(term, Form::Words);
         }
-        pseudonyms
+        Pseudonyms {
+            key,
+            fields: settings.fields.clone(),
+            known: Mutex::new(Arc::new(lookup)),
+            made: Mutex::default(),
+            seen: None,
+        }
     }
 
     /// The same pseudonyms, replaying cassettes that hold the word
@@ -308,19 +414,31 @@ impl Pseudonyms {
 
     /// How many times two values got one pseudonym in this run.
     pub fn collisions(&self) -> u64 {
-        lock(&self.known).collisions
+        lock(&self.made).collisions
     }
 
     /// Learns the personal values `message` (of `scope`) holds in its
     /// members, and the domains of the addresses it holds, so that they
     /// are found in every message pseudonymized after.
     pub fn learn(&self, message: &Value, scope: Scope) {
+        // Only what is not known yet is kept: the same people come back answer after answer.
+        let held = Arc::clone(&lock(&self.known));
+        let mut read = String::new();
+        let mut new = |value: &str| {
+            read.clear();
+            push_lowercase(value.trim_matches(|c: char| !c.is_alphanumeric()), &mut read);
+            !held.values.contains_key(&read)
+        };
         let mut found = Vec::new();
         walk(message, scope, &mut Vec::new(), &self.fields, 0, &mut |text, member, _| match member {
-            Some(member) => found.push((text.trim().to_owned(), member)),
+            // A name's words are learned with it, an address's domain stands for it.
+            Some(member) if new(if member.form == Form::Email { domain_of(text) } else { text }) => {
+                found.push((text.trim().to_owned(), member));
+            }
+            Some(_) => {}
             None => {
                 for (start, end, form, _) in shapes(text) {
-                    if form == Form::Email {
+                    if form == Form::Email && new(domain_of(&text[start..end])) {
                         found.push((
                             text[start..end].to_owned(),
                             Member { form, name: false, kind: Kind::Email, linted: true },
@@ -333,23 +451,38 @@ impl Pseudonyms {
             return;
         }
         let mut known = lock(&self.known);
+        // Copied only when something is new: the same people come back answer after answer.
+        let mut added: Option<Lookup> = None;
+        let mut add = |value: &str, form| {
+            let key = Lookup::key(value);
+            let held = |lookup: &Lookup| lookup.values.contains_key(&key);
+            if !held(&known) && !added.as_ref().is_some_and(held) {
+                added.get_or_insert_with(|| Lookup::clone(&known)).add(value, form);
+            }
+        };
         for (value, member) in found {
             if value.is_empty() || already_pseudonym(&value, member.form) {
                 continue;
             }
-            known.add(&value, member.form);
-            if member.form == Form::Email
-                && let Some((_, domain)) = value.rsplit_once('@')
-            {
-                known.add(domain, Form::Domain);
+            match member.form {
+                // An address is found by its shape anywhere; its domain is found as a value.
+                Form::Email => {
+                    if let Some((_, domain)) = value.rsplit_once('@') {
+                        add(domain, Form::Domain);
+                    }
+                }
+                form => add(&value, form),
             }
             if member.name {
                 for word in value.split(|c: char| !c.is_alphabetic()) {
                     if word.chars().count() >= MIN_ALONE_LETTERS && !is_word_pseudonym(word) {
-                        known.add(word, Form::Words);
+                        add(word, Form::Words);
                     }
                 }
             }
+        }
+        if let Some(added) = added {
+            *known = Arc::new(added);
         }
     }
 
@@ -357,15 +490,15 @@ impl Pseudonyms {
     /// pseudonym: what [`Pseudonyms::learn`] found, addresses and GUIDs.
     /// The protocol's members are left alone.
     pub fn pseudonymize(&self, message: &mut Value, scope: Scope) {
-        let matcher = lock(&self.known).matcher();
-        self.replace_in(message, scope, &mut Vec::new(), matcher.as_deref(), 0);
+        let known = Arc::clone(&lock(&self.known));
+        self.replace_in(message, scope, &mut Vec::new(), &known, 0);
     }
 
     /// `text` that is not JSON, with every personal value in it given its
     /// pseudonym (JSON in it is not read as JSON).
     pub fn pseudonymize_text(&self, text: &str) -> String {
-        let matcher = lock(&self.known).matcher();
-        self.replace_text(text, matcher.as_deref())
+        let known = Arc::clone(&lock(&self.known));
+        self.replaced(text, &known).unwrap_or_else(|| text.to_owned())
     }
 
     /// Learns what `text` holds, read as JSON if it is JSON.
@@ -414,7 +547,7 @@ impl Pseudonyms {
         value: &mut Value,
         scope: Scope,
         pointer: &mut Vec<Segment>,
-        matcher: Option<&Matcher>,
+        known: &Lookup,
         nesting: usize,
     ) {
         match value {
@@ -424,49 +557,39 @@ impl Pseudonyms {
                         continue;
                     }
                     pointer.push(Segment::Key(key.clone()));
-                    self.replace_in(member, scope, pointer, matcher, nesting);
+                    self.replace_in(member, scope, pointer, known, nesting);
                     pointer.pop();
                 }
             }
             Value::Array(items) => {
                 for (index, item) in items.iter_mut().enumerate() {
                     pointer.push(Segment::Index(index));
-                    self.replace_in(item, scope, pointer, matcher, nesting);
+                    self.replace_in(item, scope, pointer, known, nesting);
                     pointer.pop();
                 }
             }
             Value::String(text) => {
                 if let Some(mut nested) = nested_json(text, nesting) {
                     let before = nested.clone();
-                    self.replace_in(&mut nested, Scope::Data, &mut Vec::new(), matcher, nesting + 1);
+                    self.replace_in(&mut nested, Scope::Data, &mut Vec::new(), known, nesting + 1);
                     if nested != before {
                         *text = scan::rewrite(text, &nested);
                     }
-                } else {
-                    let replaced = self.replace_text(text, matcher);
-                    if replaced != *text {
-                        *text = replaced;
-                    }
+                } else if let Some(replaced) = self.replaced(text, known) {
+                    *text = replaced;
                 }
             }
             _ => {}
         }
     }
 
-    /// `text` with each address, GUID and known value given its pseudonym:
-    /// leftmost first, the longest of those that start together.
-    fn replace_text(&self, text: &str, matcher: Option<&Matcher>) -> String {
+    /// `text` with each address, GUID and known value given its pseudonym
+    /// (leftmost first, the longest of those that start together); `None`
+    /// when nothing in it changes.
+    fn replaced(&self, text: &str, known: &Lookup) -> Option<String> {
         let mut spans: Vec<(usize, usize, Form)> =
             shapes(text).map(|(start, end, form, _)| (start, end, form)).collect();
-        if let Some(matcher) = matcher {
-            for found in matcher.automaton.find_overlapping_iter(text) {
-                let (start, end) = (found.start(), found.end());
-                let form = matcher.patterns[found.pattern().as_usize()];
-                if bounded(text, start, end, form) {
-                    spans.push((start, end, form));
-                }
-            }
-        }
+        known.found(text, &mut spans);
         if let Some(seen) = &self.seen {
             for (start, word) in alphabetic_runs(text) {
                 if !is_word_pseudonym(word) && seen.contains(&forms::word(&self.key, &word.to_lowercase())) {
@@ -475,7 +598,7 @@ impl Pseudonyms {
             }
         }
         if spans.is_empty() {
-            return text.to_owned();
+            return None;
         }
         spans.sort_by_key(|&(start, end, _)| (start, std::cmp::Reverse(end)));
         let mut out = String::with_capacity(text.len() + text.len() / 4);
@@ -489,69 +612,44 @@ impl Pseudonyms {
             at = end;
         }
         out.push_str(&text[at..]);
-        out
+        Some(out)
     }
 
     /// The pseudonym of `value` in `form`, noted to find collisions.
-    fn pseudonym(&self, value: &str, form: Form) -> String {
-        let pseudonym = match form {
+    fn pseudonym(&self, value: &str, form: Form) -> Arc<str> {
+        let cached = lock(&self.made).by_value[form.index()].get(value).cloned();
+        if let Some(pseudonym) = cached {
+            return pseudonym;
+        }
+        let pseudonym: Arc<str> = match form {
             Form::Guid => forms::guid(&self.key, value),
             Form::Words => forms::words(&self.key, value),
             Form::Email => forms::email(&self.key, value),
             Form::Domain => forms::domain(&self.key, value),
             Form::Phone => forms::phone(&self.key, value),
-        };
+        }
+        .into();
         let (lower, given) = (value.to_lowercase(), pseudonym.to_lowercase());
+        let mut made = lock(&self.made);
         if lower != given {
             let digest = digest(&lower);
-            let mut known = lock(&self.known);
-            let seen = *known.given.entry(given).or_insert(digest);
-            if seen != digest {
-                known.collisions += 1;
+            if *made.given.entry(given).or_insert(digest) != digest {
+                made.collisions += 1;
                 tracing::error!("two values were given one pseudonym; this recording cannot tell them apart");
             }
         }
+        let by_value = &mut made.by_value[form.index()];
+        if by_value.len() >= MAX_MADE {
+            by_value.clear();
+        }
+        by_value.insert(value.to_owned(), Arc::clone(&pseudonym));
         pseudonym
     }
 }
 
-impl Known {
-    /// Adds `value` to be found again, in `form`.
-    fn add(&mut self, value: &str, form: Form) {
-        let lower = value.trim().to_lowercase();
-        if lower.is_empty() || self.values.contains_key(&lower) {
-            return;
-        }
-        self.values.insert(lower, form);
-        self.matcher = None;
-    }
-
-    /// The automaton over the values known now (built once per change).
-    fn matcher(&mut self) -> Option<Arc<Matcher>> {
-        if self.values.is_empty() {
-            return None;
-        }
-        if self.matcher.is_none() {
-            let mut patterns = Vec::with_capacity(self.values.len() * 2);
-            let mut forms = Vec::with_capacity(self.values.len() * 2);
-            for (value, form) in &self.values {
-                patterns.push(value.clone());
-                forms.push(*form);
-                let upper = value.to_uppercase();
-                if !upper.is_ascii() {
-                    patterns.push(upper);
-                    forms.push(*form);
-                }
-            }
-            let automaton = AhoCorasick::builder()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::Standard)
-                .build(&patterns)
-                .ok()?;
-            self.matcher = Some(Arc::new(Matcher { automaton, patterns: forms }));
-        }
-        self.matcher.clone()
-    }
+/// The domain of the address `address` (empty for none).
+fn domain_of(address: &str) -> &str {
+    address.rsplit_once('@').map_or("", |(_, domain)| domain)
 }
 
 /// Each run of letters in `text`, with where it starts.
@@ -580,9 +678,7 @@ pub fn holds_pseudonym(value: &Value) -> bool {
     match value {
         Value::String(text) => {
             alphabetic_runs(text).any(|(_, word)| is_word_pseudonym(word))
-                || SHAPES
-                    .captures_iter(text)
-                    .any(|found| found.name("guid").is_some_and(|guid| is_guid_pseudonym(guid.as_str())))
+                || GUID.find_iter(text).any(|guid| is_guid_pseudonym(guid.as_str()))
         }
         Value::Array(items) => items.iter().any(holds_pseudonym),
         Value::Object(members) => members.values().any(holds_pseudonym),
