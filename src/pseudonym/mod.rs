@@ -264,13 +264,19 @@ fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Form, Kind)> + '_ {
 /// is held by its tokens' text (from its first letter or digit to its
 /// last), lowercased: a string is read token by token (runs of letters
 /// and digits), and a match grows from a token while what it has read is
-/// the start of a known value.
+/// the start of a known value. What is held is a 64-bit hash of that
+/// text, so that a token not known costs one probe of a small entry.
 #[derive(Clone, Default)]
 struct Lookup {
-    /// Each value and the form its pseudonym takes.
-    values: FastMap<String, Form>,
-    /// The starts, a whole token or more, of the values of several tokens.
-    prefixes: HashSet<String, foldhash::fast::RandomState>,
+    held: FastMap<u64, Held>,
+}
+
+/// What a text's hash stands for: a value (and its form), the start of a
+/// longer one, or both.
+#[derive(Clone, Copy, Default)]
+struct Held {
+    form: Option<Form>,
+    start: bool,
 }
 
 impl Lookup {
@@ -279,22 +285,33 @@ impl Lookup {
         value.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()
     }
 
+    /// The hash `key` is held by.
+    fn hash(key: &str) -> u64 {
+        use std::hash::BuildHasher;
+        foldhash::quality::FixedState::with_seed(0x7073_6575_646f_6e79).hash_one(key)
+    }
+
+    /// Whether the value of `key` ([`Lookup::key`]) is known.
+    fn knows(&self, key: &str) -> bool {
+        self.held.get(&Lookup::hash(key)).is_some_and(|held| held.form.is_some())
+    }
+
     /// Adds `value` to be found again, in `form`.
     fn add(&mut self, value: &str, form: Form) {
         let key = Lookup::key(value);
-        if key.is_empty() || self.values.contains_key(&key) {
+        if key.is_empty() || self.knows(&key) {
             return;
         }
         let tokens = tokens(&key);
         for &(_, end) in &tokens[..tokens.len().saturating_sub(1)] {
-            self.prefixes.insert(key[..end].to_owned());
+            self.held.entry(Lookup::hash(&key[..end])).or_default().start = true;
         }
-        self.values.insert(key, form);
+        self.held.entry(Lookup::hash(&key)).or_default().form = Some(form);
     }
 
     /// Adds to `spans` the known values in `text`: each token's longest match.
     fn found(&self, text: &str, spans: &mut Vec<(usize, usize, Form)>) {
-        if self.values.is_empty() {
+        if self.held.is_empty() {
             return;
         }
         let tokens = tokens(text);
@@ -302,13 +319,15 @@ impl Lookup {
         for (i, &(start, end)) in tokens.iter().enumerate() {
             read.clear();
             push_lowercase(&text[start..end], &mut read);
-            let mut longest = self.values.get(&read).map(|form| (end, *form));
+            let mut held = self.held.get(&Lookup::hash(&read)).copied().unwrap_or_default();
+            let mut longest = held.form.map(|form| (end, form));
             let mut at = i;
-            while at + 1 < tokens.len() && self.prefixes.contains(&read) {
+            while held.start && at + 1 < tokens.len() {
                 at += 1;
                 push_lowercase(&text[tokens[at - 1].1..tokens[at].1], &mut read);
-                if let Some(form) = self.values.get(&read) {
-                    longest = Some((tokens[at].1, *form));
+                held = self.held.get(&Lookup::hash(&read)).copied().unwrap_or_default();
+                if let Some(form) = held.form {
+                    longest = Some((tokens[at].1, form));
                 }
             }
             if let Some((end, form)) = longest {
@@ -427,7 +446,7 @@ impl Pseudonyms {
         let mut new = |value: &str| {
             read.clear();
             push_lowercase(value.trim_matches(|c: char| !c.is_alphanumeric()), &mut read);
-            !held.values.contains_key(&read)
+            !held.knows(&read)
         };
         let mut found = Vec::new();
         walk(message, scope, &mut Vec::new(), &self.fields, 0, &mut |text, member, _| match member {
@@ -455,7 +474,7 @@ impl Pseudonyms {
         let mut added: Option<Lookup> = None;
         let mut add = |value: &str, form| {
             let key = Lookup::key(value);
-            let held = |lookup: &Lookup| lookup.values.contains_key(&key);
+            let held = |lookup: &Lookup| lookup.knows(&key);
             if !held(&known) && !added.as_ref().is_some_and(held) {
                 added.get_or_insert_with(|| Lookup::clone(&known)).add(value, form);
             }
