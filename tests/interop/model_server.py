@@ -79,9 +79,12 @@ def mail_move(results):
     if not results:
         return "list_messages", {}
     listed = json.loads(results[0])
-    # A framework may hand the tool's content item over whole: the messages are its text.
-    while isinstance(listed, (dict, list)) and "value" not in listed:
-        listed = json.loads(listed["text"] if isinstance(listed, dict) else listed[0]["text"])
+    # A framework may hand the tool's content item over whole, or the text as a JSON string.
+    while not (isinstance(listed, dict) and "value" in listed):
+        if isinstance(listed, str):
+            listed = json.loads(listed)
+        else:
+            listed = json.loads(listed["text"] if isinstance(listed, dict) else listed[0]["text"])
     first = listed["value"][0]["from"]["emailAddress"]
     given = first["name"].split(" ")[0]
     if len(results) == 1:

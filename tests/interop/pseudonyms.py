@@ -14,7 +14,12 @@ model_server.py (a scripted model that answers the first sender by name and addr
 - recorded without the flag: `mcp-tape lint` exits 1 naming pointers and the
   kinds email, guid, name and phone, printing no whole address; `mcp-tape
   pseudonymize` makes it lint clean, gives the pseudonyms recording with the
-  key gives, and the test still replays.
+  key gives, and the test still replays;
+- a vitest test of the same agent on the official TypeScript SDK's client and
+  the Vercel AI SDK with its real OpenAI provider, through the vitest helper
+  (the npm package's files) with `useTape({ pseudonymize: true })`: no
+  original byte in its cassette, lint clean, the Python run's pseudonyms;
+  it replays with both servers stopped and no key.
 """
 
 import json
@@ -55,6 +60,42 @@ async def test_the_agent_answers_the_newest_mail(mcp_tape, mcp_tape_model):
     assert result.final_output.startswith("Answered "), result.final_output
     print("ANSWER", result.final_output)
 '''
+
+
+VITEST_TEST = """import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, jsonSchema, stepCountIs, tool } from "ai";
+import { expect, test } from "vitest";
+import { useTape } from "mcp-tape/vitest";
+
+const tape = useTape({ pseudonymize: true });
+
+test("the agent answers the newest mail", async () => {
+  const client = new Client({ name: "people-agent", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${tape.url}/mcp`)));
+  try {
+    const listed = await client.listTools();
+    const tools = Object.fromEntries(listed.tools.map((offered) => [offered.name, tool({
+      description: offered.description,
+      inputSchema: jsonSchema(offered.inputSchema),
+      execute: async (args) => {
+        const result = await client.callTool({ name: offered.name, arguments: args });
+        return result.content.map((part) => part.text).join("");
+      },
+    })]));
+    const openai = createOpenAI({ baseURL: tape.model("openai"), apiKey: process.env.OPENAI_API_KEY ?? "replay" });
+    const { text } = await generateText({
+      model: openai.chat("gpt-test"), system: "You answer the user's mail.", prompt: "Answer the newest mail.",
+      tools, stopWhen: stepCountIs(6), maxRetries: 0,
+    });
+    console.log("ANSWER", text);
+    expect(text.startsWith("Answered ")).toBe(true);
+  } finally {
+    await client.close();
+  }
+});
+"""
 
 
 def originals():
@@ -192,6 +233,58 @@ def run(h, checks, tools):
     finally:
         model_server.stop()
         people.stop()
+
+    vitest_project = tempfile.mkdtemp(prefix=".vitest-pseudonyms-", dir=HERE)
+    try:
+        # The helper as the npm package ships it; vitest, the SDKs and the AI SDK from the interop install above.
+        shutil.copytree(os.path.join(ROOT, "packaging", "npm", "mcp-tape"),
+                        os.path.join(vitest_project, "node_modules", "mcp-tape"), ignore=shutil.ignore_patterns("bin"))
+        with open(os.path.join(vitest_project, "people.test.mjs"), "w") as test:
+            test.write(VITEST_TEST)
+
+        def vitest(key, **variables):
+            command = [h.args_node, os.path.join(HERE, "node_modules", "vitest", "vitest.mjs"), "run"]
+            environment = dict(env, NO_COLOR="1", **variables)
+            environment.pop("OPENAI_API_KEY")
+            environment.update({"MCP_TAPE_PSEUDONYM_KEY": key} if key else {})
+            environment.update({"OPENAI_API_KEY": KEY} if key else {})
+            done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                  env=environment, cwd=vitest_project, timeout=h.CLIENT_TIMEOUT_S)
+            assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+            return done.stdout + done.stderr
+
+        model_server = h.Daemon(None, None, [python, os.path.join(HERE, "model_server.py"), "--key", KEY])
+        people = h.Daemon(None, None, [python, os.path.join(HERE, "people_server.py")])
+        try:
+            def vitest_records():
+                out = vitest(PSEUDONYM_KEY, MCP_TAPE_MODE="all", MCP_TAPE_UPSTREAM=people.url("/mcp"),
+                             MCP_TAPE_MODEL=f"openai={model_server.url('/v1')}")
+                assert "ANSWER Answered Aleksander Brightwater (aleksander.brightwater@northwind.io)" in out, out
+                stored = all_bytes(os.path.join(vitest_project, "cassettes"))
+                for original in originals():
+                    assert original not in stored, f"{original} is in the vitest cassette"
+                recorded = [os.path.join(place, name) for place, _, names in
+                            os.walk(os.path.join(vitest_project, "cassettes")) for name in names]
+                assert len(recorded) == 1 and recorded[0].endswith(".sqlite"), recorded
+                vitest_cassette = recorded[0]
+                code, out, err = mcp_tape("lint", vitest_cassette)
+                assert code == 0, out + err
+                code, out, err = mcp_tape("export", vitest_cassette)
+                assert people_in(out) == people_in(export("pseudonymized")), "other pseudonyms than pytest's"
+            checks.run("pseudonyms: the official TypeScript SDK's client and the Vercel AI SDK (its real OpenAI "
+                       "provider) through the vitest helper with useTape({ pseudonymize: true }): no original byte "
+                       "of the six people in the cassette, lint clean, the same pseudonyms as the Python run's",
+                       vitest_records)
+        finally:
+            model_server.stop()
+            people.stop()
+
+        def vitest_replays():
+            out = vitest(None)
+            assert "ANSWER Answered " in out and "Aleksander" not in out, out
+        checks.run("pseudonyms: the vitest test replays with both servers stopped and no key", vitest_replays)
+    finally:
+        shutil.rmtree(vitest_project, ignore_errors=True)
 
     def replays_offline():
         for cassettes in ("pseudonymized", "clear"):
