@@ -222,7 +222,9 @@ pub fn is_reserved_domain(domain: &str) -> bool {
         domain.get(at..).is_some_and(|end| end.eq_ignore_ascii_case(name))
             && (at == 0 || domain.as_bytes().get(at.wrapping_sub(1)) == Some(&b'.'))
     };
-    ["example", "test", "invalid", "localhost", "example.com", "example.net", "example.org"].into_iter().any(is)
+    ["example", "test", "invalid", "localhost", "example.com", "example.net", "example.org"]
+        .into_iter()
+        .any(is)
 }
 
 #[cfg(test)]
