@@ -339,22 +339,28 @@ impl Lookup {
 
 /// The runs of letters and digits of `text`: where each starts and ends.
 fn tokens(text: &str) -> Vec<(usize, usize)> {
-    let mut tokens = Vec::new();
+    runs(text, char::is_alphanumeric)
+}
+
+/// The runs of the characters `of` takes in `text`: where each starts and
+/// ends.
+fn runs(text: &str, of: impl Fn(char) -> bool) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
     let mut start = None;
     for (at, c) in text.char_indices() {
-        match (c.is_alphanumeric(), start) {
+        match (of(c), start) {
             (true, None) => start = Some(at),
             (false, Some(from)) => {
-                tokens.push((from, at));
+                runs.push((from, at));
                 start = None;
             }
             _ => {}
         }
     }
     if let Some(from) = start {
-        tokens.push((from, text.len()));
+        runs.push((from, text.len()));
     }
-    tokens
+    runs
 }
 
 /// Appends `text` lowercased to `out`.
@@ -673,22 +679,7 @@ fn domain_of(address: &str) -> &str {
 
 /// Each run of letters in `text`, with where it starts.
 fn alphabetic_runs(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let mut runs = Vec::new();
-    let mut start = None;
-    for (at, c) in text.char_indices() {
-        match (c.is_alphabetic(), start) {
-            (true, None) => start = Some(at),
-            (false, Some(from)) => {
-                runs.push((from, &text[from..at]));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(from) = start {
-        runs.push((from, &text[from..]));
-    }
-    runs.into_iter()
+    runs(text, char::is_alphabetic).into_iter().map(|(start, end)| (start, &text[start..end]))
 }
 
 /// Whether `value` holds a pseudonym anywhere in its strings: a word or a
