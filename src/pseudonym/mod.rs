@@ -21,6 +21,7 @@
 //! with one key; a pseudonym carries a check anyone can test, so it is
 //! never taken for a value again.
 
+mod find;
 mod forms;
 mod key;
 
@@ -30,6 +31,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use regex::Regex;
 use serde_json::Value;
 
+pub use find::{Personal, find};
 pub use forms::{is_guid_pseudonym, is_phone_pseudonym, is_reserved_domain, is_word_pseudonym};
 pub use key::{KEY_VARIABLE, Key, KeySource};
 
@@ -91,7 +93,7 @@ pub enum Scope {
 
 /// How a member's value is made a pseudonym.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Form {
+enum Likeness {
     /// Each word and each run of digits.
     Words,
     /// An address.
@@ -102,15 +104,15 @@ enum Form {
     Guid,
 }
 
-impl Form {
+impl Likeness {
     /// Its place among the forms, 0 to 4.
     fn index(self) -> usize {
         match self {
-            Form::Words => 0,
-            Form::Email => 1,
-            Form::Domain => 2,
-            Form::Phone => 3,
-            Form::Guid => 4,
+            Likeness::Words => 0,
+            Likeness::Email => 1,
+            Likeness::Domain => 2,
+            Likeness::Phone => 3,
+            Likeness::Guid => 4,
         }
     }
 }
@@ -122,8 +124,8 @@ impl Form {
 /// domain of nobody's ([`is_reserved_domain`], Microsoft's fictitious
 /// companies).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Member {
-    form: Form,
+struct Field {
+    form: Likeness,
     name: bool,
     kind: Kind,
     linted: bool,
@@ -136,25 +138,27 @@ const PERSON_MEMBERS: [&str; 6] =
 
 /// The built-in members that hold people and organizations (`name` only
 /// under `emailAddress`; `person`: the object is a person's).
-fn member_kind(key: &str, parent: Option<&str>, person: bool, fields: &[String]) -> Option<Member> {
-    let member = |form, name, kind| Some(Member { form, name, kind, linted: true });
+fn member_kind(key: &str, parent: Option<&str>, person: bool, fields: &[String]) -> Option<Field> {
+    let member = |form, name, kind| Some(Field { form, name, kind, linted: true });
     match key {
-        "givenName" | "surname" => member(Form::Words, true, Kind::Name),
-        "displayName" => Some(Member { form: Form::Words, name: person, kind: Kind::Name, linted: person }),
-        "name" if parent == Some("emailAddress") => member(Form::Words, true, Kind::Name),
-        "mail" | "userPrincipalName" => member(Form::Email, false, Kind::Email),
-        "mobilePhone" | "businessPhones" | "homePhones" => member(Form::Phone, false, Kind::Phone),
-        "jobTitle" | "officeLocation" | "companyName" | "department" => {
-            member(Form::Words, false, Kind::Name)
+        "givenName" | "surname" => member(Likeness::Words, true, Kind::Name),
+        "displayName" => {
+            Some(Field { form: Likeness::Words, name: person, kind: Kind::Name, linted: person })
         }
-        _ if fields.iter().any(|field| field == key) => member(Form::Words, false, Kind::Name),
+        "name" if parent == Some("emailAddress") => member(Likeness::Words, true, Kind::Name),
+        "mail" | "userPrincipalName" => member(Likeness::Email, false, Kind::Email),
+        "mobilePhone" | "businessPhones" | "homePhones" => member(Likeness::Phone, false, Kind::Phone),
+        "jobTitle" | "officeLocation" | "companyName" | "department" => {
+            member(Likeness::Words, false, Kind::Name)
+        }
+        _ if fields.iter().any(|field| field == key) => member(Likeness::Words, false, Kind::Name),
         _ => None,
     }
 }
 
 /// Whether the member `key` (at `pointer`, its parent's pointer) carries
 /// the protocol in a message of `scope`: its whole value is left alone.
-fn is_protocol(scope: Scope, pointer: &[Segment], key: &str) -> bool {
+fn is_protocol(scope: Scope, pointer: &[PathPart], key: &str) -> bool {
     if key == "_meta" {
         return scope != Scope::Data;
     }
@@ -178,7 +182,7 @@ fn is_protocol(scope: Scope, pointer: &[Segment], key: &str) -> bool {
                 | "schema"
         ),
         Scope::Mcp => {
-            let at: Vec<&str> = pointer.iter().map(Segment::as_str).collect();
+            let at: Vec<&str> = pointer.iter().map(PathPart::as_str).collect();
             match at.as_slice() {
                 [] => matches!(key, "jsonrpc" | "id" | "method"),
                 ["params"] => {
@@ -197,37 +201,37 @@ fn is_protocol(scope: Scope, pointer: &[Segment], key: &str) -> bool {
 /// One step of a pointer: a member, an index, or into the JSON a string
 /// carries.
 #[derive(Clone, Debug)]
-enum Segment {
+enum PathPart {
     Key(String),
     Index(usize),
     Inside,
 }
 
-impl Segment {
+impl PathPart {
     fn as_str(&self) -> &str {
         match self {
-            Segment::Key(key) => key,
-            Segment::Index(_) => "*",
-            Segment::Inside => " ",
+            PathPart::Key(key) => key,
+            PathPart::Index(_) => "*",
+            PathPart::Inside => " ",
         }
     }
 }
 
 /// A JSON pointer of `segments`; the JSON a string carries is written
 /// after a space (`/text /value/0`).
-fn pointer_of(segments: &[Segment]) -> String {
+fn pointer_of(segments: &[PathPart]) -> String {
     let mut pointer = String::new();
     for segment in segments {
         match segment {
-            Segment::Key(key) => {
+            PathPart::Key(key) => {
                 pointer.push('/');
                 pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
             }
-            Segment::Index(index) => {
+            PathPart::Index(index) => {
                 pointer.push('/');
                 pointer.push_str(&index.to_string());
             }
-            Segment::Inside => pointer.push(' '),
+            PathPart::Inside => pointer.push(' '),
         }
     }
     pointer
@@ -248,16 +252,16 @@ static GUID: LazyLock<Regex> = LazyLock::new(|| {
 /// A value found in a string by its shape: an address at a domain of
 /// somebody's, or a GUID that is no pseudonym. An expression runs only on
 /// a string holding its `@` or `-`.
-fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Form, Kind)> + '_ {
+fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Likeness, Kind)> + '_ {
     let holds = |byte| memchr::memchr(byte, text.as_bytes()).is_some();
     let emails = if holds(b'@') { EMAIL.find_iter(text) } else { EMAIL.find_iter("") };
     let guids = if holds(b'-') { GUID.find_iter(text) } else { GUID.find_iter("") };
     let emails = emails.filter_map(|email| {
         let domain = email.as_str().rsplit_once('@').map_or("", |(_, domain)| domain);
-        (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Form::Email, Kind::Email))
+        (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Likeness::Email, Kind::Email))
     });
     let guids = guids.filter(|guid| !is_guid_pseudonym(guid.as_str()));
-    emails.chain(guids.map(|guid| (guid.start(), guid.end(), Form::Guid, Kind::Guid)))
+    emails.chain(guids.map(|guid| (guid.start(), guid.end(), Likeness::Guid, Kind::Guid)))
 }
 
 /// The values found so far in a run, to be found again anywhere. A value
@@ -268,14 +272,14 @@ fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Form, Kind)> + '_ {
 /// text, so that a token not known costs one probe of a small entry.
 #[derive(Clone, Default)]
 struct Lookup {
-    held: FastMap<u64, Held>,
+    held: FastMap<u64, Known>,
 }
 
 /// What a text's hash stands for: a value (and its form), the start of a
 /// longer one, or both.
 #[derive(Clone, Copy, Default)]
-struct Held {
-    form: Option<Form>,
+struct Known {
+    form: Option<Likeness>,
     start: bool,
 }
 
@@ -297,7 +301,7 @@ impl Lookup {
     }
 
     /// Adds `value` to be found again, in `form`.
-    fn add(&mut self, value: &str, form: Form) {
+    fn add(&mut self, value: &str, form: Likeness) {
         let key = Lookup::key(value);
         if key.is_empty() || self.knows(&key) {
             return;
@@ -310,7 +314,7 @@ impl Lookup {
     }
 
     /// Adds to `spans` the known values in `text`: each token's longest match.
-    fn found(&self, text: &str, spans: &mut Vec<(usize, usize, Form)>) {
+    fn found(&self, text: &str, spans: &mut Vec<(usize, usize, Likeness)>) {
         if self.held.is_empty() {
             return;
         }
@@ -378,7 +382,7 @@ fn push_lowercase(text: &str, out: &mut String) {
 /// with one pseudonym are a collision.
 #[derive(Default)]
 struct Made {
-    /// By form ([`Form::index`]), then value.
+    /// By form ([`Likeness::index`]), then value.
     by_value: [FastMap<String, Arc<str>>; 5],
     given: FastMap<String, u64>,
     collisions: u64,
@@ -414,7 +418,7 @@ impl Pseudonyms {
     pub fn new(key: Key, settings: &Settings) -> Pseudonyms {
         let mut lookup = Lookup::default();
         for term in &settings.terms {
-            lookup.add(term, Form::Words);
+            lookup.add(term, Likeness::Words);
         }
         Pseudonyms {
             key,
@@ -457,16 +461,16 @@ impl Pseudonyms {
         let mut found = Vec::new();
         walk(message, scope, &mut Vec::new(), &self.fields, 0, &mut |text, member, _| match member {
             // A name's words are learned with it, an address's domain stands for it.
-            Some(member) if new(if member.form == Form::Email { domain_of(text) } else { text }) => {
+            Some(member) if new(if member.form == Likeness::Email { domain_of(text) } else { text }) => {
                 found.push((text.trim().to_owned(), member));
             }
             Some(_) => {}
             None => {
                 for (start, end, form, _) in shapes(text) {
-                    if form == Form::Email && new(domain_of(&text[start..end])) {
+                    if form == Likeness::Email && new(domain_of(&text[start..end])) {
                         found.push((
                             text[start..end].to_owned(),
-                            Member { form, name: false, kind: Kind::Email, linted: true },
+                            Field { form, name: false, kind: Kind::Email, linted: true },
                         ));
                     }
                 }
@@ -491,9 +495,9 @@ impl Pseudonyms {
             }
             match member.form {
                 // An address is found by its shape anywhere; its domain is found as a value.
-                Form::Email => {
+                Likeness::Email => {
                     if let Some((_, domain)) = value.rsplit_once('@') {
-                        add(domain, Form::Domain);
+                        add(domain, Likeness::Domain);
                     }
                 }
                 form => add(&value, form),
@@ -501,7 +505,7 @@ impl Pseudonyms {
             if member.name {
                 for word in value.split(|c: char| !c.is_alphabetic()) {
                     if word.chars().count() >= MIN_ALONE_LETTERS && !is_word_pseudonym(word) {
-                        add(word, Form::Words);
+                        add(word, Likeness::Words);
                     }
                 }
             }
@@ -571,7 +575,7 @@ impl Pseudonyms {
         &self,
         value: &mut Value,
         scope: Scope,
-        pointer: &mut Vec<Segment>,
+        pointer: &mut Vec<PathPart>,
         known: &Lookup,
         nesting: usize,
     ) {
@@ -581,14 +585,14 @@ impl Pseudonyms {
                     if is_protocol(scope, pointer, key) {
                         continue;
                     }
-                    pointer.push(Segment::Key(key.clone()));
+                    pointer.push(PathPart::Key(key.clone()));
                     self.replace_in(member, scope, pointer, known, nesting);
                     pointer.pop();
                 }
             }
             Value::Array(items) => {
                 for (index, item) in items.iter_mut().enumerate() {
-                    pointer.push(Segment::Index(index));
+                    pointer.push(PathPart::Index(index));
                     self.replace_in(item, scope, pointer, known, nesting);
                     pointer.pop();
                 }
@@ -612,13 +616,13 @@ impl Pseudonyms {
     /// (leftmost first, the longest of those that start together); `None`
     /// when nothing in it changes.
     fn replaced(&self, text: &str, known: &Lookup) -> Option<String> {
-        let mut spans: Vec<(usize, usize, Form)> =
+        let mut spans: Vec<(usize, usize, Likeness)> =
             shapes(text).map(|(start, end, form, _)| (start, end, form)).collect();
         known.found(text, &mut spans);
         if let Some(seen) = &self.seen {
             for (start, word) in alphabetic_runs(text) {
                 if !is_word_pseudonym(word) && seen.contains(&forms::word(&self.key, &word.to_lowercase())) {
-                    spans.push((start, start + word.len(), Form::Words));
+                    spans.push((start, start + word.len(), Likeness::Words));
                 }
             }
         }
@@ -641,17 +645,17 @@ impl Pseudonyms {
     }
 
     /// The pseudonym of `value` in `form`, noted to find collisions.
-    fn pseudonym(&self, value: &str, form: Form) -> Arc<str> {
+    fn pseudonym(&self, value: &str, form: Likeness) -> Arc<str> {
         let cached = lock(&self.made).by_value[form.index()].get(value).cloned();
         if let Some(pseudonym) = cached {
             return pseudonym;
         }
         let pseudonym: Arc<str> = match form {
-            Form::Guid => forms::guid(&self.key, value),
-            Form::Words => forms::words(&self.key, value),
-            Form::Email => forms::email(&self.key, value),
-            Form::Domain => forms::domain(&self.key, value),
-            Form::Phone => forms::phone(&self.key, value),
+            Likeness::Guid => forms::guid(&self.key, value),
+            Likeness::Words => forms::words(&self.key, value),
+            Likeness::Email => forms::email(&self.key, value),
+            Likeness::Domain => forms::domain(&self.key, value),
+            Likeness::Phone => forms::phone(&self.key, value),
         }
         .into();
         let (lower, given) = (value.to_lowercase(), pseudonym.to_lowercase());
@@ -706,14 +710,14 @@ pub fn note_words(text: &str, seen: &mut HashSet<String>) {
 }
 
 /// Whether `value` is a pseudonym already in `form`.
-fn already_pseudonym(value: &str, form: Form) -> bool {
+fn already_pseudonym(value: &str, form: Likeness) -> bool {
     match form {
-        Form::Email | Form::Domain => {
+        Likeness::Email | Likeness::Domain => {
             is_reserved_domain(value.rsplit_once('@').map_or(value, |(_, domain)| domain))
         }
-        Form::Phone => is_phone_pseudonym(value),
-        Form::Guid => is_guid_pseudonym(value),
-        Form::Words => {
+        Likeness::Phone => is_phone_pseudonym(value),
+        Likeness::Guid => is_guid_pseudonym(value),
+        Likeness::Words => {
             value.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty()).all(is_word_pseudonym)
         }
     }
@@ -721,8 +725,8 @@ fn already_pseudonym(value: &str, form: Form) -> bool {
 
 /// Whether the match `start..end` of `text` stands on its own: no letter
 /// or digit (a digit, for a phone number) right before or after it.
-fn bounded(text: &str, start: usize, end: usize, form: Form) -> bool {
-    let joins = |c: char| if form == Form::Phone { c.is_ascii_digit() } else { c.is_alphanumeric() };
+fn bounded(text: &str, start: usize, end: usize, form: Likeness) -> bool {
+    let joins = |c: char| if form == Likeness::Phone { c.is_ascii_digit() } else { c.is_alphanumeric() };
     !text[..start].chars().next_back().is_some_and(joins) && !text[end..].chars().next().is_some_and(joins)
 }
 
@@ -750,15 +754,15 @@ fn nested_json(text: &str, nesting: usize) -> Option<Value> {
 fn walk(
     value: &Value,
     scope: Scope,
-    pointer: &mut Vec<Segment>,
+    pointer: &mut Vec<PathPart>,
     fields: &[String],
     nesting: usize,
-    visit: &mut impl FnMut(&str, Option<Member>, &[Segment]),
+    visit: &mut impl FnMut(&str, Option<Field>, &[PathPart]),
 ) {
     match value {
         Value::Object(members) => {
             let parent = match pointer.last() {
-                Some(Segment::Key(key)) => Some(key.clone()),
+                Some(PathPart::Key(key)) => Some(key.clone()),
                 _ => None,
             };
             let person = PERSON_MEMBERS.iter().any(|key| members.contains_key(*key));
@@ -766,7 +770,7 @@ fn walk(
                 members.get(*key).and_then(Value::as_str).is_some_and(|address| {
                     address
                         .rsplit_once('@')
-                        .is_some_and(|(_, domain)| is_reserved_domain(domain) || is_fictitious(domain))
+                        .is_some_and(|(_, domain)| is_reserved_domain(domain) || find::is_fictitious(domain))
                 })
             });
             for (key, member) in members {
@@ -774,14 +778,14 @@ fn walk(
                     continue;
                 }
                 let kind = member_kind(key, parent.as_deref(), person, fields)
-                    .map(|kind| Member { linted: kind.linted && !nobody, ..kind });
-                pointer.push(Segment::Key(key.clone()));
+                    .map(|kind| Field { linted: kind.linted && !nobody, ..kind });
+                pointer.push(PathPart::Key(key.clone()));
                 match (kind, member) {
                     (Some(kind), Value::String(text)) => visit(text, Some(kind), pointer),
                     (Some(kind), Value::Array(items)) => {
                         for (index, item) in items.iter().enumerate() {
                             if let Value::String(text) = item {
-                                pointer.push(Segment::Index(index));
+                                pointer.push(PathPart::Index(index));
                                 visit(text, Some(kind), pointer);
                                 pointer.pop();
                             }
@@ -794,7 +798,7 @@ fn walk(
         }
         Value::Array(items) => {
             for (index, item) in items.iter().enumerate() {
-                pointer.push(Segment::Index(index));
+                pointer.push(PathPart::Index(index));
                 walk(item, scope, pointer, fields, nesting, visit);
                 pointer.pop();
             }
@@ -802,90 +806,13 @@ fn walk(
         Value::String(text) => match nested_json(text, nesting) {
             Some(nested) => {
                 let mut inside = pointer.clone();
-                inside.push(Segment::Inside);
+                inside.push(PathPart::Inside);
                 walk(&nested, Scope::Data, &mut inside, fields, nesting + 1, visit);
             }
             None => visit(text, None, pointer),
         },
         _ => {}
     }
-}
-
-/// One personal value `lint` found, with no key: where, what kind, and
-/// the value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// The JSON pointer of the string it is in (in JSON a string carries,
-    /// the pointer of that string).
-    pub pointer: String,
-    pub kind: Kind,
-    pub value: String,
-}
-
-/// The personal data in `message` (of `scope`) that is not a pseudonym:
-/// addresses at somebody's domain, GUIDs, the values of the members that
-/// hold people, and `settings`' terms.
-pub fn find(message: &Value, scope: Scope, settings: &Settings) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    let terms: Vec<String> = settings.terms.iter().map(|term| term.to_lowercase()).collect();
-    walk(message, scope, &mut Vec::new(), &settings.fields, 0, &mut |text, member, pointer| {
-        let pointer = pointer_of(pointer);
-        if let Some(member) = member
-            && member.linted
-            && !text.trim().is_empty()
-            && !already_pseudonym(text.trim(), member.form)
-            && member.form != Form::Email
-        {
-            findings.push(Finding {
-                pointer: pointer.clone(),
-                kind: member.kind,
-                value: text.trim().to_owned(),
-            });
-        }
-        for (start, end, _, kind) in shapes(text) {
-            let domain = text[start..end].rsplit_once('@').map(|(_, domain)| domain);
-            if !domain.is_some_and(is_fictitious) {
-                findings.push(Finding { pointer: pointer.clone(), kind, value: text[start..end].to_owned() });
-            }
-        }
-        let lower = text.to_lowercase();
-        for term in &terms {
-            if let Some(at) = lower.find(term.as_str())
-                && bounded(&lower, at, at + term.len(), Form::Words)
-            {
-                findings.push(Finding { pointer: pointer.clone(), kind: Kind::Term, value: term.clone() });
-            }
-        }
-    });
-    findings
-}
-
-/// Microsoft's documented fictitious companies' domains: addresses there
-/// are nobody's (the shipped demo cassette uses them).
-const FICTITIOUS_DOMAINS: &[&str] = &[
-    "contoso.com",
-    "fabrikam.com",
-    "northwindtraders.com",
-    "adventure-works.com",
-    "wingtiptoys.com",
-    "tailspintoys.com",
-    "woodgrovebank.com",
-    "litwareinc.com",
-    "proseware.com",
-    "fourthcoffee.com",
-    "alpineskihouse.com",
-    "cohowinery.com",
-    "wideworldimporters.com",
-    "margiestravel.com",
-    "lucernepublishing.com",
-    "treyresearch.net",
-    "blueyonderairlines.com",
-    "humongousinsurance.com",
-];
-
-/// Whether `domain` is one of Microsoft's fictitious domains, as a whole.
-fn is_fictitious(domain: &str) -> bool {
-    FICTITIOUS_DOMAINS.iter().any(|known| domain.eq_ignore_ascii_case(known))
 }
 
 #[cfg(test)]

@@ -6,11 +6,13 @@
 //! [`Answer`]; framing is the front door's. Beside it: the misses (why
 //! nothing recorded answers, the nearest recordings, the answer
 //! `--on-miss` makes: `misses`), which log notifications a caller gets
-//! ([`LogFilter`]), and the Agent 365 service endpoints that are not MCP
-//! ([`ServiceAnswers`], [`Replay::service`]).
+//! ([`LogFilter`]), the Agent 365 service endpoints that are not MCP
+//! ([`ServiceAnswers`], [`Replay::service`]), and what it does with
+//! pseudonymized cassettes (`pseudonyms`: [`Replay::with_pseudonyms`]).
 
 mod logs;
 mod misses;
+mod pseudonyms;
 mod service;
 
 pub use logs::LogFilter;
@@ -42,7 +44,6 @@ use crate::matching::MatchRules;
 use crate::mcp::{self, convert, fallback};
 use crate::model::{Direction, Era, LlmExchange, MatchKey, StreamShape};
 use crate::normalize::{self, Rules};
-use crate::pseudonym::{self, Pseudonyms, Scope};
 use crate::util::{FastMap, clip, lock, printable};
 
 /// Seconds in a day, for `--max-age`.
@@ -181,44 +182,6 @@ impl Replay {
         }
     }
 
-    /// A model request's body pseudonymized as record stored it, when
-    /// replay has the cassettes' key.
-    fn pseudonymized_body(&self, call: &LlmCall) -> Option<String> {
-        let pseudonyms = self.rules.pseudonyms()?;
-        pseudonyms.learn_text(call.body, Scope::Model);
-        Some(pseudonyms.pseudonymize_written(call.body, Scope::Model))
-    }
-
-    /// The same engine, for cassettes pseudonymized with the keys of
-    /// `fingerprints`: with `pseudonyms` (under one of those keys), what
-    /// requests send is pseudonymized before it is matched; without, a
-    /// miss on a request that holds personal data says which key to set.
-    pub fn with_pseudonyms(self, fingerprints: Vec<String>, pseudonyms: Option<Arc<Pseudonyms>>) -> Replay {
-        match pseudonyms {
-            Some(pseudonyms) => Replay { rules: self.rules.clone().with_pseudonyms(pseudonyms), ..self },
-            None => Replay { keyless: fingerprints, ..self },
-        }
-    }
-
-    /// What a miss on `requested` adds when the cassettes are pseudonymized
-    /// and replay has no key: where the request holds personal data, and
-    /// which variable to set.
-    pub(super) fn pseudonym_hint(&self, requested: &Value) -> String {
-        if self.keyless.is_empty() {
-            return String::new();
-        }
-        let found = pseudonym::find(requested, Scope::Data, &pseudonym::Settings::default());
-        let Some(first) = found.first() else { return String::new() };
-        format!(
-            "; the cassettes are pseudonymized (key {}) and this request holds personal data ({} at {}): \
-             set {} to their key, so that it is pseudonymized before it is matched",
-            self.keyless.join(", "),
-            first.kind.as_str(),
-            printable(&first.pointer),
-            pseudonym::KEY_VARIABLE
-        )
-    }
-
     /// What this engine was asked and how it answered, so far.
     pub fn usage(&self) -> Usage {
         let rules = self.by_rule.rules();
@@ -328,18 +291,6 @@ impl Replay {
             Some(params) => self.answer_as_asked(&Call { params: Some(&params), ..*call }),
             None => self.answer_as_asked(call),
         }
-    }
-
-    /// `call`'s params pseudonymized as record stored them, when replay has
-    /// the cassettes' key and they change.
-    fn pseudonymized_params(&self, call: &Call) -> Option<Params> {
-        let pseudonyms = self.rules.pseudonyms()?;
-        let asked = call.params()?;
-        let mut request = serde_json::json!({"params": asked});
-        pseudonyms.learn(&request, Scope::Mcp);
-        pseudonyms.pseudonymize(&mut request, Scope::Mcp);
-        let params = request["params"].take();
-        (params != *asked).then(|| Params::new(params))
     }
 
     /// [`Replay::answer`], `call`'s params as they are.
