@@ -17,6 +17,7 @@ fn rules() -> &'static Rules {
             redact_keys: vec!["apiKey".to_owned()],
             ignore_params: vec!["/arguments/requestId".to_owned()],
             redact_patterns: vec!["builtin".to_owned()],
+            ..Normalization::default()
         };
         Rules::new(&normalization).expect("the built-in shapes compile")
     })
