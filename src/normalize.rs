@@ -23,7 +23,7 @@ use crate::model::{
     Direction, Exchange, MatchKey, Provenance, RawExchange, RecordedMessage, canonical_json,
     canonical_json_without,
 };
-use crate::pseudonym::{Pseudonyms, Scope};
+use crate::pseudonym::Pseudonyms;
 use crate::redact::{self, Redactor};
 use crate::secrets::Shapes;
 use crate::{jsonrpc, mcp};
@@ -207,14 +207,8 @@ impl Rules {
             self.redact_message(&mut aside.message);
         }
         if let Some(pseudonyms) = &self.pseudonyms {
-            pseudonyms.learn(&request, Scope::Mcp);
-            for message in messages.iter().chain(asides.iter().map(|aside| &aside.message)) {
-                pseudonyms.learn_message(message, Scope::Mcp);
-            }
-            pseudonyms.pseudonymize(&mut request, Scope::Mcp);
-            for message in messages.iter_mut().chain(asides.iter_mut().map(|aside| &mut aside.message)) {
-                pseudonyms.pseudonymize_message(message, Scope::Mcp);
-            }
+            pseudonyms.learn_exchange(&request, &messages, &asides);
+            pseudonyms.pseudonymize_exchange(&mut request, &mut messages, &mut asides);
         }
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_owned();
         Exchange {

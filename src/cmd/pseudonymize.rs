@@ -89,19 +89,13 @@ fn read(path: &Path) -> Result<Read, Error> {
 /// Learns the personal values of everything in `cassette`.
 fn learn(pseudonyms: &Pseudonyms, cassette: &Read) {
     for exchange in &cassette.exchanges {
-        pseudonyms.learn(&exchange.request, Scope::Mcp);
-        for message in exchange.messages.iter().chain(exchange.asides.iter().map(|aside| &aside.message)) {
-            pseudonyms.learn_message(message, Scope::Mcp);
-        }
+        pseudonyms.learn_exchange(&exchange.request, &exchange.messages, &exchange.asides);
     }
     for template in &cassette.templates {
         pseudonyms.learn_text(&template.text, Scope::Data);
     }
     for exchange in &cassette.llms {
-        pseudonyms.learn_text(&exchange.request, Scope::Model);
-        for text in exchange.answer.json_texts() {
-            pseudonyms.learn_text(text, Scope::Model);
-        }
+        pseudonyms.learn_llm(&exchange.request, &exchange.answer);
     }
 }
 
@@ -111,12 +105,7 @@ fn learn(pseudonyms: &Pseudonyms, cassette: &Read) {
 fn write(pseudonyms: &Pseudonyms, rules: &Rules, cassette: Read) -> Result<usize, Error> {
     let Read { path, mut exchanges, services, templates, mut llms, keys } = cassette;
     for exchange in &mut exchanges {
-        pseudonyms.pseudonymize(&mut exchange.request, Scope::Mcp);
-        for message in
-            exchange.messages.iter_mut().chain(exchange.asides.iter_mut().map(|aside| &mut aside.message))
-        {
-            pseudonyms.pseudonymize_message(message, Scope::Mcp);
-        }
+        pseudonyms.pseudonymize_exchange(&mut exchange.request, &mut exchange.messages, &mut exchange.asides);
         exchange.key = rules.match_key(&exchange.server, &exchange.method, exchange.request.get("params"));
     }
     for exchange in &mut llms {

@@ -345,10 +345,7 @@ impl LlmFlight {
             secrets.extend(recorder.rules.sensitive_values(&request));
         }
         if let Some(pseudonyms) = recorder.rules.pseudonyms() {
-            pseudonyms.learn_text(&exchange.request, Scope::Model);
-            for text in answer.json_texts() {
-                pseudonyms.learn_text(text, Scope::Model);
-            }
+            pseudonyms.learn_llm(&exchange.request, &answer);
         }
         let clean = |text: &str| scrubbed(&recorder.rules, text, &secrets);
         exchange.request = clean(&exchange.request);

@@ -36,7 +36,7 @@ pub use forms::{is_guid_pseudonym, is_phone_pseudonym, is_reserved_domain, is_wo
 pub use key::{KEY_VARIABLE, Key, KeySource};
 
 use crate::jsonrpc::scan;
-use crate::model::RecordedMessage;
+use crate::model::{Aside, LlmAnswer, RecordedMessage};
 use crate::util::{FastMap, lock};
 
 /// Nested JSON read from strings at most this deep.
@@ -257,8 +257,12 @@ fn shapes(text: &str) -> impl Iterator<Item = (usize, usize, Likeness, Kind)> + 
     let emails = if holds(b'@') { EMAIL.find_iter(text) } else { EMAIL.find_iter("") };
     let guids = if holds(b'-') { GUID.find_iter(text) } else { GUID.find_iter("") };
     let emails = emails.filter_map(|email| {
-        let domain = email.as_str().rsplit_once('@').map_or("", |(_, domain)| domain);
-        (!is_reserved_domain(domain)).then_some((email.start(), email.end(), Likeness::Email, Kind::Email))
+        (!is_reserved_domain(domain_of(email.as_str()))).then_some((
+            email.start(),
+            email.end(),
+            Likeness::Email,
+            Kind::Email,
+        ))
     });
     let guids = guids.filter(|guid| !is_guid_pseudonym(guid.as_str()));
     emails.chain(guids.map(|guid| (guid.start(), guid.end(), Likeness::Guid, Kind::Guid)))
@@ -284,9 +288,18 @@ struct Known {
 }
 
 impl Lookup {
-    /// What `value` is held by.
+    /// What `value` is held by: its text from its first letter or digit
+    /// to its last, lowercased as a token read is, written into `key`.
+    fn key_into(value: &str, key: &mut String) {
+        key.clear();
+        push_lowercase(value.trim_matches(|c: char| !c.is_alphanumeric()), key);
+    }
+
+    /// [`Lookup::key_into`] a new string.
     fn key(value: &str) -> String {
-        value.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase()
+        let mut key = String::new();
+        Lookup::key_into(value, &mut key);
+        key
     }
 
     /// The hash `key` is held by.
@@ -454,8 +467,7 @@ impl Pseudonyms {
         let held = Arc::clone(&lock(&self.known));
         let mut read = String::new();
         let mut new = |value: &str| {
-            read.clear();
-            push_lowercase(value.trim_matches(|c: char| !c.is_alphanumeric()), &mut read);
+            Lookup::key_into(value, &mut read);
             !held.knows(&read)
         };
         let mut found = Vec::new();
@@ -518,9 +530,10 @@ impl Pseudonyms {
     /// `message` (of `scope`) with every personal value it holds given its
     /// pseudonym: what [`Pseudonyms::learn`] found, addresses and GUIDs.
     /// The protocol's members are left alone.
-    pub fn pseudonymize(&self, message: &mut Value, scope: Scope) {
+    /// Whether anything in it changed.
+    pub fn pseudonymize(&self, message: &mut Value, scope: Scope) -> bool {
         let known = Arc::clone(&lock(&self.known));
-        self.replace_in(message, scope, &mut Vec::new(), &known, 0);
+        self.replace_in(message, scope, &mut Vec::new(), &known, 0)
     }
 
     /// `text` that is not JSON, with every personal value in it given its
@@ -543,9 +556,11 @@ impl Pseudonyms {
     pub fn pseudonymize_written(&self, text: &str, scope: Scope) -> String {
         match serde_json::from_str::<Value>(text) {
             Ok(mut value) => {
-                let before = value.clone();
-                self.pseudonymize(&mut value, scope);
-                if value == before { text.to_owned() } else { scan::rewrite(text, &value) }
+                if self.pseudonymize(&mut value, scope) {
+                    scan::rewrite(text, &value)
+                } else {
+                    text.to_owned()
+                }
             }
             Err(_) => self.pseudonymize_text(text),
         }
@@ -571,6 +586,37 @@ impl Pseudonyms {
         self.pseudonymize(&mut message.body, scope);
     }
 
+    /// Pseudonymizes every string of `value` not in a protocol member;
+    /// whether any changed.
+    /// Learns what an exchange's request, messages and asides hold.
+    pub fn learn_exchange(&self, request: &Value, messages: &[RecordedMessage], asides: &[Aside]) {
+        self.learn(request, Scope::Mcp);
+        for message in messages.iter().chain(asides.iter().map(|aside| &aside.message)) {
+            self.learn_message(message, Scope::Mcp);
+        }
+    }
+
+    /// Pseudonymizes an exchange's request, messages and asides.
+    pub fn pseudonymize_exchange(
+        &self,
+        request: &mut Value,
+        messages: &mut [RecordedMessage],
+        asides: &mut [Aside],
+    ) {
+        self.pseudonymize(request, Scope::Mcp);
+        for message in messages.iter_mut().chain(asides.iter_mut().map(|aside| &mut aside.message)) {
+            self.pseudonymize_message(message, Scope::Mcp);
+        }
+    }
+
+    /// Learns what a request to the agent's model and its answer hold.
+    pub fn learn_llm(&self, request: &str, answer: &LlmAnswer) {
+        self.learn_text(request, Scope::Model);
+        for text in answer.json_texts() {
+            self.learn_text(text, Scope::Model);
+        }
+    }
+
     fn replace_in(
         &self,
         value: &mut Value,
@@ -578,7 +624,8 @@ impl Pseudonyms {
         pointer: &mut Vec<PathPart>,
         known: &Lookup,
         nesting: usize,
-    ) {
+    ) -> bool {
+        let mut changed = false;
         match value {
             Value::Object(members) => {
                 for (key, member) in members.iter_mut() {
@@ -586,30 +633,32 @@ impl Pseudonyms {
                         continue;
                     }
                     pointer.push(PathPart::Key(key.clone()));
-                    self.replace_in(member, scope, pointer, known, nesting);
+                    changed |= self.replace_in(member, scope, pointer, known, nesting);
                     pointer.pop();
                 }
             }
             Value::Array(items) => {
                 for (index, item) in items.iter_mut().enumerate() {
                     pointer.push(PathPart::Index(index));
-                    self.replace_in(item, scope, pointer, known, nesting);
+                    changed |= self.replace_in(item, scope, pointer, known, nesting);
                     pointer.pop();
                 }
             }
             Value::String(text) => {
                 if let Some(mut nested) = nested_json(text, nesting) {
-                    let before = nested.clone();
-                    self.replace_in(&mut nested, Scope::Data, &mut Vec::new(), known, nesting + 1);
-                    if nested != before {
+                    if self.replace_in(&mut nested, Scope::Data, &mut Vec::new(), known, nesting + 1) {
                         *text = scan::rewrite(text, &nested);
+                        changed = true;
                     }
-                } else if let Some(replaced) = self.replaced(text, known) {
+                } else if let Some(replaced) = self.replaced(text, known).filter(|replaced| replaced != text)
+                {
                     *text = replaced;
+                    changed = true;
                 }
             }
             _ => {}
         }
+        changed
     }
 
     /// `text` with each address, GUID and known value given its pseudonym
@@ -661,7 +710,7 @@ impl Pseudonyms {
         let (lower, given) = (value.to_lowercase(), pseudonym.to_lowercase());
         let mut made = lock(&self.made);
         if lower != given {
-            let digest = digest(&lower);
+            let digest = Lookup::hash(&lower);
             if *made.given.entry(given).or_insert(digest) != digest {
                 made.collisions += 1;
                 tracing::error!("two values were given one pseudonym; this recording cannot tell them apart");
@@ -730,14 +779,6 @@ fn bounded(text: &str, start: usize, end: usize, form: Likeness) -> bool {
     !text[..start].chars().next_back().is_some_and(joins) && !text[end..].chars().next().is_some_and(joins)
 }
 
-/// A short hash of a value, to tell two values apart.
-fn digest(value: &str) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = foldhash::fast::FixedState::with_seed(0x6d63_702d_7461_7065).build_hasher();
-    hasher.write(value.as_bytes());
-    hasher.finish()
-}
-
 /// The JSON a string carries (a tool's text content), when it starts as
 /// an object or an array does and reads as one.
 fn nested_json(text: &str, nesting: usize) -> Option<Value> {
@@ -767,11 +808,11 @@ fn walk(
             };
             let person = PERSON_MEMBERS.iter().any(|key| members.contains_key(*key));
             let nobody = ["mail", "userPrincipalName", "address"].iter().any(|key| {
-                members.get(*key).and_then(Value::as_str).is_some_and(|address| {
-                    address
-                        .rsplit_once('@')
-                        .is_some_and(|(_, domain)| is_reserved_domain(domain) || find::is_fictitious(domain))
-                })
+                members.get(*key).and_then(Value::as_str).filter(|address| address.contains('@')).is_some_and(
+                    |address| {
+                        is_reserved_domain(domain_of(address)) || find::is_fictitious(domain_of(address))
+                    },
+                )
             });
             for (key, member) in members {
                 if is_protocol(scope, pointer, key) {
