@@ -30,7 +30,7 @@ use crate::faults::FaultRules;
 use crate::interchange::foreign::read_regular_file;
 use crate::limits::{MAX_REPORT_BYTES, MAX_RULES_FILE_BYTES};
 use crate::matching::{self, MatchRules};
-use crate::pseudonym::{self, Key, KeySource, Pseudonyms};
+use crate::pseudonym::{self, Key, Pseudonyms};
 use crate::report::{self, Report};
 use crate::{drift, util};
 
@@ -161,15 +161,10 @@ pub(super) fn pseudonyms(
     }
     let settings = table.cloned().unwrap_or_default();
     let (key, source) = Key::find(settings.key_env.as_deref())?;
-    let from = match source {
-        KeySource::Variable(name) => format!("from {name}"),
-        KeySource::File { path, made } => format!(
-            "kept in {}{}",
-            util::printable(&path.display().to_string()),
-            if made { " (made now: keep it to give the same people the same pseudonyms again)" } else { "" }
-        ),
-    };
-    tracing::info!("pseudonymizing what is stored, with the key {from} (fingerprint {})", key.fingerprint());
+    tracing::info!(
+        "pseudonymizing what is stored, with the key {source} (fingerprint {})",
+        key.fingerprint()
+    );
     Ok(Some(Arc::new(Pseudonyms::new(key, &settings))))
 }
 

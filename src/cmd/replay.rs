@@ -18,7 +18,7 @@ use crate::faults::{FaultRule, FaultRules};
 use crate::model::Text;
 use crate::normalize::Normalization;
 use crate::normalize::Rules;
-use crate::pseudonym::{self, KEY_VARIABLE, Key, KeySource, Pseudonyms};
+use crate::pseudonym::{self, KEY_VARIABLE, Key, Pseudonyms};
 use crate::transport::http::turns::Serving;
 use crate::transport::http::{App, server};
 use crate::transport::stdio::{self, Door};
@@ -135,13 +135,9 @@ fn replay_pseudonyms(
         );
         return Ok(None);
     };
-    let from = match source {
-        KeySource::Variable(name) => format!("from {name}"),
-        KeySource::File { path, .. } => format!("kept in {}", util::printable(&path.display().to_string())),
-    };
     if !fingerprints.contains(&key.fingerprint()) {
         tracing::warn!(
-            "the pseudonym key {from} (fingerprint {}) is not the key the cassettes were pseudonymized \
+            "the pseudonym key {source} (fingerprint {}) is not the key the cassettes were pseudonymized \
              with ({shown}): requests are matched as they are sent",
             key.fingerprint()
         );
@@ -160,7 +156,7 @@ fn replay_pseudonyms(
             pseudonym::note_words(text, &mut seen);
         }
     }
-    tracing::info!("pseudonymizing what requests send before they are matched, with the key {from}");
+    tracing::info!("pseudonymizing what requests send before they are matched, with the key {source}");
     let pseudonyms = Pseudonyms::new(key, &pseudonym::Settings::default()).recognizing(seen);
     Ok(Some(Arc::new(pseudonyms)))
 }

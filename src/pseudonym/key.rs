@@ -20,6 +20,23 @@ const MIN_KEY_CHARS: usize = 16;
 /// SHA-256's block, in bytes (HMAC pads the key to it).
 const BLOCK: usize = 64;
 
+impl std::fmt::Display for KeySource {
+    /// Where the key came from, as a run says it: `from NAME`, or `kept in
+    /// PATH` (with a word on keeping it when it was made now).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeySource::Variable(name) => write!(f, "from {name}"),
+            KeySource::File { path, made } => {
+                write!(f, "kept in {}", crate::util::printable(&path.display().to_string()))?;
+                if *made {
+                    f.write_str(" (made now: keep it to give the same people the same pseudonyms again)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// A key of 32 bytes.
 #[derive(Clone)]
 pub struct Key([u8; 32]);

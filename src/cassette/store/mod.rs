@@ -348,9 +348,7 @@ impl Cassette {
     ///
     /// An SQLite failure.
     pub fn note_pseudonym_key(&self, fingerprint: &str) -> Result<(), Error> {
-        self.conn
-            .execute("INSERT OR IGNORE INTO pseudonym_key (fingerprint) VALUES (?1)", [fingerprint])
-            .map(drop)
+        rows::insert_pseudonym_key(&self.conn, fingerprint)
             .map_err(|e| Error::Cassette { path: self.path.clone(), kind: e.into() })
     }
 

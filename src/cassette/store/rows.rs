@@ -63,15 +63,18 @@ impl Importing<'_> {
     ///
     /// An SQLite failure.
     pub fn pseudonym_key(&mut self, fingerprint: &str) -> Result<(), Error> {
-        self.tx
-            .execute("INSERT OR IGNORE INTO pseudonym_key (fingerprint) VALUES (?1)", [fingerprint])
-            .map(drop)
-            .map_err(|e| self.failed(e))
+        insert_pseudonym_key(&self.tx, fingerprint).map_err(|e| self.failed(e))
     }
 
     fn failed(&self, error: rusqlite::Error) -> Error {
         Error::Cassette { path: self.path.to_owned(), kind: error.into() }
     }
+}
+
+/// Notes the key of `fingerprint` among those the recordings were
+/// pseudonymized with (once).
+pub(super) fn insert_pseudonym_key(conn: &Connection, fingerprint: &str) -> rusqlite::Result<()> {
+    conn.execute("INSERT OR IGNORE INTO pseudonym_key (fingerprint) VALUES (?1)", [fingerprint]).map(drop)
 }
 
 /// Writes `template`, replacing one for the same (server, tool).
